@@ -1,0 +1,28 @@
+"""Entry point of the ``mcp-approval`` command."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="mcp-approval",
+    help="Durable MCP tasks, structured authorization denials and approval-gated tool calls.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.command("conformance-server")
+def conformance_server(
+    port: int = typer.Option(..., help="TCP port on 127.0.0.1."),
+    db: str = typer.Option("sqlite://", help="Task store URL (sqlite:///PATH, postgresql://...)."),
+) -> None:
+    """Serve the fixture tools the official MCP conformance suite calls, on 127.0.0.1."""
+    from mcp_approval.server.conformance import run_conformance_server
+
+    run_conformance_server(port=port, store_url=db)
+
+
+def main() -> None:
+    """Run the command line."""
+    app()

@@ -1,0 +1,1 @@
+"""The agent side: tasks-aware tool calls."""

@@ -1,0 +1,1 @@
+"""The composition root: builds servers from configuration."""

@@ -1,0 +1,241 @@
+"""One ``tools/call`` that may become a task, and the API a tool uses while it runs as one."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import mcp_types as types
+from mcp.server.context import HandlerResult
+from mcp.shared.exceptions import MCPError
+
+from mcp_approval.protocol import INTERNAL_ERROR
+from mcp_approval.storage import StoreUnavailableError
+from mcp_approval.tasks.models import TaskRecord, error_document, new_task_id, result_document
+from mcp_approval.tasks.states import TaskStatus
+from mcp_approval.tasks.store import NewTask
+
+if TYPE_CHECKING:
+    from mcp_approval.tasks.runtime import TaskRuntime
+
+logger = logging.getLogger("mcp_approval.tasks")
+
+_CURRENT: contextvars.ContextVar[Execution] = contextvars.ContextVar("mcp_approval_task")
+
+
+def current_task() -> Execution:
+    """The task-capable call the running tool belongs to.
+
+    Raises:
+        RuntimeError: when the tool is not running under the tasks extension.
+    """
+    try:
+        return _CURRENT.get()
+    except LookupError:
+        raise RuntimeError("current_task() called outside a call handled by the tasks extension") from None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a call ended: a result, a JSON-RPC error, or cancellation."""
+
+    kind: Literal["result", "error", "cancelled"]
+    result: HandlerResult = None
+    error: MCPError | None = None
+
+    def unwrap(self) -> HandlerResult:
+        """The result for an ordinary (non-task) answer; re-raises a JSON-RPC error."""
+        if self.error is not None:
+            raise self.error
+        if self.kind == "cancelled":
+            raise MCPError(code=INTERNAL_ERROR, message="The call was cancelled by server shutdown")
+        return self.result
+
+
+class Execution:
+    """A running call: answered inline if it finishes in time, otherwise promoted to a task.
+
+    The coroutine starts at once. :meth:`promote` commits a task row and from then on the
+    outcome is written to the store instead of being returned. Status changes after promotion
+    go through the store's compare-and-set, so a terminal status written by one path is never
+    overwritten by another (cancellation racing completion, shutdown, lease expiry).
+    """
+
+    def __init__(
+        self,
+        runtime: TaskRuntime,
+        *,
+        tool_name: str,
+        principal_digest: str | None,
+        call: Callable[[], Awaitable[HandlerResult]],
+        input_capable: bool,
+    ) -> None:
+        self._runtime = runtime
+        self.tool_name = tool_name
+        self.principal_digest = principal_digest
+        self._call = call
+        self._input_capable = input_capable
+        self.task_id: str | None = None
+        self.record: TaskRecord | None = None
+        self._created = asyncio.Event()
+        self._outcome: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self._finishing = False
+        self._waiters: dict[str, asyncio.Future[Any]] = {}
+        self._runner: asyncio.Task[None] | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start running the call in the background."""
+        self._runner = asyncio.create_task(self._run(), name=f"mcp-approval call {self.tool_name}")
+
+    async def wait(self, timeout_s: float | None) -> Outcome | None:
+        """Wait up to ``timeout_s`` for the outcome; ``None`` if the call is still running."""
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._outcome), timeout_s)
+        except TimeoutError:
+            return None
+
+    @property
+    def promoted(self) -> bool:
+        """Whether the call has become a task."""
+        return self.task_id is not None
+
+    @property
+    def running(self) -> bool:
+        """Whether the tool is still running (a cancel can still reach it)."""
+        return self._runner is not None and not self._runner.done() and not self._finishing
+
+    async def promote(self, *, status_message: str | None = None) -> TaskRecord | None:
+        """Turn the call into a committed task and return its row.
+
+        Returns ``None`` when the call has already finished (answer inline instead) or a task
+        limit refuses it. Raises :class:`StoreUnavailableError` if the row cannot be written.
+        """
+        if self.task_id is not None:
+            await self._created.wait()
+            return self.record
+        if self._outcome.done() or await self._runtime.over_limits(self.principal_digest, self.tool_name):
+            return None
+        if self._outcome.done():
+            return None
+        self.task_id = new_task_id()  # claimed before the first await below: _run sees it
+        options = self._runtime.options
+        try:
+            self.record = await self._runtime.store.create(
+                NewTask(
+                    task_id=self.task_id,
+                    principal_digest=self.principal_digest,
+                    tool_name=self.tool_name,
+                    ttl_ms=options.ttl_ms,
+                    poll_interval_ms=options.poll_interval_ms,
+                    owner=self._runtime.worker_id,
+                    lease_ms=options.lease_ms,
+                    status_message=status_message,
+                )
+            )
+        except BaseException:
+            self.task_id = None
+            raise
+        self._runtime.adopt(self)
+        self._created.set()
+        return self.record
+
+    def cancel(self) -> bool:
+        """Cancel the running tool; returns whether a cancellation was delivered."""
+        if not self.running or self._runner is None:
+            return False
+        return self._runner.cancel()
+
+    async def join(self) -> None:
+        """Wait until the background run (including its final store write) is over."""
+        if self._runner is not None:
+            await asyncio.gather(self._runner, return_exceptions=True)
+
+    async def _run(self) -> None:
+        _CURRENT.set(self)
+        try:
+            result = await self._call()
+        except asyncio.CancelledError:
+            outcome = Outcome("cancelled")
+        except MCPError as exc:
+            outcome = Outcome("error", error=exc)
+        except Exception:
+            logger.exception("tool %r raised outside the SDK's error handling", self.tool_name)
+            outcome = Outcome("error", error=MCPError(code=INTERNAL_ERROR, message="Internal error"))
+        else:
+            outcome = Outcome("result", result=result)
+        self._finishing = True
+        self._outcome.set_result(outcome)
+        if self.task_id is not None:
+            await asyncio.shield(self._record_outcome(outcome))
+
+    async def _record_outcome(self, outcome: Outcome) -> None:
+        await self._created.wait()
+        assert self.task_id is not None
+        try:
+            await self._runtime.persist_terminal(self.task_id, *_terminal_write(outcome))
+        finally:
+            self._runtime.release(self.task_id)
+            for waiter in self._waiters.values():
+                waiter.cancel()
+
+    # -- input during execution ------------------------------------------------------------
+
+    async def request_input(self, requests: Sequence[Mapping[str, Any]]) -> list[Any]:
+        """Ask the client for input and wait for every answer.
+
+        Each request is ``{"method": ..., "params": ...}`` (``elicitation/create``,
+        ``sampling/createMessage`` or ``roots/list``). The task moves to ``input_required``
+        until all are answered through ``tasks/update``. Returns the answers in order.
+
+        Raises:
+            MCPError: if the call cannot become a task (the client did not declare the
+                extension, or a task limit was reached).
+        """
+        if not self._input_capable:
+            raise MCPError(code=INTERNAL_ERROR, message="This call cannot ask for input: it is not running as a task")
+        if await self.promote() is None:
+            raise MCPError(code=INTERNAL_ERROR, message="This call cannot ask for input: no task could be created")
+        assert self.task_id is not None
+        keys = await self._runtime.store.add_input_requests(self.task_id, requests)
+        if keys is None:
+            raise asyncio.CancelledError
+        loop = asyncio.get_running_loop()
+        futures = [self._waiters.setdefault(key, loop.create_future()) for key in keys]
+        await self._runtime.deliver_input(self.task_id)  # answers may already be waiting
+        return list(await asyncio.gather(*futures))
+
+    async def elicit(self, message: str, requested_schema: Mapping[str, Any]) -> dict[str, Any]:
+        """Ask the user a form-mode question; returns the ``ElicitResult`` as a dict."""
+        params = types.ElicitRequestFormParams(message=message, requested_schema=dict(requested_schema))
+        request = {"method": "elicitation/create", "params": params.model_dump(by_alias=True, exclude_none=True)}
+        (answer,) = await self.request_input([request])
+        return dict(answer) if isinstance(answer, Mapping) else {"action": "cancel"}
+
+    def accept_responses(self, responses: Mapping[str, Any]) -> None:
+        """Hand answers taken from the store to the waiting tool."""
+        for key, value in responses.items():
+            waiter = self._waiters.pop(key, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(value)
+
+
+def _terminal_write(outcome: Outcome) -> tuple[TaskStatus, str | None, dict[str, Any] | None, dict[str, Any] | None]:
+    """(status, statusMessage, result, error) for an outcome, per SEP-2663's status rules."""
+    if outcome.kind == "cancelled":
+        return TaskStatus.CANCELLED, "Cancelled", None, None
+    if outcome.error is not None:
+        error = outcome.error.error
+        return TaskStatus.FAILED, error.message, None, error_document(error.code, error.message, error.data)
+    if isinstance(outcome.result, types.InputRequiredResult):
+        message = "The tool asked for input through a retry after the call became a task"
+        return TaskStatus.FAILED, message, None, error_document(INTERNAL_ERROR, message)
+    return TaskStatus.COMPLETED, None, result_document(outcome.result), None
+
+
+__all__ = ["Execution", "Outcome", "StoreUnavailableError", "current_task"]

@@ -1,0 +1,42 @@
+"""Server middleware for the tasks extension's wire rules the SDK does not enforce itself.
+
+- ``Mcp-Name`` must equal ``params.taskId`` on ``tasks/*`` over HTTP (SEP-2243 applied to
+  tasks); ``mcp`` 2.3 checks the header only for ``tools/call``, ``prompts/get`` and
+  ``resources/read``.
+- The 2025-11-25 ``params.task`` member of ``tools/call`` must be ignored whatever its value;
+  ``mcp`` 2.3 rejects a non-object value before any extension sees the call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import decode_header_value
+
+from mcp_approval.protocol import HEADER_MCP_NAME, HEADER_MISMATCH, TASK_METHODS
+
+
+async def task_routing_middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Enforce ``Mcp-Name`` on ``tasks/*`` and drop the legacy ``params.task`` of ``tools/call``."""
+    if ctx.method in TASK_METHODS:
+        _check_mcp_name(ctx)
+    elif ctx.method == "tools/call" and isinstance(ctx.params, dict) and "task" in ctx.params:
+        params = {key: value for key, value in ctx.params.items() if key != "task"}
+        return await call_next(replace(ctx, params=params))
+    return await call_next(ctx)
+
+
+def _check_mcp_name(ctx: ServerRequestContext[Any, Any]) -> None:
+    request = ctx.request
+    headers = getattr(request, "headers", None)
+    if headers is None:  # stdio and in-process: no routing headers exist
+        return
+    task_id = ctx.params.get("taskId") if ctx.params is not None else None
+    raw = headers.get(HEADER_MCP_NAME)
+    if raw is None:
+        raise MCPError(code=HEADER_MISMATCH, message="Missing Mcp-Name header for a tasks/* request")
+    if not isinstance(task_id, str) or decode_header_value(raw) != task_id:
+        raise MCPError(code=HEADER_MISMATCH, message="Mcp-Name header does not match params.taskId")

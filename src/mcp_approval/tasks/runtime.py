@@ -1,0 +1,216 @@
+"""The per-process tasks runtime: running executions, leases, signals and the sweeper."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcp.server.context import HandlerResult
+
+from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.protocol import INTERNAL_ERROR
+from mcp_approval.storage import StoreUnavailableError
+from mcp_approval.tasks.execution import Execution
+from mcp_approval.tasks.models import error_document
+from mcp_approval.tasks.options import TaskOptions
+from mcp_approval.tasks.states import TaskStatus
+from mcp_approval.tasks.store import TaskStore
+
+logger = logging.getLogger("mcp_approval.tasks")
+
+_LOST_WORKER_MESSAGE = "The worker running this task stopped responding"
+# How long a terminal write keeps being retried while the store is down, between attempts.
+_RETRY_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
+
+
+def new_worker_id() -> str:
+    """An id for this process among the workers sharing one store."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+class TaskRuntime:
+    """Runs task executions for one worker process.
+
+    It owns the background loops of the worker: lease renewal (which also collects cancel
+    and input signals that other workers recorded in the store) and the sweeper (which purges
+    expired tasks and fails tasks whose worker died). Entering it more than once is allowed;
+    it stops when the last user leaves.
+    """
+
+    def __init__(self, store: TaskStore, options: TaskOptions, *, clock: Clock | None = None) -> None:
+        self.store = store
+        self.options = options
+        self.clock = clock or SystemClock()
+        self.worker_id = new_worker_id()
+        self._executions: dict[str, Execution] = {}
+        self._loops: list[asyncio.Task[None]] = []
+        self._users = 0
+        self._lock = asyncio.Lock()
+        self._stopping = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open the store and start the background loops (once, however often called)."""
+        async with self._lock:
+            self._users += 1
+            if self._users > 1:
+                return
+            self._stopping = False
+            await self.store.open()
+            self._loops = [
+                asyncio.create_task(self._heartbeat_loop(), name="mcp-approval task leases"),
+                asyncio.create_task(self._sweep_loop(), name="mcp-approval task sweeper"),
+            ]
+
+    async def stop(self) -> None:
+        """Cancel every running task (they end ``cancelled``), stop the loops, close the store."""
+        async with self._lock:
+            self._users -= 1
+            if self._users > 0:
+                return
+            self._stopping = True
+            executions = list(self._executions.values())
+            for execution in executions:
+                execution.cancel()
+            await asyncio.gather(*(execution.join() for execution in executions), return_exceptions=True)
+            for loop in self._loops:
+                loop.cancel()
+            await asyncio.gather(*self._loops, return_exceptions=True)
+            self._loops = []
+            await self.store.close()
+
+    # -- executions ------------------------------------------------------------------------
+
+    def begin(
+        self,
+        *,
+        tool_name: str,
+        principal_digest: str | None,
+        call: Callable[[], Awaitable[HandlerResult]],
+        input_capable: bool,
+    ) -> Execution:
+        """Create an execution for a call; the caller starts it."""
+        return Execution(
+            self, tool_name=tool_name, principal_digest=principal_digest, call=call, input_capable=input_capable
+        )
+
+    def adopt(self, execution: Execution) -> None:
+        """Track a promoted execution so signals and shutdown reach it."""
+        assert execution.task_id is not None
+        self._executions[execution.task_id] = execution
+
+    def release(self, task_id: str) -> None:
+        """Forget a finished execution."""
+        self._executions.pop(task_id, None)
+
+    def local(self, task_id: str) -> Execution | None:
+        """The execution running ``task_id`` in this process, if any."""
+        return self._executions.get(task_id)
+
+    async def over_limits(self, principal_digest: str | None, tool_name: str) -> bool:
+        """Whether a new task would exceed ``max_tasks`` or ``max_per_principal`` (logs a WARNING)."""
+        total = await self.store.count_active()
+        if total >= self.options.max_tasks:
+            logger.warning("task limit reached (%d unfinished tasks): %r answered without a task", total, tool_name)
+            return True
+        if principal_digest is None:
+            return False
+        mine = await self.store.count_active(principal_digest)
+        if mine >= self.options.max_per_principal:
+            logger.warning(
+                "per-principal task limit reached (%d unfinished tasks for principal %s…): %r answered without a task",
+                mine,
+                principal_digest[:12],
+                tool_name,
+            )
+            return True
+        return False
+
+    async def persist_terminal(
+        self,
+        task_id: str,
+        status: TaskStatus,
+        status_message: str | None,
+        result: dict[str, Any] | None,
+        error: dict[str, Any] | None,
+    ) -> None:
+        """Write a task's final status, retrying while the store is unreachable.
+
+        The outcome stays in memory meanwhile, so a store outage loses nothing the worker
+        still holds. Gives up only when the worker stops (the lease then lapses elsewhere).
+        """
+        attempt = 0
+        while True:
+            try:
+                written = await self.store.transition(
+                    task_id, status, status_message=status_message, result=result, error=error
+                )
+            except StoreUnavailableError:
+                if self._stopping and attempt >= len(_RETRY_BACKOFF_S):
+                    logger.error("task %s: final status %s could not be stored", task_id[:8], status)
+                    return
+                await asyncio.sleep(_RETRY_BACKOFF_S[min(attempt, len(_RETRY_BACKOFF_S) - 1)])
+                attempt += 1
+                continue
+            if not written:
+                logger.info("task %s already terminal; %s not recorded", task_id[:8], status)
+            return
+
+    async def deliver_input(self, task_id: str) -> None:
+        """Move answers recorded in the store to the local execution waiting for them."""
+        execution = self._executions.get(task_id)
+        if execution is None:
+            return
+        responses = await self.store.take_input_responses(task_id)
+        if responses:
+            execution.accept_responses(responses)
+
+    def cancel_local(self, task_id: str) -> bool:
+        """Cancel ``task_id`` if this process runs it; returns whether it did."""
+        execution = self._executions.get(task_id)
+        return execution is not None and execution.cancel()
+
+    # -- background loops ------------------------------------------------------------------
+
+    @property
+    def heartbeat_interval_s(self) -> float:
+        """How often leases are renewed and signals collected."""
+        return max(0.02, min(self.options.poll_interval_s, self.options.lease_ms / 4000))
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_interval_s)
+            with contextlib.suppress(StoreUnavailableError):
+                await self.heartbeat_once()
+
+    async def heartbeat_once(self) -> None:
+        """Renew this worker's leases and act on cancel and input signals from other workers."""
+        running = [task_id for task_id, execution in self._executions.items() if execution.running]
+        signals = await self.store.heartbeat(self.worker_id, running, self.options.lease_ms)
+        for signal in signals:
+            if signal.cancel_requested:
+                self.cancel_local(signal.task_id)
+            elif signal.has_input_responses:
+                await self.deliver_input(signal.task_id)
+
+    async def _sweep_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.sweep_interval_s)
+            with contextlib.suppress(StoreUnavailableError):
+                await self.sweep_once()
+
+    async def sweep_once(self) -> None:
+        """Purge expired tasks and fail those whose worker's lease lapsed."""
+        for task_id in await self.store.purge_expired():
+            self.cancel_local(task_id)
+        error = error_document(INTERNAL_ERROR, _LOST_WORKER_MESSAGE)
+        lapsed = await self.store.fail_lapsed(error, _LOST_WORKER_MESSAGE)
+        if lapsed:
+            logger.warning("%d task(s) failed: their worker stopped renewing its lease", len(lapsed))

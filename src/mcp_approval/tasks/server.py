@@ -1,0 +1,216 @@
+"""The ``io.modelcontextprotocol/tasks`` server extension on ``mcp`` 2.3's extension seams."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Extension, MethodBinding, authenticated_principal, require_client_extension
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from mcp_approval.clock import Clock
+from mcp_approval.protocol import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_TASKS_CANCEL,
+    METHOD_TASKS_GET,
+    METHOD_TASKS_UPDATE,
+    TASKS_EXTENSION,
+    UNKNOWN_TASK_MESSAGE,
+)
+from mcp_approval.storage import StoreUnavailableError
+from mcp_approval.tasks.models import (
+    TaskIdParams,
+    TaskRecord,
+    UpdateTaskParams,
+    create_task_result,
+    detailed_task,
+    principal_digest,
+)
+from mcp_approval.tasks.options import TaskMode, TaskOptions
+from mcp_approval.tasks.runtime import TaskRuntime
+from mcp_approval.tasks.sql_store import SqlTaskStore
+from mcp_approval.tasks.states import TaskStatus
+from mcp_approval.tasks.store import TaskStore
+
+logger = logging.getLogger("mcp_approval.tasks")
+
+_MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
+#: The principal of in-process and stdio callers: the transport itself is the one client.
+LOCAL_PRINCIPAL = "local"
+
+
+class _Anonymous:
+    """Marker for an unauthenticated HTTP caller."""
+
+
+ANONYMOUS = _Anonymous()
+Caller = str | None | _Anonymous
+"""A principal digest, ``None`` for an anonymous task owner, or :data:`ANONYMOUS` (no task)."""
+
+
+def default_principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The SDK's authenticated principal; in-process and stdio callers are one local caller."""
+    principal = authenticated_principal(ctx)
+    if principal is not None:
+        return principal
+    return LOCAL_PRINCIPAL if ctx.request is None else None
+
+
+def declares_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether *this* request is on the 2026-07-28 wire and declares the tasks extension."""
+    if ctx.protocol_version not in _MODERN:
+        return False
+    capabilities = ctx.session.client_capabilities
+    extensions = capabilities.extensions if capabilities else None
+    return bool(extensions) and TASKS_EXTENSION in extensions  # type: ignore[operator]
+
+
+class TasksExtension(Extension):
+    """Durable SEP-2663 tasks for ``tools/call``.
+
+    Add it to a server and let the server's lifespan run it::
+
+        tasks = TasksExtension(TaskOptions(store_url="sqlite:///tasks.db"))
+        server = MCPServer("demo", extensions=[tasks], lifespan=tasks.lifespan)
+
+    On a 2026-07-28 request that declares the extension, a tool call becomes a task when its
+    mode says so (see :class:`TaskMode`); every other request is answered as if the extension
+    were absent. ``tasks/get``, ``tasks/update`` and ``tasks/cancel`` are served from the
+    store, so any worker sharing it can answer them.
+    """
+
+    identifier = TASKS_EXTENSION
+
+    def __init__(self, options: TaskOptions | None = None, *, clock: Clock | None = None) -> None:
+        self.options = options or TaskOptions()
+        store: TaskStore = self.options.store or SqlTaskStore(self.options.store_url, clock=clock)
+        self.runtime = TaskRuntime(store, self.options, clock=clock)
+        self._resolve_principal = self.options.principal_resolver or default_principal
+
+    @property
+    def store(self) -> TaskStore:
+        """The task store this extension reads and writes."""
+        return self.runtime.store
+
+    @asynccontextmanager
+    async def lifespan(self, _server: object = None) -> AsyncIterator[dict[str, Any]]:
+        """Run the tasks runtime for as long as the server runs; pass as ``MCPServer(lifespan=...)``."""
+        await self.runtime.start()
+        try:
+            yield {}
+        finally:
+            await self.runtime.stop()
+
+    def methods(self) -> Sequence[MethodBinding]:
+        """``tasks/get``, ``tasks/update`` and ``tasks/cancel``, on the 2026-07-28 wire only."""
+        return [
+            MethodBinding(METHOD_TASKS_GET, TaskIdParams, self._get, protocol_versions=_MODERN),
+            MethodBinding(METHOD_TASKS_UPDATE, UpdateTaskParams, self._update, protocol_versions=_MODERN),
+            MethodBinding(METHOD_TASKS_CANCEL, TaskIdParams, self._cancel, protocol_versions=_MODERN),
+        ]
+
+    # -- tools/call -------------------------------------------------------------------------
+
+    async def intercept_tool_call(
+        self, params: types.CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        """Answer inline, or run the call as a task, as the tool's mode and the request allow."""
+        mode = self.options.mode_of(params.name)
+        if not declares_tasks(ctx):
+            if mode is TaskMode.REQUIRED and ctx.protocol_version in _MODERN:
+                require_client_extension(ctx, TASKS_EXTENSION)
+            return await call_next(ctx)
+        if mode is TaskMode.FORBIDDEN or (mode is TaskMode.OPTIONAL and self.options.threshold_s is None):
+            return await call_next(ctx)
+        caller = self.caller(ctx)
+        if isinstance(caller, _Anonymous):
+            return await call_next(ctx)
+        execution = self.runtime.begin(
+            tool_name=params.name, principal_digest=caller, call=lambda: call_next(ctx), input_capable=True
+        )
+        execution.start()
+        wait_s = self.options.threshold_s or 0.0
+        outcome = await execution.wait(wait_s) if wait_s > 0 else None
+        if outcome is not None:
+            return outcome.unwrap()
+        try:
+            record = await execution.promote()
+        except StoreUnavailableError:
+            logger.warning("task store unavailable: %r answered without a task", params.name)
+            record = None
+        if record is not None:
+            return create_task_result(record)
+        outcome = await execution.wait(None)
+        assert outcome is not None  # waiting without a timeout always yields the outcome
+        return outcome.unwrap()
+
+    def caller(self, ctx: ServerRequestContext[Any, Any]) -> Caller:
+        """The stored owner for a task created by this request, or :data:`ANONYMOUS`."""
+        principal = self._resolve_principal(ctx)
+        if principal is not None:
+            return principal_digest(principal)
+        return None if self.options.allow_anonymous_tasks else ANONYMOUS
+
+    # -- tasks/* ---------------------------------------------------------------------------
+
+    async def _load(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> TaskRecord:
+        require_client_extension(ctx, TASKS_EXTENSION)
+        caller = self.caller(ctx)
+        try:
+            record = await self.store.get(task_id)
+        except StoreUnavailableError as exc:
+            raise MCPError(code=INTERNAL_ERROR, message="Task store unavailable") from exc
+        if record is None or record.expired(self.runtime.clock.now_ms()):
+            raise MCPError(code=INVALID_PARAMS, message=UNKNOWN_TASK_MESSAGE)
+        if record.principal_digest is not None and record.principal_digest != caller:
+            raise MCPError(code=INVALID_PARAMS, message=UNKNOWN_TASK_MESSAGE)
+        return record
+
+    async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
+        return detailed_task(await self._load(ctx, params.task_id))
+
+    async def _update(self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams) -> dict[str, Any]:
+        size = len(json.dumps(params.input_responses, separators=(",", ":")))
+        if size > self.options.max_input_response_bytes:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"inputResponses is {size} bytes; the limit is {self.options.max_input_response_bytes}",
+            )
+        record = await self._load(ctx, params.task_id)
+        if record.terminal or not params.input_responses:
+            return {}
+        try:
+            accepted = await self.store.submit_input_responses(record.task_id, params.input_responses)
+            if accepted:
+                await self.runtime.deliver_input(record.task_id)
+        except StoreUnavailableError as exc:
+            raise MCPError(code=INTERNAL_ERROR, message="Task store unavailable") from exc
+        return {}
+
+    async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
+        record = await self._load(ctx, params.task_id)
+        if record.terminal:
+            return {}
+        try:
+            await self._cancel_active(record)
+        except StoreUnavailableError as exc:
+            raise MCPError(code=INTERNAL_ERROR, message="Task store unavailable") from exc
+        return {}
+
+    async def _cancel_active(self, record: TaskRecord) -> None:
+        if self.runtime.cancel_local(record.task_id):
+            return
+        flagged = await self.store.request_cancel(record.task_id)
+        if flagged is None or flagged.terminal:
+            return
+        owner_alive = flagged.owner is not None and flagged.owner != self.runtime.worker_id
+        if not owner_alive:
+            # Nothing runs it (or it ran here and has just finished): cancel it in the store.
+            await self.store.transition(record.task_id, TaskStatus.CANCELLED, status_message="Cancelled")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+import weakref
 from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import StaticPool
 
 
 class StoreUnavailableError(RuntimeError):
@@ -36,30 +39,29 @@ def connect(url: str, *, echo: bool = False) -> AsyncEngine:
     """Create an :class:`AsyncEngine` for ``url`` with settings suited to a durable store.
 
     SQLite files run in WAL mode with ``synchronous=FULL`` (every commit reaches the disk) and a
-    busy timeout, so several processes can share one file. ``sqlite://`` with no path is an
-    in-memory database shared by every connection of this engine (one process only).
+    busy timeout, so several processes can share one file. ``sqlite://`` (no path) is a private
+    database in a temporary file that is removed with the engine: it behaves exactly like a file
+    database, with one connection per concurrent user, but lives only as long as the process.
     """
     async_url = normalize_url(url)
     parsed = make_url(async_url)
     if parsed.get_backend_name() != "sqlite":
         return create_async_engine(async_url, echo=echo, pool_pre_ping=True)
-    in_memory = parsed.database in (None, "", ":memory:")
-    kwargs: dict[str, Any] = {"echo": echo}
-    if in_memory:
-        kwargs.update(poolclass=StaticPool, connect_args={"check_same_thread": False})
-    engine = create_async_engine(async_url, **kwargs)
-    event.listen(engine.sync_engine, "connect", _sqlite_pragmas(in_memory))
+    scratch: str | None = None
+    if parsed.database in (None, "", ":memory:"):
+        scratch = tempfile.mkdtemp(prefix="mcp-approval-")
+        parsed = parsed.set(database=os.path.join(scratch, "store.db"))
+    engine = create_async_engine(parsed, echo=echo)
+    event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+    if scratch is not None:
+        weakref.finalize(engine.sync_engine, shutil.rmtree, scratch, True)
     return engine
 
 
-def _sqlite_pragmas(in_memory: bool) -> Any:
-    def on_connect(dbapi_connection: Any, _record: Any) -> None:
-        cursor = dbapi_connection.cursor()
-        if not in_memory:
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=FULL")
-        cursor.execute("PRAGMA busy_timeout=10000")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-
-    return on_connect
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()

@@ -6,7 +6,7 @@ import asyncio
 import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import mcp_types as types
@@ -47,6 +47,11 @@ class Outcome:
     result: HandlerResult = None
     error: MCPError | None = None
 
+    @property
+    def asks_for_input(self) -> bool:
+        """Whether the call answered with an MRTR input round (``InputRequiredResult``)."""
+        return isinstance(self.result, types.InputRequiredResult)
+
     def unwrap(self) -> HandlerResult:
         """The result for an ordinary (non-task) answer; re-raises a JSON-RPC error."""
         if self.error is not None:
@@ -86,6 +91,7 @@ class Execution:
         self._finishing = False
         self._waiters: dict[str, asyncio.Future[Any]] = {}
         self._runner: asyncio.Task[None] | None = None
+        self._promotion: asyncio.Future[TaskRecord | None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -110,38 +116,42 @@ class Execution:
         """Whether the tool is still running (a cancel can still reach it)."""
         return self._runner is not None and not self._runner.done() and not self._finishing
 
-    async def promote(self, *, status_message: str | None = None) -> TaskRecord | None:
+    async def promote(self) -> TaskRecord | None:
         """Turn the call into a committed task and return its row.
 
-        Returns ``None`` when the call has already finished (answer inline instead) or a task
-        limit refuses it. Raises :class:`StoreUnavailableError` if the row cannot be written.
+        Every caller shares one promotion (the interceptor and the tool asking for input may
+        race to it). A call that has already finished becomes a task born terminal with its
+        outcome. Returns ``None`` when a task limit refuses the task (answer inline instead).
+        Raises :class:`StoreUnavailableError` if the row cannot be written.
         """
-        if self.task_id is not None:
-            await self._created.wait()
-            return self.record
-        if self._outcome.done() or await self._runtime.over_limits(self.principal_digest, self.tool_name):
+        if self._promotion is None:
+            self._promotion = asyncio.ensure_future(self._promote_once())
+        return await asyncio.shield(self._promotion)
+
+    async def _promote_once(self) -> TaskRecord | None:
+        if await self._runtime.over_limits(self.principal_digest, self.tool_name):
             return None
-        if self._outcome.done():
-            return None
-        self.task_id = new_task_id()  # claimed before the first await below: _run sees it
+        self.task_id = new_task_id()  # claimed before the next await: _run sees it from now on
         options = self._runtime.options
+        task = NewTask(
+            task_id=self.task_id,
+            principal_digest=self.principal_digest,
+            tool_name=self.tool_name,
+            ttl_ms=options.ttl_ms,
+            poll_interval_ms=options.poll_interval_ms,
+            owner=self._runtime.worker_id,
+            lease_ms=options.lease_ms,
+        )
+        if self._outcome.done():  # already over: the task is born terminal
+            status, message, result, error = _terminal_write(self._outcome.result())
+            task = replace(task, status=status, status_message=message, result=result, error=error)
         try:
-            self.record = await self._runtime.store.create(
-                NewTask(
-                    task_id=self.task_id,
-                    principal_digest=self.principal_digest,
-                    tool_name=self.tool_name,
-                    ttl_ms=options.ttl_ms,
-                    poll_interval_ms=options.poll_interval_ms,
-                    owner=self._runtime.worker_id,
-                    lease_ms=options.lease_ms,
-                    status_message=status_message,
-                )
-            )
+            self.record = await self._runtime.store.create(task)
         except BaseException:
             self.task_id = None
             raise
-        self._runtime.adopt(self)
+        if not self.record.terminal:
+            self._runtime.adopt(self)
         self._created.set()
         return self.record
 
@@ -171,6 +181,8 @@ class Execution:
             outcome = Outcome("result", result=result)
         self._finishing = True
         self._outcome.set_result(outcome)
+        # A task promoted before this point records the outcome; one promoted later is born
+        # terminal with it (see promote).
         if self.task_id is not None:
             await asyncio.shield(self._record_outcome(outcome))
 

@@ -138,8 +138,8 @@ class TasksExtension(Extension):
         execution.start()
         wait_s = self.options.threshold_s or 0.0
         outcome = await execution.wait(wait_s) if wait_s > 0 else None
-        if outcome is not None:
-            return outcome.unwrap()
+        if outcome is not None and (mode is TaskMode.OPTIONAL or outcome.asks_for_input):
+            return outcome.unwrap()  # finished in time, or an input round that precedes any task
         try:
             record = await execution.promote()
         except StoreUnavailableError:

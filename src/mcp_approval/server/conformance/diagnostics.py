@@ -97,7 +97,7 @@ def test_header_echo(region: Annotated[str, Field(json_schema_extra={"x-mcp-head
 def json_schema_2020_12_tool(
     name: str | None = None,
     address: dict[str, Any] | None = None,
-    contactMethod: str | None = None,  # noqa: N803 - the wire name of the fixture's property
+    contactMethod: str | None = None,
     phone: str | None = None,
     email: str | None = None,
 ) -> str:

@@ -1,0 +1,240 @@
+"""The client side of ``io.modelcontextprotocol/tasks``: tool calls that resolve tasks transparently.
+
+::
+
+    tasks = TasksClient(task_wait_s=30, input_handler=ask_user, journal=TaskJournal("tasks.db"))
+    async with Client(url, extensions=[tasks]) as client:
+        try:
+            result = await client.call_tool("wire_transfer", {"to": "acme", "amount": 50_000})
+        except TaskPendingError as pending:
+            ...  # later, perhaps in a new process: await tasks.resume(client.session, pending.task_id)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal
+
+import mcp_types as types
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.session import ClientSession
+from mcp.shared.exceptions import MCPError
+from pydantic import Field
+
+from mcp_approval.client.journal import TaskJournal
+from mcp_approval.protocol import METHOD_TASKS_CANCEL, METHOD_TASKS_GET, METHOD_TASKS_UPDATE, TASKS_EXTENSION
+
+InputHandler = Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
+"""Answers one input request ``{"method": ..., "params": ...}`` with the client's result."""
+
+
+class CreateTaskResult(types.Result):
+    """The flat ``CreateTaskResult`` a server answers to ``tools/call``."""
+
+    result_type: Literal["task"] = "task"
+    task_id: str = Field(min_length=1, max_length=512)
+    status: str
+    status_message: str | None = None
+    created_at: str
+    last_updated_at: str
+    ttl_ms: int | None
+    poll_interval_ms: int | None = None
+
+
+class DetailedTask(types.Result):
+    """What ``tasks/get`` returns: the task with its status-specific fields."""
+
+    task_id: str
+    status: Literal["working", "input_required", "completed", "failed", "cancelled"]
+    status_message: str | None = None
+    created_at: str
+    last_updated_at: str
+    ttl_ms: int | None = None
+    poll_interval_ms: int | None = None
+    result: dict[str, Any] | None = None
+    error: types.ErrorData | None = None
+    input_requests: dict[str, dict[str, Any]] | None = None
+
+
+class TaskIdParams(types.RequestParams):
+    """Params naming a task."""
+
+    task_id: str
+
+
+class UpdateTaskParams(TaskIdParams):
+    """Params of ``tasks/update``."""
+
+    input_responses: dict[str, Any]
+
+
+class GetTaskRequest(types.Request[TaskIdParams, Literal["tasks/get"]]):
+    """``tasks/get``; the SDK sends ``Mcp-Name: <taskId>`` for it."""
+
+    method: Literal["tasks/get"] = METHOD_TASKS_GET
+    params: TaskIdParams
+    name_param = "taskId"
+
+
+class UpdateTaskRequest(types.Request[UpdateTaskParams, Literal["tasks/update"]]):
+    """``tasks/update``."""
+
+    method: Literal["tasks/update"] = METHOD_TASKS_UPDATE
+    params: UpdateTaskParams
+    name_param = "taskId"
+
+
+class CancelTaskRequest(types.Request[TaskIdParams, Literal["tasks/cancel"]]):
+    """``tasks/cancel``."""
+
+    method: Literal["tasks/cancel"] = METHOD_TASKS_CANCEL
+    params: TaskIdParams
+    name_param = "taskId"
+
+
+class TaskError(Exception):
+    """Base of the errors a task-resolving call raises; ``task_id`` names the task."""
+
+    def __init__(self, task_id: str, message: str) -> None:
+        super().__init__(message)
+        self.task_id = task_id
+
+
+class TaskPendingError(TaskError):
+    """The task was still open after ``task_wait_s``; resume it later with its ``task_id``."""
+
+
+class TaskFailedError(TaskError):
+    """The task ended ``failed``; ``error`` is its JSON-RPC error."""
+
+    def __init__(self, task_id: str, error: types.ErrorData | None) -> None:
+        super().__init__(task_id, f"task failed: {error.message if error else 'no error given'}")
+        self.error = error
+
+
+class TaskCancelledError(TaskError):
+    """The task ended ``cancelled``."""
+
+
+class TaskExpiredError(TaskError):
+    """The server no longer knows the task (expired, purged, or never ours)."""
+
+
+class TaskInputRequiredError(TaskError):
+    """The task needs input and this client has no input handler."""
+
+
+class TasksClient(ClientExtension):
+    """Declares the tasks extension and resolves ``CreateTaskResult`` into the tool's result.
+
+    Args:
+        task_wait_s: how long a call waits for its task before raising
+            :class:`TaskPendingError`; ``None`` waits for as long as the task lives.
+        input_handler: answers ``input_required`` requests; without one such a task raises
+            :class:`TaskInputRequiredError`.
+        journal: a durable record of open task ids, so a restarted agent can resume them.
+        default_poll_interval_s: the polling interval when the server suggests none.
+        max_poll_interval_s: the longest sleep between polls, whatever the server suggests.
+    """
+
+    identifier = TASKS_EXTENSION
+
+    def __init__(
+        self,
+        *,
+        task_wait_s: float | None = 30.0,
+        input_handler: InputHandler | None = None,
+        journal: TaskJournal | None = None,
+        default_poll_interval_s: float = 1.0,
+        max_poll_interval_s: float = 30.0,
+    ) -> None:
+        self.task_wait_s = task_wait_s
+        self.input_handler = input_handler
+        self.journal = journal
+        self.default_poll_interval_s = default_poll_interval_s
+        self.max_poll_interval_s = max_poll_interval_s
+
+    def claims(self) -> Sequence[ResultClaim[Any]]:
+        """Claim ``resultType: "task"`` on ``tools/call``."""
+        return (ResultClaim(result_type="task", model=CreateTaskResult, resolve=self._resolve),)
+
+    async def _resolve(self, created: CreateTaskResult, ctx: ClaimContext) -> types.CallToolResult:
+        if self.journal is not None:
+            self.journal.add(created.task_id, ctx.tool_name)
+        return await self.wait(ctx.session, created.task_id, poll_interval_ms=created.poll_interval_ms)
+
+    async def get(self, session: ClientSession, task_id: str) -> DetailedTask:
+        """``tasks/get``; raises :class:`TaskExpiredError` when the server answers ``-32602``."""
+        try:
+            return await session.send_request(GetTaskRequest(params=TaskIdParams(task_id=task_id)), DetailedTask)
+        except MCPError as exc:
+            if exc.code == types.INVALID_PARAMS:
+                self._forget(task_id)
+                raise TaskExpiredError(task_id, f"the server no longer knows task {task_id[:8]}…") from exc
+            raise
+
+    async def update(self, session: ClientSession, task_id: str, responses: Mapping[str, Any]) -> None:
+        """``tasks/update`` with answers keyed by input request key."""
+        params = UpdateTaskParams(task_id=task_id, input_responses=dict(responses))
+        await session.send_request(UpdateTaskRequest(params=params), types.EmptyResult)
+
+    async def cancel(self, session: ClientSession, task_id: str) -> None:
+        """``tasks/cancel``; the task may still end ``completed`` or ``failed``."""
+        await session.send_request(CancelTaskRequest(params=TaskIdParams(task_id=task_id)), types.EmptyResult)
+        self._forget(task_id)
+
+    async def resume(self, session: ClientSession, task_id: str) -> types.CallToolResult:
+        """Continue waiting for a task known only by its id (after a restart, say)."""
+        return await self.wait(session, task_id)
+
+    async def wait(
+        self, session: ClientSession, task_id: str, *, poll_interval_ms: int | None = None
+    ) -> types.CallToolResult:
+        """Poll until the task ends or ``task_wait_s`` passes, answering input requests on the way."""
+        deadline = None if self.task_wait_s is None else time.monotonic() + self.task_wait_s
+        answered: set[str] = set()
+        interval_ms = poll_interval_ms
+        while True:
+            task = await self.get(session, task_id)
+            if task.status == "completed":
+                self._forget(task_id)
+                return types.CallToolResult.model_validate(task.result or {"content": []})
+            if task.status == "failed":
+                self._forget(task_id)
+                raise TaskFailedError(task_id, task.error)
+            if task.status == "cancelled":
+                self._forget(task_id)
+                raise TaskCancelledError(task_id, "task cancelled")
+            if task.status == "input_required":
+                await self._answer(session, task, answered)
+            interval_ms = task.poll_interval_ms or interval_ms
+            delay = self._delay(interval_ms, deadline)
+            if delay is None:
+                raise TaskPendingError(task_id, f"task {task_id[:8]}… still {task.status} after {self.task_wait_s}s")
+            await asyncio.sleep(delay)
+
+    async def _answer(self, session: ClientSession, task: DetailedTask, answered: set[str]) -> None:
+        pending = {key: request for key, request in (task.input_requests or {}).items() if key not in answered}
+        if not pending:
+            return
+        if self.input_handler is None:
+            raise TaskInputRequiredError(task.task_id, f"task needs input ({', '.join(sorted(pending))})")
+        responses = {key: dict(await self.input_handler(request)) for key, request in pending.items()}
+        await self.update(session, task.task_id, responses)
+        answered.update(responses)
+
+    def _delay(self, interval_ms: int | None, deadline: float | None) -> float | None:
+        delay = self.default_poll_interval_s if interval_ms is None else interval_ms / 1000
+        delay = min(max(delay, 0.0), self.max_poll_interval_s)
+        if deadline is None:
+            return delay
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        return min(delay, remaining)
+
+    def _forget(self, task_id: str) -> None:
+        if self.journal is not None:
+            self.journal.remove(task_id)

@@ -1,0 +1,119 @@
+"""Shared fixtures: database URLs for both supported databases, and in-process servers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+
+from mcp_approval.clock import Clock
+from mcp_approval.server.tasks_demo import DEMO_TOKENS, build_tasks_demo_server
+from mcp_approval.tasks import TaskOptions, TasksExtension
+from tests.support.wire import Wire
+
+#: Set in CI: a database test that cannot reach its server fails instead of skipping.
+REQUIRE_SERVICES = os.environ.get("MCP_APPROVAL_REQUIRE_SERVICES") == "1"
+POSTGRES_ADMIN_URL = os.environ.get("MCP_APPROVAL_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+BASE_URL = "http://127.0.0.1:8000"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "postgres: needs PostgreSQL")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _postgres_database() -> Iterator[str]:
+    """Create a private database for this test session; skip (or fail in CI) without a server."""
+    import asyncpg
+
+    name = f"mcpa_test_{secrets.token_hex(4)}"
+
+    async def admin(statement: str) -> None:
+        conn = await asyncpg.connect(POSTGRES_ADMIN_URL, timeout=5)
+        try:
+            await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    try:
+        asyncio.run(admin(f'CREATE DATABASE "{name}"'))
+    except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+        message = f"PostgreSQL not reachable at {POSTGRES_ADMIN_URL} ({type(exc).__name__}: {exc})"
+        if REQUIRE_SERVICES:
+            pytest.fail(message + "; MCP_APPROVAL_REQUIRE_SERVICES=1 requires it")
+        pytest.skip(message + "; set MCP_APPROVAL_TEST_POSTGRES_URL to run the PostgreSQL tests")
+    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[str]:
+    yield from _postgres_database()
+
+
+@pytest.fixture
+def postgres_url(postgres_database: str) -> str:
+    """A PostgreSQL URL whose database holds no tables of a previous test."""
+    import asyncpg
+
+    async def reset() -> None:
+        conn = await asyncpg.connect(postgres_database.replace("postgresql://", "postgres://"), timeout=5)
+        try:
+            await conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public;")
+        finally:
+            await conn.close()
+
+    asyncio.run(reset())
+    return postgres_database
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    """A fresh database of each supported kind."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'tasks.db'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+ServerFactory = Callable[..., AbstractAsyncContextManager[tuple[Wire, TasksExtension]]]
+
+
+@pytest.fixture
+def serve_inprocess() -> ServerFactory:
+    """Start the tasks demo server in this process over HTTP (ASGI); yields a Wire and the extension.
+
+    Keyword arguments are :class:`TaskOptions` fields; ``tokens=True`` turns on bearer auth
+    (the Wire then speaks as alice).
+    """
+
+    @asynccontextmanager
+    async def start(
+        *, tokens: bool = False, clock: Clock | None = None, **option_fields: Any
+    ) -> AsyncIterator[tuple[Wire, TasksExtension]]:
+        option_fields.setdefault("threshold_s", 0.2)
+        option_fields.setdefault("poll_interval_s", 0.05)
+        option_fields.setdefault("modes", {"echo": "forbidden", "required_job": "required"})
+        option_fields.setdefault("allow_anonymous_tasks", not tokens)
+        options = TaskOptions(**option_fields)
+        server, tasks = build_tasks_demo_server(
+            options, base_url=BASE_URL, tokens=DEMO_TOKENS if tokens else None, clock=clock
+        )
+        app = server.streamable_http_app(json_response=True)
+        transport = httpx.ASGITransport(app=app)
+        async with server.session_manager.run(), httpx.AsyncClient(transport=transport, base_url=BASE_URL) as http:
+            yield Wire(http, token="alice-token" if tokens else None), tasks
+
+    return start

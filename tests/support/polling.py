@@ -1,0 +1,24 @@
+"""Waiting for a condition by polling the system under test, with a hard bound."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T]], accept: Callable[[T], bool], *, timeout_s: float = 15.0, every_s: float = 0.02
+) -> T:
+    """Call ``probe`` until ``accept`` holds for its value; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = await probe()
+        if accept(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not reached within {timeout_s}s; last value: {value!r}")
+        await asyncio.sleep(every_s)

@@ -1,0 +1,114 @@
+"""Raw JSON-RPC over streamable HTTP, so tests control every header and ``_meta`` member."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+PROTOCOL = "2026-07-28"
+TASKS = "io.modelcontextprotocol/tasks"
+
+
+def envelope(*, tasks: bool = True, elicitation: bool = True, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The per-request ``_meta`` envelope a 2026-07-28 client sends."""
+    capabilities: dict[str, Any] = {}
+    if tasks:
+        capabilities["extensions"] = {TASKS: {}}
+    if elicitation:
+        capabilities["elicitation"] = {"form": {}, "url": {}}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+        "io.modelcontextprotocol/clientInfo": {"name": "tests", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }
+    meta.update(extra or {})
+    return meta
+
+
+@dataclass
+class Reply:
+    """One HTTP answer: its status and the JSON-RPC ``result`` or ``error``."""
+
+    status: int
+    body: dict[str, Any]
+
+    @property
+    def result(self) -> dict[str, Any]:
+        assert "result" in self.body, f"expected a result, got {self.body}"
+        return self.body["result"]  # type: ignore[no-any-return]
+
+    @property
+    def error(self) -> dict[str, Any]:
+        assert "error" in self.body, f"expected an error, got {self.body}"
+        return self.body["error"]  # type: ignore[no-any-return]
+
+
+class Wire:
+    """Sends JSON-RPC requests to ``/mcp`` with the 2026-07-28 routing headers."""
+
+    def __init__(self, http: httpx.AsyncClient, *, token: str | None = None) -> None:
+        self.http = http
+        self.token = token
+        self._ids = itertools.count(1)
+
+    def as_principal(self, token: str | None) -> Wire:
+        """The same connection, authenticated as another principal."""
+        return Wire(self.http, token=token)
+
+    async def request(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        meta: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+        name: str | None = None,
+    ) -> Reply:
+        params = dict(params or {})
+        params.setdefault("_meta", meta if meta is not None else envelope())
+        sent_headers = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            "mcp-protocol-version": PROTOCOL,
+            "mcp-method": method,
+        }
+        routing_name = name if name is not None else params.get("taskId", params.get("name"))
+        if isinstance(routing_name, str):
+            sent_headers["mcp-name"] = routing_name
+        if self.token:
+            sent_headers["authorization"] = f"Bearer {self.token}"
+        sent_headers.update(headers or {})
+        for key in [k for k, v in sent_headers.items() if v == ""]:
+            del sent_headers[key]
+        payload = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
+        response = await self.http.post("/mcp", content=json.dumps(payload), headers=sent_headers)
+        return Reply(response.status_code, _decode(response))
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, **kwargs: Any) -> Reply:
+        return await self.request("tools/call", {"name": name, "arguments": arguments or {}}, **kwargs)
+
+    async def get(self, task_id: str, **kwargs: Any) -> Reply:
+        return await self.request("tasks/get", {"taskId": task_id}, **kwargs)
+
+    async def update(self, task_id: str, responses: dict[str, Any], **kwargs: Any) -> Reply:
+        return await self.request("tasks/update", {"taskId": task_id, "inputResponses": responses}, **kwargs)
+
+    async def cancel(self, task_id: str, **kwargs: Any) -> Reply:
+        return await self.request("tasks/cancel", {"taskId": task_id}, **kwargs)
+
+
+def _decode(response: httpx.Response) -> dict[str, Any]:
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        for line in response.text.splitlines():
+            if line.startswith("data:"):
+                message = json.loads(line[5:])
+                if "id" in message:
+                    return message  # type: ignore[no-any-return]
+        raise AssertionError(f"no response in event stream: {response.text!r}")
+    if not response.content:
+        return {}
+    return response.json()  # type: ignore[no-any-return]

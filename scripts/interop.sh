@@ -89,7 +89,7 @@ start_server() {
   if .venv/bin/mcp-approval --help 2>/dev/null | grep -q 'conformance-server'; then
     .venv/bin/mcp-approval conformance-server --port "$port" --db "$db" >"$RESULTS/server.log" 2>&1 &
   else
-    echo "WARNING: 'mcp-approval conformance-server' is not dispatchable; starting the same entry point via python" >&2
+    echo "WARNING: 'mcp-approval conformance-server' is not dispatchable (single-command Typer app); starting the same entry point via python"
     .venv/bin/python -c 'import sys; from mcp_approval.server.conformance import run_conformance_server as run; run(int(sys.argv[1]), sys.argv[2])' \
       "$port" "$db" >"$RESULTS/server.log" 2>&1 &
   fi

@@ -40,7 +40,8 @@ async def test_slow_optional_call_becomes_a_working_task_then_completes(serve_in
         first = (await wire.get(created["taskId"])).result  # readable at once (strong consistency)
         assert first["resultType"] == "complete"
         assert first["status"] == "working"
-        assert "result" not in first and "error" not in first
+        assert "result" not in first
+        assert "error" not in first
         done = await wait_done(wire, created["taskId"])
     assert done["status"] == "completed"
     assert done["result"]["resultType"] == "complete"
@@ -203,8 +204,10 @@ async def test_cancel_while_running_ends_cancelled_and_stays_so(serve_inprocess)
         after = (await wire.get(created["taskId"])).result
     assert ack.result == {"resultType": "complete", "_meta": ack.result["_meta"]}
     assert done["status"] == "cancelled"
-    assert "result" not in done and "error" not in done
-    assert again.status == 200 and again.result["resultType"] == "complete"
+    assert "result" not in done
+    assert "error" not in done
+    assert again.status == 200
+    assert again.result["resultType"] == "complete"
     assert after["status"] == "cancelled"
 
 
@@ -223,8 +226,9 @@ async def test_cancel_after_completion_is_an_ack_and_changes_nothing(serve_inpro
 async def test_input_request_round_trip(serve_inprocess):
     async with serve_inprocess(threshold_s=0.0) as (wire, _):
         created = (await wire.call_tool("ask_name", {})).result
-        waiting = (await eventually(lambda: wire.get(created["taskId"]),
-                                    lambda r: r.result["status"] == "input_required")).result
+        waiting = (
+            await eventually(lambda: wire.get(created["taskId"]), lambda r: r.result["status"] == "input_required")
+        ).result
         (key,) = waiting["inputRequests"]
         request = waiting["inputRequests"][key]
         assert request["method"] == "elicitation/create"
@@ -244,16 +248,22 @@ async def test_input_request_round_trip(serve_inprocess):
 async def test_partial_answers_keep_input_required_and_keys_are_never_reused(serve_inprocess):
     async with serve_inprocess(threshold_s=0.0) as (wire, _):
         created = (await wire.call_tool("ask_two", {})).result
-        waiting = (await eventually(lambda: wire.get(created["taskId"]),
-                                    lambda r: len(r.result.get("inputRequests", {})) == 2)).result
+        waiting = (
+            await eventually(lambda: wire.get(created["taskId"]), lambda r: len(r.result.get("inputRequests", {})) == 2)
+        ).result
         first, second = sorted(waiting["inputRequests"])
         await wire.update(created["taskId"], {first: {"action": "accept", "content": {"value": "a"}}})
         partial = (await wire.get(created["taskId"])).result
         assert partial["status"] == "input_required"
         assert set(partial["inputRequests"]) == {second}
         # an answer to an already-answered key is ignored, not re-applied
-        await wire.update(created["taskId"], {first: {"action": "accept", "content": {"value": "zzz"}},
-                                              second: {"action": "accept", "content": {"value": "b"}}})
+        await wire.update(
+            created["taskId"],
+            {
+                first: {"action": "accept", "content": {"value": "zzz"}},
+                second: {"action": "accept", "content": {"value": "b"}},
+            },
+        )
         done = await wait_done(wire, created["taskId"])
     assert first != second
     assert done["result"]["content"][0]["text"] == "a+b"
@@ -276,7 +286,8 @@ async def test_ttl_is_reported_and_can_be_extended(serve_inprocess):
         assert await tasks.store.extend_ttl(created["taskId"], None)
         unlimited = (await wire.get(created["taskId"])).result
     assert reply["ttlMs"] == 120000
-    assert "ttlMs" in unlimited and unlimited["ttlMs"] is None
+    assert "ttlMs" in unlimited
+    assert unlimited["ttlMs"] is None
 
 
 async def test_expired_tasks_are_unknown_and_purged(serve_inprocess):
@@ -331,7 +342,8 @@ async def test_principal_is_stored_as_a_digest(serve_inprocess):
     async with serve_inprocess(tokens=True) as (alice, tasks):
         created = (await alice.call_tool("required_job", {})).result
         row = await tasks.store.get(created["taskId"])
-    assert row is not None and row.principal_digest is not None
+    assert row is not None
+    assert row.principal_digest is not None
     assert re.fullmatch(r"[0-9a-f]{64}", row.principal_digest)
     assert "alice" not in repr(row)
 

@@ -23,6 +23,21 @@ def conformance_server(
     run_conformance_server(port=port, store_url=db)
 
 
+@app.command("demo")
+def demo(
+    db: str | None = typer.Option(None, help="Store URL; a temporary SQLite file by default."),
+    as_json: bool = typer.Option(False, "--json", help="Print the scenario results as JSON."),
+) -> None:
+    """Start a server on loopback and drive every task path with a real MCP client."""
+    import asyncio
+
+    from rich.console import Console
+
+    from mcp_approval.cli.tasks_demo import run_tasks_demo
+
+    raise typer.Exit(asyncio.run(run_tasks_demo(db_url=db, as_json=as_json, console=Console())))
+
+
 def main() -> None:
     """Run the command line."""
     app()

@@ -13,6 +13,7 @@ import logging
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
 from mcp_approval.clock import Clock
@@ -22,7 +23,13 @@ from mcp_approval.tasks import TaskMode, TaskOptions, TasksExtension, current_ta
 #: Tokens of the demo principals.
 DEMO_TOKENS = {"alice-token": "alice", "bob-token": "bob"}
 
-_MODES = {"echo": TaskMode.FORBIDDEN, "required_job": TaskMode.REQUIRED}
+#: Task modes of the demo tools; unlisted tools are optional.
+DEMO_MODES = {
+    "echo": TaskMode.FORBIDDEN,
+    "required_job": TaskMode.REQUIRED,
+    "protocol_error_job": TaskMode.REQUIRED,
+    "failing_job": TaskMode.REQUIRED,
+}
 
 
 def build_tasks_demo_server(
@@ -44,6 +51,7 @@ def build_tasks_demo_server(
         extensions=[tasks],
         lifespan=tasks.lifespan,
         middleware=[task_routing_middleware],
+        log_level="WARNING",
         **auth,
     )
     _register_tools(server)
@@ -92,7 +100,7 @@ def _register_tools(server: MCPServer[Any]) -> None:
     @server.tool()
     async def failing_job() -> str:
         """Fail as a tool error (the task completes with isError)."""
-        raise ValueError("the job failed")
+        raise ToolError("the job failed")
 
     @server.tool()
     async def protocol_error_job() -> str:
@@ -122,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
         sweep_interval_s=min(1.0, args.poll_interval),
         ttl_s=args.ttl,
         store_url=args.db,
-        modes=_MODES,
+        modes=DEMO_MODES,
         allow_anonymous_tasks=not args.tokens,
     )
     server, _ = build_tasks_demo_server(options, base_url=base_url, tokens=DEMO_TOKENS if args.tokens else None)

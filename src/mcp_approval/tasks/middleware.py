@@ -34,9 +34,11 @@ def _check_mcp_name(ctx: ServerRequestContext[Any, Any]) -> None:
     headers = getattr(request, "headers", None)
     if headers is None:  # stdio and in-process: no routing headers exist
         return
-    task_id = ctx.params.get("taskId") if ctx.params is not None else None
+    task_id = ctx.params.get("taskId") if isinstance(ctx.params, dict) else None
+    if not isinstance(task_id, str):
+        return  # malformed params: validation answers -32602 with the details
     raw = headers.get(HEADER_MCP_NAME)
     if raw is None:
         raise MCPError(code=HEADER_MISMATCH, message="Missing Mcp-Name header for a tasks/* request")
-    if not isinstance(task_id, str) or decode_header_value(raw) != task_id:
+    if decode_header_value(raw) != task_id:
         raise MCPError(code=HEADER_MISMATCH, message="Mcp-Name header does not match params.taskId")

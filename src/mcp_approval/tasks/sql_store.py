@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import and_, delete, func, or_, select, update
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from mcp_approval.clock import Clock, SystemClock
@@ -97,14 +97,13 @@ class SqlTaskStore:
 
     @asynccontextmanager
     async def _guard(self) -> AsyncIterator[None]:
+        """Turn every database failure except a constraint violation into StoreUnavailableError."""
         try:
             yield
-        except (OperationalError, InterfaceError, OSError, ConnectionError) as exc:
-            raise StoreUnavailableError(f"task store unavailable: {type(exc).__name__}") from exc
-        except DBAPIError as exc:
-            if exc.connection_invalidated:
-                raise StoreUnavailableError("task store connection lost") from exc
+        except IntegrityError:
             raise
+        except (DBAPIError, OSError, ConnectionError) as exc:
+            raise StoreUnavailableError(f"task store unavailable: {type(exc).__name__}") from exc
 
     @asynccontextmanager
     async def _begin(self) -> AsyncIterator[AsyncConnection]:

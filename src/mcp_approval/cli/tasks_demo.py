@@ -1,0 +1,206 @@
+"""The tasks demo: a real server on loopback, a real MCP client over HTTP, every task path narrated."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import uvicorn
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from rich.console import Console
+from rich.table import Table
+
+from mcp_approval.client import (
+    TaskCancelledError,
+    TaskExpiredError,
+    TaskFailedError,
+    TaskPendingError,
+    TasksClient,
+)
+from mcp_approval.server.tasks_demo import DEMO_MODES, DEMO_TOKENS, build_tasks_demo_server
+from mcp_approval.tasks import TaskOptions
+
+
+@dataclass
+class ScenarioResult:
+    """What one scenario did and whether it behaved."""
+
+    scenario: str
+    expected: str
+    outcome: str
+    ok: bool
+    ms: int
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@asynccontextmanager
+async def _serve(db_url: str, port: int) -> Any:
+    base_url = f"http://127.0.0.1:{port}"
+    options = TaskOptions(
+        threshold_s=0.5,
+        poll_interval_s=0.1,
+        store_url=db_url,
+        modes=DEMO_MODES,
+    )
+    server, _ = build_tasks_demo_server(options, base_url=base_url, tokens=DEMO_TOKENS)
+    config = uvicorn.Config(server.streamable_http_app(), host="127.0.0.1", port=port, log_level="warning")
+    web = uvicorn.Server(config)
+    serving = asyncio.create_task(web.serve())
+    while not web.started:
+        if serving.done():
+            serving.result()
+        await asyncio.sleep(0.02)
+    try:
+        yield base_url
+    finally:
+        web.should_exit = True
+        await serving
+
+
+def _client(base_url: str, token: str, tasks: TasksClient) -> Client:
+    http = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=30)
+    return Client(streamable_http_client(f"{base_url}/mcp", http_client=http), extensions=[tasks])
+
+
+async def _answer_name(request: Any) -> dict[str, Any]:
+    return {"action": "accept", "content": {"name": "Ada"}}
+
+
+Scenario = Callable[[str], Awaitable[str]]
+
+
+async def _quick(base_url: str) -> str:
+    async with _client(base_url, "alice-token", TasksClient()) as client:
+        raw = await client.session.call_tool("slow_job", {"seconds": 0, "label": "quick"}, allow_claimed=True)
+    kind = getattr(raw, "result_type", "complete")
+    return "inline result" if kind == "complete" else f"unexpected {kind}"
+
+
+async def _slow(base_url: str) -> str:
+    async with _client(base_url, "alice-token", TasksClient(task_wait_s=10)) as client:
+        raw = await client.session.call_tool("slow_job", {"seconds": 1, "label": "report"}, allow_claimed=True)
+        result = await client.call_tool("slow_job", {"seconds": 1, "label": "report"})
+    return f"{getattr(raw, 'result_type', '?')} → completed: {result.content[0].text}"  # type: ignore[union-attr]
+
+
+async def _input(base_url: str) -> str:
+    tasks = TasksClient(task_wait_s=10, input_handler=_answer_name)
+    async with _client(base_url, "alice-token", tasks) as client:
+        result = await client.call_tool("ask_name", {})
+    return f"input_required → answered → completed: {result.content[0].text}"  # type: ignore[union-attr]
+
+
+async def _tool_error(base_url: str) -> str:
+    async with _client(base_url, "alice-token", TasksClient(task_wait_s=10)) as client:
+        result = await client.call_tool("failing_job", {})
+    return "completed with isError" if result.is_error else "completed without isError"
+
+
+async def _protocol_error(base_url: str) -> str:
+    async with _client(base_url, "alice-token", TasksClient(task_wait_s=10)) as client:
+        try:
+            await client.call_tool("protocol_error_job", {})
+        except TaskFailedError as failed:
+            return f"failed with error {failed.error.code if failed.error else '?'}"
+        except MCPError as error:
+            return f"inline error {error.code}"
+    return "completed"
+
+
+async def _cancel(base_url: str) -> str:
+    tasks = TasksClient(task_wait_s=0.6)
+    async with _client(base_url, "alice-token", tasks) as client:
+        try:
+            await client.call_tool("slow_job", {"seconds": 60})
+        except TaskPendingError as pending:
+            await tasks.cancel(client.session, pending.task_id)
+            tasks.task_wait_s = 10
+            try:
+                await tasks.resume(client.session, pending.task_id)
+            except TaskCancelledError:
+                return "cancelled"
+    return "not cancelled"
+
+
+async def _foreign(base_url: str) -> str:
+    owner = TasksClient(task_wait_s=0.6)
+    async with _client(base_url, "alice-token", owner) as alice:
+        try:
+            await alice.call_tool("slow_job", {"seconds": 60})
+        except TaskPendingError as pending:
+            task_id = pending.task_id
+        intruder = TasksClient(task_wait_s=1)
+        async with _client(base_url, "bob-token", intruder) as bob:
+            try:
+                await intruder.resume(bob.session, task_id)
+            except TaskExpiredError:
+                verdict = "unknown task (-32602) for another principal"
+            else:
+                verdict = "visible to another principal"
+        await owner.cancel(alice.session, task_id)
+    return verdict
+
+
+SCENARIOS: list[tuple[str, str, Scenario]] = [
+    ("quick call", "inline result", _quick),
+    ("slow call", "task → completed: report finished after 1.0s", _slow),
+    ("input mid-run", "input_required → answered → completed: Hello, Ada!", _input),
+    ("tool error", "completed with isError", _tool_error),
+    ("protocol error", "failed with error -32603", _protocol_error),
+    ("cancel", "cancelled", _cancel),
+    ("another principal", "unknown task (-32602) for another principal", _foreign),
+]
+
+
+async def run_tasks_demo(*, db_url: str | None, as_json: bool, console: Console) -> int:
+    """Run every scenario; returns the exit code (0 when all behaved)."""
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="mcp-approval-demo-") as scratch:
+        url = db_url or f"sqlite:///{Path(scratch) / 'tasks.db'}"
+        results: list[ScenarioResult] = []
+        async with _serve(url, _free_port()) as base_url:
+            if not as_json:
+                console.print(f"[bold]mcp-approval tasks demo[/] server at {base_url}/mcp, store {url}")
+            for name, expected, scenario in SCENARIOS:
+                started = time.perf_counter()
+                try:
+                    outcome = await scenario(base_url)
+                except Exception as exc:  # a misbehaving scenario is reported, not raised
+                    outcome = f"error: {type(exc).__name__}: {exc}"
+                ms = round((time.perf_counter() - started) * 1000)
+                ok = outcome == expected
+                results.append(ScenarioResult(name, expected, outcome, ok, ms))
+                if not as_json:
+                    mark = "[green]✓[/]" if ok else "[red]✗[/]"
+                    console.print(f"{mark} {name}: {outcome} [dim]({ms} ms)[/]")
+    if as_json:
+        print(json.dumps([asdict(r) for r in results], indent=2))
+    else:
+        console.print(_summary(results))
+    return 0 if all(r.ok for r in results) else 1
+
+
+def _summary(results: list[ScenarioResult]) -> Table:
+    table = Table(title="tasks demo")
+    for column in ("scenario", "outcome", "ms", "ok"):
+        table.add_column(column)
+    for r in results:
+        table.add_row(r.scenario, r.outcome, str(r.ms), "✓" if r.ok else "✗")
+    return table

@@ -66,7 +66,8 @@ class Scale:
     """How much work each figure does; ``--quick`` scales it down for CI smoke runs."""
 
     name: str
-    rounds: int
+    rounds: int  # rounds of the throughput figures
+    latency_rounds: int  # short alternating blocks: extension, plain, plain, extension, ...
     latency_warmup: int
     latency_calls: int  # per subject per round
     create_warmup: int
@@ -80,24 +81,26 @@ class Scale:
 FULL = Scale(
     name="full",
     rounds=5,
+    latency_rounds=15,
     latency_warmup=300,
-    latency_calls=1_000,
+    latency_calls=400,
     create_warmup=100,
-    create_calls=400,
+    create_calls=200,
     get_warmup=200,
-    get_calls=1_000,
+    get_calls=500,
     rss_tasks=RSS_BATCH,
     concurrency=8,
 )
 QUICK = Scale(
     name="quick",
     rounds=3,
+    latency_rounds=7,
     latency_warmup=100,
-    latency_calls=250,
+    latency_calls=150,
     create_warmup=30,
-    create_calls=100,
+    create_calls=60,
     get_warmup=50,
-    get_calls=200,
+    get_calls=150,
     rss_tasks=1_000,
     concurrency=8,
 )
@@ -350,7 +353,7 @@ async def bench_latency(scale: Scale, workdir: Path, report: Report) -> float:
         for tool, args in cases.values():
             for side in clients:
                 await timed_calls(caller(side, tool, args), scale.latency_warmup)
-        for round_no in range(scale.rounds):
+        for round_no in range(scale.latency_rounds):
             for case, (tool, args) in cases.items():
                 # Alternate which side goes first, so drift within a round favours neither.
                 order = ["ext", "plain"] if round_no % 2 == 0 else ["plain", "ext"]

@@ -84,15 +84,7 @@ stop_server() {
 
 start_server() {
   local port=$1 db=${INTEROP_DB:-sqlite://}
-  # A Typer app with a single command runs it as the root command, so only a multi-command CLI
-  # lists "conformance-server" under its commands; fall back to the same entry point otherwise.
-  if .venv/bin/mcp-approval --help 2>/dev/null | grep -q 'conformance-server'; then
-    .venv/bin/mcp-approval conformance-server --port "$port" --db "$db" >"$RESULTS/server.log" 2>&1 &
-  else
-    echo "WARNING: 'mcp-approval conformance-server' is not dispatchable (single-command Typer app); starting the same entry point via python"
-    .venv/bin/python -c 'import sys; from mcp_approval.server.conformance import run_conformance_server as run; run(int(sys.argv[1]), sys.argv[2])' \
-      "$port" "$db" >"$RESULTS/server.log" 2>&1 &
-  fi
+  .venv/bin/mcp-approval conformance-server --port "$port" --db "$db" >"$RESULTS/server.log" 2>&1 &
   SERVER_PID=$!
   local deadline=$((SECONDS + STARTUP_TIMEOUT_S))
   until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do

@@ -372,3 +372,26 @@ async def test_global_limit(serve_inprocess, caplog):
         await wire.cancel(first["taskId"])
     assert second["resultType"] == "complete"
     assert any("task limit reached" in r.getMessage() for r in caplog.records)
+
+
+async def test_cancelled_notification_does_not_cancel_a_task(serve_inprocess):
+    async with serve_inprocess(threshold_s=0.0) as (wire, _):
+        created = (await wire.call_tool("slow_job", {"seconds": 0.5, "label": "kept"})).result
+        notification = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 1, "reason": "stop", "_meta": envelope()}}
+        sent = await wire.http.post("/mcp", json=notification, headers={
+            "accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28",
+            "mcp-method": "notifications/cancelled"})
+        done = await wait_done(wire, created["taskId"])
+    assert sent.status_code < 500
+    assert done["status"] == "completed"
+    assert done["result"]["content"][0]["text"] == "kept finished after 0.5s"
+
+
+async def test_listen_for_task_ids_needs_the_declaration(serve_inprocess):
+    params = {"notifications": {"taskIds": ["x"]}}
+    async with serve_inprocess() as (wire, _):
+        refused = await wire.request("subscriptions/listen", dict(params), meta=envelope(tasks=False))
+    assert refused.status == 400
+    assert refused.error["code"] == -32021
+    assert refused.error["data"]["requiredCapabilities"] == TASK_REQUIRED

@@ -5,6 +5,9 @@
   ``resources/read``.
 - The 2025-11-25 ``params.task`` member of ``tools/call`` must be ignored whatever its value;
   ``mcp`` 2.3 rejects a non-object value before any extension sees the call.
+- ``subscriptions/listen`` asking for ``taskIds`` without declaring the extension on that
+  request is ``-32021``. With the declaration, the SDK's listen handler acknowledges no task ids
+  (this runtime sends no ``notifications/tasks``; clients poll).
 """
 
 from __future__ import annotations
@@ -13,20 +16,28 @@ from dataclasses import replace
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import require_client_extension
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import decode_header_value
 
-from mcp_approval.protocol import HEADER_MCP_NAME, HEADER_MISMATCH, TASK_METHODS
+from mcp_approval.protocol import HEADER_MCP_NAME, HEADER_MISMATCH, TASK_METHODS, TASKS_EXTENSION
 
 
 async def task_routing_middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
     """Enforce ``Mcp-Name`` on ``tasks/*`` and drop the legacy ``params.task`` of ``tools/call``."""
     if ctx.method in TASK_METHODS:
         _check_mcp_name(ctx)
+    elif ctx.method == "subscriptions/listen" and _asks_for_task_ids(ctx):
+        require_client_extension(ctx, TASKS_EXTENSION)
     elif ctx.method == "tools/call" and isinstance(ctx.params, dict) and "task" in ctx.params:
         params = {key: value for key, value in ctx.params.items() if key != "task"}
         return await call_next(replace(ctx, params=params))
     return await call_next(ctx)
+
+
+def _asks_for_task_ids(ctx: ServerRequestContext[Any, Any]) -> bool:
+    notifications = ctx.params.get("notifications") if isinstance(ctx.params, dict) else None
+    return isinstance(notifications, dict) and "taskIds" in notifications
 
 
 def _check_mcp_name(ctx: ServerRequestContext[Any, Any]) -> None:

@@ -205,12 +205,16 @@ class TasksExtension(Extension):
         return {}
 
     async def _cancel_active(self, record: TaskRecord) -> None:
-        if self.runtime.cancel_local(record.task_id):
+        execution = self.runtime.local(record.task_id)
+        if execution is not None:
+            # Runs here: stop it. Once the tool has returned this is a no-op, and the outcome
+            # being recorded stands.
+            execution.cancel()
             return
         flagged = await self.store.request_cancel(record.task_id)
         if flagged is None or flagged.terminal:
             return
-        owner_alive = flagged.owner is not None and flagged.owner != self.runtime.worker_id
-        if not owner_alive:
-            # Nothing runs it (or it ran here and has just finished): cancel it in the store.
+        if flagged.owner is None:
+            # Nothing runs it: cancelling is only a status change.
             await self.store.transition(record.task_id, TaskStatus.CANCELLED, status_message="Cancelled")
+        # Otherwise its worker picks the flag up at its next heartbeat.

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import asyncpg
+import asyncpg  # type: ignore[import-untyped]
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from sqlalchemy.engine import make_url
@@ -67,41 +67,41 @@ class Scale:
 
     name: str
     rounds: int  # rounds of the throughput figures
-    latency_rounds: int  # short alternating blocks: extension, plain, plain, extension, ...
+    latency_rounds: int
     latency_warmup: int
-    latency_calls: int  # per subject per round
+    latency_calls: int  # per subject per round, interleaved call by call with the other subject
     create_warmup: int
     create_calls: int  # per mode per round
     get_warmup: int
     get_calls: int  # per mode per round
-    rss_tasks: int  # per batch; figures are scaled to 10,000
+    rss_tasks: int  # first batch (the second is half as big); figures are scaled to 10,000
     concurrency: int
 
 
 FULL = Scale(
     name="full",
     rounds=5,
-    latency_rounds=15,
+    latency_rounds=7,
     latency_warmup=300,
-    latency_calls=400,
+    latency_calls=600,
     create_warmup=100,
-    create_calls=200,
+    create_calls=150,
     get_warmup=200,
-    get_calls=500,
+    get_calls=400,
     rss_tasks=RSS_BATCH,
     concurrency=8,
 )
 QUICK = Scale(
     name="quick",
     rounds=3,
-    latency_rounds=7,
+    latency_rounds=5,
     latency_warmup=100,
-    latency_calls=150,
-    create_warmup=30,
-    create_calls=60,
-    get_warmup=50,
-    get_calls=150,
-    rss_tasks=1_000,
+    latency_calls=200,
+    create_warmup=20,
+    create_calls=40,
+    get_warmup=40,
+    get_calls=120,
+    rss_tasks=500,
     concurrency=8,
 )
 
@@ -162,6 +162,25 @@ async def timed_calls(call: Callable[[], Awaitable[object]], n: int) -> list[int
         start = clock()
         await call()
         samples.append(clock() - start)
+    return samples
+
+
+async def paired_calls(
+    first: Callable[[], Awaitable[object]], second: Callable[[], Awaitable[object]], n: int
+) -> tuple[list[int], list[int]]:
+    """``n`` calls of each, interleaved one by one (ABBAABBA...); each latency in nanoseconds.
+
+    Interleaving call by call puts both subjects under the same machine conditions, which on a
+    shared VM drift by tens of percent from one 100 ms to the next.
+    """
+    samples: tuple[list[int], list[int]] = ([], [])
+    clock = time.perf_counter_ns
+    for i in range(n):
+        for which in (0, 1) if i % 2 == 0 else (1, 0):
+            call = first if which == 0 else second
+            start = clock()
+            await call()
+            samples[which].append(clock() - start)
     return samples
 
 
@@ -289,15 +308,18 @@ async def tasks_server(store_url: str) -> AsyncIterator[tuple[Client, TasksClien
         yield client, client_extension, extension
 
 
+_OPTIONS = tasks_options("sqlite://")
+_LOCAL_DIGEST = principal_digest(LOCAL_PRINCIPAL)
+
+
 def completed_task(tool_name: str) -> NewTask:
     """A row like the one the extension writes for a REQUIRED call that finished at once."""
-    options = tasks_options("sqlite://")
     return NewTask(
         task_id=new_task_id(),
-        principal_digest=principal_digest(LOCAL_PRINCIPAL),
+        principal_digest=_LOCAL_DIGEST,
         tool_name=tool_name,
-        ttl_ms=options.ttl_ms,
-        poll_interval_ms=options.poll_interval_ms,
+        ttl_ms=_OPTIONS.ttl_ms,
+        poll_interval_ms=_OPTIONS.poll_interval_ms,
         owner=None,
         lease_ms=None,
         status=TaskStatus.COMPLETED,
@@ -326,7 +348,7 @@ class LatencyStats:
 async def bench_latency(scale: Scale, workdir: Path, report: Report) -> float:
     """Figure 1; returns the plain server's ``echo`` calls/s (context for the throughput figures)."""
     log("\n[1] tools/call latency: tasks extension vs. plain MCPServer (in-process mcp.Client, both)")
-    cases = {
+    cases: dict[str, tuple[str, dict[str, Any]]] = {
         "forbidden `echo`": ("echo", {"text": "hello"}),
         "optional `slow_job(seconds=0)`": ("slow_job", {"seconds": 0, "label": "bench"}),
     }
@@ -353,14 +375,15 @@ async def bench_latency(scale: Scale, workdir: Path, report: Report) -> float:
         for tool, args in cases.values():
             for side in clients:
                 await timed_calls(caller(side, tool, args), scale.latency_warmup)
-        for round_no in range(scale.latency_rounds):
+        for _round in range(scale.latency_rounds):
             for case, (tool, args) in cases.items():
-                # Alternate which side goes first, so drift within a round favours neither.
-                order = ["ext", "plain"] if round_no % 2 == 0 else ["plain", "ext"]
-                for side in order:
-                    settle()
-                    stats[case, side].add(await timed_calls(caller(side, tool, args), scale.latency_calls))
+                settle()
+                ext_samples, plain_samples = await paired_calls(
+                    caller("ext", tool, args), caller("plain", tool, args), scale.latency_calls
+                )
                 ext, plain = stats[case, "ext"], stats[case, "plain"]
+                ext.add(ext_samples)
+                plain.add(plain_samples)
                 ratios_mean[case].append(ext.means_us[-1] / plain.means_us[-1])
                 ratios_p50[case].append(ext.p50s_us[-1] / plain.p50s_us[-1])
 
@@ -466,24 +489,25 @@ async def bench_store_throughput(scale: Scale, db: Database, report: Report, pla
         log("  tasks/get/s: " + ", ".join(f"{name} {rate:.0f}" for name, rate in get.items()))
 
     sqlite = db.postgres is None
-    for mode, callers in (("sequential", "seq"), (f"{conc} concurrent", f"x{conc}")):
-        value = create[f"ext {callers}"]
+    modes = (("sequential", "seq"), (f"{conc} concurrent", f"x{conc}"))
+    for mode, key in modes:
+        value = create[f"ext {key}"]
         report.add(
             Row(
                 f"task creations/s, {db.label}, {mode}",
                 f"{value:.0f}/s",
-                f"store.create {create[f'store {callers}']:.0f}/s; plain call {plain_rate:.0f}/s",
+                f"store.create {create[f'store {key}']:.0f}/s; plain call {plain_rate:.0f}/s",
                 f">= {SQLITE_CREATE_TARGET:.0f}/s" if sqlite else "-",
                 value >= SQLITE_CREATE_TARGET if sqlite else None,
             )
         )
-    for mode, callers in (("sequential", "seq"), (f"{conc} concurrent", f"x{conc}")):
-        value = get[f"ext {callers}"]
+    for mode, key in modes:
+        value = get[f"ext {key}"]
         report.add(
             Row(
                 f"tasks/get/s, {db.label}, {mode}",
                 f"{value:.0f}/s",
-                f"store.get {get[f'store {callers}']:.0f}/s; plain call {plain_rate:.0f}/s",
+                f"store.get {get[f'store {key}']:.0f}/s; plain call {plain_rate:.0f}/s",
                 f">= {GET_TARGET:.0f}/s",
                 value >= GET_TARGET,
             )
@@ -494,7 +518,8 @@ async def bench_store_throughput(scale: Scale, db: Database, report: Report, pla
 
 
 async def rss_child(url: str, batch: int, concurrency: int) -> dict[str, Any]:
-    """Figure 4's measurement, in a fresh process: store 2 batches of tasks, RSS around each."""
+    """Figure 4's measurement, in a fresh process: store a batch of tasks and then half as many
+    again, reading RSS around each; growth is reported in MiB per 10,000 tasks."""
     store = SqlTaskStore(url)
     await store.open()
     try:
@@ -505,23 +530,26 @@ async def rss_child(url: str, batch: int, concurrency: int) -> dict[str, Any]:
         await throughput(create, RSS_WARMUP, concurrency)  # pool connections, compiled statements
         settle()
         baseline = rss_mib()
-        growth: list[float] = []
+        growth: list[float] = []  # MiB per RSS_BATCH tasks
         rates: list[float] = []
-        for _ in range(2):
+        for size in (batch, batch // 2):
             settle()
             before = rss_mib()
-            rates.append(await throughput(create, batch, concurrency))
+            rates.append(await throughput(create, size, concurrency))
             settle()
-            growth.append(rss_mib() - before)
+            growth.append((rss_mib() - before) * RSS_BATCH / size)
     finally:
         await store.close()
     return {"baseline_mib": baseline, "growth_mib": growth, "rates": rates}
 
 
 async def bench_rss(scale: Scale, db: Database, report: Report) -> None:
-    """Figure 4: RSS growth of a fresh process storing 2 batches of tasks through ``SqlTaskStore.create``."""
+    """Figure 4: RSS growth of a fresh process storing tasks through ``SqlTaskStore.create``."""
     batch = scale.rss_tasks
-    log(f"\n[4] RSS growth per {RSS_BATCH:,} stored tasks on {db.label} ({batch:,} tasks per batch, fresh process)")
+    log(
+        f"\n[4] RSS growth per {RSS_BATCH:,} stored tasks on {db.label} "
+        f"(batches of {batch:,} then {batch // 2:,} tasks, fresh process)"
+    )
     url = await db.fresh()
     child = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -536,8 +564,8 @@ async def bench_rss(scale: Scale, db: Database, report: Report) -> None:
     if child.returncode != 0:
         raise RuntimeError(f"the RSS measuring process failed with exit status {child.returncode}")
     measured = json.loads(out.decode().strip().splitlines()[-1])
-    growth = [g * RSS_BATCH / batch for g in measured["growth_mib"]]
-    stored = RSS_WARMUP + 2 * batch
+    growth: list[float] = measured["growth_mib"]
+    stored = RSS_WARMUP + batch + batch // 2
     if db.postgres is None:
         main_bytes, wal_bytes = db.sqlite_bytes(url)
         size = f"db {main_bytes / 2**20:.2f} MiB + WAL {wal_bytes / 2**20:.2f} MiB"
@@ -547,7 +575,7 @@ async def bench_rss(scale: Scale, db: Database, report: Report) -> None:
         size = f"table+indexes {total / 2**20:.2f} MiB"
     log(
         f"  RSS {measured['baseline_mib']:.1f} MiB after warm-up; growth: first batch {growth[0]:+.2f} MiB/10k, "
-        f"second {growth[1]:+.2f} MiB/10k (store.create x{scale.concurrency}: {median(measured['rates']):.0f}/s); "
+        f"next batch {growth[1]:+.2f} MiB/10k (store.create x{scale.concurrency}: {median(measured['rates']):.0f}/s); "
         f"{size} for {stored:,} tasks"
     )
     scaled = "" if batch == RSS_BATCH else f" (scaled from {batch:,})"
@@ -555,7 +583,7 @@ async def bench_rss(scale: Scale, db: Database, report: Report) -> None:
         Row(
             f"RSS growth per 10k tasks, {db.label}",
             f"{growth[0]:+.2f} MiB{scaled}",
-            f"next 10k: {growth[1]:+.2f} MiB; RSS {measured['baseline_mib']:.0f} MiB before",
+            f"then {growth[1]:+.2f} MiB/10k; RSS {measured['baseline_mib']:.0f} MiB before",
         )
     )
     report.add(
@@ -583,7 +611,7 @@ async def run(args: argparse.Namespace) -> int:
             postgres = await Postgres.create(args.postgres_url)
         except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
             print(
-                f"error: PostgreSQL not reachable at {args.postgres_url} ({type(exc).__name__}: {exc}); "
+                f"error: PostgreSQL not reachable at {make_url(args.postgres_url)!s} ({type(exc).__name__}: {exc}); "
                 "pass --postgres-url URL or --no-postgres",
                 file=sys.stderr,
             )
@@ -596,11 +624,17 @@ async def run(args: argparse.Namespace) -> int:
             databases = [Database("SQLite", workdir)]
             if postgres is not None:
                 databases.append(Database("PostgreSQL", workdir, postgres))
+            section = time.perf_counter()
             plain_rate = await bench_latency(scale, workdir, report)
+            log(f"  ({time.perf_counter() - section:.1f} s)")
             for db in databases:
+                section = time.perf_counter()
                 await bench_store_throughput(scale, db, report, plain_rate)
+                log(f"  ({time.perf_counter() - section:.1f} s)")
             for db in databases:
+                section = time.perf_counter()
                 await bench_rss(scale, db, report)
+                log(f"  ({time.perf_counter() - section:.1f} s)")
     finally:
         if postgres is not None:
             await postgres.drop()

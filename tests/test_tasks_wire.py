@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -377,11 +378,20 @@ async def test_global_limit(serve_inprocess, caplog):
 async def test_cancelled_notification_does_not_cancel_a_task(serve_inprocess):
     async with serve_inprocess(threshold_s=0.0) as (wire, _):
         created = (await wire.call_tool("slow_job", {"seconds": 0.5, "label": "kept"})).result
-        notification = {"jsonrpc": "2.0", "method": "notifications/cancelled",
-                        "params": {"requestId": 1, "reason": "stop", "_meta": envelope()}}
-        sent = await wire.http.post("/mcp", json=notification, headers={
-            "accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28",
-            "mcp-method": "notifications/cancelled"})
+        notification = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": 1, "reason": "stop", "_meta": envelope()},
+        }
+        sent = await wire.http.post(
+            "/mcp",
+            json=notification,
+            headers={
+                "accept": "application/json, text/event-stream",
+                "mcp-protocol-version": "2026-07-28",
+                "mcp-method": "notifications/cancelled",
+            },
+        )
         done = await wait_done(wire, created["taskId"])
     assert sent.status_code < 500
     assert done["status"] == "completed"
@@ -395,3 +405,66 @@ async def test_listen_for_task_ids_needs_the_declaration(serve_inprocess):
     assert refused.status == 400
     assert refused.error["code"] == -32021
     assert refused.error["data"]["requiredCapabilities"] == TASK_REQUIRED
+
+
+async def test_discover_advertises_the_extension_and_no_legacy_capability(serve_inprocess):
+    async with serve_inprocess() as (wire, _):
+        reply = await wire.request("server/discover", {})
+    capabilities = reply.result["capabilities"]
+    assert capabilities["extensions"][TASKS] == {}
+    assert "tasks" not in capabilities
+
+
+async def test_listen_with_declaration_acknowledges_no_task_ids(tmp_path):
+    """This runtime sends no notifications/tasks, so it agrees to none (clients poll).
+
+    The listen stream stays open, which the in-process ASGI transport cannot stream: real HTTP.
+    """
+    import httpx
+
+    from tests.support.process import running
+
+    body = {
+        "jsonrpc": "2.0",
+        "id": 99,
+        "method": "subscriptions/listen",
+        "params": {"notifications": {"taskIds": ["x"], "toolsListChanged": True}, "_meta": envelope()},
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "subscriptions/listen",
+    }
+    with running(f"sqlite:///{tmp_path / 'tasks.db'}", tmp_path) as server:
+        async with (
+            httpx.AsyncClient(base_url=server.base_url, timeout=10) as http,
+            http.stream("POST", "/mcp", json=body, headers=headers) as response,
+        ):
+            first_event = ""
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    first_event = line
+                    break
+    acknowledged = json.loads(first_event[5:])
+    assert acknowledged["method"] == "notifications/subscriptions/acknowledged"
+    assert not acknowledged["params"].get("notifications", {}).get("taskIds")
+
+
+async def test_sdk_client_sends_mcp_name_on_tasks_requests():
+    """TasksClient over real streamable HTTP: the server's Mcp-Name check would refuse it otherwise."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from mcp_approval.client import TasksClient
+    from mcp_approval.server.tasks_demo import build_tasks_demo_server
+    from mcp_approval.tasks import TaskOptions
+
+    server, _ = build_tasks_demo_server(TaskOptions(threshold_s=0.0, poll_interval_s=0.02))
+    app = server.streamable_http_app()
+    async with server.session_manager.run():
+        http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1:8000")
+        transport = streamable_http_client("http://127.0.0.1:8000/mcp", http_client=http)
+        async with Client(transport, extensions=[TasksClient(task_wait_s=10)]) as client:
+            result = await client.call_tool("slow_job", {"seconds": 0.1, "label": "http"})
+    assert result.content[0].text == "http finished after 0.1s"

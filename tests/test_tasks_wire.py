@@ -362,7 +362,7 @@ async def test_limits_answer_without_a_task_and_warn(serve_inprocess, caplog):
     assert second["resultType"] == "complete"
     assert second["content"][0]["text"] == "inline finished after 0.1s"
     assert bobs["resultType"] == "task"
-    assert any("per-principal task limit" in r.getMessage() for r in caplog.records)
+    assert any("max_per_principal reached" in r.getMessage() for r in caplog.records)
 
 
 async def test_global_limit(serve_inprocess, caplog):
@@ -372,7 +372,7 @@ async def test_global_limit(serve_inprocess, caplog):
             second = (await wire.call_tool("slow_job", {"seconds": 0})).result
         await wire.cancel(first["taskId"])
     assert second["resultType"] == "complete"
-    assert any("task limit reached" in r.getMessage() for r in caplog.records)
+    assert any("max_tasks reached" in r.getMessage() for r in caplog.records)
 
 
 async def test_cancelled_notification_does_not_cancel_a_task(serve_inprocess):

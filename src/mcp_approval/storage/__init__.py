@@ -1,19 +1,30 @@
-"""Storage: database engines, the schema and its versioned migrations.
+"""Storage: databases, the schema and its versioned migrations.
 
 One SQLAlchemy Core schema serves SQLite (the default, a file database in WAL mode) and
-PostgreSQL. Higher layers own the meaning of the rows; this layer owns how they are kept.
+PostgreSQL. Higher layers own the meaning of the rows; this layer owns how they are kept and
+how a transaction runs (:class:`Database`).
 """
 
-from mcp_approval.storage.engine import StoreUnavailableError, connect, normalize_url
+from mcp_approval.storage.database import (
+    Database,
+    PostgresDatabase,
+    SqliteDatabase,
+    StoreUnavailableError,
+    normalize_url,
+    open_database,
+)
 from mcp_approval.storage.migrations import SCHEMA_VERSION, migrate
 from mcp_approval.storage.schema import metadata, tasks_table
 
 __all__ = [
     "SCHEMA_VERSION",
+    "Database",
+    "PostgresDatabase",
+    "SqliteDatabase",
     "StoreUnavailableError",
-    "connect",
     "metadata",
     "migrate",
     "normalize_url",
+    "open_database",
     "tasks_table",
 ]

@@ -1,9 +1,9 @@
 """An explicit, versioned migration scheme.
 
 Each migration is a numbered function that moves the schema from ``n - 1`` to ``n``. The
-applied version lives in ``schema_version``. Migrating takes a database-wide lock (an advisory
-lock on PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite), so several workers starting together apply
-each step exactly once.
+applied version lives in ``schema_version``. Migrating runs in one write transaction that holds
+a database-wide lock (an advisory lock on PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite), so several
+workers starting together apply each step exactly once.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable
 
 from sqlalchemy import Connection, func, select, text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
+from mcp_approval.storage.database import Database
 from mcp_approval.storage.schema import schema_version_table, tasks_table
 
 Migration = Callable[[Connection], None]
@@ -31,26 +31,20 @@ MIGRATIONS: tuple[Migration, ...] = (_v1_tasks,)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-async def migrate(engine: AsyncEngine) -> int:
+async def migrate(database: Database) -> int:
     """Bring the database to :data:`SCHEMA_VERSION` and return the version found before.
 
     Raises:
         RuntimeError: if the database is newer than this code (a downgrade is never applied).
     """
-    async with engine.connect() as conn:
-        if conn.dialect.name == "sqlite":
-            await conn.exec_driver_sql("BEGIN IMMEDIATE")
-        else:
-            await conn.begin()
-            await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
-        found = await conn.run_sync(_apply_pending)
-        await conn.commit()
-        return found
+    return await database.write(_apply_pending)
 
 
 def _apply_pending(conn: Connection) -> int:
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
     schema_version_table.create(conn, checkfirst=True)
-    current = conn.execute(select(func.coalesce(func.max(schema_version_table.c.version), 0))).scalar_one()
+    current = int(conn.execute(select(func.coalesce(func.max(schema_version_table.c.version), 0))).scalar_one())
     if current > SCHEMA_VERSION:
         raise RuntimeError(
             f"database schema version {current} is newer than this mcp-approval ({SCHEMA_VERSION}); "
@@ -58,5 +52,5 @@ def _apply_pending(conn: Connection) -> int:
         )
     for version in range(current + 1, SCHEMA_VERSION + 1):
         MIGRATIONS[version - 1](conn)
-        conn.execute(schema_version_table.insert().values(version=version, applied_at=int(time.time() * 1000)))
-    return int(current)
+        conn.execute(schema_version_table.insert().values(version=version, applied_at=time.time_ns() // 1_000_000))
+    return current

@@ -17,7 +17,7 @@ from mcp_approval.protocol import INTERNAL_ERROR
 from mcp_approval.storage import StoreUnavailableError
 from mcp_approval.tasks.models import TaskRecord, error_document, new_task_id, result_document
 from mcp_approval.tasks.states import TaskStatus
-from mcp_approval.tasks.store import NewTask
+from mcp_approval.tasks.store import NewTask, TaskLimitReachedError
 
 if TYPE_CHECKING:
     from mcp_approval.tasks.runtime import TaskRuntime
@@ -101,10 +101,9 @@ class Execution:
 
     async def wait(self, timeout_s: float | None) -> Outcome | None:
         """Wait up to ``timeout_s`` for the outcome; ``None`` if the call is still running."""
-        try:
-            return await asyncio.wait_for(asyncio.shield(self._outcome), timeout_s)
-        except TimeoutError:
-            return None
+        if not self._outcome.done():
+            await asyncio.wait((self._outcome,), timeout=timeout_s)  # never cancels the outcome
+        return self._outcome.result() if self._outcome.done() else None
 
     @property
     def promoted(self) -> bool:
@@ -129,9 +128,7 @@ class Execution:
         return await asyncio.shield(self._promotion)
 
     async def _promote_once(self) -> TaskRecord | None:
-        if await self._runtime.over_limits(self.principal_digest, self.tool_name):
-            return None
-        self.task_id = new_task_id()  # claimed before the next await: _run sees it from now on
+        self.task_id = new_task_id()  # claimed before the first await: _run sees it from now on
         options = self._runtime.options
         task = NewTask(
             task_id=self.task_id,
@@ -146,14 +143,26 @@ class Execution:
             status, message, result, error = _terminal_write(self._outcome.result())
             task = replace(task, status=status, status_message=message, result=result, error=error)
         try:
-            self.record = await self._runtime.store.create(task)
+            self.record = await self._runtime.store.create(
+                task, max_active=options.max_tasks, max_active_per_principal=options.max_per_principal
+            )
+        except TaskLimitReachedError as limit:
+            self._abandon_promotion()
+            logger.warning("task limit %s: %r answered without a task", limit, self.tool_name)
+            return None
         except BaseException:
-            self.task_id = None
+            self._abandon_promotion()
             raise
         if not self.record.terminal:
             self._runtime.adopt(self)
         self._created.set()
         return self.record
+
+    def _abandon_promotion(self) -> None:
+        # No row exists: the outcome goes back to the inline answer, and _record_outcome
+        # (which may already be waiting for the row) stands down.
+        self.task_id = None
+        self._created.set()
 
     def cancel(self) -> bool:
         """Cancel the running tool; returns whether a cancellation was delivered."""
@@ -188,7 +197,8 @@ class Execution:
 
     async def _record_outcome(self, outcome: Outcome) -> None:
         await self._created.wait()
-        assert self.task_id is not None
+        if self.task_id is None:  # promotion failed: the outcome is answered inline
+            return
         try:
             await self._runtime.persist_terminal(self.task_id, *_terminal_write(outcome))
         finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ def new_task_id() -> str:
     return secrets.token_urlsafe(32)
 
 
+@functools.lru_cache(maxsize=4096)
 def principal_digest(principal: str) -> str:
     """The SHA-256 hex digest under which a principal is stored (never the raw identity)."""
     return hashlib.sha256(principal.encode("utf-8")).hexdigest()

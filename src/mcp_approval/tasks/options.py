@@ -82,14 +82,15 @@ class TaskOptions:
             raise ValueError("TaskOptions.max_tasks and max_per_principal must be >= 0")
         if self.lease_grace_s < 0 or self.sweep_interval_s <= 0:
             raise ValueError("TaskOptions.lease_grace_s must be >= 0 and sweep_interval_s > 0")
-        for tool, mode in self.modes.items():
-            TaskMode(mode)  # raises ValueError naming the bad value
-            if not tool:
-                raise ValueError("TaskOptions.modes has an empty tool name")
+        if any(not tool for tool in self.modes):
+            raise ValueError("TaskOptions.modes has an empty tool name")
+        # Checked and converted once (ValueError names a bad mode), so mode_of is a dict lookup.
+        object.__setattr__(self, "modes", {tool: TaskMode(mode) for tool, mode in self.modes.items()})
+        object.__setattr__(self, "default_mode", TaskMode(self.default_mode))
 
     def mode_of(self, tool: str) -> TaskMode:
         """The task mode of ``tool``."""
-        return TaskMode(self.modes.get(tool, self.default_mode))
+        return self.modes.get(tool, self.default_mode)
 
     @property
     def ttl_ms(self) -> int | None:

@@ -114,25 +114,6 @@ class TaskRuntime:
         """The execution running ``task_id`` in this process, if any."""
         return self._executions.get(task_id)
 
-    async def over_limits(self, principal_digest: str | None, tool_name: str) -> bool:
-        """Whether a new task would exceed ``max_tasks`` or ``max_per_principal`` (logs a WARNING)."""
-        total = await self.store.count_active()
-        if total >= self.options.max_tasks:
-            logger.warning("task limit reached (%d unfinished tasks): %r answered without a task", total, tool_name)
-            return True
-        if principal_digest is None:
-            return False
-        mine = await self.store.count_active(principal_digest)
-        if mine >= self.options.max_per_principal:
-            logger.warning(
-                "per-principal task limit reached (%d unfinished tasks for principal %s…): %r answered without a task",
-                mine,
-                principal_digest[:12],
-                tool_name,
-            )
-            return True
-        return False
-
     async def persist_terminal(
         self,
         task_id: str,

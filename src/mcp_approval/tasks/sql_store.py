@@ -1,31 +1,31 @@
 """The SQLAlchemy Core implementation of :class:`~mcp_approval.tasks.store.TaskStore`.
 
-One implementation serves SQLite and PostgreSQL. Status changes are single conditional
-UPDATEs guarded by the state table; read-modify-write operations on a task's JSON columns
-compare-and-set on the row's ``version``, retrying when another worker wrote in between.
+One implementation serves SQLite and PostgreSQL (see :mod:`mcp_approval.storage.database`).
+Each operation is a synchronous function of a connection, run as one transaction. Status
+changes are conditional UPDATEs guarded by the state table; read-modify-write operations lock
+the row first (``SELECT ... FOR UPDATE`` on PostgreSQL, the ``BEGIN IMMEDIATE`` write lock on
+SQLite).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import and_, delete, func, or_, select, update
-from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy import Connection, and_, bindparam, case, delete, func, or_, select, update
 
 from mcp_approval.clock import Clock, SystemClock
-from mcp_approval.storage import StoreUnavailableError, connect, migrate, tasks_table
+from mcp_approval.storage import Database, migrate, open_database, tasks_table
 from mcp_approval.tasks.models import TaskRecord
 from mcp_approval.tasks.states import ACTIVE, TERMINAL, TaskStatus, sources_of
-from mcp_approval.tasks.store import NewTask, TaskSignal
+from mcp_approval.tasks.store import NewTask, TaskLimitReachedError, TaskSignal
 
 _T = tasks_table
-_ACTIVE_VALUES = [status.value for status in ACTIVE]
-# Read-modify-write attempts before giving up on a row that keeps changing under us.
-_CAS_ATTEMPTS = 50
+_ACTIVE_VALUES = sorted(status.value for status in ACTIVE)
+_IS_ACTIVE = _T.c.status.in_(_ACTIVE_VALUES)
+_GET = select(_T).where(_T.c.task_id == bindparam("task_id"))
+_GET_FOR_UPDATE = _GET.with_for_update()
 
 
 def _dumps(value: Any) -> str:
@@ -59,60 +59,50 @@ def _record(values: Mapping[str, Any]) -> TaskRecord:
     )
 
 
+def _fetch(conn: Connection, task_id: str, *, lock: bool = False) -> TaskRecord | None:
+    row = conn.execute(_GET_FOR_UPDATE if lock else _GET, {"task_id": task_id}).first()
+    return None if row is None else _record(dict(row._mapping))
+
+
 class SqlTaskStore:
     """A durable task store on SQLite or PostgreSQL.
 
     Args:
-        url: ``sqlite:///PATH`` (WAL file database), ``sqlite://`` (in memory, one process) or
-            ``postgresql://...``.
+        url: ``sqlite:///PATH`` (WAL file database), ``sqlite://`` (a private temporary database)
+            or ``postgresql://...``.
         clock: the source of time for timestamps, leases and expiry.
-        engine: an existing engine to share instead of creating one from ``url``.
     """
 
-    def __init__(self, url: str = "sqlite://", *, clock: Clock | None = None, engine: AsyncEngine | None = None):
+    def __init__(self, url: str = "sqlite://", *, clock: Clock | None = None) -> None:
         self.url = url
         self._clock = clock or SystemClock()
-        self._engine = engine
-        self._owns_engine = engine is None
+        self._db: Database | None = None
 
     @property
-    def engine(self) -> AsyncEngine:
-        """The engine, once :meth:`open` has run."""
-        if self._engine is None:
+    def database(self) -> Database:
+        """The database, once :meth:`open` has run."""
+        if self._db is None:
             raise RuntimeError("the task store is not open")
-        return self._engine
+        return self._db
 
     async def open(self) -> None:
-        """Create the engine and migrate the schema."""
-        if self._engine is None:
-            self._engine = connect(self.url)
-        async with self._guard():
-            await migrate(self._engine)
+        """Connect and migrate the schema."""
+        if self._db is None:
+            self._db = open_database(self.url)
+        await migrate(self._db)
 
     async def close(self) -> None:
-        """Dispose of the engine if this store created it."""
-        if self._engine is not None and self._owns_engine:
-            await self._engine.dispose()
-            self._engine = None
+        """Release connections."""
+        if self._db is not None:
+            db, self._db = self._db, None
+            await db.close()
 
-    @asynccontextmanager
-    async def _guard(self) -> AsyncIterator[None]:
-        """Turn every database failure except a constraint violation into StoreUnavailableError."""
-        try:
-            yield
-        except IntegrityError:
-            raise
-        except (DBAPIError, OSError, ConnectionError) as exc:
-            raise StoreUnavailableError(f"task store unavailable: {type(exc).__name__}") from exc
-
-    @asynccontextmanager
-    async def _begin(self) -> AsyncIterator[AsyncConnection]:
-        async with self._guard(), self.engine.begin() as conn:
-            yield conn
-
-    async def create(self, task: NewTask) -> TaskRecord:
-        """Insert a task and commit it before returning."""
+    async def create(
+        self, task: NewTask, *, max_active: int | None = None, max_active_per_principal: int | None = None
+    ) -> TaskRecord:
+        """Insert a task and commit it; the limits count unfinished tasks (checked in the same transaction)."""
         now = self._clock.now_ms()
+        terminal = task.status in TERMINAL
         values: dict[str, Any] = {
             "task_id": task.task_id,
             "principal_digest": task.principal_digest,
@@ -130,19 +120,22 @@ class SqlTaskStore:
             "input_responses_json": "{}",
             "input_seq": 0,
             "cancel_requested": False,
-            "owner": None if task.status in TERMINAL else task.owner,
-            "lease_expires_at": None if task.status in TERMINAL or task.lease_ms is None else now + task.lease_ms,
+            "owner": None if terminal else task.owner,
+            "lease_expires_at": None if terminal or task.lease_ms is None else now + task.lease_ms,
             "version": 0,
         }
-        async with self._begin() as conn:
-            await conn.execute(_T.insert().values(**values))
+
+        def insert(conn: Connection) -> None:
+            if not terminal and (max_active is not None or max_active_per_principal is not None):
+                _check_limits(conn, task.principal_digest, max_active, max_active_per_principal)
+            conn.execute(_T.insert().values(**values))
+
+        await self.database.write(insert)
         return _record(values)
 
     async def get(self, task_id: str) -> TaskRecord | None:
         """Read one task."""
-        async with self._guard(), self.engine.connect() as conn:
-            row = (await conn.execute(select(_T).where(_T.c.task_id == task_id))).first()
-        return None if row is None else _record(dict(row._mapping))
+        return await self.database.read(lambda conn: _fetch(conn, task_id))
 
     async def transition(
         self,
@@ -169,82 +162,87 @@ class SqlTaskStore:
                 owner=None,
                 lease_expires_at=None,
             )
-        guard = _T.c.status.in_([s.value for s in sources_of(target)])
-        async with self._begin() as conn:
-            changed = await conn.execute(update(_T).where(_T.c.task_id == task_id, guard).values(**values))
-        return changed.rowcount == 1
+        guard = _T.c.status.in_(sorted(s.value for s in sources_of(target)))
+        statement = update(_T).where(_T.c.task_id == task_id, guard).values(**values)
+        return await self.database.write(lambda conn: conn.execute(statement).rowcount == 1)
 
     async def add_input_requests(self, task_id: str, requests: Sequence[Mapping[str, Any]]) -> list[str] | None:
         """Issue requests under fresh keys ``in-<n>`` and move to ``input_required``."""
-        for _ in range(_CAS_ATTEMPTS):
-            record = await self.get(task_id)
+        now = self._clock.now_ms()
+
+        def issue(conn: Connection) -> list[str] | None:
+            record = _fetch(conn, task_id, lock=True)
             if record is None or record.terminal:
                 return None
             keys = [f"in-{record.input_seq + i + 1}" for i in range(len(requests))]
             outstanding = dict(record.input_requests)
             outstanding.update({key: dict(request) for key, request in zip(keys, requests, strict=True)})
-            written = await self._write_if_unchanged(
+            _rewrite(
+                conn,
                 record,
+                now,
                 input_requests_json=_dumps(outstanding),
                 input_seq=record.input_seq + len(requests),
                 status=TaskStatus.INPUT_REQUIRED.value,
             )
-            if written:
-                return keys
-        raise StoreUnavailableError(f"task {task_id!r} kept changing; input request not recorded")
+            return keys
+
+        return await self.database.write(issue)
 
     async def submit_input_responses(self, task_id: str, responses: Mapping[str, Any]) -> list[str]:
         """Record answers for outstanding keys; the rest are ignored."""
-        for _ in range(_CAS_ATTEMPTS):
-            record = await self.get(task_id)
+        now = self._clock.now_ms()
+
+        def submit(conn: Connection) -> list[str]:
+            record = _fetch(conn, task_id, lock=True)
             if record is None or record.terminal:
                 return []
             accepted = [key for key in responses if key in record.input_requests]
             if not accepted:
                 return []
             outstanding = {k: v for k, v in record.input_requests.items() if k not in accepted}
-            answered = dict(record.input_responses)
-            answered.update({key: responses[key] for key in accepted})
+            answered = {**record.input_responses, **{key: responses[key] for key in accepted}}
             status = record.status
             if not outstanding and status is TaskStatus.INPUT_REQUIRED:
                 status = TaskStatus.WORKING
-            written = await self._write_if_unchanged(
+            _rewrite(
+                conn,
                 record,
+                now,
                 input_requests_json=_dumps(outstanding),
                 input_responses_json=_dumps(answered),
                 status=status.value,
             )
-            if written:
-                return accepted
-        raise StoreUnavailableError(f"task {task_id!r} kept changing; answers not recorded")
+            return accepted
+
+        return await self.database.write(submit)
 
     async def take_input_responses(self, task_id: str) -> dict[str, Any]:
         """Remove and return recorded answers."""
-        for _ in range(_CAS_ATTEMPTS):
-            record = await self.get(task_id)
+        now = self._clock.now_ms()
+
+        def take(conn: Connection) -> dict[str, Any]:
+            record = _fetch(conn, task_id, lock=True)
             if record is None or not record.input_responses:
                 return {}
-            if await self._write_if_unchanged(record, input_responses_json="{}"):
-                return dict(record.input_responses)
-        raise StoreUnavailableError(f"task {task_id!r} kept changing; answers not taken")
+            _rewrite(conn, record, now, input_responses_json="{}")
+            return dict(record.input_responses)
 
-    async def _write_if_unchanged(self, record: TaskRecord, **values: Any) -> bool:
-        values.update(updated_at=self._clock.now_ms(), version=record.version + 1)
-        statement = update(_T).where(_T.c.task_id == record.task_id, _T.c.version == record.version).values(**values)
-        async with self._begin() as conn:
-            changed = await conn.execute(statement)
-        return changed.rowcount == 1
+        return await self.database.write(take)
 
     async def request_cancel(self, task_id: str) -> TaskRecord | None:
         """Flag a non-terminal task for cancellation."""
         statement = (
             update(_T)
-            .where(_T.c.task_id == task_id, _T.c.status.in_(_ACTIVE_VALUES))
+            .where(_T.c.task_id == task_id, _IS_ACTIVE)
             .values(cancel_requested=True, version=_T.c.version + 1)
         )
-        async with self._begin() as conn:
-            await conn.execute(statement)
-        return await self.get(task_id)
+
+        def flag(conn: Connection) -> TaskRecord | None:
+            conn.execute(statement)
+            return _fetch(conn, task_id)
+
+        return await self.database.write(flag)
 
     async def extend_ttl(self, task_id: str, ttl_ms: int | None) -> bool:
         """Set a new retention period counted from creation."""
@@ -256,69 +254,88 @@ class SqlTaskStore:
             .where(_T.c.task_id == task_id)
             .values(ttl_ms=ttl_ms, expires_at=expires, version=_T.c.version + 1)
         )
-        async with self._begin() as conn:
-            changed = await conn.execute(statement)
-        return changed.rowcount == 1
+        return await self.database.write(lambda conn: conn.execute(statement).rowcount == 1)
 
     async def heartbeat(self, owner: str, task_ids: Sequence[str], lease_ms: int) -> list[TaskSignal]:
         """Renew leases in one UPDATE, then read pending signals in one SELECT."""
         if not task_ids:
             return []
-        mine = and_(_T.c.owner == owner, _T.c.task_id.in_(list(task_ids)), _T.c.status.in_(_ACTIVE_VALUES))
-        async with self._begin() as conn:
-            await conn.execute(update(_T).where(mine).values(lease_expires_at=self._clock.now_ms() + lease_ms))
-            rows = await conn.execute(
-                select(_T.c.task_id, _T.c.cancel_requested, _T.c.input_responses_json).where(
-                    mine, or_(_T.c.cancel_requested.is_(True), _T.c.input_responses_json != "{}")
-                )
-            )
+        mine = and_(_T.c.owner == owner, _T.c.task_id.in_(list(task_ids)), _IS_ACTIVE)
+        renew = update(_T).where(mine).values(lease_expires_at=self._clock.now_ms() + lease_ms)
+        pending = select(_T.c.task_id, _T.c.cancel_requested, _T.c.input_responses_json).where(
+            mine, or_(_T.c.cancel_requested.is_(True), _T.c.input_responses_json != "{}")
+        )
+
+        def beat(conn: Connection) -> list[TaskSignal]:
+            conn.execute(renew)
             return [
                 TaskSignal(
-                    task_id=r.task_id,
-                    cancel_requested=bool(r.cancel_requested),
-                    has_input_responses=r.input_responses_json != "{}",
+                    task_id=row.task_id,
+                    cancel_requested=bool(row.cancel_requested),
+                    has_input_responses=row.input_responses_json != "{}",
                 )
-                for r in rows
+                for row in conn.execute(pending)
             ]
+
+        return await self.database.write(beat)
 
     async def fail_lapsed(self, error: dict[str, Any], status_message: str) -> list[str]:
         """Fail every active task whose lease has lapsed."""
         now = self._clock.now_ms()
-        lapsed = and_(_T.c.status.in_(_ACTIVE_VALUES), _T.c.lease_expires_at.is_not(None), _T.c.lease_expires_at < now)
-        async with self._begin() as conn:
-            ids = [r.task_id for r in await conn.execute(select(_T.c.task_id).where(lapsed))]
+        lapsed = and_(_IS_ACTIVE, _T.c.lease_expires_at.is_not(None), _T.c.lease_expires_at < now)
+        failure = {
+            "status": TaskStatus.FAILED.value,
+            "status_message": status_message,
+            "error_json": _dumps(error),
+            "input_requests_json": "{}",
+            "input_responses_json": "{}",
+            "owner": None,
+            "lease_expires_at": None,
+            "updated_at": now,
+            "version": _T.c.version + 1,
+        }
+
+        def fail(conn: Connection) -> list[str]:
+            ids = [row.task_id for row in conn.execute(select(_T.c.task_id).where(lapsed))]
             if ids:
-                await conn.execute(
-                    update(_T)
-                    .where(lapsed, _T.c.task_id.in_(ids))
-                    .values(
-                        status=TaskStatus.FAILED.value,
-                        status_message=status_message,
-                        error_json=_dumps(error),
-                        input_requests_json="{}",
-                        input_responses_json="{}",
-                        owner=None,
-                        lease_expires_at=None,
-                        updated_at=now,
-                        version=_T.c.version + 1,
-                    )
-                )
-        return ids
+                conn.execute(update(_T).where(lapsed, _T.c.task_id.in_(ids)).values(**failure))
+            return ids
+
+        return await self.database.write(fail)
 
     async def purge_expired(self) -> list[str]:
         """Delete tasks past their retention period."""
-        now = self._clock.now_ms()
-        expired = and_(_T.c.expires_at.is_not(None), _T.c.expires_at <= now)
-        async with self._begin() as conn:
-            ids = [r.task_id for r in await conn.execute(select(_T.c.task_id).where(expired))]
+        expired = and_(_T.c.expires_at.is_not(None), _T.c.expires_at <= self._clock.now_ms())
+
+        def purge(conn: Connection) -> list[str]:
+            ids = [row.task_id for row in conn.execute(select(_T.c.task_id).where(expired))]
             if ids:
-                await conn.execute(delete(_T).where(expired, _T.c.task_id.in_(ids)))
-        return ids
+                conn.execute(delete(_T).where(expired, _T.c.task_id.in_(ids)))
+            return ids
+
+        return await self.database.write(purge)
 
     async def count_active(self, principal_digest: str | None = None) -> int:
         """Count non-terminal tasks."""
-        statement = select(func.count()).select_from(_T).where(_T.c.status.in_(_ACTIVE_VALUES))
+        statement = select(func.count()).select_from(_T).where(_IS_ACTIVE)
         if principal_digest is not None:
             statement = statement.where(_T.c.principal_digest == principal_digest)
-        async with self._guard(), self.engine.connect() as conn:
-            return int((await conn.execute(statement)).scalar_one())
+        return await self.database.read(lambda conn: int(conn.execute(statement).scalar_one()))
+
+
+def _rewrite(conn: Connection, record: TaskRecord, now: int, **values: Any) -> None:
+    """Update a row read under lock in this transaction, bumping its version."""
+    values.update(updated_at=now, version=record.version + 1)
+    conn.execute(update(_T).where(_T.c.task_id == record.task_id).values(**values))
+
+
+def _check_limits(
+    conn: Connection, principal_digest: str | None, max_active: int | None, max_per_principal: int | None
+) -> None:
+    """Raise :class:`TaskLimitReachedError` if another unfinished task would exceed a limit."""
+    mine = func.coalesce(func.sum(case((_T.c.principal_digest == principal_digest, 1), else_=0)), 0)
+    total, own = conn.execute(select(func.count(), mine).select_from(_T).where(_IS_ACTIVE)).one()
+    if max_active is not None and total >= max_active:
+        raise TaskLimitReachedError("max_tasks", int(total))
+    if max_per_principal is not None and principal_digest is not None and own >= max_per_principal:
+        raise TaskLimitReachedError("max_per_principal", int(own))

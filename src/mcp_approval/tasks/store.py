@@ -32,6 +32,15 @@ class NewTask:
     error: dict[str, Any] | None = None
 
 
+class TaskLimitReachedError(Exception):
+    """Creating the task would exceed ``limit`` (``max_tasks`` or ``max_per_principal``)."""
+
+    def __init__(self, limit: str, active: int) -> None:
+        super().__init__(f"{limit} reached ({active} unfinished tasks)")
+        self.limit = limit
+        self.active = active
+
+
 @dataclass(frozen=True)
 class TaskSignal:
     """What a worker's heartbeat learns about a task it runs."""
@@ -56,8 +65,16 @@ class TaskStore(Protocol):
         """Release connections."""
         ...
 
-    async def create(self, task: NewTask) -> TaskRecord:
-        """Insert a task; it is committed (readable by any worker) when this returns."""
+    async def create(
+        self, task: NewTask, *, max_active: int | None = None, max_active_per_principal: int | None = None
+    ) -> TaskRecord:
+        """Insert a task; it is committed (readable by any worker) when this returns.
+
+        An unfinished task is refused with :class:`TaskLimitReachedError` when the store already
+        holds ``max_active`` unfinished tasks, or ``max_active_per_principal`` of its principal's.
+        The check shares the insert's transaction; concurrent creations on PostgreSQL may
+        overshoot a limit by the number of racing workers.
+        """
         ...
 
     async def get(self, task_id: str) -> TaskRecord | None:

@@ -1,0 +1,188 @@
+"""Running SQLAlchemy Core transactions on SQLite or PostgreSQL with one calling convention.
+
+Store code is written as plain synchronous functions of a :class:`sqlalchemy.Connection`; a
+:class:`Database` runs each one as a single transaction:
+
+- SQLite: a dedicated worker thread with the stdlib driver. Write transactions start with
+  ``BEGIN IMMEDIATE`` (the write lock is taken up front, so a read-modify-write never deadlocks on
+  a lock upgrade); reads run without a transaction. One hand-off per operation, instead of one per
+  driver call.
+- PostgreSQL: asyncpg, the function running inside ``AsyncConnection.run_sync``; reads run in
+  autocommit, so a lookup is one round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+T = TypeVar("T")
+Operation = Callable[[Connection], T]
+
+
+class StoreUnavailableError(RuntimeError):
+    """The database could not be reached, or failed in a way the caller cannot correct."""
+
+
+def normalize_url(url: str) -> str:
+    """Validate a user-facing database URL: ``sqlite:///PATH``, ``sqlite://`` or ``postgresql://...``.
+
+    Raises:
+        ValueError: for any other scheme, naming it.
+    """
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        return str(parsed.set(drivername="sqlite"))
+    if backend in ("postgresql", "postgres"):
+        return parsed.set(drivername="postgresql+asyncpg").render_as_string(hide_password=False)
+    raise ValueError(f"unsupported database URL scheme {parsed.drivername!r}: use sqlite:/// or postgresql://")
+
+
+class Database:
+    """Runs operations as transactions on one database; see the module docstring."""
+
+    dialect: str
+
+    async def write(self, operation: Operation[T]) -> T:
+        """Run ``operation`` in a write transaction and commit it."""
+        raise NotImplementedError
+
+    async def read(self, operation: Operation[T]) -> T:
+        """Run a read-only ``operation``."""
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Release connections (and, for ``sqlite://``, the temporary file)."""
+        raise NotImplementedError
+
+
+def open_database(url: str) -> Database:
+    """A :class:`Database` for ``url``; ``sqlite://`` is a private temporary file removed on close."""
+    normalized = normalize_url(url)
+    if make_url(normalized).get_backend_name() == "sqlite":
+        return SqliteDatabase(normalized)
+    return PostgresDatabase(normalized)
+
+
+def _unavailable(exc: Exception) -> StoreUnavailableError:
+    return StoreUnavailableError(f"store unavailable: {type(exc).__name__}: {exc}".splitlines()[0])
+
+
+class SqliteDatabase(Database):
+    """SQLite in WAL mode with ``synchronous=FULL``, driven from one worker thread."""
+
+    dialect = "sqlite"
+
+    def __init__(self, url: str) -> None:
+        parsed = make_url(url)
+        self._scratch: str | None = None
+        if parsed.database in (None, "", ":memory:"):
+            self._scratch = tempfile.mkdtemp(prefix="mcp-approval-")
+            parsed = parsed.set(database=os.path.join(self._scratch, "store.db"))
+        self.engine: Engine = create_engine(parsed, connect_args={"check_same_thread": False})
+        event.listen(self.engine, "connect", _sqlite_connect)
+        event.listen(self.engine, "begin", _sqlite_begin)
+        # One thread: SQLite takes one writer at a time anyway, and a single hand-off per
+        # operation is what makes it fast from asyncio.
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-approval-sqlite")
+
+    async def write(self, operation: Operation[T]) -> T:
+        """Run ``operation`` under ``BEGIN IMMEDIATE`` and commit."""
+        return await self._submit(self._write_sync, operation)
+
+    async def read(self, operation: Operation[T]) -> T:
+        """Run ``operation`` outside any transaction (each statement sees the latest commit)."""
+        return await self._submit(self._read_sync, operation)
+
+    async def _submit(self, runner: Callable[[Operation[T]], T], operation: Operation[T]) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._thread, runner, operation)
+        except IntegrityError:
+            raise
+        except (DBAPIError, OSError) as exc:
+            raise _unavailable(exc) from exc
+
+    def _write_sync(self, operation: Operation[T]) -> T:
+        with self.engine.connect() as conn:
+            conn.info["write"] = True
+            try:
+                with conn.begin():
+                    return operation(conn)
+            finally:
+                conn.info["write"] = False
+
+    def _read_sync(self, operation: Operation[T]) -> T:
+        with self.engine.connect() as conn:
+            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+            return operation(conn)
+
+    async def close(self) -> None:
+        """Dispose of the engine, stop the thread, remove a temporary database."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._thread, self.engine.dispose)
+        self._thread.shutdown(wait=True)
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+    # The driver's own transaction handling is off; _sqlite_begin issues BEGIN itself.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+        return
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get("write") else "BEGIN")
+
+
+class PostgresDatabase(Database):
+    """PostgreSQL through asyncpg."""
+
+    dialect = "postgresql"
+
+    def __init__(self, url: str) -> None:
+        # No pre-ping (it costs a round trip per checkout): a connection found dead raises a
+        # disconnect error, which invalidates the pool, and the caller's next call reconnects.
+        self.engine: AsyncEngine = create_async_engine(url, pool_size=10, max_overflow=10)
+
+    async def write(self, operation: Operation[T]) -> T:
+        """Run ``operation`` in a transaction and commit."""
+        try:
+            async with self.engine.begin() as conn:
+                return await conn.run_sync(operation)
+        except IntegrityError:
+            raise
+        except (DBAPIError, OSError, ConnectionError) as exc:
+            raise _unavailable(exc) from exc
+
+    async def read(self, operation: Operation[T]) -> T:
+        """Run ``operation`` in autocommit mode."""
+        try:
+            async with self.engine.connect() as conn:
+                auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                return await auto.run_sync(operation)
+        except (DBAPIError, OSError, ConnectionError) as exc:
+            raise _unavailable(exc) from exc
+
+    async def close(self) -> None:
+        """Dispose of the connection pool."""
+        await self.engine.dispose()

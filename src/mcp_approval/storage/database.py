@@ -3,10 +3,10 @@
 Store code is written as plain synchronous functions of a :class:`sqlalchemy.Connection`; a
 :class:`Database` runs each one as a single transaction:
 
-- SQLite: a dedicated worker thread with the stdlib driver. Write transactions start with
-  ``BEGIN IMMEDIATE`` (the write lock is taken up front, so a read-modify-write never deadlocks on
-  a lock upgrade); reads run without a transaction. One hand-off per operation, instead of one per
-  driver call.
+- SQLite: the stdlib driver. Write transactions run on a dedicated worker thread (a commit
+  waits for the disk) and start with ``BEGIN IMMEDIATE``: the write lock is taken up front, so a
+  read-modify-write never deadlocks on a lock upgrade. Reads run on the calling thread, statement
+  by statement. One hand-off per operation, instead of one per driver call.
 - PostgreSQL: asyncpg, the function running inside ``AsyncConnection.run_sync``; reads run in
   autocommit, so a lookup is one round trip.
 """
@@ -17,8 +17,9 @@ import asyncio
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
@@ -79,6 +80,17 @@ def _unavailable(exc: Exception) -> StoreUnavailableError:
     return StoreUnavailableError(f"store unavailable: {type(exc).__name__}: {exc}".splitlines()[0])
 
 
+@contextmanager
+def _translated_errors() -> Iterator[None]:
+    """Database failures other than constraint violations become :class:`StoreUnavailableError`."""
+    try:
+        yield
+    except IntegrityError:
+        raise
+    except (DBAPIError, OSError, ConnectionError) as exc:
+        raise _unavailable(exc) from exc
+
+
 class SqliteDatabase(Database):
     """SQLite in WAL mode with ``synchronous=FULL``, driven from one worker thread."""
 
@@ -98,35 +110,28 @@ class SqliteDatabase(Database):
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-approval-sqlite")
 
     async def write(self, operation: Operation[T]) -> T:
-        """Run ``operation`` under ``BEGIN IMMEDIATE`` and commit."""
-        return await self._submit(self._write_sync, operation)
+        """Run ``operation`` under ``BEGIN IMMEDIATE`` on the worker thread, and commit."""
+        loop = asyncio.get_running_loop()
+        with _translated_errors():
+            return await loop.run_in_executor(self._thread, self._run_sync, operation, "write")
 
     async def read(self, operation: Operation[T]) -> T:
-        """Run ``operation`` outside any transaction (each statement sees the latest commit)."""
-        return await self._submit(self._read_sync, operation)
+        """Run ``operation`` outside any transaction (each statement sees the latest commit).
 
-    async def _submit(self, runner: Callable[[Operation[T]], T], operation: Operation[T]) -> T:
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._thread, runner, operation)
-        except IntegrityError:
-            raise
-        except (DBAPIError, OSError) as exc:
-            raise _unavailable(exc) from exc
+        Reads run on the calling thread: in WAL mode a reader never waits for a lock, and the
+        work is Python CPU time that holds the GIL wherever it runs, so a thread hand-off would
+        only add latency.
+        """
+        with _translated_errors():
+            return self._run_sync(operation, "read")
 
-    def _write_sync(self, operation: Operation[T]) -> T:
+    def _run_sync(self, operation: Operation[T], mode: str) -> T:
         with self.engine.connect() as conn:
-            conn.info["write"] = True
-            try:
-                with conn.begin():
-                    return operation(conn)
-            finally:
-                conn.info["write"] = False
-
-    def _read_sync(self, operation: Operation[T]) -> T:
-        with self.engine.connect() as conn:
-            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-            return operation(conn)
+            conn.info["mode"] = mode
+            if mode == "read":
+                return operation(conn)
+            with conn.begin():
+                return operation(conn)
 
     async def close(self) -> None:
         """Dispose of the engine, stop the thread, remove a temporary database."""
@@ -149,9 +154,11 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
 
 
 def _sqlite_begin(conn: Connection) -> None:
-    if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
-        return
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get("write") else "BEGIN")
+    mode = conn.info.get("mode")
+    if mode == "write":
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    elif mode != "read":  # a read runs statement by statement, in the driver's autocommit
+        conn.exec_driver_sql("BEGIN")
 
 
 class PostgresDatabase(Database):
@@ -166,22 +173,16 @@ class PostgresDatabase(Database):
 
     async def write(self, operation: Operation[T]) -> T:
         """Run ``operation`` in a transaction and commit."""
-        try:
+        with _translated_errors():
             async with self.engine.begin() as conn:
                 return await conn.run_sync(operation)
-        except IntegrityError:
-            raise
-        except (DBAPIError, OSError, ConnectionError) as exc:
-            raise _unavailable(exc) from exc
 
     async def read(self, operation: Operation[T]) -> T:
         """Run ``operation`` in autocommit mode."""
-        try:
+        with _translated_errors():
             async with self.engine.connect() as conn:
                 auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
                 return await auto.run_sync(operation)
-        except (DBAPIError, OSError, ConnectionError) as exc:
-            raise _unavailable(exc) from exc
 
     async def close(self) -> None:
         """Dispose of the connection pool."""

@@ -12,7 +12,9 @@ reachable and ``--no-postgres`` not given; 1: any other error).
 
 Transport: the in-process ``mcp.Client(server)`` (the SDK's direct 2026-07-28 dispatcher, no
 JSON-RPC framing, no HTTP), for the server with the tasks extension and for the plain
-``MCPServer`` baseline alike. See benchmarks/README.md for what each figure means.
+``MCPServer`` baseline alike; the latency figure is also measured over streamable HTTP (an
+in-process ASGI transport), which is how a deployed server is reached.
+See benchmarks/README.md for what each figure means.
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
+import httpx2
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
 from sqlalchemy.engine import make_url
 
@@ -345,18 +349,36 @@ class LatencyStats:
         self.p50s_us.append(statistics.median(samples_ns) / 1000)
 
 
-async def bench_latency(scale: Scale, workdir: Path, report: Report) -> float:
+@asynccontextmanager
+async def connected(server: MCPServer[Any], transport: str) -> AsyncIterator[Client]:
+    """A client declaring the tasks extension, over ``transport`` ("in-process" or "http")."""
+    if transport == "in-process":
+        async with Client(server, extensions=[tasks_client()]) as client:
+            yield client
+        return
+    app = server.streamable_http_app(json_response=True)
+    async with server.session_manager.run():
+        http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1:8000")
+        stream = streamable_http_client("http://127.0.0.1:8000/mcp", http_client=http)
+        async with Client(stream, extensions=[tasks_client()]) as client:
+            yield client
+
+
+TRANSPORTS = {
+    "in-process": "in-process mcp.Client (no framing, no HTTP)",
+    "http": "streamable HTTP over an in-process ASGI transport",
+}
+
+
+async def bench_latency(scale: Scale, workdir: Path, report: Report, transport: str) -> float:
     """Figure 1; returns the plain server's ``echo`` calls/s (context for the throughput figures)."""
-    log("\n[1] tools/call latency: tasks extension vs. plain MCPServer (in-process mcp.Client, both)")
+    log(f"\n[1] tools/call latency: tasks extension vs. plain MCPServer ({TRANSPORTS[transport]}, both)")
     cases: dict[str, tuple[str, dict[str, Any]]] = {
         "forbidden `echo`": ("echo", {"text": "hello"}),
         "optional `slow_job(seconds=0)`": ("slow_job", {"seconds": 0, "label": "bench"}),
     }
-    ext_server, _ = build_tasks_demo_server(tasks_options(f"sqlite:///{workdir / 'latency.db'}"))
-    async with (
-        Client(ext_server, extensions=[tasks_client()]) as ext_client,
-        Client(plain_server(), extensions=[tasks_client()]) as plain_client,
-    ):
+    ext_server, _ = build_tasks_demo_server(tasks_options(f"sqlite:///{workdir / f'latency-{transport}.db'}"))
+    async with connected(ext_server, transport) as ext_client, connected(plain_server(), transport) as plain_client:
         clients = {"ext": ext_client, "plain": plain_client}
         stats = {(case, side): LatencyStats() for case in cases for side in clients}
         ratios_mean: dict[str, list[float]] = {case: [] for case in cases}
@@ -403,7 +425,7 @@ async def bench_latency(scale: Scale, workdir: Path, report: Report) -> float:
         target = f"<= {LATENCY_RATIO_TARGET:.2f}"
         report.add(
             Row(
-                f"tools/call {case}: ext/plain mean",
+                f"tools/call {case} [{transport}]: ext/plain mean",
                 f"{ratio_mean:.3f}x ({ext_mean:.0f} us)",
                 f"plain {plain_mean:.0f} us",
                 target,
@@ -412,7 +434,7 @@ async def bench_latency(scale: Scale, workdir: Path, report: Report) -> float:
         )
         report.add(
             Row(
-                f"tools/call {case}: ext/plain p50",
+                f"tools/call {case} [{transport}]: ext/plain p50",
                 f"{ratio_p50:.3f}x ({ext_p50:.0f} us)",
                 f"plain {plain_p50:.0f} us",
                 target,
@@ -625,7 +647,8 @@ async def run(args: argparse.Namespace) -> int:
             if postgres is not None:
                 databases.append(Database("PostgreSQL", workdir, postgres))
             section = time.perf_counter()
-            plain_rate = await bench_latency(scale, workdir, report)
+            plain_rate = await bench_latency(scale, workdir, report, "in-process")
+            await bench_latency(scale, workdir, report, "http")
             log(f"  ({time.perf_counter() - section:.1f} s)")
             for db in databases:
                 section = time.perf_counter()

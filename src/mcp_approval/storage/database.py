@@ -7,8 +7,8 @@ Store code is written as plain synchronous functions of a :class:`sqlalchemy.Con
   waits for the disk) and start with ``BEGIN IMMEDIATE``: the write lock is taken up front, so a
   read-modify-write never deadlocks on a lock upgrade. Reads run on the calling thread, statement
   by statement. One hand-off per operation, instead of one per driver call.
-- PostgreSQL: asyncpg, the function running inside ``AsyncConnection.run_sync``; reads run in
-  autocommit, so a lookup is one round trip.
+- PostgreSQL: asyncpg, the function running inside ``AsyncConnection.run_sync``; reads use a
+  second pool of autocommit connections, so a lookup is one round trip.
 """
 
 from __future__ import annotations
@@ -170,6 +170,11 @@ class PostgresDatabase(Database):
         # No pre-ping (it costs a round trip per checkout): a connection found dead raises a
         # disconnect error, which invalidates the pool, and the caller's next call reconnects.
         self.engine: AsyncEngine = create_async_engine(url, pool_size=10, max_overflow=10)
+        # Reads get their own pool of connections that stay in autocommit: no BEGIN, no
+        # ROLLBACK, no isolation-level switch per checkout; a lookup is one round trip.
+        self._reader: AsyncEngine = create_async_engine(
+            url, pool_size=10, max_overflow=10, isolation_level="AUTOCOMMIT", pool_reset_on_return=None
+        )
 
     async def write(self, operation: Operation[T]) -> T:
         """Run ``operation`` in a transaction and commit."""
@@ -178,12 +183,12 @@ class PostgresDatabase(Database):
                 return await conn.run_sync(operation)
 
     async def read(self, operation: Operation[T]) -> T:
-        """Run ``operation`` in autocommit mode."""
+        """Run ``operation`` on an autocommit connection."""
         with _translated_errors():
-            async with self.engine.connect() as conn:
-                auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
-                return await auto.run_sync(operation)
+            async with self._reader.connect() as conn:
+                return await conn.run_sync(operation)
 
     async def close(self) -> None:
-        """Dispose of the connection pool."""
+        """Dispose of both connection pools."""
         await self.engine.dispose()
+        await self._reader.dispose()

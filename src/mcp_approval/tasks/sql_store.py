@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, case, delete, func, or_, select, update
+from sqlalchemy import Connection, Update, and_, bindparam, case, delete, func, or_, select, update
 
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.storage import Database, migrate, open_database, tasks_table
@@ -24,8 +24,41 @@ from mcp_approval.tasks.store import NewTask, TaskLimitReachedError, TaskSignal
 _T = tasks_table
 _ACTIVE_VALUES = sorted(status.value for status in ACTIVE)
 _IS_ACTIVE = _T.c.status.in_(_ACTIVE_VALUES)
+# Hot statements are built once with bound parameters, so SQLAlchemy compiles each only once.
 _GET = select(_T).where(_T.c.task_id == bindparam("task_id"))
 _GET_FOR_UPDATE = _GET.with_for_update()
+_INSERT = _T.insert()
+_ACTIVE_COUNTS = (
+    select(
+        func.count(),
+        func.coalesce(func.sum(case((_T.c.principal_digest == bindparam("principal"), 1), else_=0)), 0),
+    )
+    .select_from(_T)
+    .where(_IS_ACTIVE)
+)
+
+
+def _transition_statement(target: TaskStatus) -> Update:
+    values: dict[str, Any] = {
+        "status": target.value,
+        "status_message": bindparam("b_message"),
+        "updated_at": bindparam("b_now"),
+        "version": _T.c.version + 1,
+    }
+    if target in TERMINAL:
+        values.update(
+            result_json=bindparam("b_result"),
+            error_json=bindparam("b_error"),
+            input_requests_json="{}",
+            input_responses_json="{}",
+            owner=None,
+            lease_expires_at=None,
+        )
+    guard = _T.c.status.in_(sorted(source.value for source in sources_of(target)))
+    return update(_T).where(_T.c.task_id == bindparam("b_task_id"), guard).values(**values)
+
+
+_TRANSITIONS = {target: _transition_statement(target) for target in TaskStatus}
 
 
 def _dumps(value: Any) -> str:
@@ -128,7 +161,7 @@ class SqlTaskStore:
         def insert(conn: Connection) -> None:
             if not terminal and (max_active is not None or max_active_per_principal is not None):
                 _check_limits(conn, task.principal_digest, max_active, max_active_per_principal)
-            conn.execute(_T.insert().values(**values))
+            conn.execute(_INSERT, values)
 
         await self.database.write(insert)
         return _record(values)
@@ -147,24 +180,17 @@ class SqlTaskStore:
         error: dict[str, Any] | None = None,
     ) -> bool:
         """Compare-and-set the status against the state table."""
-        values: dict[str, Any] = {
-            "status": target.value,
-            "status_message": status_message,
-            "updated_at": self._clock.now_ms(),
-            "version": _T.c.version + 1,
+        params = {
+            "b_task_id": task_id,
+            "b_message": status_message,
+            "b_now": self._clock.now_ms(),
+            "b_result": None if result is None else _dumps(result),
+            "b_error": None if error is None else _dumps(error),
         }
-        if target in TERMINAL:
-            values.update(
-                result_json=None if result is None else _dumps(result),
-                error_json=None if error is None else _dumps(error),
-                input_requests_json="{}",
-                input_responses_json="{}",
-                owner=None,
-                lease_expires_at=None,
-            )
-        guard = _T.c.status.in_(sorted(s.value for s in sources_of(target)))
-        statement = update(_T).where(_T.c.task_id == task_id, guard).values(**values)
-        return await self.database.write(lambda conn: conn.execute(statement).rowcount == 1)
+        if target not in TERMINAL:
+            del params["b_result"], params["b_error"]
+        statement = _TRANSITIONS[target]
+        return await self.database.write(lambda conn: conn.execute(statement, params).rowcount == 1)
 
     async def add_input_requests(self, task_id: str, requests: Sequence[Mapping[str, Any]]) -> list[str] | None:
         """Issue requests under fresh keys ``in-<n>`` and move to ``input_required``."""
@@ -333,8 +359,7 @@ def _check_limits(
     conn: Connection, principal_digest: str | None, max_active: int | None, max_per_principal: int | None
 ) -> None:
     """Raise :class:`TaskLimitReachedError` if another unfinished task would exceed a limit."""
-    mine = func.coalesce(func.sum(case((_T.c.principal_digest == principal_digest, 1), else_=0)), 0)
-    total, own = conn.execute(select(func.count(), mine).select_from(_T).where(_IS_ACTIVE)).one()
+    total, own = conn.execute(_ACTIVE_COUNTS, {"principal": principal_digest}).one()
     if max_active is not None and total >= max_active:
         raise TaskLimitReachedError("max_tasks", int(total))
     if max_per_principal is not None and principal_digest is not None and own >= max_per_principal:

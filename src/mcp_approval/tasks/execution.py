@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import sys
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -97,7 +98,7 @@ class Execution:
 
     def start(self) -> None:
         """Start running the call in the background."""
-        self._runner = asyncio.create_task(self._run(), name=f"mcp-approval call {self.tool_name}")
+        self._runner = _spawn(self._run(), name=f"mcp-approval call {self.tool_name}")
 
     async def wait(self, timeout_s: float | None) -> Outcome | None:
         """Wait up to ``timeout_s`` for the outcome; ``None`` if the call is still running."""
@@ -245,6 +246,18 @@ class Execution:
             waiter = self._waiters.pop(key, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(value)
+
+
+def _spawn(coro: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
+    """Start ``coro`` in its own task; eagerly where the interpreter can (Python 3.12+).
+
+    An eager task runs at once up to its first suspension, so a call that finishes without
+    suspending never costs the event-loop round trips of a scheduled task.
+    """
+    loop = asyncio.get_running_loop()
+    if sys.version_info >= (3, 12):
+        return asyncio.Task(coro, loop=loop, name=name, eager_start=True)  # type: ignore[call-arg,unused-ignore]
+    return loop.create_task(coro, name=name)
 
 
 def _terminal_write(outcome: Outcome) -> tuple[TaskStatus, str | None, dict[str, Any] | None, dict[str, Any] | None]:

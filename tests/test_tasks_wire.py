@@ -369,7 +369,7 @@ async def test_global_limit(serve_inprocess, caplog):
     async with serve_inprocess(threshold_s=0.0, max_tasks=1) as (wire, _):
         first = (await wire.call_tool("slow_job", {"seconds": 5})).result
         with caplog.at_level("WARNING", logger="mcp_approval.tasks"):
-            second = (await wire.call_tool("slow_job", {"seconds": 0})).result
+            second = (await wire.call_tool("slow_job", {"seconds": 0.1})).result
         await wire.cancel(first["taskId"])
     assert second["resultType"] == "complete"
     assert any("max_tasks reached" in r.getMessage() for r in caplog.records)

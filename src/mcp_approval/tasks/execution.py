@@ -102,7 +102,7 @@ class Execution:
 
     async def wait(self, timeout_s: float | None) -> Outcome | None:
         """Wait up to ``timeout_s`` for the outcome; ``None`` if the call is still running."""
-        if not self._outcome.done():
+        if not self._outcome.done() and timeout_s != 0:
             await asyncio.wait((self._outcome,), timeout=timeout_s)  # never cancels the outcome
         return self._outcome.result() if self._outcome.done() else None
 

@@ -136,8 +136,7 @@ class TasksExtension(Extension):
             tool_name=params.name, principal_digest=caller, call=lambda: call_next(ctx), input_capable=True
         )
         execution.start()
-        wait_s = self.options.threshold_s or 0.0
-        outcome = await execution.wait(wait_s) if wait_s > 0 else None
+        outcome = await execution.wait(self.options.threshold_s or 0.0)
         if outcome is not None and (mode is TaskMode.OPTIONAL or outcome.asks_for_input):
             return outcome.unwrap()  # finished in time, or an input round that precedes any task
         try:

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mcp_approval.client import (
+    CreateTaskResult,
     TaskCancelledError,
     TaskExpiredError,
     TaskFailedError,
@@ -94,10 +95,13 @@ async def _quick(base_url: str) -> str:
 
 
 async def _slow(base_url: str) -> str:
-    async with _client(base_url, "alice-token", TasksClient(task_wait_s=10)) as client:
+    tasks = TasksClient(task_wait_s=10)
+    async with _client(base_url, "alice-token", tasks) as client:
         raw = await client.session.call_tool("slow_job", {"seconds": 1, "label": "report"}, allow_claimed=True)
-        result = await client.call_tool("slow_job", {"seconds": 1, "label": "report"})
-    return f"{getattr(raw, 'result_type', '?')} → completed: {result.content[0].text}"  # type: ignore[union-attr]
+        if not isinstance(raw, CreateTaskResult):
+            return f"unexpected {type(raw).__name__}"
+        result = await tasks.wait(client.session, raw.task_id, poll_interval_ms=raw.poll_interval_ms)
+    return f"task → completed: {result.content[0].text}"  # type: ignore[union-attr]
 
 
 async def _input(base_url: str) -> str:
@@ -124,28 +128,32 @@ async def _protocol_error(base_url: str) -> str:
     return "completed"
 
 
+async def _pending_task(client: Client) -> str:
+    """Start a 60 s job and return its task id once the client stops waiting for it."""
+    try:
+        await client.call_tool("slow_job", {"seconds": 60})
+    except TaskPendingError as pending:
+        return pending.task_id
+    raise RuntimeError("slow_job finished while the client was still waiting")
+
+
 async def _cancel(base_url: str) -> str:
     tasks = TasksClient(task_wait_s=0.6)
     async with _client(base_url, "alice-token", tasks) as client:
+        task_id = await _pending_task(client)
+        await tasks.cancel(client.session, task_id)
+        tasks.task_wait_s = 10
         try:
-            await client.call_tool("slow_job", {"seconds": 60})
-        except TaskPendingError as pending:
-            await tasks.cancel(client.session, pending.task_id)
-            tasks.task_wait_s = 10
-            try:
-                await tasks.resume(client.session, pending.task_id)
-            except TaskCancelledError:
-                return "cancelled"
+            await tasks.resume(client.session, task_id)
+        except TaskCancelledError:
+            return "cancelled"
     return "not cancelled"
 
 
 async def _foreign(base_url: str) -> str:
     owner = TasksClient(task_wait_s=0.6)
     async with _client(base_url, "alice-token", owner) as alice:
-        try:
-            await alice.call_tool("slow_job", {"seconds": 60})
-        except TaskPendingError as pending:
-            task_id = pending.task_id
+        task_id = await _pending_task(alice)
         intruder = TasksClient(task_wait_s=1)
         async with _client(base_url, "bob-token", intruder) as bob:
             try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client import advertise
@@ -39,25 +40,48 @@ async def answer_name(request):
     return {"action": "accept", "content": {"name": "Grace"}}
 
 
-async def test_call_tool_resolves_a_task_transparently():
-    server, _ = demo_server()
-    async with Client(server, extensions=[TasksClient(task_wait_s=10)]) as client:
-        slow = await client.call_tool("slow_job", {"seconds": 0.2, "label": "t"})
-        quick = await client.call_tool("echo", {"text": "inline"})
-    assert slow.content[0].text == "t finished after 0.2s"
-    assert quick.content[0].text == "inline"
+async def elicitation_callback(context, params):
+    assert params.message == "What is your name?"
+    return types.ElicitResult(action="accept", content={"name": "Ada"})
 
 
-async def test_input_requests_go_through_the_handler():
+async def test_input_requests_go_through_the_clients_elicitation_callback():
     server, _ = demo_server()
-    async with Client(server, extensions=[TasksClient(task_wait_s=10, input_handler=answer_name)]) as client:
+    tasks = TasksClient(task_wait_s=10)
+    async with Client(server, extensions=[tasks], elicitation_callback=elicitation_callback) as client:
+        result = await client.call_tool("ask_name", {})
+    assert result.content[0].text == "Hello, Ada!"
+
+
+async def test_an_explicit_input_handler_takes_precedence():
+    server, _ = demo_server()
+    tasks = TasksClient(task_wait_s=10, input_handler=answer_name)
+    async with Client(server, extensions=[tasks], elicitation_callback=elicitation_callback) as client:
         result = await client.call_tool("ask_name", {})
     assert result.content[0].text == "Hello, Grace!"
 
 
-async def test_input_without_handler_raises_naming_the_task():
+async def test_input_the_client_did_not_declare_is_missing_capability():
+    """A client without an elicitation callback declares no elicitation: the tool may not ask.
+
+    The tool asks before the call became a task, so the call itself answers -32021.
+    """
     server, tasks = demo_server()
     async with Client(server, extensions=[TasksClient(task_wait_s=10)]) as client:
+        with pytest.raises(MCPError) as failed:
+            await client.call_tool("ask_name", {})
+        stored = await tasks.store.count_active()
+    assert failed.value.code == -32021
+    assert failed.value.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}
+    assert stored == 0
+
+
+async def test_input_the_client_declines_raises_naming_the_task():
+    async def decline(context, params):
+        return types.ErrorData(code=-32600, message="no thanks")
+
+    server, tasks = demo_server()
+    async with Client(server, extensions=[TasksClient(task_wait_s=10)], elicitation_callback=decline) as client:
         with pytest.raises(TaskInputRequiredError) as raised:
             await client.call_tool("ask_name", {})
         row = await tasks.store.get(raised.value.task_id)

@@ -468,3 +468,12 @@ async def test_sdk_client_sends_mcp_name_on_tasks_requests():
         async with Client(transport, extensions=[TasksClient(task_wait_s=10)]) as client:
             result = await client.call_tool("slow_job", {"seconds": 0.1, "label": "http"})
     assert result.content[0].text == "http finished after 0.1s"
+
+
+async def test_input_request_needs_the_capability_declared_on_the_creating_call(serve_inprocess):
+    async with serve_inprocess(threshold_s=0.0) as (wire, _):
+        created = (await wire.call_tool("ask_name", {}, meta=envelope(elicitation=False))).result
+        done = await wait_done(wire, created["taskId"])
+    assert done["status"] == "failed"
+    assert done["error"]["code"] == -32021
+    assert done["error"]["data"] == {"requiredCapabilities": {"elicitation": {"form": {}}}}

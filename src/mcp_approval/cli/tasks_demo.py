@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import mcp_types as types
 import uvicorn
 from mcp import Client
+from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from rich.console import Console
@@ -77,11 +79,13 @@ async def _serve(db_url: str, port: int) -> Any:
 
 def _client(base_url: str, token: str, tasks: TasksClient) -> Client:
     http = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=30)
-    return Client(streamable_http_client(f"{base_url}/mcp", http_client=http), extensions=[tasks])
+    transport = streamable_http_client(f"{base_url}/mcp", http_client=http)
+    return Client(transport, extensions=[tasks], elicitation_callback=_answer_form)
 
 
-async def _answer_name(request: Any) -> dict[str, Any]:
-    return {"action": "accept", "content": {"name": "Ada"}}
+async def _answer_form(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """The demo's user: answers every form with the name Ada."""
+    return types.ElicitResult(action="accept", content={"name": "Ada"})
 
 
 Scenario = Callable[[str], Awaitable[str]]
@@ -105,8 +109,7 @@ async def _slow(base_url: str) -> str:
 
 
 async def _input(base_url: str) -> str:
-    tasks = TasksClient(task_wait_s=10, input_handler=_answer_name)
-    async with _client(base_url, "alice-token", tasks) as client:
+    async with _client(base_url, "alice-token", TasksClient(task_wait_s=10)) as client:
         result = await client.call_tool("ask_name", {})
     return f"input_required → answered → completed: {result.content[0].text}"  # type: ignore[union-attr]
 

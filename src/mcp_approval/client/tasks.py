@@ -19,15 +19,17 @@ from typing import Any, Literal
 
 import mcp_types as types
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
-from mcp.client.session import ClientSession
+from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.shared.exceptions import MCPError
-from pydantic import Field
+from pydantic import Field, TypeAdapter, ValidationError
 
 from mcp_approval.client.journal import TaskJournal
 from mcp_approval.protocol import METHOD_TASKS_CANCEL, METHOD_TASKS_GET, METHOD_TASKS_UPDATE, TASKS_EXTENSION
 
 InputHandler = Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
 """Answers one input request ``{"method": ..., "params": ...}`` with the client's result."""
+
+_INPUT_REQUEST: TypeAdapter[types.InputRequest] = TypeAdapter(types.InputRequest)
 
 
 class CreateTaskResult(types.Result):
@@ -132,7 +134,9 @@ class TasksClient(ClientExtension):
     Args:
         task_wait_s: how long a call waits for its task before raising
             :class:`TaskPendingError`; ``None`` waits for as long as the task lives.
-        input_handler: answers ``input_required`` requests; without one such a task raises
+        input_handler: answers ``input_required`` requests. By default they go through the
+            ``Client``'s own elicitation, sampling and roots callbacks (the same ones that
+            declare those capabilities); a request the client cannot answer raises
             :class:`TaskInputRequiredError`.
         journal: a durable record of open task ids, so a restarted agent can resume them.
         default_poll_interval_s: the polling interval when the server suggests none.
@@ -219,11 +223,28 @@ class TasksClient(ClientExtension):
         pending = {key: request for key, request in (task.input_requests or {}).items() if key not in answered}
         if not pending:
             return
-        if self.input_handler is None:
-            raise TaskInputRequiredError(task.task_id, f"task needs input ({', '.join(sorted(pending))})")
-        responses = {key: dict(await self.input_handler(request)) for key, request in pending.items()}
+        responses = {
+            key: await self._answer_one(session, task.task_id, key, request) for key, request in pending.items()
+        }
         await self.update(session, task.task_id, responses)
         answered.update(responses)
+
+    async def _answer_one(
+        self, session: ClientSession, task_id: str, key: str, request: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        if self.input_handler is not None:
+            return dict(await self.input_handler(request))
+        try:
+            parsed = _INPUT_REQUEST.validate_python(dict(request))
+        except ValidationError as exc:
+            raise TaskInputRequiredError(task_id, f"task asks for input this client cannot parse ({key})") from exc
+        meta = parsed.params.meta if parsed.params is not None else None
+        answer = await session.dispatch_input_request(
+            ClientRequestContext(session=session, request_id=key, meta=meta), parsed
+        )
+        if isinstance(answer, types.ErrorData):
+            raise TaskInputRequiredError(task_id, f"task needs input the client declined ({key}: {answer.message})")
+        return answer.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     def _delay(self, interval_ms: int | None, deadline: float | None) -> float | None:
         delay = self.default_poll_interval_s if interval_ms is None else interval_ms / 1000

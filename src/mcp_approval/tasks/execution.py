@@ -14,7 +14,7 @@ import mcp_types as types
 from mcp.server.context import HandlerResult
 from mcp.shared.exceptions import MCPError
 
-from mcp_approval.protocol import INTERNAL_ERROR
+from mcp_approval.protocol import INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_approval.storage import StoreUnavailableError
 from mcp_approval.tasks.models import TaskRecord, error_document, new_task_id, result_document
 from mcp_approval.tasks.states import TaskStatus
@@ -78,13 +78,13 @@ class Execution:
         tool_name: str,
         principal_digest: str | None,
         call: Callable[[], Awaitable[HandlerResult]],
-        input_capable: bool,
+        capabilities: types.ClientCapabilities | None = None,
     ) -> None:
         self._runtime = runtime
+        self._capabilities = capabilities
         self.tool_name = tool_name
         self.principal_digest = principal_digest
         self._call = call
-        self._input_capable = input_capable
         self.task_id: str | None = None
         self.record: TaskRecord | None = None
         self._created = asyncio.Event()
@@ -217,16 +217,17 @@ class Execution:
         until all are answered through ``tasks/update``. Returns the answers in order.
 
         Raises:
-            MCPError: if the call cannot become a task (the client did not declare the
-                extension, or a task limit was reached).
+            MCPError: ``-32021`` if the creating request did not declare the capability a request
+                needs (its task then ends ``failed`` unless the tool handles it), or
+                ``-32603`` if the call cannot become a task (a task limit was reached).
         """
-        if not self._input_capable:
-            raise MCPError(code=INTERNAL_ERROR, message="This call cannot ask for input: it is not running as a task")
+        for request in requests:
+            check_declared(request, self._capabilities)
         if await self.promote() is None:
             raise MCPError(code=INTERNAL_ERROR, message="This call cannot ask for input: no task could be created")
         assert self.task_id is not None
         keys = await self._runtime.store.add_input_requests(self.task_id, requests)
-        if keys is None:
+        if keys is None:  # the task has already ended (expired, or failed by a lost lease): stop
             raise asyncio.CancelledError
         loop = asyncio.get_running_loop()
         futures = [self._waiters.setdefault(key, loop.create_future()) for key in keys]
@@ -246,6 +247,41 @@ class Execution:
             waiter = self._waiters.pop(key, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(value)
+
+
+def check_declared(request: Mapping[str, Any], capabilities: types.ClientCapabilities | None) -> None:
+    """Refuse an input request the client did not declare support for (the MRTR rule).
+
+    The declaration that counts is the one on the ``tools/call`` that created the task.
+
+    Raises:
+        MCPError: ``-32021`` with ``data.requiredCapabilities`` naming what is missing, or
+            ``-32602`` for a method that input requests cannot use.
+    """
+    method = request.get("method")
+    params = request.get("params") or {}
+    required: dict[str, Any]
+    if method == "elicitation/create":
+        mode = params.get("mode", "form") if isinstance(params, Mapping) else "form"
+        elicitation = capabilities.elicitation if capabilities else None
+        declared = elicitation is not None and (
+            getattr(elicitation, mode, None) is not None or (mode == "form" and elicitation.url is None)
+        )
+        required = {"elicitation": {mode: {}}}
+    elif method == "sampling/createMessage":
+        declared = capabilities is not None and capabilities.sampling is not None
+        required = {"sampling": {}}
+    elif method == "roots/list":
+        declared = capabilities is not None and capabilities.roots is not None
+        required = {"roots": {}}
+    else:
+        raise MCPError(code=INVALID_PARAMS, message=f"{method!r} cannot be an input request")
+    if not declared:
+        raise MCPError(
+            code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+            message=f"The client did not declare the capability {method} needs",
+            data={"requiredCapabilities": required},
+        )
 
 
 def _spawn(coro: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:

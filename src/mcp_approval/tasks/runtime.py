@@ -11,6 +11,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import mcp_types as types
 from mcp.server.context import HandlerResult
 
 from mcp_approval.clock import Clock, SystemClock
@@ -94,11 +95,14 @@ class TaskRuntime:
         tool_name: str,
         principal_digest: str | None,
         call: Callable[[], Awaitable[HandlerResult]],
-        input_capable: bool,
+        capabilities: types.ClientCapabilities | None = None,
     ) -> Execution:
-        """Create an execution for a call; the caller starts it."""
+        """Create an execution for a call; the caller starts it.
+
+        ``capabilities`` are those the creating request declared; input requests are held to them.
+        """
         return Execution(
-            self, tool_name=tool_name, principal_digest=principal_digest, call=call, input_capable=input_capable
+            self, tool_name=tool_name, principal_digest=principal_digest, call=call, capabilities=capabilities
         )
 
     def adopt(self, execution: Execution) -> None:

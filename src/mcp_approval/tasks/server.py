@@ -133,7 +133,10 @@ class TasksExtension(Extension):
         if isinstance(caller, _Anonymous):
             return await call_next(ctx)
         execution = self.runtime.begin(
-            tool_name=params.name, principal_digest=caller, call=lambda: call_next(ctx), input_capable=True
+            tool_name=params.name,
+            principal_digest=caller,
+            call=lambda: call_next(ctx),
+            capabilities=ctx.session.client_capabilities,
         )
         execution.start()
         outcome = await execution.wait(self.options.threshold_s or 0.0)

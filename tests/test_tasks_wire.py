@@ -477,3 +477,23 @@ async def test_input_request_needs_the_capability_declared_on_the_creating_call(
     assert done["status"] == "failed"
     assert done["error"]["code"] == -32021
     assert done["error"]["data"] == {"requiredCapabilities": {"elicitation": {"form": {}}}}
+
+
+async def test_an_unreachable_store_fails_startup_with_a_clear_error(tmp_path):
+    from mcp_approval.storage import StoreUnavailableError
+    from mcp_approval.tasks import TaskOptions, TasksExtension
+
+    tasks = TasksExtension(TaskOptions(store_url="postgresql://nobody@127.0.0.1:1/none"))
+    with pytest.raises(StoreUnavailableError, match="store unavailable"):
+        async with tasks.lifespan():
+            pass
+    with pytest.raises(StoreUnavailableError):  # still stopped: a second start tries again
+        async with tasks.lifespan():
+            pass
+
+
+def test_a_bad_store_url_names_the_scheme():
+    from mcp_approval.tasks import TaskOptions, TasksExtension
+
+    with pytest.raises(ValueError, match="unsupported database URL scheme 'mysql'"):
+        TasksExtension(TaskOptions(store_url="mysql://x/y"))

@@ -60,11 +60,12 @@ class TaskRuntime:
     async def start(self) -> None:
         """Open the store and start the background loops (once, however often called)."""
         async with self._lock:
+            if self._users == 0:
+                await self.store.open()  # a failure leaves the runtime stopped, not half-started
             self._users += 1
             if self._users > 1:
                 return
             self._stopping = False
-            await self.store.open()
             self._loops = [
                 asyncio.create_task(self._heartbeat_loop(), name="mcp-approval task leases"),
                 asyncio.create_task(self._sweep_loop(), name="mcp-approval task sweeper"),

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, Update, and_, bindparam, case, delete, func, or_, select, update
 
 from mcp_approval.clock import Clock, SystemClock
-from mcp_approval.storage import Database, migrate, open_database, tasks_table
+from mcp_approval.storage import Database, migrate, normalize_url, open_database, tasks_table
 from mcp_approval.tasks.models import TaskRecord
 from mcp_approval.tasks.states import ACTIVE, TERMINAL, TaskStatus, sources_of
 from mcp_approval.tasks.store import NewTask, TaskLimitReachedError, TaskSignal
@@ -107,6 +107,7 @@ class SqlTaskStore:
     """
 
     def __init__(self, url: str = "sqlite://", *, clock: Clock | None = None) -> None:
+        normalize_url(url)  # a bad URL fails here, naming its scheme, not at the first request
         self.url = url
         self._clock = clock or SystemClock()
         self._db: Database | None = None

@@ -1,0 +1,167 @@
+"""From an MCP ``tools/call`` to an AuthZEN Access Evaluation request.
+
+Default mapping (COAZ-MCP style)::
+
+    subject  = {"type": "user", "id": <authenticated principal>}
+    action   = {"name": "tools/call"}
+    resource = {"type": "tool", "id": <tool name>}
+    context  = {"arguments": <call arguments>, "client": <client info, when known>}
+
+Per-tool :class:`ToolRule` overrides change the action name, take the resource from the
+call's arguments (e.g. the repository a ``delete_repo`` call names), add resource properties
+taken from arguments, or keep the arguments out of the context. When the resource is not the
+tool itself, the tool name is still visible to policy as ``context.tool``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from mcp_approval.policy.models import Action, Context, EvaluationRequest, Resource, Subject
+
+TOOLS_CALL_ACTION: Final = "tools/call"
+_MISSING: Final = object()
+
+
+class ToolMappingError(ValueError):
+    """A call cannot be mapped: an argument a rule reads is missing or of the wrong type.
+
+    The caller must deny the call (there is nothing to authorize it against).
+    """
+
+
+def argument_at(arguments: Mapping[str, Any], path: str) -> Any:
+    """The value at a dotted ``path`` in ``arguments`` (``repo``, ``target.id``, ``items.0.name``).
+
+    Raises :class:`ToolMappingError` when the path does not lead to a value.
+    """
+    value: Any = arguments
+    for part in path.split("."):
+        if isinstance(value, Mapping):
+            value = value.get(part, _MISSING)
+        elif isinstance(value, Sequence) and not isinstance(value, str) and part.isdigit():
+            index = int(part)
+            value = value[index] if index < len(value) else _MISSING
+        else:
+            value = _MISSING
+        if value is _MISSING:
+            raise ToolMappingError(f"argument {path!r} is missing")
+    return value
+
+
+def _identifier(value: Any, path: str) -> str:
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise ToolMappingError(f"argument {path!r} must be a non-empty string or an integer to name a resource")
+
+
+@dataclass(frozen=True)
+class ToolRule:
+    """How one tool's calls are mapped, where it differs from the defaults.
+
+    Args:
+        action: the action name (default: the mapper's ``action``, ``tools/call``).
+        resource_type: the resource type (default: the mapper's ``resource_type``, ``tool``).
+        resource_id: a fixed resource id.
+        resource_id_from: the argument path whose value is the resource id.
+        resource_properties_from: resource property name → argument path (missing paths are an error).
+        include_arguments: put the call's arguments into ``context.arguments``.
+    """
+
+    action: str | None = None
+    resource_type: str | None = None
+    resource_id: str | None = None
+    resource_id_from: str | None = None
+    resource_properties_from: Mapping[str, str] = field(default_factory=dict)
+    include_arguments: bool = True
+
+    def __post_init__(self) -> None:
+        if self.resource_id is not None and self.resource_id_from is not None:
+            raise ValueError("ToolRule takes resource_id or resource_id_from, not both")
+
+
+class ToolCallMapper:
+    """Maps ``tools/call`` requests to AuthZEN evaluation requests.
+
+    Args:
+        subject_type: the AuthZEN subject type of authenticated principals.
+        action: the default action name.
+        resource_type: the default resource type (the resource id is the tool name).
+        rules: per-tool overrides, by tool name.
+    """
+
+    def __init__(
+        self,
+        *,
+        subject_type: str = "user",
+        action: str = TOOLS_CALL_ACTION,
+        resource_type: str = "tool",
+        rules: Mapping[str, ToolRule] | None = None,
+    ) -> None:
+        self.subject_type = subject_type
+        self.action = action
+        self.resource_type = resource_type
+        self.rules: Mapping[str, ToolRule] = dict(rules or {})
+
+    def rule_for(self, tool: str) -> ToolRule:
+        """The rule of ``tool`` (the defaults when it has none)."""
+        return self.rules.get(tool) or ToolRule()
+
+    def map_call(
+        self,
+        *,
+        principal: str,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        client: Mapping[str, Any] | None = None,
+        subject_properties: Mapping[str, Any] | None = None,
+        extra_context: Mapping[str, Any] | None = None,
+    ) -> EvaluationRequest:
+        """The evaluation request for one call by ``principal``.
+
+        ``client`` (e.g. ``{"name": ..., "version": ...}`` from the MCP client info) becomes
+        ``context.client``; ``extra_context`` members are added to the context last and must not
+        collide with the mapped ones. Raises :class:`ToolMappingError` when a rule cannot be applied.
+        """
+        if not principal:
+            raise ToolMappingError("an authenticated principal is required")
+        rule = self.rule_for(tool)
+        args = dict(arguments or {})
+        resource = self._resource(tool, rule, args)
+        context: Context = {}
+        if rule.include_arguments:
+            context["arguments"] = args
+        if client:
+            context["client"] = dict(client)
+        if resource.type != self.resource_type or resource.id != tool:
+            context["tool"] = tool
+        for key, value in (extra_context or {}).items():
+            if key in context:
+                raise ToolMappingError(f"extra context member {key!r} collides with a mapped member")
+            context[key] = value
+        return EvaluationRequest(
+            subject=Subject(
+                type=self.subject_type,
+                id=principal,
+                properties=dict(subject_properties) if subject_properties else None,
+            ),
+            action=Action(name=rule.action or self.action),
+            resource=resource,
+            context=context,
+        )
+
+    def _resource(self, tool: str, rule: ToolRule, args: Mapping[str, Any]) -> Resource:
+        if rule.resource_id_from is not None:
+            resource_id = _identifier(argument_at(args, rule.resource_id_from), rule.resource_id_from)
+        else:
+            resource_id = rule.resource_id or tool
+        properties = {name: argument_at(args, path) for name, path in rule.resource_properties_from.items()}
+        return Resource(
+            type=rule.resource_type or self.resource_type,
+            id=resource_id,
+            properties=properties or None,
+        )

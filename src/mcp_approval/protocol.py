@@ -42,3 +42,27 @@ UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
 
 #: The one message for an unknown, expired, purged or foreign task id, so none can be told apart.
 UNKNOWN_TASK_MESSAGE: Final = "Unknown or expired task"
+
+# Structured authorization denials (SEP-2643).
+DENIALS_EXTENSION: Final = "io.modelcontextprotocol/structured-authorization-denials"
+#: Result ``_meta`` key of the authorization denial envelope.
+META_AUTHORIZATION: Final = "io.modelcontextprotocol/authorization"
+#: Request ``_meta`` key under which a retry echoes the envelope's ``authorizationContextId``.
+META_AUTHORIZATION_CONTEXT_ID: Final = "io.modelcontextprotocol/authorization-context-id"
+#: The one ``reason`` SEP-2643 defines.
+REASON_INSUFFICIENT_AUTHORIZATION: Final = "insufficient_authorization"
+REMEDIATION_AVAILABLE: Final = "available"
+REMEDIATION_UNAVAILABLE: Final = "unavailable"
+REMEDIATION_UNDISCLOSED: Final = "undisclosed"
+HINT_URL: Final = "url"
+HINT_TASK: Final = "task"
+HINT_AUTHORIZATION_REMEDIATION: Final = "authorization_remediation"
+RESULT_TYPE_INPUT_REQUIRED: Final = "input_required"
+METHOD_TOOLS_CALL: Final = "tools/call"
+METHOD_ELICITATION_CREATE: Final = "elicitation/create"
+
+# HTTP authorization challenges (RFC 6750; draft-ietf-oauth-rar-metadata-remediation).
+HEADER_WWW_AUTHENTICATE: Final = "www-authenticate"
+CHALLENGE_INVALID_TOKEN: Final = "invalid_token"  # noqa: S105 (an RFC 6750 error code, not a secret)
+CHALLENGE_INSUFFICIENT_SCOPE: Final = "insufficient_scope"
+CHALLENGE_INSUFFICIENT_AUTHORIZATION: Final = "insufficient_authorization"

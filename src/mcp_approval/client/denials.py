@@ -1,4 +1,4 @@
-"""Reading SEP-2643 authorization denials on the client: the envelope, and the HTTP challenge.
+"""Reading SEP-2643 authorization denials on the client: the envelope in a result.
 
 ::
 
@@ -12,13 +12,15 @@
 A malformed envelope never raises: :attr:`DenialReading.problem` says why it was rejected.
 Hints of unknown types, and hints that do not belong on the result that carries them, are
 ignored with a note; hostile ``authorization_details`` and unusable context ids likewise.
+
+The HTTP challenge is read by :func:`read_challenge` (:mod:`mcp_approval.client.challenges`,
+re-exported here).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -26,12 +28,17 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
-from mcp_approval.denials.challenges import decode_remediation
+from mcp_approval.client.challenges import (
+    CHALLENGE_TRANSACTION_AUTHORIZATION,
+    MAX_CHALLENGE_LENGTH,
+    ChallengeDenial,
+    ChallengeReading,
+    read_challenge,
+)
 from mcp_approval.denials.context import MAX_CONTEXT_ID_LENGTH, is_usable_context_id
 from mcp_approval.denials.models import (
     MAX_REFERENCE_LENGTH,
     MAX_TYPE_LENGTH,
-    AuthorizationRemediation,
     AuthorizationRemediationHint,
     Remediation,
     TaskHint,
@@ -39,8 +46,6 @@ from mcp_approval.denials.models import (
     validate_authorization_details,
 )
 from mcp_approval.protocol import (
-    CHALLENGE_INSUFFICIENT_AUTHORIZATION,
-    CHALLENGE_INSUFFICIENT_SCOPE,
     HINT_AUTHORIZATION_REMEDIATION,
     HINT_TASK,
     HINT_URL,
@@ -54,14 +59,28 @@ from mcp_approval.protocol import (
     RESULT_TYPE_TASK,
 )
 
+__all__ = [
+    "CHALLENGE_TRANSACTION_AUTHORIZATION",
+    "MAX_CHALLENGE_LENGTH",
+    "MAX_ENVELOPE_BYTES",
+    "MAX_HINTS",
+    "AuthorizationDenial",
+    "ChallengeDenial",
+    "ChallengeReading",
+    "DenialReading",
+    "Hint",
+    "ResultKind",
+    "denial_of",
+    "read_challenge",
+    "read_denial",
+]
+
 logger = logging.getLogger("mcp_approval.client")
 
 #: Largest envelope the reader looks at (compact JSON bytes).
 MAX_ENVELOPE_BYTES: Final = 64 * 1024
 #: Most hints the reader looks at; later ones are ignored.
 MAX_HINTS: Final = 16
-#: ``error`` of the OAuth transaction authorization challenge (draft-rosomakho-oauth-txn-challenge).
-CHALLENGE_TRANSACTION_AUTHORIZATION: Final = "transaction_authorization_required"
 
 _TERMINAL_TASK_STATUSES: Final = frozenset({"completed", "failed", "cancelled"})
 
@@ -353,115 +372,3 @@ def _url_requests(document: Mapping[str, Any]) -> dict[str, str]:
         if isinstance(params, Mapping) and params.get("mode") == "url" and isinstance(params.get("url"), str):
             found[str(key)] = params["url"]
     return found
-
-
-# -- HTTP challenges ------------------------------------------------------------------------------
-
-_TOKEN: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_QUOTED: Final = re.compile(r'"((?:[^"\\]|\\.)*)"')
-_BARE_VALUE: Final = re.compile(r"[^\s,\"]+")
-#: Longest ``WWW-Authenticate`` value the reader parses.
-MAX_CHALLENGE_LENGTH: Final = 32 * 1024
-
-
-@dataclass(frozen=True)
-class ChallengeDenial:
-    """A denial expressed as a ``Bearer`` challenge: always ``insufficient_authorization``, ``available``."""
-
-    status: int
-    error: str
-    resource_metadata: str | None = None
-    scopes: tuple[str, ...] = ()
-    remediation: AuthorizationRemediation | None = None
-    transaction_challenge: str | None = None
-    description: str | None = None
-    reason: str = REASON_INSUFFICIENT_AUTHORIZATION
-    remediation_posture: Remediation = Remediation.AVAILABLE
-
-
-@dataclass(frozen=True)
-class ChallengeReading:
-    """What reading a challenge found: a denial, or why it could not be classified."""
-
-    denial: ChallengeDenial | None = None
-    problem: str | None = None
-
-
-def read_challenge(status: int, www_authenticate: str | None) -> ChallengeReading:
-    """Classify a 401/403 by its ``Bearer`` challenge. Never raises.
-
-    ``insufficient_scope`` carries ``scope``; ``insufficient_authorization`` a base64url
-    ``authorization_remediation``; ``transaction_authorization_required`` a
-    ``transaction_challenge``. Anything else (a bare 403, ``invalid_token``) is not classifiable
-    as a SEP-2643 denial from the challenge alone.
-    """
-    if status not in (401, 403) or not www_authenticate:
-        return ChallengeReading(problem=f"HTTP {status} without a challenge cannot be classified")
-    try:
-        parameters = _bearer_parameters(www_authenticate)
-    except ValueError as exc:
-        return ChallengeReading(problem=f"unreadable WWW-Authenticate: {exc}")
-    error = parameters.get("error")
-    metadata, description = parameters.get("resource_metadata"), parameters.get("error_description")
-    if error == CHALLENGE_INSUFFICIENT_SCOPE:
-        scopes = tuple(parameters.get("scope", "").split())
-        return ChallengeReading(ChallengeDenial(status, error, metadata, scopes=scopes, description=description))
-    if error == CHALLENGE_INSUFFICIENT_AUTHORIZATION:
-        try:
-            remediation = decode_remediation(parameters.get("authorization_remediation", ""))
-        except ValueError as exc:
-            return ChallengeReading(problem=str(exc))
-        return ChallengeReading(
-            ChallengeDenial(status, error, metadata, remediation=remediation, description=description)
-        )
-    challenge = parameters.get("transaction_challenge")
-    if error == CHALLENGE_TRANSACTION_AUTHORIZATION and challenge:
-        return ChallengeReading(
-            ChallengeDenial(status, error, metadata, transaction_challenge=challenge, description=description)
-        )
-    return ChallengeReading(problem=f"a challenge with error={str(error)[:64]!r} is not a classifiable denial")
-
-
-def _bearer_parameters(header: str) -> dict[str, str]:
-    """The auth-params of the ``Bearer`` challenge in a ``WWW-Authenticate`` value (names lower-cased)."""
-    if len(header) > MAX_CHALLENGE_LENGTH:
-        raise ValueError(f"longer than {MAX_CHALLENGE_LENGTH} characters")
-    challenges: list[tuple[str, dict[str, str]]] = []
-    position = 0
-    while True:
-        position = _skip(header, position, " \t,")
-        if position >= len(header):
-            break
-        token = _TOKEN.match(header, position)
-        if token is None:
-            raise ValueError(f"unexpected {header[position]!r} at {position}")
-        after = _skip(header, token.end(), " \t")
-        if challenges and after < len(header) and header[after] == "=":
-            value, position = _parameter_value(header, _skip(header, after + 1, " \t"))
-            name = token.group().lower()
-            if name in challenges[-1][1]:
-                raise ValueError(f"parameter {name} appears twice")
-            challenges[-1][1][name] = value
-        else:
-            challenges.append((token.group().lower(), {}))
-            position = after
-    bearer = [parameters for scheme, parameters in challenges if scheme == "bearer"]
-    if not bearer:
-        raise ValueError("no Bearer challenge")
-    return bearer[0]
-
-
-def _parameter_value(header: str, position: int) -> tuple[str, int]:
-    quoted = _QUOTED.match(header, position)
-    if quoted is not None:
-        return re.sub(r"\\(.)", r"\1", quoted.group(1)), quoted.end()
-    bare = _BARE_VALUE.match(header, position)
-    if bare is None:
-        raise ValueError(f"a parameter without a value at {position}")
-    return bare.group(), bare.end()
-
-
-def _skip(text: str, position: int, characters: str) -> int:
-    while position < len(text) and text[position] in characters:
-        position += 1
-    return position

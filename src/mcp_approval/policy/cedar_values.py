@@ -1,0 +1,117 @@
+"""Mapping AuthZEN requests to Cedar entities and values (used by :class:`~mcp_approval.policy.cedar.CedarPDP`).
+
+Request mapping (see :class:`EntityMapping`)
+    - ``subject`` and ``resource`` become the Cedar principal and resource ``Type::"id"``, where
+      ``Type`` is the AuthZEN ``type`` (renamed through ``EntityMapping.types``) under the
+      optional ``namespace``: ``{"type": "user", "id": "alice"}`` is ``user::"alice"``, or
+      ``Todo::user::"alice"`` with ``namespace="Todo"``.
+    - ``action.name`` becomes ``Action::"name"`` (``Namespace::Action::"name"``).
+    - ``subject.properties`` / ``resource.properties`` become the entity's attributes. An entity
+      also present in the entities file keeps its stored attributes and parents; request
+      properties only add attributes it does not have (the entity store wins).
+    - ``context`` becomes the Cedar context; ``action.properties``, when present, appear as
+      ``context.action_properties``.
+    - JSON values map to Cedar values: ``null`` members are dropped (Cedar has no null), whole
+      floats become Longs, other floats ``decimal`` values when Cedar can hold them exactly (at
+      most four fractional digits) and strings otherwise. Objects with the Cedar JSON escape keys
+      ``__entity``, ``__extn`` or ``__expr`` are refused, so request data cannot forge entity
+      references.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+_IDENTIFIER = re.compile(r"^[_a-zA-Z][_a-zA-Z0-9]*$")
+_RESERVED = frozenset({"true", "false", "if", "then", "else", "in", "is", "like", "has", "__cedar"})
+_ESCAPE_KEYS = frozenset({"__entity", "__extn", "__expr"})
+_I64 = (-(2**63), 2**63 - 1)
+_DECIMAL_LIMIT = 922_337_203_685_477
+
+
+@dataclass(frozen=True)
+class EntityMapping:
+    """How AuthZEN subjects, resources and actions name Cedar entities.
+
+    Args:
+        namespace: Cedar namespace prefixed to every entity type (``None``: no namespace).
+        types: AuthZEN ``type`` → Cedar type name, for types that are not Cedar identifiers
+            or should read differently in policy; other types are used as they are.
+        action_type: the Cedar entity type of actions.
+        action_properties_key: the context member that carries ``action.properties``.
+    """
+
+    namespace: str | None = None
+    types: Mapping[str, str] = field(default_factory=dict)
+    action_type: str = "Action"
+    action_properties_key: str = "action_properties"
+
+    def __post_init__(self) -> None:
+        names = [self.action_type, *self.types.values()]
+        if self.namespace:
+            names.extend(self.namespace.split("::"))
+        for name in names:
+            _check_identifier(name)
+
+    def entity_type(self, authzen_type: str) -> str:
+        """The Cedar entity type of an AuthZEN subject or resource ``type``."""
+        name = self.types.get(authzen_type, authzen_type)
+        _check_identifier(name)
+        return self._qualified(name)
+
+    def uid(self, authzen_type: str, entity_id: str) -> dict[str, str]:
+        """The Cedar entity uid (JSON form) of an AuthZEN subject or resource."""
+        return {"type": self.entity_type(authzen_type), "id": entity_id}
+
+    def action_uid(self, name: str) -> dict[str, str]:
+        """The Cedar action uid (JSON form) of an AuthZEN action name."""
+        return {"type": self._qualified(self.action_type), "id": name}
+
+    def _qualified(self, name: str) -> str:
+        return f"{self.namespace}::{name}" if self.namespace else name
+
+
+def _check_identifier(name: str) -> None:
+    if not _IDENTIFIER.match(name) or name in _RESERVED:
+        raise ValueError(f"{name!r} is not a Cedar identifier; map it with EntityMapping.types")
+
+
+def to_cedar_value(value: Any) -> Any:
+    """Convert a JSON value to Cedar's JSON value form (see the module docstring)."""
+    if isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        return value if _I64[0] <= value <= _I64[1] else str(value)
+    if isinstance(value, float):
+        return _float_value(value)
+    if isinstance(value, Mapping):
+        return to_cedar_record(value)
+    if isinstance(value, list | tuple):
+        return [to_cedar_value(item) for item in value if item is not None]
+    raise ValueError(f"{type(value).__name__} is not a JSON value")
+
+
+def to_cedar_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """Convert a JSON object to a Cedar record, dropping ``null`` members."""
+    converted: dict[str, Any] = {}
+    for key, member in record.items():
+        if not isinstance(key, str):
+            raise ValueError("record keys must be strings")
+        if key in _ESCAPE_KEYS:
+            raise ValueError(f"the member name {key!r} is reserved by Cedar")
+        if member is not None:
+            converted[key] = to_cedar_value(member)
+    return converted
+
+
+def _float_value(value: float) -> Any:
+    if math.isfinite(value) and value.is_integer() and _I64[0] <= value <= _I64[1]:
+        return int(value)
+    text = repr(value)
+    if re.fullmatch(r"-?\d+\.\d{1,4}", text) and abs(value) < _DECIMAL_LIMIT:
+        return {"__extn": {"fn": "decimal", "arg": text}}
+    return text

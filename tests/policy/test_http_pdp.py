@@ -30,7 +30,7 @@ from mcp_approval.policy import (
     evaluate_batch,
 )
 from mcp_approval.policy.http import batch_body
-from tests.policy.conftest import INTEROP_DECISIONS, TODO_ENTITIES, TODO_POLICY
+from tests.policy.conftest import TODO_ENTITIES, TODO_POLICY, interop_decisions
 from tests.support.polling import eventually
 
 pytestmark = pytest.mark.anyio
@@ -154,7 +154,7 @@ def remote(client: httpx2.AsyncClient, **options: Any) -> HttpPDP:
 
 
 async def test_todo_interop_over_http(http_client: httpx2.AsyncClient, server: AuthzenServer):
-    cases = json.loads(INTEROP_DECISIONS.read_text(encoding="utf-8"))
+    cases = interop_decisions()
     pdp = remote(http_client)
     passed = 0
     for case in cases["evaluation"]:

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
 from mcp_approval.policy import CedarPDP, EvaluationRequest, EvaluationsRequest, evaluate_batch
-from tests.policy.conftest import INTEROP_DECISIONS, TODO_ENTITIES, TODO_POLICY, TODO_SCHEMA
+from tests.policy.conftest import TODO_ENTITIES, TODO_POLICY, TODO_SCHEMA, interop_decisions
 
 pytestmark = pytest.mark.anyio
 
-DECISIONS: dict[str, list[dict[str, Any]]] = json.loads(INTEROP_DECISIONS.read_text(encoding="utf-8"))
+DECISIONS: dict[str, list[dict[str, Any]]] = interop_decisions()
 
 
 @pytest.fixture(params=["schema", "no-schema"])

@@ -1,0 +1,280 @@
+"""``PolicyGate``: the policy enforcement point in front of every ``tools/call``.
+
+The gate is an SDK :class:`~mcp.server.mcpserver.Extension` whose ``intercept_tool_call`` maps
+the call to an AuthZEN request (:class:`~mcp_approval.policy.ToolCallMapper`), asks the PDP
+afresh on every call, and then:
+
+=====================================  ==========================================================
+decision                               answer
+=====================================  ==========================================================
+permit                                 ``call_next(ctx)``: the rest of the chain (e.g. the tasks
+                                       interceptor) and the tool
+deny, requestable (ARAP)               the :class:`RequestableHandler` seam; by default
+                                       :class:`DegradedRequestable` (``undisclosed`` + guidance)
+deny, ``authorization_details``        SEP-2643 case 3: ``available`` + ``authorization_remediation``
+deny, ``missing_scopes``               ``undisclosed`` naming the scopes (HTTP challenges for
+                                       per-tool scopes belong to :mod:`mcp_approval.denials.http`)
+deny, ``next_action: retry``           ``undisclosed``: try again later
+any other deny, PDP failure,           ``unavailable``; the tool is never called
+unmappable call
+=====================================  ==========================================================
+
+Install it first, so it is the outermost interceptor::
+
+    gate = PolicyGate(CedarPDP.from_files("policy.cedar"))
+    server = MCPServer("demo", extensions=[gate, tasks])
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import mcp_types as types
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Extension
+
+from mcp_approval.denials import (
+    AuthorizationReferences,
+    Remediation,
+    Shortfall,
+    credential_remediation,
+    final_denial,
+    new_context_id,
+    note_retry,
+    remediation_for,
+    shortfall_result,
+)
+from mcp_approval.policy import Decision, EvaluationRequest, NextAction, PolicyDecisionPoint, ToolCallMapper
+from mcp_approval.policy.mapping import ToolMappingError
+from mcp_approval.protocol import DENIALS_EXTENSION, META_CLIENT_INFO
+from mcp_approval.tasks.server import LOCAL_PRINCIPAL
+
+logger = logging.getLogger("mcp_approval.approval")
+
+PrincipalResolver = Callable[[ServerRequestContext[Any, Any]], str | None]
+"""The authenticated principal of a request, or ``None`` for an anonymous caller."""
+
+
+def token_subject(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The access token's subject (else its client id); in-process and stdio callers are the local principal.
+
+    Anonymous HTTP callers have none. Unlike the SDK's session-binding principal (a JSON
+    triple), this is the bare identity a policy names, e.g. ``alice``.
+    """
+    token = get_access_token()
+    if token is not None:
+        return token.subject or token.client_id
+    return LOCAL_PRINCIPAL if ctx.request is None else None
+
+
+#: Decision-context member with the RFC 9396 details a new credential must carry.
+CONTEXT_AUTHORIZATION_DETAILS = "authorization_details"
+#: Decision-context member: whether a credential for those details is meant for one use (default true).
+CONTEXT_SINGLE_USE = "single_use"
+#: Decision-context member with the OAuth scopes the caller's credential lacks.
+CONTEXT_MISSING_SCOPES = "missing_scopes"
+
+UNAVAILABLE_MESSAGE = "You are not authorized to call {tool}. The call was not made."
+PDP_FAILURE_MESSAGE = "Authorization for {tool} could not be decided, so the call was not made. Try again later."
+ANONYMOUS_MESSAGE = "{tool} needs an authenticated caller. Sign in, then call it again."
+RETRY_MESSAGE = "Authorization for {tool} is pending. The call was not made; try again later."
+CREDENTIAL_MESSAGE = "Your current authorization is insufficient for {tool}; obtain a credential carrying the details."
+
+
+@dataclass(frozen=True)
+class GatedCall:
+    """One ``tools/call`` the gate evaluated.
+
+    Attributes:
+        tool: the tool name.
+        arguments: the call's arguments, as received.
+        principal: the authenticated principal (the AuthZEN subject id).
+        request: the AuthZEN request the PDP decided.
+        echoed_context_id: the ``authorizationContextId`` the request echoed (correlation only).
+        proceed: runs the rest of the interceptor chain and the tool; call it only once policy,
+            re-evaluated with an approval as input, permits the call.
+    """
+
+    tool: str
+    arguments: Mapping[str, Any]
+    principal: str
+    request: EvaluationRequest
+    echoed_context_id: str | None
+    proceed: CallNext
+
+
+class RequestableHandler(Protocol):
+    """Answers a requestable denial (ARAP ``access_request`` in the decision context).
+
+    Implementations pick the placement the request allows: a task (the client declared the
+    tasks extension), a URL interaction (``elicitation.url``), or the degraded result. They must
+    not call ``call.proceed`` before an approval has been re-evaluated to a permit.
+    """
+
+    async def __call__(self, call: GatedCall, decision: Decision, ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
+        """The result for this denied call."""
+        ...
+
+
+class DegradedRequestable:
+    """The fallback for a requestable denial: ``isError`` + ``undisclosed``, with next-step guidance.
+
+    A remedy exists (someone can approve the call), so the envelope never says ``unavailable``;
+    the text tells the caller what to do. Backend artifacts (binding tokens, evaluation ids,
+    endpoints) never appear; only the policy's human-facing ``display`` title and description do.
+    """
+
+    def __init__(self, *, guidance: str | None = None) -> None:
+        self.guidance = guidance or (
+            "Ask an approver to grant this call, or use a client that supports MCP tasks so the "
+            "request can wait for approval; then call the tool again."
+        )
+
+    async def __call__(self, call: GatedCall, decision: Decision, ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
+        """The degraded ``CallToolResult`` for ``call``."""
+        return final_denial(
+            self.message(call, decision), remediation=Remediation.UNDISCLOSED, context_id=new_context_id()
+        )
+
+    def message(self, call: GatedCall, decision: Decision) -> str:
+        """The text the caller reads: what is needed and the next step."""
+        parts = [f"Calling {call.tool} requires approval. The call was not made."]
+        denial = decision.requestable_denial
+        display = (denial.access_request.display if denial is not None else None) or {}
+        for key in ("title", "description"):
+            value = display.get(key)
+            if isinstance(value, str) and value:
+                parts.append(value if value.endswith(".") else f"{value}.")
+        parts.append(self.guidance)
+        return " ".join(parts)
+
+
+class PolicyGate(Extension):
+    """The policy enforcement point for ``tools/call`` (see the module docstring).
+
+    Args:
+        pdp: the policy decision point asked about every call.
+        mapper: how a call becomes an AuthZEN request.
+        on_requestable: answers requestable denials (default :class:`DegradedRequestable`).
+        principal_resolver: the request's principal, the AuthZEN subject id (default :func:`token_subject`).
+        anonymous_principal: the subject id of anonymous HTTP callers; ``None`` denies them.
+        references: issues ``authorization_reference`` values for reusable credentials.
+    """
+
+    identifier = DENIALS_EXTENSION
+
+    def __init__(
+        self,
+        pdp: PolicyDecisionPoint,
+        *,
+        mapper: ToolCallMapper | None = None,
+        on_requestable: RequestableHandler | None = None,
+        principal_resolver: PrincipalResolver | None = None,
+        anonymous_principal: str | None = None,
+        references: AuthorizationReferences | None = None,
+    ) -> None:
+        self.pdp = pdp
+        self.mapper = mapper or ToolCallMapper()
+        self.on_requestable: RequestableHandler = on_requestable or DegradedRequestable()
+        self._resolve_principal = principal_resolver or token_subject
+        self.anonymous_principal = anonymous_principal
+        self.references = references
+
+    async def intercept_tool_call(
+        self, params: types.CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        """Decide the call afresh, then run it or answer the denial without running it."""
+        tool = params.name
+        echoed = note_retry(ctx.meta, operation=tool)  # correlation only; never decides anything
+        principal = self._resolve_principal(ctx) or self.anonymous_principal
+        if principal is None:
+            return _denied(ANONYMOUS_MESSAGE.format(tool=tool), Remediation.UNDISCLOSED)
+        arguments = dict(params.arguments or {})
+        try:
+            request = self.mapper.map_call(
+                principal=principal, tool=tool, arguments=arguments, client=_client_info(ctx)
+            )
+        except ToolMappingError as exc:
+            logger.info("tools/call %r denied: cannot map it to a policy request (%s)", tool, exc)
+            return _denied(UNAVAILABLE_MESSAGE.format(tool=tool), Remediation.UNAVAILABLE)
+        decision = await self._decide(request)
+        if decision is None:
+            return _denied(PDP_FAILURE_MESSAGE.format(tool=tool), Remediation.UNAVAILABLE)
+        if decision.decision:
+            return await call_next(ctx)
+        call = GatedCall(tool, arguments, principal, request, echoed, call_next)
+        return await self._answer_denial(call, decision, ctx)
+
+    async def _decide(self, request: EvaluationRequest) -> Decision | None:
+        """The PDP's decision, or ``None`` when the PDP failed (the caller fails closed)."""
+        try:
+            return await self.pdp.evaluate(request)
+        except Exception:
+            logger.exception("PDP failed on tools/call %r; denying", request.resource.id)
+            return None
+
+    async def _answer_denial(
+        self, call: GatedCall, decision: Decision, ctx: ServerRequestContext[Any, Any]
+    ) -> HandlerResult:
+        action = decision.next_action()
+        logger.info(
+            "tools/call %r denied for %s (reason=%s, next=%s)",
+            call.tool,
+            call.principal,
+            decision.reason or "-",
+            action.value,
+        )
+        if action is NextAction.REQUEST:
+            return await self.on_requestable(call, decision, ctx)
+        credential = self._credential_denial(call, decision)
+        if credential is not None:
+            return credential
+        if action is NextAction.RETRY:
+            return _denied(RETRY_MESSAGE.format(tool=call.tool), Remediation.UNDISCLOSED)
+        return _denied(UNAVAILABLE_MESSAGE.format(tool=call.tool), Remediation.UNAVAILABLE)
+
+    def _credential_denial(self, call: GatedCall, decision: Decision) -> types.CallToolResult | None:
+        """SEP-2643 case 3, or a scope shortfall, when the decision context asks for a new credential."""
+        context = decision.context or {}
+        details = context.get(CONTEXT_AUTHORIZATION_DETAILS)
+        if details is not None:
+            single_use = context.get(CONTEXT_SINGLE_USE) is not False
+            try:
+                remediation = remediation_for(details, single_use=single_use, references=self.references)
+            except ValueError as exc:
+                logger.warning("PDP sent unusable authorization_details for %r (%s); denying", call.tool, exc)
+                return None
+            message = CREDENTIAL_MESSAGE.format(tool=call.tool)
+            return credential_remediation(message, remediation, context_id=new_context_id())
+        scopes = _scopes(context.get(CONTEXT_MISSING_SCOPES))
+        if scopes:
+            shortfall = Shortfall(tool=call.tool, missing_scopes=scopes, challenge_scopes=())
+            return shortfall_result(shortfall, context_id=new_context_id())
+        return None
+
+
+def _denied(message: str, remediation: Remediation) -> types.CallToolResult:
+    if remediation is Remediation.UNDISCLOSED:
+        return final_denial(message, remediation=Remediation.UNDISCLOSED, context_id=new_context_id())
+    return final_denial(message, remediation=Remediation.UNAVAILABLE, context_id=new_context_id())
+
+
+def _scopes(value: object) -> frozenset[str]:
+    if isinstance(value, str):
+        return frozenset(value.split())
+    if isinstance(value, Sequence):
+        return frozenset(item for item in value if isinstance(item, str) and item)
+    return frozenset()
+
+
+def _client_info(ctx: ServerRequestContext[Any, Any]) -> dict[str, str] | None:
+    """``name`` and ``version`` of the request's client info, when it sends them."""
+    info = (ctx.meta or {}).get(META_CLIENT_INFO)
+    if not isinstance(info, Mapping):
+        return None
+    picked = {key: info[key] for key in ("name", "version") if isinstance(info.get(key), str)}
+    return picked or None

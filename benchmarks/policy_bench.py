@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import statistics
 import sys
 import time
@@ -34,6 +33,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
+from measure import log, paired_calls, settle
 
 from mcp_approval.approval import PolicyGate
 from mcp_approval.policy import CedarPDP, ToolCallMapper
@@ -75,15 +75,6 @@ class Row:
     verdict: str
 
 
-def log(message: str) -> None:
-    print(message, flush=True)
-
-
-def settle() -> None:
-    """Collect garbage so a collection does not land inside one side's samples."""
-    gc.collect()
-
-
 def build_server(gated: bool) -> MCPServer[Any]:
     """The benchmark server: one ``echo`` tool, behind the gate or not (anonymous HTTP caller: ``bench``)."""
     extensions = [PolicyGate(CedarPDP(POLICY), anonymous_principal="bench")] if gated else []
@@ -108,21 +99,6 @@ async def connected(server: MCPServer[Any], transport: str) -> AsyncIterator[Cli
         http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=BASE_URL)
         async with Client(streamable_http_client(f"{BASE_URL}/mcp", http_client=http)) as client:
             yield client
-
-
-async def paired_calls(
-    first: Callable[[], Awaitable[object]], second: Callable[[], Awaitable[object]], n: int
-) -> tuple[list[int], list[int]]:
-    """``n`` calls of each, interleaved ABBA; each latency in nanoseconds."""
-    samples: tuple[list[int], list[int]] = ([], [])
-    clock = time.perf_counter_ns
-    for i in range(n):
-        for which in (0, 1) if i % 2 == 0 else (1, 0):
-            call = first if which == 0 else second
-            start = clock()
-            await call()
-            samples[which].append(clock() - start)
-    return samples
 
 
 def echo_call(client: Client) -> Callable[[], Awaitable[object]]:

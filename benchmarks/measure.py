@@ -1,0 +1,68 @@
+"""Measurement helpers shared by the benchmarks: timing, interleaving, throughput."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import itertools
+import statistics
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+
+def log(message: str) -> None:
+    """Print a progress line at once."""
+    print(message, flush=True)
+
+
+async def timed_calls(call: Callable[[], Awaitable[object]], n: int) -> list[int]:
+    """Run ``call`` ``n`` times one after another; return each latency in nanoseconds."""
+    samples: list[int] = []
+    clock = time.perf_counter_ns
+    for _ in range(n):
+        start = clock()
+        await call()
+        samples.append(clock() - start)
+    return samples
+
+
+async def paired_calls(
+    first: Callable[[], Awaitable[object]], second: Callable[[], Awaitable[object]], n: int
+) -> tuple[list[int], list[int]]:
+    """``n`` calls of each, interleaved one by one (ABBAABBA...); each latency in nanoseconds.
+
+    Interleaving call by call puts both subjects under the same machine conditions, which on a
+    shared VM drift by tens of percent from one 100 ms to the next.
+    """
+    samples: tuple[list[int], list[int]] = ([], [])
+    clock = time.perf_counter_ns
+    for i in range(n):
+        for which in (0, 1) if i % 2 == 0 else (1, 0):
+            call = first if which == 0 else second
+            start = clock()
+            await call()
+            samples[which].append(clock() - start)
+    return samples
+
+
+async def throughput(op: Callable[[int], Awaitable[object]], total: int, concurrency: int) -> float:
+    """Operations per second for ``total`` calls of ``op(i)`` spread over ``concurrency`` callers."""
+    counter = itertools.count()
+
+    async def caller() -> None:
+        while (i := next(counter)) < total:
+            await op(i)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(concurrency)))
+    return total / (time.perf_counter() - start)
+
+
+def settle() -> None:
+    """Collect garbage between rounds so one round's garbage is not charged to the next."""
+    gc.collect()
+
+
+def median(values: Sequence[float]) -> float:
+    """The median as a float."""
+    return float(statistics.median(values))

@@ -1,5 +1,6 @@
-"""The agent side: tasks-aware tool calls."""
+"""The agent side: tasks-aware tool calls, and acting on authorization denials."""
 
+from mcp_approval.client.authorization import AuthorizationDenied, AuthorizingCaller, CredentialRemediator
 from mcp_approval.client.journal import OpenTask, TaskJournal
 from mcp_approval.client.tasks import (
     CreateTaskResult,
@@ -14,7 +15,10 @@ from mcp_approval.client.tasks import (
 )
 
 __all__ = [
+    "AuthorizationDenied",
+    "AuthorizingCaller",
     "CreateTaskResult",
+    "CredentialRemediator",
     "DetailedTask",
     "OpenTask",
     "TaskCancelledError",

@@ -193,10 +193,9 @@ class PolicyGate(Extension):
         principal = self._resolve_principal(ctx) or self.anonymous_principal
         if principal is None:
             return _denied(ANONYMOUS_MESSAGE.format(tool=tool), Remediation.UNDISCLOSED)
-        arguments = dict(params.arguments or {})
         try:
             request = self.mapper.map_call(
-                principal=principal, tool=tool, arguments=arguments, client=_client_info(ctx)
+                principal=principal, tool=tool, arguments=params.arguments, client=_client_info(ctx)
             )
         except ToolMappingError as exc:
             logger.info("tools/call %r denied: cannot map it to a policy request (%s)", tool, exc)
@@ -206,7 +205,7 @@ class PolicyGate(Extension):
             return _denied(PDP_FAILURE_MESSAGE.format(tool=tool), Remediation.UNAVAILABLE)
         if decision.decision:
             return await call_next(ctx)
-        call = GatedCall(tool, arguments, principal, request, echoed, call_next)
+        call = GatedCall(tool, dict(params.arguments or {}), principal, request, echoed, call_next)
         return await self._answer_denial(call, decision, ctx)
 
     async def _decide(self, request: EvaluationRequest) -> Decision | None:

@@ -40,7 +40,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -97,6 +97,13 @@ __all__ = [
 
 logger = logging.getLogger("mcp_approval.policy")
 _ERRORED_POLICY = re.compile(r"policy `([^`]+)`")
+_PERMIT = Decision.permit()  # the (immutable) permit without a decision context
+_EMPTY_RECORD = "{}"
+
+# cedarpy's single-request entry point: ``cedarpy.is_authorized`` wraps the request in a batch,
+# copies it and wraps the answer in objects; the extension function takes the request (context as
+# a JSON string) and answers the response JSON directly. Fall back to the public API without it.
+_is_authorized_json: Callable[..., str] | None = getattr(getattr(cedarpy, "_internal", None), "is_authorized", None)
 
 
 class ApprovalVerifier(Protocol):
@@ -163,6 +170,8 @@ class CedarPDP:
         policy_source = as_source(policies)
         self._policies, self._reduced, self._info = load_policies(policy_source, self._schema)
         self._stored, self._entities = load_entities(as_source(entities or "[]"), self._schema)
+        self._entity_types: dict[str, str] = {}  # AuthZEN type -> checked Cedar entity type
+        self._action_type = self.mapping.action_uid("")["type"]
 
     @classmethod
     def from_files(
@@ -225,7 +234,7 @@ class CedarPDP:
             logger.warning("forbid policies failed to evaluate, denying: %s", ", ".join(errored_forbids))
             return Decision.deny(REASON_POLICY_ERROR)
         if verdict.allowed:
-            return Decision.permit({"approval": {"approved_until": approval.approved_until}} if approval else None)
+            return Decision.permit({"approval": {"approved_until": approval.approved_until}}) if approval else _PERMIT
         determining = sorted((self._info[pid] for pid in verdict.fired if pid in self._info), key=_file_order)
         known = len(determining) == len(verdict.fired)
         if known and self._requestable(determining, errored_forbids, cedar_request, entities):
@@ -294,23 +303,33 @@ class CedarPDP:
 
     # -- Cedar plumbing ----------------------------------------------------------------------
 
+    def _entity_type(self, authzen_type: str) -> str:
+        """``mapping.entity_type``, remembered (the mapping is immutable; only valid types are kept)."""
+        cedar_type = self._entity_types.get(authzen_type)
+        if cedar_type is None:
+            cedar_type = self._entity_types[authzen_type] = self.mapping.entity_type(authzen_type)
+        return cedar_type
+
     def _cedar_request(self, request: EvaluationRequest) -> tuple[dict[str, Any], cedarpy.Entities]:
-        principal = self.mapping.uid(request.subject.type, request.subject.id)
-        resource = self.mapping.uid(request.resource.type, request.resource.id)
-        context = to_cedar_record(request.context or {})
+        """The Cedar request (its context already as the JSON text Cedar reads) and its entities."""
+        subject, resource_ = request.subject, request.resource
+        principal = {"type": self._entity_type(subject.type), "id": subject.id}
+        resource = {"type": self._entity_type(resource_.type), "id": resource_.id}
+        context = to_cedar_record(request.context) if request.context else {}
         if request.action.properties:
             key = self.mapping.action_properties_key
             if key in context:
                 raise ValueError(f"context member {key!r} is reserved for action.properties")
             context[key] = to_cedar_record(request.action.properties)
-        entities = self._request_entities(
-            [(principal, request.subject.properties), (resource, request.resource.properties)]
-        )
+        if subject.properties or resource_.properties:
+            entities = self._request_entities([(principal, subject.properties), (resource, resource_.properties)])
+        else:
+            entities = self._entities
         cedar_request = {
             "principal": principal,
-            "action": self.mapping.action_uid(request.action.name),
+            "action": {"type": self._action_type, "id": request.action.name},
             "resource": resource,
-            "context": context,
+            "context": json.dumps(context) if context else _EMPTY_RECORD,
         }
         return cedar_request, entities
 
@@ -338,17 +357,38 @@ class CedarPDP:
         self, cedar_request: dict[str, Any], policies: cedarpy.PolicySet, entities: cedarpy.Entities
     ) -> _Verdict:
         try:
-            result = cedarpy.is_authorized(cedar_request, policies, entities, schema=self._schema)
+            response = _is_authorized(cedar_request, policies, entities, self._schema)
         except ValueError as exc:
             return _Verdict(False, (), (), failure=str(exc))
-        errors = list(result.diagnostics.errors)
-        if result.decision is cedarpy.Decision.NoDecision:
+        diagnostics = response.get("diagnostics") or {}
+        errors = list(diagnostics.get("errors", ()))
+        decision = response["decision"]
+        if decision == cedarpy.Decision.NoDecision.value:
             return _Verdict(False, (), (), failure="; ".join(errors) or "Cedar reached no decision")
+        if not errors:
+            return _Verdict(decision == cedarpy.Decision.Allow.value, tuple(diagnostics.get("reason", ())), ())
         errored = tuple(match.group(1) for error in errors if (match := _ERRORED_POLICY.search(error)))
         if len(errored) < len(errors):
             # An error that names no policy: assume the worst about it.
             errored += ("<unknown>",)
-        return _Verdict(result.allowed, tuple(result.diagnostics.reasons), errored)
+        return _Verdict(decision == cedarpy.Decision.Allow.value, tuple(diagnostics.get("reason", ())), errored)
+
+
+def _is_authorized(
+    cedar_request: dict[str, Any],
+    policies: cedarpy.PolicySet,
+    entities: cedarpy.Entities,
+    schema: cedarpy.Schema | None,
+) -> dict[str, Any]:
+    """Cedar's response object (``decision``, ``diagnostics``) to one request; ``ValueError`` on bad input."""
+    if _is_authorized_json is not None:
+        response: dict[str, Any] = json.loads(
+            _is_authorized_json(cedar_request, policies, entities._inner, schema, False)
+        )
+        return response
+    result = cedarpy.is_authorized(cedar_request, policies, entities, schema=schema)
+    diagnostics = {"errors": result.diagnostics.errors, "reason": result.diagnostics.reasons}
+    return {"decision": result.decision.value, "diagnostics": diagnostics}
 
 
 def _rejected_approval(decision: Decision, reason: str) -> Decision:

@@ -82,7 +82,7 @@ def _check_identifier(name: str) -> None:
 
 def to_cedar_value(value: Any) -> Any:
     """Convert a JSON value to Cedar's JSON value form (see the module docstring)."""
-    if isinstance(value, bool | str):
+    if isinstance(value, (bool, str)):  # a tuple is faster than a union here
         return value
     if isinstance(value, int):
         return value if _I64[0] <= value <= _I64[1] else str(value)
@@ -104,7 +104,7 @@ def to_cedar_record(record: Mapping[str, Any]) -> dict[str, Any]:
         if key in _ESCAPE_KEYS:
             raise ValueError(f"the member name {key!r} is reserved by Cedar")
         if member is not None:
-            converted[key] = to_cedar_value(member)
+            converted[key] = member if type(member) is str else to_cedar_value(member)
     return converted
 
 

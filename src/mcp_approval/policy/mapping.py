@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from mcp_approval.policy.models import Action, Context, EvaluationRequest, Resource, Subject
+from mcp_approval.policy.models import Context, EvaluationRequest
 
 TOOLS_CALL_ACTION: Final = "tools/call"
 _MISSING: Final = object()
@@ -84,6 +84,9 @@ class ToolRule:
             raise ValueError("ToolRule takes resource_id or resource_id_from, not both")
 
 
+_DEFAULT_RULE: Final = ToolRule()
+
+
 class ToolCallMapper:
     """Maps ``tools/call`` requests to AuthZEN evaluation requests.
 
@@ -109,7 +112,7 @@ class ToolCallMapper:
 
     def rule_for(self, tool: str) -> ToolRule:
         """The rule of ``tool`` (the defaults when it has none)."""
-        return self.rules.get(tool) or ToolRule()
+        return self.rules.get(tool) or _DEFAULT_RULE
 
     def map_call(
         self,
@@ -137,31 +140,35 @@ class ToolCallMapper:
             context["arguments"] = args
         if client:
             context["client"] = dict(client)
-        if resource.type != self.resource_type or resource.id != tool:
+        if resource["type"] != self.resource_type or resource["id"] != tool:
             context["tool"] = tool
         for key, value in (extra_context or {}).items():
             if key in context:
                 raise ToolMappingError(f"extra context member {key!r} collides with a mapped member")
             context[key] = value
-        return EvaluationRequest(
-            subject=Subject(
-                type=self.subject_type,
-                id=principal,
-                properties=dict(subject_properties) if subject_properties else None,
-            ),
-            action=Action(name=rule.action or self.action),
-            resource=resource,
-            context=context,
+        # One validation of the whole request (cheaper than validating each member model in turn).
+        return EvaluationRequest.model_validate(
+            {
+                "subject": {
+                    "type": self.subject_type,
+                    "id": principal,
+                    "properties": dict(subject_properties) if subject_properties else None,
+                },
+                "action": {"name": rule.action or self.action},
+                "resource": resource,
+                "context": context,
+            }
         )
 
-    def _resource(self, tool: str, rule: ToolRule, args: Mapping[str, Any]) -> Resource:
+    def _resource(self, tool: str, rule: ToolRule, args: Mapping[str, Any]) -> dict[str, Any]:
+        """The request's ``resource`` member (validated with the rest of the request)."""
         if rule.resource_id_from is not None:
             resource_id = _identifier(argument_at(args, rule.resource_id_from), rule.resource_id_from)
         else:
             resource_id = rule.resource_id or tool
         properties = {name: argument_at(args, path) for name, path in rule.resource_properties_from.items()}
-        return Resource(
-            type=rule.resource_type or self.resource_type,
-            id=resource_id,
-            properties=properties or None,
-        )
+        return {
+            "type": rule.resource_type or self.resource_type,
+            "id": resource_id,
+            "properties": properties or None,
+        }

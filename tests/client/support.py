@@ -123,6 +123,9 @@ class SentCall:
     name: str
     meta: dict[str, Any]
     authorization: str | None
+    params: dict[str, Any] = field(default_factory=dict)
+    reply: dict[str, Any] | None = None
+    """The JSON-RPC ``result`` the server answered with (JSON responses only)."""
 
 
 @dataclass
@@ -142,8 +145,17 @@ class Recorder:
             body += message.get("body", b"")
             if not message.get("more_body", False):
                 break
-        self._record(scope, body)
+        call = self._record(scope, body)
         replayed = False
+        reply = b""
+
+        async def keep_reply(message: Message) -> None:
+            nonlocal reply
+            if call is not None and message["type"] == "http.response.body":
+                reply += message.get("body", b"")
+                if not message.get("more_body", False):
+                    call.reply = _result_of(reply)
+            await send(message)
 
         async def replay() -> Message:
             nonlocal replayed
@@ -152,32 +164,42 @@ class Recorder:
             replayed = True
             return {"type": "http.request", "body": body, "more_body": False}
 
-        await self.app(scope, replay, send)
+        await self.app(scope, replay, keep_reply)
 
-    def _record(self, scope: Scope, body: bytes) -> None:
+    def _record(self, scope: Scope, body: bytes) -> SentCall | None:
         try:
             document = json.loads(body)
         except ValueError:
-            return
-        if isinstance(document, dict) and document.get("method") == "tools/call":
-            params = document.get("params") or {}
-            headers = {key.decode().lower(): value.decode() for key, value in scope["headers"]}
-            self.calls.append(SentCall(params.get("name"), params.get("_meta") or {}, headers.get("authorization")))
+            return None
+        if not isinstance(document, dict) or document.get("method") != "tools/call":
+            return None
+        params = document.get("params") or {}
+        headers = {key.decode().lower(): value.decode() for key, value in scope["headers"]}
+        call = SentCall(params.get("name"), params.get("_meta") or {}, headers.get("authorization"), params)
+        self.calls.append(call)
+        return call
 
     def of(self, name: str) -> list[SentCall]:
         """The recorded calls of tool ``name``."""
         return [call for call in self.calls if call.name == name]
 
 
+def _result_of(body: bytes) -> dict[str, Any] | None:
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return None
+    result = document.get("result") if isinstance(document, dict) else None
+    return result if isinstance(result, dict) else None
+
+
 @asynccontextmanager
-async def connected(
-    ran: Counter[str], *, token: str = "alice-token", **client_options: Any
+async def serving(
+    server: MCPServer[Any], *, headers: dict[str, str] | None = None, **client_options: Any
 ) -> AsyncIterator[tuple[Client, httpx2.AsyncClient, Recorder]]:
-    """An SDK client over streamable HTTP (in process) to :func:`build_server`, its HTTP client, the recorder."""
-    server = build_server(ran)
+    """An SDK client over streamable HTTP (in process, JSON responses) to ``server``, its HTTP client, the recorder."""
     recorder = Recorder(server.streamable_http_app(json_response=True))
     transport = httpx2.ASGITransport(app=recorder)
-    headers = {"Authorization": f"Bearer {token}"}
     async with (
         server.session_manager.run(),
         httpx2.AsyncClient(transport=transport, base_url=BASE_URL, headers=headers) as http,
@@ -185,3 +207,13 @@ async def connected(
         wire = streamable_http_client(f"{BASE_URL}/mcp", http_client=http)
         async with Client(wire, **client_options) as client:
             yield client, http, recorder
+
+
+@asynccontextmanager
+async def connected(
+    ran: Counter[str], *, token: str = "alice-token", **client_options: Any
+) -> AsyncIterator[tuple[Client, httpx2.AsyncClient, Recorder]]:
+    """An SDK client over streamable HTTP (in process) to :func:`build_server`, its HTTP client, the recorder."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with serving(build_server(ran), headers=headers, **client_options) as connection:
+        yield connection

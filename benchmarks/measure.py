@@ -8,6 +8,7 @@ import itertools
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 
 def log(message: str) -> None:
@@ -66,3 +67,36 @@ def settle() -> None:
 def median(values: Sequence[float]) -> float:
     """The median as a float."""
     return float(statistics.median(values))
+
+
+@dataclass
+class Row:
+    """One line of a benchmark's final table."""
+
+    figure: str
+    measured: str
+    baseline: str = ""
+    target: str = "-"
+    passed: bool | None = None  # None: informative, no target
+
+    @property
+    def verdict(self) -> str:
+        """PASS or MISS against the target, INFO where there is none."""
+        if self.passed is None:
+            return "INFO"
+        return "PASS" if self.passed else "MISS"
+
+
+def print_table(rows: Sequence[Row], *, baseline_header: str = "baseline") -> None:
+    """Print the rows as an aligned table."""
+    headers = ("figure", "measured", baseline_header, "target", "result")
+    cells = [(r.figure, r.measured, r.baseline, r.target, r.verdict) for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
+
+    def line(values: Sequence[str]) -> str:
+        return " | ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
+
+    print(line(headers))
+    print("-+-".join("-" * w for w in widths))
+    for cell in cells:
+        print(line(cell))

@@ -33,7 +33,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
-from measure import log, paired_calls, settle
+from measure import Row, log, paired_calls, print_table, settle
 
 from mcp_approval.approval import PolicyGate
 from mcp_approval.policy import CedarPDP, ToolCallMapper
@@ -62,17 +62,6 @@ class Scale:
 
 FULL = Scale(rounds=7, warmup=300, calls=600, evaluations=5_000)
 QUICK = Scale(rounds=3, warmup=50, calls=150, evaluations=1_000)
-
-
-@dataclass
-class Row:
-    """One line of the final table."""
-
-    figure: str
-    measured: str
-    baseline: str
-    target: str
-    verdict: str
 
 
 def build_server(gated: bool) -> MCPServer[Any]:
@@ -135,7 +124,7 @@ async def bench_latency(scale: Scale, transport: str) -> list[Row]:
                 f"{ratio:.3f}x ({gate_us:.0f} us)",
                 f"plain {plain_us:.0f} us",
                 f"<= {RATIO_TARGET:.2f}",
-                "PASS" if ratio <= RATIO_TARGET else "MISS",
+                ratio <= RATIO_TARGET,
             )
         )
     return rows
@@ -163,22 +152,8 @@ async def bench_cedar(scale: Scale) -> list[Row]:
             rates.append(scale.evaluations / (time.perf_counter() - start))
         rate = statistics.median(rates)
         log(f"  {name}: {rate:,.0f} evaluations/s")
-        rows.append(Row(f"CedarPDP.evaluate {name}", f"{rate:,.0f} /s", "-", "-", "INFO"))
+        rows.append(Row(f"CedarPDP.evaluate {name}", f"{rate:,.0f} /s", "-"))
     return rows
-
-
-def print_table(rows: Sequence[Row]) -> None:
-    headers = ("figure", "measured", "baseline", "target", "result")
-    cells = [(r.figure, r.measured, r.baseline, r.target, r.verdict) for r in rows]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
-
-    def line(values: Sequence[str]) -> str:
-        return " | ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
-
-    print(line(headers))
-    print("-+-".join("-" * w for w in widths))
-    for cell in cells:
-        print(line(cell))
 
 
 async def run(scale: Scale) -> None:

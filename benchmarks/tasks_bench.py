@@ -40,7 +40,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
-from measure import log, median, paired_calls, settle, throughput, timed_calls
+from measure import Row, log, median, paired_calls, print_table, settle, throughput, timed_calls
 from sqlalchemy.engine import make_url
 
 from mcp_approval.client import CreateTaskResult, TasksClient
@@ -113,23 +113,6 @@ QUICK = Scale(
 
 
 @dataclass
-class Row:
-    """One line of the final table."""
-
-    figure: str
-    measured: str
-    baseline: str = ""
-    target: str = "-"
-    passed: bool | None = None  # None: informative, no target
-
-    @property
-    def verdict(self) -> str:
-        if self.passed is None:
-            return "INFO"
-        return "PASS" if self.passed else "MISS"
-
-
-@dataclass
 class Report:
     rows: list[Row] = field(default_factory=list)
 
@@ -137,17 +120,7 @@ class Report:
         self.rows.append(row)
 
     def print_table(self) -> None:
-        headers = ("figure", "measured", "baseline / context", "target", "result")
-        cells = [(r.figure, r.measured, r.baseline, r.target, r.verdict) for r in self.rows]
-        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
-
-        def line(values: Sequence[str]) -> str:
-            return " | ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
-
-        print(line(headers))
-        print("-+-".join("-" * w for w in widths))
-        for cell in cells:
-            print(line(cell))
+        print_table(self.rows, baseline_header="baseline / context")
 
 
 def rss_mib() -> float:

@@ -58,13 +58,13 @@ import anyio
 import mcp_types as types
 from mcp.client import Client, InputRequiredRoundsExceededError, UnexpectedClaimedResult
 from mcp.client.extension import ClaimContext, ResultClaim
-from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import HEADER_MISMATCH
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from mcp_approval.client.denials import AuthorizationDenial, DenialReading, read_denial
+from mcp_approval.client.inputs import answer_through_callbacks
 from mcp_approval.denials.models import AuthorizationRemediationHint
 from mcp_approval.protocol import METHOD_TOOLS_CALL
 
@@ -276,10 +276,7 @@ class AuthorizingCaller:
         session = self.client.session
         responses: types.InputResponses = {}
         for key, request in (result.input_requests or {}).items():
-            request_meta = request.params.meta if request.params is not None else None
-            answer = await session.dispatch_input_request(
-                ClientRequestContext(session=session, request_id=key, meta=request_meta), request
-            )
+            answer = await answer_through_callbacks(session, key, request)
             if isinstance(answer, types.ErrorData):
                 logger.info("tools/call %r: the client declined input request %r: %s", name, key, answer.message)
                 if denial is not None:

@@ -19,10 +19,11 @@ from typing import Any, Literal
 
 import mcp_types as types
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
-from mcp.client.session import ClientRequestContext, ClientSession
+from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 from pydantic import Field, TypeAdapter, ValidationError
 
+from mcp_approval.client.inputs import answer_through_callbacks
 from mcp_approval.client.journal import TaskJournal
 from mcp_approval.protocol import METHOD_TASKS_CANCEL, METHOD_TASKS_GET, METHOD_TASKS_UPDATE, TASKS_EXTENSION
 
@@ -238,10 +239,7 @@ class TasksClient(ClientExtension):
             parsed = _INPUT_REQUEST.validate_python(dict(request))
         except ValidationError as exc:
             raise TaskInputRequiredError(task_id, f"task asks for input this client cannot parse ({key})") from exc
-        meta = parsed.params.meta if parsed.params is not None else None
-        answer = await session.dispatch_input_request(
-            ClientRequestContext(session=session, request_id=key, meta=meta), parsed
-        )
+        answer = await answer_through_callbacks(session, key, parsed)
         if isinstance(answer, types.ErrorData):
             raise TaskInputRequiredError(task_id, f"task needs input the client declined ({key}: {answer.message})")
         return answer.model_dump(by_alias=True, mode="json", exclude_none=True)

@@ -70,5 +70,5 @@ async def context_correlation_middleware(ctx: ServerRequestContext[Any, Any], ca
     """
     if ctx.method == METHOD_TOOLS_CALL:
         name = ctx.params.get("name") if isinstance(ctx.params, Mapping) else None
-        note_retry(ctx.meta, operation=name if isinstance(name, str) else "tools/call")
+        note_retry(ctx.meta, operation=name if isinstance(name, str) else METHOD_TOOLS_CALL)
     return await call_next(ctx)

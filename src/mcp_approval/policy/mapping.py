@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mcp_approval.policy.models import Context, EvaluationRequest
+from mcp_approval.protocol import METHOD_TOOLS_CALL
 
-TOOLS_CALL_ACTION: Final = "tools/call"
+TOOLS_CALL_ACTION: Final = METHOD_TOOLS_CALL  # the AuthZEN action names the MCP method
 _MISSING: Final = object()
 
 

@@ -14,7 +14,12 @@ import mcp_types as types
 from mcp.server.context import HandlerResult
 from mcp.shared.exceptions import MCPError
 
-from mcp_approval.protocol import INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp_approval.protocol import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_ELICITATION_CREATE,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+)
 from mcp_approval.storage import StoreUnavailableError
 from mcp_approval.tasks.models import TaskRecord, error_document, new_task_id, result_document
 from mcp_approval.tasks.states import TaskStatus
@@ -237,7 +242,7 @@ class Execution:
     async def elicit(self, message: str, requested_schema: Mapping[str, Any]) -> dict[str, Any]:
         """Ask the user a form-mode question; returns the ``ElicitResult`` as a dict."""
         params = types.ElicitRequestFormParams(message=message, requested_schema=dict(requested_schema))
-        request = {"method": "elicitation/create", "params": params.model_dump(by_alias=True, exclude_none=True)}
+        request = {"method": METHOD_ELICITATION_CREATE, "params": params.model_dump(by_alias=True, exclude_none=True)}
         (answer,) = await self.request_input([request])
         return dict(answer) if isinstance(answer, Mapping) else {"action": "cancel"}
 
@@ -261,7 +266,7 @@ def check_declared(request: Mapping[str, Any], capabilities: types.ClientCapabil
     method = request.get("method")
     params = request.get("params") or {}
     required: dict[str, Any]
-    if method == "elicitation/create":
+    if method == METHOD_ELICITATION_CREATE:
         mode = params.get("mode", "form") if isinstance(params, Mapping) else "form"
         elicitation = capabilities.elicitation if capabilities else None
         declared = elicitation is not None and (

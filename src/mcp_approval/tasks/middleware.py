@@ -20,16 +20,23 @@ from mcp.server.mcpserver import require_client_extension
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import decode_header_value
 
-from mcp_approval.protocol import HEADER_MCP_NAME, HEADER_MISMATCH, TASK_METHODS, TASKS_EXTENSION
+from mcp_approval.protocol import (
+    HEADER_MCP_NAME,
+    HEADER_MISMATCH,
+    METHOD_SUBSCRIPTIONS_LISTEN,
+    METHOD_TOOLS_CALL,
+    TASK_METHODS,
+    TASKS_EXTENSION,
+)
 
 
 async def task_routing_middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
     """Enforce ``Mcp-Name`` on ``tasks/*`` and drop the legacy ``params.task`` of ``tools/call``."""
     if ctx.method in TASK_METHODS:
         _check_mcp_name(ctx)
-    elif ctx.method == "subscriptions/listen" and _asks_for_task_ids(ctx):
+    elif ctx.method == METHOD_SUBSCRIPTIONS_LISTEN and _asks_for_task_ids(ctx):
         require_client_extension(ctx, TASKS_EXTENSION)
-    elif ctx.method == "tools/call" and isinstance(ctx.params, dict) and "task" in ctx.params:
+    elif ctx.method == METHOD_TOOLS_CALL and isinstance(ctx.params, dict) and "task" in ctx.params:
         params = {key: value for key, value in ctx.params.items() if key != "task"}
         return await call_next(replace(ctx, params=params))
     return await call_next(ctx)

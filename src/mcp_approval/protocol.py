@@ -61,3 +61,14 @@ HEADER_WWW_AUTHENTICATE: Final = "www-authenticate"
 CHALLENGE_INVALID_TOKEN: Final = "invalid_token"  # noqa: S105 (an RFC 6750 error code, not a secret)
 CHALLENGE_INSUFFICIENT_SCOPE: Final = "insufficient_scope"
 CHALLENGE_INSUFFICIENT_AUTHORIZATION: Final = "insufficient_authorization"
+
+# Tool approval (SEP-2848).
+TOOL_APPROVAL_EXTENSION: Final = "io.modelcontextprotocol/tool-approval"
+#: ``_meta`` key of a completed approval task's execution outcome.
+META_TOOL_APPROVAL_DISPOSITION: Final = "io.modelcontextprotocol/tool-approval-disposition"
+#: ``_meta`` key of a string the model reads at once, on a ``CreateTaskResult``.
+META_MODEL_IMMEDIATE_RESPONSE: Final = "io.modelcontextprotocol/model-immediate-response"
+DISPOSITION_APPROVED_EXECUTED: Final = "approved-executed"
+DISPOSITION_DENIED_NOT_EXECUTED: Final = "denied-not-executed"
+DISPOSITION_EXECUTION_ERROR: Final = "execution-error"
+DISPOSITION_OUTCOME_UNKNOWN: Final = "outcome-unknown"

@@ -11,10 +11,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from sqlalchemy import Connection, func, select, text
+from sqlalchemy import Connection, Index, MetaData, Table, func, select, text
 
 from mcp_approval.storage.database import Database
-from mcp_approval.storage.schema import schema_version_table, tasks_table
+from mcp_approval.storage.schema import (
+    approval_decisions_table,
+    approval_intents_table,
+    approval_requests_table,
+    approval_workflows_table,
+    audit_events_table,
+    schema_version_table,
+    tasks_table,
+)
 
 Migration = Callable[[Connection], None]
 
@@ -22,11 +30,37 @@ Migration = Callable[[Connection], None]
 _PG_MIGRATION_LOCK = 0x6D6370_61707072
 
 
+#: Columns added to ``tasks`` by version 2; version 1 creates the table without them.
+_TASKS_V2_COLUMNS = ("handler", "meta_json")
+
+
+def _as_created_by_v1(table: Table) -> Table:
+    """``table`` as version 1 created it: without the columns later versions add."""
+    copy = Table(table.name, MetaData(), *(c._copy() for c in table.columns if c.name not in _TASKS_V2_COLUMNS))
+    for index in table.indexes:
+        Index(index.name, *(copy.c[column.name] for column in index.columns), unique=index.unique)
+    return copy
+
+
 def _v1_tasks(conn: Connection) -> None:
-    tasks_table.create(conn)  # with its indexes
+    _as_created_by_v1(tasks_table).create(conn)  # with its indexes
 
 
-MIGRATIONS: tuple[Migration, ...] = (_v1_tasks,)
+def _v2_tool_approval(conn: Connection) -> None:
+    # Which component drives a task no in-process execution runs, and the _meta it repeats.
+    conn.execute(text("ALTER TABLE tasks ADD COLUMN handler VARCHAR(32)"))
+    conn.execute(text("ALTER TABLE tasks ADD COLUMN meta_json TEXT"))
+    for table in (
+        approval_workflows_table,
+        approval_intents_table,
+        approval_requests_table,
+        approval_decisions_table,
+        audit_events_table,
+    ):
+        table.create(conn)
+
+
+MIGRATIONS: tuple[Migration, ...] = (_v1_tasks, _v2_tool_approval)
 #: The schema version this code expects.
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -44,6 +44,10 @@ tasks_table = Table(
     Column("lease_expires_at", BigInteger, nullable=True),
     # Bumped by every write; read-modify-write operations compare-and-set on it.
     Column("version", Integer, nullable=False, default=0),
+    # Added by schema version 2. The component that drives a task no in-process execution runs
+    # (e.g. "approval"), and the _meta every tasks/get repeats while the task is not terminal.
+    Column("handler", String(32), nullable=True),
+    Column("meta_json", Text, nullable=True),
 )
 
 Index("ix_tasks_principal_status", tasks_table.c.principal_digest, tasks_table.c.status)
@@ -51,3 +55,127 @@ Index("ix_tasks_status", tasks_table.c.status)
 Index("ix_tasks_expires_at", tasks_table.c.expires_at)
 Index("ix_tasks_owner", tasks_table.c.owner)
 Index("ix_tasks_lease", tasks_table.c.lease_expires_at)
+
+# -- tool approval (SEP-2848) ---------------------------------------------------------------
+
+approval_workflows_table = Table(
+    "approval_workflows",
+    metadata,
+    # One workflow per approval task; the task row (tasks.task_id) carries the wire status.
+    Column("task_id", String(64), primary_key=True),
+    Column("principal_digest", String(64), nullable=False),
+    Column("tool_name", String(256), nullable=False),
+    # JCS (RFC 8785) + SHA-256 of the arguments: the dedup scope and an integrity check.
+    Column("arguments_digest", String(64), nullable=False),
+    # The immutable call binding, AES-GCM encrypted; key_id names the key that sealed it.
+    Column("binding_ciphertext", Text, nullable=True),
+    Column("key_id", String(64), nullable=False),
+    # Hash of the tool's definition when the call was made (fail closed if it changes).
+    Column("tool_fingerprint", String(64), nullable=True),
+    # pending -> claimed -> finished; pending -> fenced. See approval.states.
+    Column("phase", String(16), nullable=False),
+    Column("generation", Integer, nullable=False, default=1),
+    Column("backend", String(64), nullable=False),
+    # The current generation's durable backend handle.
+    Column("handle", String(512), nullable=True),
+    Column("template", String(256), nullable=True),
+    Column("request_deadline", BigInteger, nullable=True),
+    Column("approval_expires_at", BigInteger, nullable=True),
+    # When the resolver next looks at this workflow (polling, retry backoff).
+    Column("next_check_at", BigInteger, nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    # The worker resolving or executing it, and how long that lease holds.
+    Column("lease_owner", String(64), nullable=True),
+    Column("lease_expires_at", BigInteger, nullable=True),
+    Column("execution_deadline", BigInteger, nullable=True),
+    Column("disposition", String(32), nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    Column("version", Integer, nullable=False, default=0),
+)
+
+Index(
+    "ix_approval_workflows_dedup",
+    approval_workflows_table.c.principal_digest,
+    approval_workflows_table.c.tool_name,
+    approval_workflows_table.c.arguments_digest,
+)
+Index("ix_approval_workflows_due", approval_workflows_table.c.phase, approval_workflows_table.c.next_check_at)
+
+approval_intents_table = Table(
+    "approval_intents",
+    metadata,
+    # The fresh idempotency key of one submission (initial or chained), 256 random bits.
+    Column("idempotency_key", String(64), primary_key=True),
+    Column("task_id", String(64), nullable=False),
+    Column("generation", Integer, nullable=False),
+    Column("principal_digest", String(64), nullable=False),
+    Column("tool_name", String(256), nullable=False),
+    Column("arguments_digest", String(64), nullable=False),
+    # The exact submission body, encrypted like the binding (it may hold the arguments).
+    Column("body_ciphertext", Text, nullable=False),
+    Column("key_id", String(64), nullable=False),
+    # open (not yet bound) -> bound -> consumed; open -> abandoned.
+    Column("state", String(16), nullable=False),
+    Column("handle", String(512), nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+)
+
+Index("ix_approval_intents_task", approval_intents_table.c.task_id, approval_intents_table.c.generation, unique=True)
+Index("ix_approval_intents_state", approval_intents_table.c.state)
+Index("ix_approval_intents_handle", approval_intents_table.c.handle)
+Index(
+    "ix_approval_intents_dedup",
+    approval_intents_table.c.principal_digest,
+    approval_intents_table.c.tool_name,
+    approval_intents_table.c.arguments_digest,
+)
+
+approval_requests_table = Table(
+    "approval_requests",
+    metadata,
+    # The local backend's durable handle.
+    Column("request_id", String(64), primary_key=True),
+    Column("idempotency_key", String(64), nullable=False, unique=True),
+    # SHA-256 of the canonical submission body: a repeat with another body is a conflict.
+    Column("body_digest", String(64), nullable=False),
+    Column("body_json", Text, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("tool_name", String(256), nullable=False),
+    Column("requester", String(256), nullable=False),
+    Column("template", String(256), nullable=True),
+    Column("approvals_required", Integer, nullable=False, default=1),
+    Column("created_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=True),
+    Column("approved_until", BigInteger, nullable=True),
+    Column("decided_at", BigInteger, nullable=True),
+    Column("updated_at", BigInteger, nullable=False),
+    Column("version", Integer, nullable=False, default=0),
+)
+
+Index("ix_approval_requests_status", approval_requests_table.c.status, approval_requests_table.c.created_at)
+
+approval_decisions_table = Table(
+    "approval_decisions",
+    metadata,
+    Column("request_id", String(64), primary_key=True),
+    Column("reviewer", String(256), primary_key=True),
+    Column("decision", String(16), nullable=False),
+    Column("comment", Text, nullable=True),
+    Column("decided_at", BigInteger, nullable=False),
+)
+
+audit_events_table = Table(
+    "audit_events",
+    metadata,
+    Column("event_id", Integer, primary_key=True, autoincrement=True),
+    Column("at", BigInteger, nullable=False),
+    Column("kind", String(64), nullable=False),
+    # The approval request or task the event is about.
+    Column("subject", String(128), nullable=True),
+    Column("actor", String(256), nullable=True),
+    Column("data_json", Text, nullable=False, default="{}"),
+)
+
+Index("ix_audit_events_subject", audit_events_table.c.subject, audit_events_table.c.event_id)

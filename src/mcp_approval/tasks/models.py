@@ -52,6 +52,10 @@ class TaskRecord:
     owner: str | None = None
     lease_expires_at: int | None = None
     version: int = 0
+    #: The component that drives the task when no in-process execution runs it (e.g. ``"approval"``).
+    handler: str | None = None
+    #: ``_meta`` repeated on the task's results while it is not terminal (e.g. a denial envelope).
+    meta: dict[str, Any] | None = None
 
     @property
     def terminal(self) -> bool:
@@ -85,9 +89,20 @@ def task_fields(record: TaskRecord) -> dict[str, Any]:
     return body
 
 
-def create_task_result(record: TaskRecord) -> dict[str, Any]:
-    """The flat ``CreateTaskResult`` answered to ``tools/call`` (no outcome fields, ever)."""
-    return {"resultType": RESULT_TYPE_TASK, **task_fields(record)}
+def create_task_result(record: TaskRecord, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The flat ``CreateTaskResult`` answered to ``tools/call`` (no outcome fields, ever).
+
+    ``meta`` (else the task's own non-terminal ``_meta``) rides along as ``_meta``.
+    """
+    body = {"resultType": RESULT_TYPE_TASK, **task_fields(record)}
+    meta = meta if meta is not None else _pending_meta(record)
+    if meta:
+        body["_meta"] = meta
+    return body
+
+
+def _pending_meta(record: TaskRecord) -> dict[str, Any] | None:
+    return None if record.terminal else record.meta
 
 
 def detailed_task(record: TaskRecord) -> dict[str, Any]:
@@ -99,6 +114,9 @@ def detailed_task(record: TaskRecord) -> dict[str, Any]:
         body["error"] = record.error
     elif record.status is TaskStatus.INPUT_REQUIRED:
         body["inputRequests"] = dict(record.input_requests)
+    meta = _pending_meta(record)
+    if meta:
+        body["_meta"] = meta
     return body
 
 

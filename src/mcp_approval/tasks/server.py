@@ -6,7 +6,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -55,6 +55,18 @@ Caller = str | None | _Anonymous
 """A principal digest, ``None`` for an anonymous task owner, or :data:`ANONYMOUS` (no task)."""
 
 
+class TaskHandler(Protocol):
+    """A component that drives tasks no in-process execution runs (e.g. approval-gated calls).
+
+    Such tasks carry the handler's name in :attr:`TaskRecord.handler`; ``tasks/cancel`` on one
+    is handed to the handler, which owns the fence between cancellation and its own work.
+    """
+
+    async def cancel_task(self, record: TaskRecord) -> None:
+        """Cancel ``record`` if it can still be cancelled; a no-op otherwise."""
+        ...
+
+
 def default_principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
     """The SDK's authenticated principal; in-process and stdio callers are one local caller."""
     principal = authenticated_principal(ctx)
@@ -93,6 +105,11 @@ class TasksExtension(Extension):
         store: TaskStore = self.options.store or SqlTaskStore(self.options.store_url, clock=clock)
         self.runtime = TaskRuntime(store, self.options, clock=clock)
         self._resolve_principal = self.options.principal_resolver or default_principal
+        self._handlers: dict[str, TaskHandler] = {}
+
+    def register_handler(self, name: str, handler: TaskHandler) -> None:
+        """Hand ``tasks/cancel`` on tasks whose :attr:`TaskRecord.handler` is ``name`` to ``handler``."""
+        self._handlers[name] = handler
 
     @property
     def store(self) -> TaskStore:
@@ -207,6 +224,13 @@ class TasksExtension(Extension):
         return {}
 
     async def _cancel_active(self, record: TaskRecord) -> None:
+        if record.handler is not None:
+            handler = self._handlers.get(record.handler)
+            if handler is not None:
+                await handler.cancel_task(record)
+            else:  # this worker lacks the handler: leave the request where one that has it will see it
+                await self.store.request_cancel(record.task_id)
+            return
         execution = self.runtime.local(record.task_id)
         if execution is not None:
             # Runs here: stop it. Once the tool has returned this is a no-op, and the outcome

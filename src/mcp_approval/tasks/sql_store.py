@@ -89,6 +89,8 @@ def _record(values: Mapping[str, Any]) -> TaskRecord:
         owner=values["owner"],
         lease_expires_at=values["lease_expires_at"],
         version=values["version"],
+        handler=values["handler"],
+        meta=_loads(values["meta_json"]),
     )
 
 
@@ -104,13 +106,16 @@ class SqlTaskStore:
         url: ``sqlite:///PATH`` (WAL file database), ``sqlite://`` (a private temporary database)
             or ``postgresql://...``.
         clock: the source of time for timestamps, leases and expiry.
+        database: an already opened database for ``url`` to use instead of opening one.
     """
 
-    def __init__(self, url: str = "sqlite://", *, clock: Clock | None = None) -> None:
+    def __init__(self, url: str = "sqlite://", *, clock: Clock | None = None, database: Database | None = None) -> None:
         normalize_url(url)  # a bad URL fails here, naming its scheme, not at the first request
         self.url = url
         self._clock = clock or SystemClock()
-        self._db: Database | None = None
+        # A database opened by the caller lets other components (approvals) share its connections;
+        # the store still closes it.
+        self._db: Database | None = database
 
     @property
     def database(self) -> Database:
@@ -157,6 +162,8 @@ class SqlTaskStore:
             "owner": None if terminal else task.owner,
             "lease_expires_at": None if terminal or task.lease_ms is None else now + task.lease_ms,
             "version": 0,
+            "handler": task.handler,
+            "meta_json": None if task.meta is None else _dumps(task.meta),
         }
 
         def insert(conn: Connection) -> None:

@@ -30,6 +30,8 @@ class NewTask:
     status_message: str | None = None
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    handler: str | None = None
+    meta: dict[str, Any] | None = None
 
 
 class TaskLimitReachedError(Exception):

@@ -1,0 +1,31 @@
+"""Named crash-injection points for the crash-consistency tests.
+
+``MCP_APPROVAL_CRASH_AT=<name>`` makes the process kill itself (SIGKILL, no cleanup) when it
+reaches that point, so a test can restart it on the same database and check that nothing ran
+twice and nothing was orphaned. Unset (always, in production), each point is a dictionary-free
+string comparison.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Final, Literal
+
+CRASH_ENV: Final = "MCP_APPROVAL_CRASH_AT"
+CrashPoint = Literal["after_intent", "after_submit", "after_handle", "after_task", "after_claim", "after_side_effect"]
+CRASH_POINTS: Final[tuple[CrashPoint, ...]] = (
+    "after_intent",
+    "after_submit",
+    "after_handle",
+    "after_task",
+    "after_claim",
+    "after_side_effect",
+)
+_ARMED: Final = os.environ.get(CRASH_ENV)
+
+
+def crash_point(name: CrashPoint) -> None:
+    """Die at once if the environment names this point."""
+    if name == _ARMED:
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,451 @@
+"""The resolver: follows pending approvals to their end (SEP-2848 §Lifecycle, §Completion).
+
+Each worker runs one. It leases due workflows from the store, fetches the backend's
+authoritative status (callbacks only wake it up), and then:
+
+=======================  ====================================================================
+backend state            what happens
+=======================  ====================================================================
+pending                  look again later; a moved deadline extends the task's retention
+approved                 re-evaluate with the approval as input, against the call binding and
+                         current state: allow → claim → run once → ``approved-executed``;
+                         retry → backoff (never past the approval's expiry); request → a new
+                         generation (bounded); deny → ``denied-not-executed``
+denied / expired         ``completed`` + ``isError`` + ``denied-not-executed``
+cancelled                ``cancelled``
+failed / unknown handle  ``failed`` (before any claim, so retryable)
+=======================  ====================================================================
+
+A claimed execution whose worker stops renewing its lease ends ``outcome-unknown``; it is
+never invoked again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from mcp_approval.approval.binding import BindingIntegrityError, CallBinding
+from mcp_approval.approval.crashpoints import crash_point
+from mcp_approval.approval.results import denied_result, executed_result, outcome_unknown_result
+from mcp_approval.approval.states import Disposition, IntentState, Phase
+from mcp_approval.approval.store import Intent, TaskOutcome, Workflow
+from mcp_approval.backends import (
+    ApprovalBackendError,
+    ApprovalState,
+    ApprovalStatus,
+    ApprovalSubmission,
+    UnknownRequestError,
+)
+from mcp_approval.policy import Decision, NextAction
+from mcp_approval.policy.mapping import ToolMappingError
+from mcp_approval.protocol import INTERNAL_ERROR
+from mcp_approval.storage import StoreUnavailableError
+from mcp_approval.tasks.models import error_document
+from mcp_approval.tasks.states import TaskStatus
+
+if TYPE_CHECKING:
+    from mcp_approval.approval.service import ToolApproval
+
+logger = logging.getLogger("mcp_approval.approval")
+
+DENIED = "The approval request was denied."
+EXPIRED = "The approval request expired before anyone decided it."
+APPROVAL_EXPIRED = "The approval expired before the call could run."
+POLICY_DENIED = "Policy denied the call when it was re-checked after approval."
+PRINCIPAL_INVALID = "The caller is no longer authorized to act, so the approved call was not run."
+TOOL_CHANGED = "The tool changed after approval was requested, so the approved call was not run."
+BINDING_BROKEN = "The stored call could not be verified, so it was not run."
+TOO_MANY_ROUNDS = "The call needed more approval rounds than allowed."
+BACKEND_FAILED = "The approval service failed; the call did not run"
+_BATCH = 200
+_CONCURRENCY = 32
+# Retries of a final store write while the database is unreachable.
+_STORE_RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
+
+
+class Resolver:
+    """Drives one worker's share of pending approvals (see the module docstring)."""
+
+    def __init__(self, approval: ToolApproval, *, worker_id: str) -> None:
+        self.approval = approval
+        self.worker_id = worker_id
+        options = approval.options
+        self.lease_ms = round(options.lease_s * 1000)
+        self.tick_s = max(0.02, min(1.0, options.poll_interval_s / 2))
+        self._loop: asyncio.Task[None] | None = None
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._limit = asyncio.Semaphore(_CONCURRENCY)
+        self._last_reconcile = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Reconcile what a crash may have left, then resolve in the background."""
+        await self.reconcile()
+        self._loop = asyncio.create_task(self._run(), name="mcp-approval resolver")
+
+    async def stop(self) -> None:
+        """Stop the loop and the checks in flight (their leases lapse for another worker)."""
+        tasks = [task for task in (self._loop, *self._inflight) if task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._loop = None
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.tick()
+            except StoreUnavailableError:
+                logger.warning("approval store unavailable; the resolver retries")
+            except Exception:
+                logger.exception("approval resolver tick failed")
+            await asyncio.sleep(self.tick_s)
+
+    async def tick(self) -> None:
+        """One pass: lost executions, due checks, and (now and then) reconciliation."""
+        store = self.approval.store
+        for workflow in await store.lapsed_claims():
+            await self._finish_unknown(workflow)
+        due = await store.lease_due(self.worker_id, self.lease_ms, _BATCH)
+        await asyncio.gather(*(self._guarded(workflow) for workflow in due))
+        now = self.approval.clock.now_ms()
+        if now - self._last_reconcile >= max(1000, round(self.approval.options.intent_grace_s * 500)):
+            await self.reconcile()
+
+    # -- wake-ups ----------------------------------------------------------------------------
+
+    async def wake(self, handle: str) -> None:
+        """A backend says ``handle`` may have changed: check it now (its status decides, not this)."""
+        intent = await self.approval.store.by_handle(handle)
+        if intent is None or intent.state is not IntentState.BOUND:
+            return  # unknown, or a consumed generation: never acted on
+        self.nudge(intent.task_id)
+
+    def nudge(self, task_id: str) -> None:
+        """Check ``task_id`` as soon as possible, in the background."""
+        task = asyncio.create_task(self._check_now(task_id), name=f"mcp-approval check {task_id[:8]}")
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _check_now(self, task_id: str) -> None:
+        with contextlib.suppress(StoreUnavailableError):
+            for workflow in await self.approval.store.lease_due(self.worker_id, self.lease_ms, 1, task_id=task_id):
+                await self._guarded(workflow)
+
+    async def _guarded(self, workflow: Workflow) -> None:
+        async with self._limit:
+            try:
+                await self.check(workflow)
+            except StoreUnavailableError:
+                logger.warning("task %s: store unavailable; checked again later", workflow.task_id[:8])
+            except Exception:
+                logger.exception("task %s: approval check failed; checked again later", workflow.task_id[:8])
+
+    # -- cancellation ----------------------------------------------------------------------
+
+    async def cancel(self, task_id: str) -> bool:
+        """Fence a pending task as ``cancelled`` and withdraw its request; a no-op once claimed."""
+        store = self.approval.store
+        won = await store.fence(task_id, TaskOutcome(TaskStatus.CANCELLED, "Cancelled"))
+        if not won:
+            return False
+        workflow = await store.get(task_id)
+        if workflow is not None and workflow.handle is not None:
+            await self._withdraw(workflow.handle)
+        return True
+
+    async def _withdraw(self, handle: str) -> None:
+        backend = self.approval.backend
+        if not backend.supports_cancel:
+            return  # the local fence alone keeps the tool from running; a late approval is ignored
+        try:
+            await backend.cancel(handle)
+        except ApprovalBackendError as exc:
+            logger.warning("could not withdraw approval request (the task stays fenced): %s", exc)
+
+    # -- one check ---------------------------------------------------------------------------
+
+    async def check(self, workflow: Workflow) -> None:
+        """Fetch the backend's status for a leased workflow and act on it."""
+        now = self.approval.clock.now_ms()
+        if workflow.handle is None:  # a chained request still being submitted: reconciliation's job
+            await self._later(workflow, now + self.lease_ms)
+            return
+        try:
+            state = await self.approval.backend.status(workflow.handle)
+        except UnknownRequestError:
+            await self._fail(workflow)
+            return
+        except ApprovalBackendError as exc:
+            logger.warning("task %s: backend status unavailable (%s)", workflow.task_id[:8], exc)
+            if workflow.request_deadline is not None and now >= workflow.request_deadline:
+                await self._deny(workflow, EXPIRED)
+            else:
+                await self._later(workflow, now + self._backoff_ms(workflow.attempts), attempts=workflow.attempts + 1)
+            return
+        await self._act(workflow, state, now)
+
+    async def _act(self, workflow: Workflow, state: ApprovalState, now: int) -> None:
+        status = state.status
+        if status is ApprovalStatus.PENDING:
+            await self._still_pending(workflow, state, now)
+        elif status is ApprovalStatus.APPROVED:
+            await self._approved(workflow, state, now)
+        elif status in (ApprovalStatus.DENIED, ApprovalStatus.EXPIRED):
+            await self._deny(workflow, DENIED if status is ApprovalStatus.DENIED else EXPIRED)
+        elif status is ApprovalStatus.CANCELLED:
+            await self.approval.store.fence(
+                workflow.task_id, TaskOutcome(TaskStatus.CANCELLED, "The approval request was withdrawn")
+            )
+        else:
+            await self._fail(workflow)
+
+    async def _still_pending(self, workflow: Workflow, state: ApprovalState, now: int) -> None:
+        deadline = workflow.request_deadline
+        if state.deadline_ms is not None:
+            longest = workflow.created_at + round(self.approval.options.max_pending_s * 1000)
+            deadline = min(state.deadline_ms, longest)
+        if deadline is not None and now >= deadline:
+            await self._deny(workflow, EXPIRED)
+            return
+        poll_ms = round(self.approval.options.poll_interval_s * 1000)
+        wait = round(state.retry_after_s * 1000) if state.retry_after_s else poll_ms
+        await self._later(
+            workflow,
+            now + max(wait, 1),
+            request_deadline=deadline if deadline != workflow.request_deadline else None,
+            min_ttl_end=None if deadline is None else deadline + self.approval.store.result_retention_ms,
+        )
+
+    async def _approved(self, workflow: Workflow, state: ApprovalState, now: int) -> None:
+        until = state.approved_until_ms
+        if until is not None and now >= until:
+            await self._deny(workflow, APPROVAL_EXPIRED)
+            return
+        binding = self._binding(workflow)
+        if binding is None:
+            await self._deny(workflow, BINDING_BROKEN)
+            return
+        refusal = await self._current_state_refusal(binding)
+        if refusal is not None:
+            await self._deny(workflow, refusal)
+            return
+        approval = self.approval
+        try:
+            request = approval.mapper.map_call(
+                principal=binding.principal, tool=binding.tool, arguments=binding.arguments, client=binding.client
+            )
+        except ToolMappingError:
+            await self._deny(workflow, POLICY_DENIED)
+            return
+        context = {**(request.context or {}), "approval": dict(state.approval or {})}
+        try:
+            decision = await approval.pdp.evaluate(request.with_context(context))
+        except Exception:
+            logger.exception("task %s: re-evaluation failed; tried again later", workflow.task_id[:8])
+            await self._retry(workflow, until, None, now)
+            return
+        if decision.decision:
+            await self._execute(workflow, binding, until)
+            return
+        action = decision.next_action()
+        if action is NextAction.RETRY:
+            await self._retry(workflow, until, decision.retry_after, now)
+        elif action is NextAction.REQUEST:
+            await self._chain(workflow, binding, decision)
+        else:
+            await self._deny(workflow, POLICY_DENIED)
+
+    async def _current_state_refusal(self, binding: CallBinding) -> str | None:
+        """Why the binding may not run now (principal gone, tool changed), or ``None``."""
+        if not await self.approval.principal_valid(binding.principal):
+            return PRINCIPAL_INVALID
+        if await self.approval.tools.fingerprint(binding.tool) != binding.tool_fingerprint:
+            return TOOL_CHANGED
+        return None
+
+    async def _retry(self, workflow: Workflow, until: int | None, retry_after: int | None, now: int) -> None:
+        """``retry``: wait, then re-evaluate; never past the approval's expiry (it then ends as expired)."""
+        wait = retry_after * 1000 if retry_after is not None else self._backoff_ms(workflow.attempts)
+        next_check = now + wait if until is None else min(now + wait, until)
+        await self._later(
+            workflow,
+            next_check,
+            attempts=workflow.attempts + 1,
+            approval_expires_at=until,
+            min_ttl_end=None if until is None else until + self.approval.store.result_retention_ms,
+        )
+
+    async def _chain(self, workflow: Workflow, binding: CallBinding, decision: Decision) -> None:
+        """``request``: consume this generation, then submit a fresh request (bounded)."""
+        approval = self.approval
+        if workflow.generation >= approval.options.max_generations:
+            await self._deny(workflow, TOO_MANY_ROUNDS)
+            return
+        submission = approval.submission_for(binding, decision)
+        intent = approval.new_intent(
+            workflow.task_id, workflow.generation + 1, binding, submission, owner=workflow.principal_digest
+        )
+        if not await approval.store.chain(workflow.task_id, workflow.generation, intent):
+            return
+        await self._submit_chained(intent, submission.deadline_ms)
+
+    async def submit_chained_intent(self, intent: Intent) -> None:
+        """Recover a chained intent whose submission a crash interrupted (same key, same body)."""
+        body = self.approval.cipher.open(intent.body_sealed, record=intent.key)
+        await self._submit_chained(intent, ApprovalSubmission.from_json(body).deadline_ms)
+
+    async def _submit_chained(self, intent: Intent, deadline: int | None) -> None:
+        approval = self.approval
+        body = approval.cipher.open(intent.body_sealed, record=intent.key)
+        try:
+            handle = await approval.backend.submit(intent.key, ApprovalSubmission.from_json(body))
+        except ApprovalBackendError as exc:
+            logger.warning("task %s: chained submission failed; reconciliation retries (%s)", intent.task_id[:8], exc)
+            return
+        await approval.store.bind_chained(intent.key, intent.task_id, intent.generation, handle)
+        now = approval.clock.now_ms()
+        await approval.store.reschedule(
+            intent.task_id,
+            intent.generation,
+            next_check_at=now,
+            attempts=0,
+            request_deadline=deadline,
+            min_ttl_end=None if deadline is None else deadline + approval.store.result_retention_ms,
+        )
+
+    # -- execution -------------------------------------------------------------------------
+
+    async def _execute(self, workflow: Workflow, binding: CallBinding, valid_until: int | None) -> None:
+        """Claim once, run once, store the result; a lost claim means someone else won (or a cancel)."""
+        approval = self.approval
+        now = approval.clock.now_ms()
+        if valid_until is not None and now >= valid_until:
+            await self._deny(workflow, APPROVAL_EXPIRED)
+            return
+        deadline = now + round(approval.options.execution_deadline_s * 1000)
+        claimed = await approval.store.claim(
+            workflow.task_id,
+            workflow.generation,
+            self.worker_id,
+            lease_until=min(now + self.lease_ms, deadline),
+            deadline=deadline,
+        )
+        if not claimed:
+            return
+        crash_point("after_claim")
+        renewal = asyncio.create_task(self._renew(workflow.task_id, deadline))
+        try:
+            result = await approval.tools.invoke(binding.tool, dict(binding.arguments))
+        finally:
+            renewal.cancel()
+        crash_point("after_side_effect")
+        document, disposition = executed_result(result)
+        outcome = TaskOutcome(TaskStatus.COMPLETED, result=document, disposition=disposition.value)
+        await self._persist(lambda: approval.store.finish(workflow.task_id, outcome))
+        logger.info("task %s: approved call ran (%s)", workflow.task_id[:8], disposition.value)
+
+    async def _renew(self, task_id: str, deadline: int) -> None:
+        while True:
+            await asyncio.sleep(max(0.05, self.lease_ms / 3000))
+            now = self.approval.clock.now_ms()
+            with contextlib.suppress(StoreUnavailableError):
+                await self.approval.store.renew_execution(task_id, self.worker_id, min(now + self.lease_ms, deadline))
+
+    async def _finish_unknown(self, workflow: Workflow) -> None:
+        outcome = TaskOutcome(
+            TaskStatus.COMPLETED, result=outcome_unknown_result(), disposition=Disposition.OUTCOME_UNKNOWN.value
+        )
+        if await self.approval.store.finish(workflow.task_id, outcome):
+            logger.warning("task %s: its execution could not be confirmed; outcome-unknown", workflow.task_id[:8])
+
+    # -- endings -----------------------------------------------------------------------------
+
+    async def _deny(self, workflow: Workflow, why: str) -> None:
+        outcome = TaskOutcome(
+            TaskStatus.COMPLETED,
+            result=denied_result(workflow.tool_name, why),
+            disposition=Disposition.DENIED_NOT_EXECUTED.value,
+        )
+        if await self.approval.store.fence(workflow.task_id, outcome, generation=workflow.generation):
+            logger.info("task %s: denied-not-executed (%s)", workflow.task_id[:8], why)
+
+    async def _fail(self, workflow: Workflow) -> None:
+        outcome = TaskOutcome(TaskStatus.FAILED, BACKEND_FAILED, error=error_document(INTERNAL_ERROR, BACKEND_FAILED))
+        await self.approval.store.fence(workflow.task_id, outcome, generation=workflow.generation)
+
+    async def _later(self, workflow: Workflow, next_check_at: int, **changes: int | None) -> None:
+        attempts = changes.pop("attempts", None)
+        await self.approval.store.reschedule(
+            workflow.task_id, workflow.generation, next_check_at=next_check_at, attempts=attempts, **changes
+        )
+
+    def _binding(self, workflow: Workflow) -> CallBinding | None:
+        if workflow.binding_sealed is None:
+            return None
+        try:
+            binding = CallBinding.from_json(self.approval.cipher.open(workflow.binding_sealed, record=workflow.task_id))
+        except (BindingIntegrityError, KeyError, TypeError, ValueError):
+            logger.error("task %s: call binding does not open or parse; failing closed", workflow.task_id[:8])
+            return None
+        if binding.digest != workflow.arguments_digest or binding.tool != workflow.tool_name:
+            logger.error("task %s: call binding does not match its digest; failing closed", workflow.task_id[:8])
+            return None
+        return binding
+
+    def _backoff_ms(self, attempts: int) -> int:
+        """Exponential backoff with jitter, capped."""
+        options = self.approval.options
+        base = options.poll_interval_s * float(2 ** min(attempts, 16))
+        capped = min(base, options.max_retry_backoff_s)
+        return max(1, round(capped * random.uniform(0.8, 1.2) * 1000))  # noqa: S311 (jitter, not security)
+
+    async def _persist(self, operation: Callable[[], Awaitable[bool]]) -> None:
+        """Run a final store write, retrying while the database is unreachable."""
+        for delay in (*_STORE_RETRY_S, *([_STORE_RETRY_S[-1]] * 30)):
+            try:
+                await operation()
+                return
+            except StoreUnavailableError:
+                await asyncio.sleep(delay)
+        logger.error("a final approval write could not be stored; the claim will end outcome-unknown")
+
+    # -- reconciliation --------------------------------------------------------------------
+
+    async def reconcile(self) -> None:
+        """Settle intents a crash left in flight, and purge records whose task retention ended.
+
+        An initial intent with no task is withdrawn at the backend (found under its key) and
+        abandoned: its caller never got a task id, and a retry is a fresh call. A chained intent
+        of a still-pending task is resubmitted under the same key, which recovers the request.
+        """
+        approval = self.approval
+        now = approval.clock.now_ms()
+        self._last_reconcile = now
+        cutoff = now - round(approval.options.intent_grace_s * 1000)
+        for intent in await approval.store.stale_intents(cutoff):
+            await self._reconcile_intent(intent)
+        await approval.store.purge_orphans()
+
+    async def _reconcile_intent(self, intent: Intent) -> None:
+        approval = self.approval
+        workflow = await approval.store.get(intent.task_id)
+        current = workflow is not None and workflow.phase is Phase.PENDING and workflow.generation == intent.generation
+        if current and intent.generation > 1:
+            await self.submit_chained_intent(intent)
+            return
+        try:
+            handle = intent.handle or await approval.backend.find(intent.key)
+        except ApprovalBackendError as exc:
+            logger.warning("reconciliation: backend unreachable for an orphaned intent (%s)", exc)
+            return
+        if handle is not None:
+            await self._withdraw(handle)
+        if await approval.store.abandon_intent(intent.key):
+            logger.info("reconciliation: withdrew an orphaned approval submission (task never created)")

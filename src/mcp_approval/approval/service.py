@@ -1,0 +1,328 @@
+"""``ToolApproval``: a requestable denial becomes a durable, approvable task (SEP-2848).
+
+Install it as the policy gate's requestable handler and as the tasks extension's handler for
+approval tasks (the composition root does both)::
+
+    approval = ToolApproval(backend, pdp=pdp, mapper=mapper, tools=ServerTools(server),
+                            tasks=tasks, cipher=BindingCipher.from_base64(keys))
+    gate = PolicyGate(pdp, mapper=mapper, on_requestable=approval)
+
+Creation is crash-consistent (§Crash-consistent creation): dedup first; then a durable intent
+with a fresh idempotency key and the exact (sealed) body; then the backend submission under that
+key; then the handle; then the task, in that order, each durable before the next step. The
+:class:`~mcp_approval.approval.resolver.Resolver` takes it from there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+from mcp.server.context import HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import require_client_extension
+from mcp.shared.exceptions import MCPError
+
+from mcp_approval.approval.binding import BindingCipher, CallBinding
+from mcp_approval.approval.crashpoints import crash_point
+from mcp_approval.approval.gate import DegradedRequestable, GatedCall
+from mcp_approval.approval.options import ApprovalOptions
+from mcp_approval.approval.resolver import Resolver
+from mcp_approval.approval.results import sanitize_model_text
+from mcp_approval.approval.states import IntentState
+from mcp_approval.approval.store import Admission, ApprovalStore, Intent, NewWorkflow
+from mcp_approval.approval.tools import ToolInvoker
+from mcp_approval.backends import ApprovalBackend, ApprovalBackendError, ApprovalSubmission
+from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.denials import Remediation, TaskHint, denial_envelope, final_denial
+from mcp_approval.policy import Decision, PolicyDecisionPoint, ToolCallMapper
+from mcp_approval.protocol import INTERNAL_ERROR, META_MODEL_IMMEDIATE_RESPONSE, TASKS_EXTENSION
+from mcp_approval.storage import StoreUnavailableError
+from mcp_approval.tasks.models import create_task_result, new_task_id
+from mcp_approval.tasks.server import TasksExtension, declares_tasks
+from mcp_approval.tasks.sql_store import SqlTaskStore
+
+logger = logging.getLogger("mcp_approval.approval")
+
+PrincipalCheck = Callable[[str], Awaitable[bool]]
+"""Whether a principal is still valid when its approved call is about to run."""
+
+LIMIT_MESSAGE = (
+    "Too many approval requests are open or were made recently for this caller, so {tool} was not submitted "
+    "for approval and did not run. Wait for pending requests to be decided before asking again."
+)
+PENDING_TEXT = "Calling {tool} needs approval. It has been submitted and will run only if approved."
+IMMEDIATE_TEXT = "{tool} has not run: it is waiting for approval. You can continue other work and check the task later."
+BACKEND_DOWN_MESSAGE = "The approval service is unavailable; the call was not submitted and did not run"
+# How long a retry waits for the task of an identical call whose submission is in flight.
+_DUPLICATE_WAIT_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
+
+
+async def _always_valid(_principal: str) -> bool:
+    return True
+
+
+class ToolApproval:
+    """The SEP-2848 enforcement point: task creation, cancellation, and the resolver's lifecycle.
+
+    Args:
+        backend: where approval requests go.
+        pdp: the policy decision point (asked again, with the approval, before execution).
+        mapper: how a call becomes a policy request (the gate's own).
+        tools: runs approved calls from their binding.
+        tasks: the tasks extension whose store holds the approval tasks.
+        cipher: seals call bindings and submission bodies at rest.
+        options: limits, deadlines and intervals.
+        principal_valid: whether a requester may still act when its call is about to run.
+        clock: the source of time.
+    """
+
+    def __init__(
+        self,
+        backend: ApprovalBackend,
+        *,
+        pdp: PolicyDecisionPoint,
+        mapper: ToolCallMapper,
+        tools: ToolInvoker,
+        tasks: TasksExtension,
+        cipher: BindingCipher,
+        options: ApprovalOptions | None = None,
+        principal_valid: PrincipalCheck | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.backend = backend
+        self.pdp = pdp
+        self.mapper = mapper
+        self.tools = tools
+        self.tasks = tasks
+        self.cipher = cipher
+        self.options = options or ApprovalOptions()
+        self.principal_valid = principal_valid or _always_valid
+        self.clock = clock or tasks.runtime.clock or SystemClock()
+        self._degraded = DegradedRequestable()
+        self._store: ApprovalStore | None = None
+        self._resolver: Resolver | None = None
+        tasks.register_handler("approval", self)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def store(self) -> ApprovalStore:
+        """The workflow store (available once started)."""
+        if self._store is None:
+            raise RuntimeError("ToolApproval is not started")
+        return self._store
+
+    @property
+    def resolver(self) -> Resolver:
+        """The resolver (available once started)."""
+        if self._resolver is None:
+            raise RuntimeError("ToolApproval is not started")
+        return self._resolver
+
+    async def start(self) -> None:
+        """Start after the tasks runtime: reconcile crash leftovers, then resolve in the background."""
+        task_store = self.tasks.store
+        if not isinstance(task_store, SqlTaskStore):
+            raise TypeError("ToolApproval needs the tasks extension's SQL store (approval state shares its database)")
+        retention_ms = round(self.options.result_retention_s * 1000)
+        self._store = ApprovalStore(task_store.database, result_retention_ms=retention_ms, clock=self.clock)
+        self._resolver = Resolver(self, worker_id=self.tasks.runtime.worker_id)
+        await self.backend.start(self._resolver.wake)
+        await self._resolver.start()
+
+    async def stop(self) -> None:
+        """Stop resolving (work in progress is left for the next start or another worker)."""
+        if self._resolver is not None:
+            await self._resolver.stop()
+        await self.backend.stop()
+
+    async def wake(self, handle: str) -> None:
+        """A backend callback or listener says ``handle`` may have changed (a wake-up, never a verdict)."""
+        if self._resolver is not None:
+            await self._resolver.wake(handle)
+
+    # -- a requestable denial ----------------------------------------------------------------
+
+    async def __call__(self, call: GatedCall, decision: Decision, ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
+        """Answer a requestable denial: a ``working`` task, or the degraded path without tasks."""
+        if not declares_tasks(ctx):
+            if self.options.without_tasks == "error":
+                require_client_extension(ctx, TASKS_EXTENSION)  # raises -32021 naming the extension
+            return await self._degraded(call, decision, ctx)
+        owner = self.tasks.caller(ctx)
+        if not isinstance(owner, str):  # tasks bind to a principal; an anonymous caller gets none
+            return await self._degraded(call, decision, ctx)
+        binding = CallBinding(
+            tool=call.tool,
+            arguments=call.arguments,
+            principal=call.principal,
+            client=_client_of(call),
+            tool_fingerprint=await self.tools.fingerprint(call.tool),
+        )
+        try:
+            return await self.create(binding, decision, owner=owner)
+        except StoreUnavailableError as exc:
+            raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
+
+    async def create(self, binding: CallBinding, decision: Decision, *, owner: str) -> HandlerResult:
+        """Dedup, then intent → submit → handle → task; returns the ``CreateTaskResult``.
+
+        ``owner`` is the task owner's digest, as the tasks extension computes it for the caller.
+        """
+        digest = binding.digest
+        existing = await self.store.find_live(owner, binding.tool, digest)
+        if existing is not None:
+            return await self._existing_task(existing, binding)
+        submission = self.submission_for(binding, decision)
+        intent = self.new_intent(new_task_id(), 1, binding, submission, owner=owner)
+        admission, task_id = await self.store.record_intent(
+            intent,
+            submissions_per_minute=self.options.submissions_per_minute,
+            max_pending=self.options.max_pending_per_principal,
+        )
+        if admission is Admission.DUPLICATE:
+            assert task_id is not None
+            return await self._existing_task(task_id, binding)
+        if admission is not Admission.RECORDED:
+            logger.warning("approval submission refused for %s on %r: %s", owner[:8], binding.tool, admission.value)
+            return final_denial(LIMIT_MESSAGE.format(tool=binding.tool), remediation=Remediation.UNAVAILABLE)
+        crash_point("after_intent")
+        handle = await self._submit(intent, submission)
+        crash_point("after_submit")
+        if not await self.store.mark_submitted(intent.key, handle):
+            raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
+        crash_point("after_handle")
+        created = await self.store.create_task(self._new_workflow(intent, binding, submission, handle))
+        if not created:
+            raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
+        crash_point("after_task")
+        self.resolver.nudge(intent.task_id)  # an automatic resolver may already have decided
+        return await self._task_answer(intent.task_id, binding.tool, immediate=True)
+
+    def submission_for(self, binding: CallBinding, decision: Decision) -> ApprovalSubmission:
+        """The backend request for a call the policy denied requestably."""
+        denial = decision.requestable_denial
+        hint = denial.access_request if denial is not None else None
+        display = (hint.display if hint is not None else None) or {}
+        title = display.get("title")
+        description = display.get("description")
+        return ApprovalSubmission(
+            tool=binding.tool,
+            arguments=dict(binding.arguments),
+            requester=binding.principal,
+            template=hint.template if hint is not None else None,
+            title=title if isinstance(title, str) else None,
+            description=description if isinstance(description, str) else None,
+            deadline_ms=self._deadline(hint.expires_at if hint is not None else None),
+            reason=decision.reason,
+        )
+
+    def new_intent(
+        self, task_id: str, generation: int, binding: CallBinding, submission: ApprovalSubmission, *, owner: str
+    ) -> Intent:
+        """A fresh submission intent: a new 256-bit key and the sealed exact body."""
+        key = secrets.token_urlsafe(32)
+        return Intent(
+            key=key,
+            task_id=task_id,
+            generation=generation,
+            principal_digest=owner,
+            tool_name=binding.tool,
+            arguments_digest=binding.digest,
+            body_sealed=self.cipher.seal(submission.to_json(), record=key),
+            state=IntentState.OPEN,
+            handle=None,
+            created_at=self.clock.now_ms(),
+        )
+
+    # -- tasks/cancel ------------------------------------------------------------------------
+
+    async def cancel_task(self, record: Any) -> None:
+        """``tasks/cancel`` on an approval task: the fence races the claim; only a winner cancels."""
+        await self.resolver.cancel(record.task_id)
+
+    # -- internals -------------------------------------------------------------------------
+
+    async def _submit(self, intent: Intent, submission: ApprovalSubmission) -> str:
+        try:
+            return await self.backend.submit(intent.key, submission)
+        except ApprovalBackendError as exc:
+            # The intent stays open: the reconciler finds out whether the backend got it.
+            logger.warning("approval backend refused or failed the submission: %s", exc)
+            raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE) from exc
+
+    def _new_workflow(
+        self, intent: Intent, binding: CallBinding, submission: ApprovalSubmission, handle: str
+    ) -> NewWorkflow:
+        now = self.clock.now_ms()
+        deadline = submission.deadline_ms or now + round(self.options.default_deadline_s * 1000)
+        envelope = denial_envelope(Remediation.AVAILABLE, hints=[TaskHint()])
+        return NewWorkflow(
+            task_id=intent.task_id,
+            intent_key=intent.key,
+            principal_digest=intent.principal_digest,
+            tool_name=binding.tool,
+            arguments_digest=intent.arguments_digest,
+            binding_sealed=self.cipher.seal(binding.to_json(), record=intent.task_id),
+            tool_fingerprint=binding.tool_fingerprint,
+            backend=self.backend.name,
+            handle=handle,
+            template=submission.template,
+            request_deadline=deadline,
+            next_check_at=now,
+            ttl_ms=deadline - now + round(self.options.result_retention_s * 1000),
+            poll_interval_ms=max(1, round(self.options.task_poll_interval_s * 1000)),
+            status_message=self._status_message(binding.tool, submission),
+            meta=envelope.meta(),
+        )
+
+    def _status_message(self, tool: str, submission: ApprovalSubmission) -> str:
+        described = submission.description or submission.title
+        if described:
+            return sanitize_model_text(f"{described.rstrip('.')}. {PENDING_TEXT.format(tool=tool)}")
+        return sanitize_model_text(PENDING_TEXT.format(tool=tool))
+
+    def _deadline(self, expires_at: str | None) -> int:
+        now = self.clock.now_ms()
+        longest = now + round(self.options.max_pending_s * 1000)
+        if expires_at is None:
+            return min(longest, now + round(self.options.default_deadline_s * 1000))
+        try:
+            parsed = datetime.fromisoformat(expires_at.replace("Z", "+00:00"))
+        except ValueError:
+            return min(longest, now + round(self.options.default_deadline_s * 1000))
+        return max(now, min(longest, round(parsed.timestamp() * 1000)))
+
+    async def _existing_task(self, task_id: str, binding: CallBinding) -> HandlerResult:
+        """The live task of an identical call (SEP-2848 §At-most-once and deduplication)."""
+        for delay in (0.0, *_DUPLICATE_WAIT_S):
+            if delay:
+                await asyncio.sleep(delay)  # the first request is between its intent and its task
+            record = await self.tasks.store.get(task_id)
+            if record is not None and not record.terminal:
+                return await self._task_answer(task_id, binding.tool, immediate=True)
+            if record is not None:
+                break
+        raise MCPError(code=INTERNAL_ERROR, message="An identical call is still being submitted; try again")
+
+    async def _task_answer(self, task_id: str, tool: str, *, immediate: bool) -> HandlerResult:
+        record = await self.tasks.store.get(task_id)
+        if record is None:
+            raise MCPError(code=INTERNAL_ERROR, message="The approval task could not be read back")
+        answer = create_task_result(record)
+        if immediate and not record.terminal:
+            meta = dict(answer.get("_meta") or {})
+            meta[META_MODEL_IMMEDIATE_RESPONSE] = sanitize_model_text(IMMEDIATE_TEXT.format(tool=tool))
+            answer["_meta"] = meta
+        return answer
+
+
+def _client_of(call: GatedCall) -> dict[str, str] | None:
+    client = call.request.context.get("client") if call.request.context else None
+    if isinstance(client, dict):
+        return {str(k): str(v) for k, v in client.items() if isinstance(v, str)}
+    return None

@@ -1,0 +1,615 @@
+"""Durable approval-workflow state: submission intents, workflows, the execution claim.
+
+Each operation is one transaction. The claim (``pending → claimed``) and the fence (``pending →
+fenced``) are compare-and-sets on the same column, so cancellation, expiry and denial exclude
+execution whichever worker gets there first; each also writes the task row in the same
+transaction, so a task's wire status and its workflow never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import Connection, and_, delete, exists, func, or_, select, update
+
+from mcp_approval.approval.states import IN_FLIGHT_INTENTS, IntentState, Phase, intent_sources, phase_sources
+from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.storage import Database
+from mcp_approval.storage.schema import approval_intents_table, approval_workflows_table, tasks_table
+from mcp_approval.tasks.states import ACTIVE, TaskStatus, sources_of
+
+_W = approval_workflows_table
+_I = approval_intents_table
+_T = tasks_table
+_LIVE_PHASES = sorted(phase.value for phase in (Phase.PENDING, Phase.CLAIMED))
+_IN_FLIGHT = sorted(state.value for state in IN_FLIGHT_INTENTS)
+_ACTIVE_TASK = sorted(status.value for status in ACTIVE)
+#: The handler name approval tasks carry in the task row.
+APPROVAL_HANDLER = "approval"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Workflow:
+    """One approval task's workflow row."""
+
+    task_id: str
+    principal_digest: str
+    tool_name: str
+    arguments_digest: str
+    binding_sealed: str | None
+    tool_fingerprint: str | None
+    phase: Phase
+    generation: int
+    backend: str
+    handle: str | None
+    template: str | None
+    request_deadline: int | None
+    approval_expires_at: int | None
+    next_check_at: int
+    attempts: int
+    lease_owner: str | None
+    lease_expires_at: int | None
+    execution_deadline: int | None
+    disposition: str | None
+    created_at: int
+
+
+def _workflow(row: Mapping[Any, Any]) -> Workflow:
+    return Workflow(
+        task_id=row["task_id"],
+        principal_digest=row["principal_digest"],
+        tool_name=row["tool_name"],
+        arguments_digest=row["arguments_digest"],
+        binding_sealed=row["binding_ciphertext"],
+        tool_fingerprint=row["tool_fingerprint"],
+        phase=Phase(row["phase"]),
+        generation=row["generation"],
+        backend=row["backend"],
+        handle=row["handle"],
+        template=row["template"],
+        request_deadline=row["request_deadline"],
+        approval_expires_at=row["approval_expires_at"],
+        next_check_at=row["next_check_at"],
+        attempts=row["attempts"],
+        lease_owner=row["lease_owner"],
+        lease_expires_at=row["lease_expires_at"],
+        execution_deadline=row["execution_deadline"],
+        disposition=row["disposition"],
+        created_at=row["created_at"],
+    )
+
+
+@dataclass(frozen=True)
+class Intent:
+    """A durable submission intent: the key and exact body of one backend submission."""
+
+    key: str
+    task_id: str
+    generation: int
+    principal_digest: str
+    tool_name: str
+    arguments_digest: str
+    body_sealed: str
+    state: IntentState
+    handle: str | None
+    created_at: int
+
+
+def _intent(row: Mapping[Any, Any]) -> Intent:
+    return Intent(
+        key=row["idempotency_key"],
+        task_id=row["task_id"],
+        generation=row["generation"],
+        principal_digest=row["principal_digest"],
+        tool_name=row["tool_name"],
+        arguments_digest=row["arguments_digest"],
+        body_sealed=row["body_ciphertext"],
+        state=IntentState(row["state"]),
+        handle=row["handle"],
+        created_at=row["created_at"],
+    )
+
+
+class Admission(StrEnum):
+    """What recording a new intent found."""
+
+    RECORDED = "recorded"
+    DUPLICATE = "duplicate"  # the same call is already pending: reuse that task
+    RATE_LIMITED = "rate_limited"
+    TOO_MANY_PENDING = "too_many_pending"
+
+
+@dataclass(frozen=True)
+class NewWorkflow:
+    """The task and workflow rows created once the backend's handle is persisted."""
+
+    task_id: str
+    intent_key: str
+    principal_digest: str
+    tool_name: str
+    arguments_digest: str
+    binding_sealed: str
+    tool_fingerprint: str | None
+    backend: str
+    handle: str
+    template: str | None
+    request_deadline: int | None
+    next_check_at: int
+    ttl_ms: int | None
+    poll_interval_ms: int
+    status_message: str
+    meta: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    """The final task write that accompanies a fence or a finish."""
+
+    status: TaskStatus
+    status_message: str | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    disposition: str | None = None
+
+
+class ApprovalStore:
+    """The approval workflow tables, on the task store's database.
+
+    Args:
+        database: the (migrated) database that also holds the tasks.
+        result_retention_ms: how long a terminal approval task stays retrievable.
+        clock: the source of time.
+    """
+
+    def __init__(self, database: Database, *, result_retention_ms: int, clock: Clock | None = None) -> None:
+        self.database = database
+        self.result_retention_ms = result_retention_ms
+        self.clock = clock or SystemClock()
+
+    # -- creation --------------------------------------------------------------------------
+
+    async def find_live(self, principal_digest: str, tool: str, digest: str) -> str | None:
+        """The task id of a pending call in the same dedup scope (a live workflow or in-flight intent)."""
+        return await self.database.read(lambda conn: _live_match(conn, principal_digest, tool, digest))
+
+    async def record_intent(
+        self, intent: Intent, *, submissions_per_minute: int, max_pending: int
+    ) -> tuple[Admission, str | None]:
+        """Persist ``intent`` unless a duplicate or a limit stops it; returns (admission, task id)."""
+        now = self.clock.now_ms()
+
+        def record(conn: Connection) -> tuple[Admission, str | None]:
+            existing = _live_match(conn, intent.principal_digest, intent.tool_name, intent.arguments_digest)
+            if existing is not None:
+                return Admission.DUPLICATE, existing
+            recent = select(func.count()).where(
+                _I.c.principal_digest == intent.principal_digest, _I.c.created_at > now - 60_000
+            )
+            if int(conn.execute(recent).scalar_one()) >= submissions_per_minute:
+                return Admission.RATE_LIMITED, None
+            pending = select(func.count()).where(
+                _W.c.principal_digest == intent.principal_digest, _W.c.phase == Phase.PENDING.value
+            )
+            if int(conn.execute(pending).scalar_one()) >= max_pending:
+                return Admission.TOO_MANY_PENDING, None
+            conn.execute(_I.insert().values(**_intent_values(intent, now)))
+            return Admission.RECORDED, intent.task_id
+
+        return await self.database.write(record)
+
+    async def mark_submitted(self, key: str, handle: str) -> bool:
+        """Persist the backend's handle for an open intent."""
+        return await self._move_intent(key, IntentState.SUBMITTED, handle=handle)
+
+    async def abandon_intent(self, key: str) -> bool:
+        """Mark an in-flight intent abandoned (its backend request was withdrawn)."""
+        return await self._move_intent(key, IntentState.ABANDONED)
+
+    async def create_task(self, new: NewWorkflow) -> bool:
+        """Create the task and its workflow and bind the intent, in one transaction.
+
+        Returns ``False`` (and writes nothing) if the intent is no longer ``submitted``, i.e. the
+        reconciler abandoned it meanwhile.
+        """
+        now = self.clock.now_ms()
+
+        def create(conn: Connection) -> bool:
+            bound = conn.execute(
+                update(_I)
+                .where(_I.c.idempotency_key == new.intent_key, _I.c.state == IntentState.SUBMITTED.value)
+                .values(state=IntentState.BOUND.value, updated_at=now)
+            )
+            if bound.rowcount != 1:
+                return False
+            conn.execute(_T.insert().values(**_task_values(new, now)))
+            conn.execute(_W.insert().values(**_workflow_values(new, now)))
+            return True
+
+        return await self.database.write(create)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def get(self, task_id: str) -> Workflow | None:
+        """One workflow, or ``None``."""
+
+        def read(conn: Connection) -> Workflow | None:
+            row = conn.execute(select(_W).where(_W.c.task_id == task_id)).first()
+            return None if row is None else _workflow(row._mapping)
+
+        return await self.database.read(read)
+
+    async def by_handle(self, handle: str) -> Intent | None:
+        """The intent a backend handle belongs to (for callbacks and wake-ups)."""
+
+        def read(conn: Connection) -> Intent | None:
+            row = conn.execute(select(_I).where(_I.c.handle == handle)).first()
+            return None if row is None else _intent(row._mapping)
+
+        return await self.database.read(read)
+
+    async def intent(self, task_id: str, generation: int) -> Intent | None:
+        """The intent of one generation of a task."""
+
+        def read(conn: Connection) -> Intent | None:
+            row = conn.execute(select(_I).where(_I.c.task_id == task_id, _I.c.generation == generation)).first()
+            return None if row is None else _intent(row._mapping)
+
+        return await self.database.read(read)
+
+    async def count_live(self) -> int:
+        """Workflows that are pending or executing."""
+        statement = select(func.count()).where(_W.c.phase.in_(_LIVE_PHASES))
+        return await self.database.read(lambda conn: int(conn.execute(statement).scalar_one()))
+
+    # -- resolving -------------------------------------------------------------------------
+
+    async def lease_due(self, worker: str, lease_ms: int, limit: int, *, task_id: str | None = None) -> list[Workflow]:
+        """Lease pending workflows due for a check (or just ``task_id``) to ``worker``."""
+        now = self.clock.now_ms()
+        free = or_(_W.c.lease_owner.is_(None), _W.c.lease_expires_at < now, _W.c.lease_owner == worker)
+        due = and_(_W.c.phase == Phase.PENDING.value, free)
+        due = and_(due, _W.c.task_id == task_id) if task_id is not None else and_(due, _W.c.next_check_at <= now)
+
+        def lease(conn: Connection) -> list[Workflow]:
+            ids = [row.task_id for row in conn.execute(select(_W.c.task_id).where(due).limit(limit))]
+            if not ids:
+                return []
+            conn.execute(
+                update(_W)
+                .where(due, _W.c.task_id.in_(ids))
+                .values(lease_owner=worker, lease_expires_at=now + lease_ms, version=_W.c.version + 1)
+            )
+            rows = conn.execute(select(_W).where(_W.c.task_id.in_(ids), _W.c.lease_owner == worker))
+            return [_workflow(row._mapping) for row in rows]
+
+        return await self.database.write(lease)
+
+    async def reschedule(
+        self,
+        task_id: str,
+        generation: int,
+        *,
+        next_check_at: int,
+        attempts: int | None = None,
+        request_deadline: int | None = None,
+        approval_expires_at: int | None = None,
+        min_ttl_end: int | None = None,
+    ) -> bool:
+        """Release the lease and set when to look again; optionally record moved deadlines.
+
+        ``min_ttl_end`` extends the task's retention so it lasts at least until then.
+        """
+        values: dict[str, Any] = {"next_check_at": next_check_at, "lease_owner": None, "lease_expires_at": None}
+        if attempts is not None:
+            values["attempts"] = attempts
+        if request_deadline is not None:
+            values["request_deadline"] = request_deadline
+        if approval_expires_at is not None:
+            values["approval_expires_at"] = approval_expires_at
+        guard = and_(_W.c.task_id == task_id, _W.c.generation == generation, _W.c.phase == Phase.PENDING.value)
+
+        def write(conn: Connection) -> bool:
+            moved = conn.execute(update(_W).where(guard).values(**values, version=_W.c.version + 1)).rowcount == 1
+            if moved and min_ttl_end is not None:
+                _extend_ttl(conn, task_id, min_ttl_end)
+            return moved
+
+        return await self.database.write(write)
+
+    async def chain(self, task_id: str, generation: int, intent: Intent) -> bool:
+        """Consume ``generation`` and record ``intent`` as the next one (SEP-2848 ``request``).
+
+        After this, callbacks and statuses of the consumed generation are ignored.
+        """
+        now = self.clock.now_ms()
+        guard = and_(_W.c.task_id == task_id, _W.c.generation == generation, _W.c.phase == Phase.PENDING.value)
+
+        def write(conn: Connection) -> bool:
+            advanced = conn.execute(
+                update(_W)
+                .where(guard)
+                .values(generation=generation + 1, handle=None, version=_W.c.version + 1, updated_at=now)
+            )
+            if advanced.rowcount != 1:
+                return False
+            conn.execute(
+                update(_I)
+                .where(_I.c.task_id == task_id, _I.c.generation == generation)
+                .values(state=IntentState.CONSUMED.value, updated_at=now)
+            )
+            conn.execute(_I.insert().values(**_intent_values(intent, now)))
+            return True
+
+        return await self.database.write(write)
+
+    async def bind_chained(self, key: str, task_id: str, generation: int, handle: str) -> bool:
+        """Attach a chained submission's handle to its generation."""
+        now = self.clock.now_ms()
+
+        def write(conn: Connection) -> bool:
+            bound = conn.execute(
+                update(_I)
+                .where(_I.c.idempotency_key == key, _I.c.state == IntentState.OPEN.value)
+                .values(state=IntentState.BOUND.value, handle=handle, updated_at=now)
+            )
+            if bound.rowcount != 1:
+                return False
+            conn.execute(
+                update(_W)
+                .where(_W.c.task_id == task_id, _W.c.generation == generation)
+                .values(handle=handle, version=_W.c.version + 1, updated_at=now)
+            )
+            return True
+
+        return await self.database.write(write)
+
+    # -- the claim and the fence -----------------------------------------------------------
+
+    async def claim(self, task_id: str, generation: int, worker: str, *, lease_until: int, deadline: int) -> bool:
+        """The single atomic execution claim: ``pending → claimed``.
+
+        Fails if the workflow moved on (another generation, a fence, an earlier claim) or the task
+        is terminal or has a cancellation requested. Retention is extended through the
+        execution deadline plus the result retention, so a claimed task is never purged first.
+        """
+        now = self.clock.now_ms()
+        guard = and_(
+            _W.c.task_id == task_id,
+            _W.c.generation == generation,
+            _W.c.phase.in_(sorted(p.value for p in phase_sources(Phase.CLAIMED))),
+        )
+
+        def write(conn: Connection) -> bool:
+            task = conn.execute(
+                select(_T.c.status, _T.c.cancel_requested).where(_T.c.task_id == task_id).with_for_update()
+            ).first()
+            if task is None or task.status not in _ACTIVE_TASK or task.cancel_requested:
+                return False
+            claimed = conn.execute(
+                update(_W)
+                .where(guard)
+                .values(
+                    phase=Phase.CLAIMED.value,
+                    lease_owner=worker,
+                    lease_expires_at=lease_until,
+                    execution_deadline=deadline,
+                    updated_at=now,
+                    version=_W.c.version + 1,
+                )
+            )
+            if claimed.rowcount != 1:
+                return False
+            _extend_ttl(conn, task_id, deadline + self.result_retention_ms)
+            return True
+
+        return await self.database.write(write)
+
+    async def renew_execution(self, task_id: str, worker: str, lease_until: int) -> bool:
+        """Keep a running execution's lease (so it is not taken for lost)."""
+        statement = (
+            update(_W)
+            .where(_W.c.task_id == task_id, _W.c.phase == Phase.CLAIMED.value, _W.c.lease_owner == worker)
+            .values(lease_expires_at=lease_until)
+        )
+        return await self.database.write(lambda conn: conn.execute(statement).rowcount == 1)
+
+    async def fence(self, task_id: str, outcome: TaskOutcome, *, generation: int | None = None) -> bool:
+        """``pending → fenced`` and the task's final status, together; ``False`` if a claim won."""
+        return await self._end(task_id, Phase.FENCED, outcome, generation)
+
+    async def finish(self, task_id: str, outcome: TaskOutcome) -> bool:
+        """``claimed → finished`` with the execution's result."""
+        return await self._end(task_id, Phase.FINISHED, outcome, None)
+
+    async def lapsed_claims(self, limit: int = 100) -> list[Workflow]:
+        """Claimed workflows whose executing worker stopped renewing its lease."""
+        now = self.clock.now_ms()
+        statement = (
+            select(_W)
+            .where(_W.c.phase == Phase.CLAIMED.value, or_(_W.c.lease_expires_at.is_(None), _W.c.lease_expires_at < now))
+            .limit(limit)
+        )
+        return await self.database.read(lambda conn: [_workflow(row._mapping) for row in conn.execute(statement)])
+
+    # -- reconciliation and retention ------------------------------------------------------
+
+    async def stale_intents(self, older_than_ms: int, limit: int = 500) -> list[Intent]:
+        """In-flight intents recorded before ``older_than_ms`` whose submission never completed."""
+        statement = select(_I).where(_I.c.state.in_(_IN_FLIGHT), _I.c.created_at < older_than_ms).limit(limit)
+        return await self.database.read(lambda conn: [_intent(row._mapping) for row in conn.execute(statement)])
+
+    async def has_workflow(self, task_id: str) -> bool:
+        """Whether ``task_id`` has a workflow row."""
+        statement = select(exists().where(_W.c.task_id == task_id))
+        return await self.database.read(lambda conn: bool(conn.execute(statement).scalar_one()))
+
+    async def purge_orphans(self) -> int:
+        """Delete workflows and settled intents whose task row is gone (retention ended)."""
+        task_gone = ~exists().where(_T.c.task_id == _W.c.task_id)
+        intent_settled = and_(_I.c.state.not_in(_IN_FLIGHT), ~exists().where(_W.c.task_id == _I.c.task_id))
+
+        def purge(conn: Connection) -> int:
+            removed = conn.execute(delete(_W).where(task_gone)).rowcount
+            return removed + conn.execute(delete(_I).where(intent_settled)).rowcount
+
+        return await self.database.write(purge)
+
+    # -- internals -------------------------------------------------------------------------
+
+    async def _move_intent(self, key: str, target: IntentState, *, handle: str | None = None) -> bool:
+        values: dict[str, Any] = {"state": target.value, "updated_at": self.clock.now_ms()}
+        if handle is not None:
+            values["handle"] = handle
+        statement = (
+            update(_I)
+            .where(_I.c.idempotency_key == key, _I.c.state.in_(sorted(s.value for s in intent_sources(target))))
+            .values(**values)
+        )
+        return await self.database.write(lambda conn: conn.execute(statement).rowcount == 1)
+
+    async def _end(self, task_id: str, phase: Phase, outcome: TaskOutcome, generation: int | None) -> bool:
+        now = self.clock.now_ms()
+        guard = and_(_W.c.task_id == task_id, _W.c.phase.in_(sorted(p.value for p in phase_sources(phase))))
+        if generation is not None:
+            guard = and_(guard, _W.c.generation == generation)
+        task_guard = and_(_T.c.task_id == task_id, _T.c.status.in_(sorted(s.value for s in sources_of(outcome.status))))
+
+        def write(conn: Connection) -> bool:
+            moved = conn.execute(
+                update(_W)
+                .where(guard)
+                .values(
+                    phase=phase.value,
+                    disposition=outcome.disposition,
+                    lease_owner=None,
+                    lease_expires_at=None,
+                    updated_at=now,
+                    version=_W.c.version + 1,
+                )
+            )
+            if moved.rowcount != 1:
+                return False
+            conn.execute(
+                update(_T)
+                .where(task_guard)
+                .values(
+                    status=outcome.status.value,
+                    status_message=outcome.status_message,
+                    result_json=None if outcome.result is None else _dumps(outcome.result),
+                    error_json=None if outcome.error is None else _dumps(outcome.error),
+                    input_requests_json="{}",
+                    input_responses_json="{}",
+                    owner=None,
+                    lease_expires_at=None,
+                    updated_at=now,
+                    version=_T.c.version + 1,
+                )
+            )
+            _extend_ttl(conn, task_id, now + self.result_retention_ms)
+            return True
+
+        return await self.database.write(write)
+
+
+def _live_match(conn: Connection, principal_digest: str, tool: str, digest: str) -> str | None:
+    """A live workflow, else an in-flight intent, in the same (principal, tool, arguments) scope."""
+    scope_w = and_(_W.c.principal_digest == principal_digest, _W.c.tool_name == tool, _W.c.arguments_digest == digest)
+    row = conn.execute(select(_W.c.task_id).where(scope_w, _W.c.phase.in_(_LIVE_PHASES)).limit(1)).first()
+    if row is not None:
+        return str(row.task_id)
+    scope_i = and_(_I.c.principal_digest == principal_digest, _I.c.tool_name == tool, _I.c.arguments_digest == digest)
+    row = conn.execute(
+        select(_I.c.task_id).where(scope_i, _I.c.state.in_(_IN_FLIGHT), _I.c.generation == 1).limit(1)
+    ).first()
+    return None if row is None else str(row.task_id)
+
+
+def _extend_ttl(conn: Connection, task_id: str, until_ms: int) -> None:
+    """Make the task's retention last at least until ``until_ms`` (never shortens it; null stays null)."""
+    row = conn.execute(select(_T.c.created_at, _T.c.ttl_ms).where(_T.c.task_id == task_id)).first()
+    if row is None or row.ttl_ms is None:
+        return
+    needed = until_ms - row.created_at
+    if needed > row.ttl_ms:
+        conn.execute(
+            update(_T).where(_T.c.task_id == task_id).values(ttl_ms=needed, expires_at=row.created_at + needed)
+        )
+
+
+def _intent_values(intent: Intent, now: int) -> dict[str, Any]:
+    return {
+        "idempotency_key": intent.key,
+        "task_id": intent.task_id,
+        "generation": intent.generation,
+        "principal_digest": intent.principal_digest,
+        "tool_name": intent.tool_name,
+        "arguments_digest": intent.arguments_digest,
+        "body_ciphertext": intent.body_sealed,
+        "key_id": intent.body_sealed.partition(":")[0],
+        "state": intent.state.value,
+        "handle": intent.handle,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+def _task_values(new: NewWorkflow, now: int) -> dict[str, Any]:
+    return {
+        "task_id": new.task_id,
+        "principal_digest": new.principal_digest,
+        "tool_name": new.tool_name,
+        "status": TaskStatus.WORKING.value,
+        "status_message": new.status_message,
+        "created_at": now,
+        "updated_at": now,
+        "ttl_ms": new.ttl_ms,
+        "expires_at": None if new.ttl_ms is None else now + new.ttl_ms,
+        "poll_interval_ms": new.poll_interval_ms,
+        "result_json": None,
+        "error_json": None,
+        "input_requests_json": "{}",
+        "input_responses_json": "{}",
+        "input_seq": 0,
+        "cancel_requested": False,
+        "owner": None,
+        "lease_expires_at": None,
+        "version": 0,
+        "handler": APPROVAL_HANDLER,
+        "meta_json": _dumps(new.meta),
+    }
+
+
+def _workflow_values(new: NewWorkflow, now: int) -> dict[str, Any]:
+    return {
+        "task_id": new.task_id,
+        "principal_digest": new.principal_digest,
+        "tool_name": new.tool_name,
+        "arguments_digest": new.arguments_digest,
+        "binding_ciphertext": new.binding_sealed,
+        "key_id": new.binding_sealed.partition(":")[0],
+        "tool_fingerprint": new.tool_fingerprint,
+        "phase": Phase.PENDING.value,
+        "generation": 1,
+        "backend": new.backend,
+        "handle": new.handle,
+        "template": new.template,
+        "request_deadline": new.request_deadline,
+        "approval_expires_at": None,
+        "next_check_at": new.next_check_at,
+        "attempts": 0,
+        "lease_owner": None,
+        "lease_expires_at": None,
+        "execution_deadline": None,
+        "disposition": None,
+        "created_at": now,
+        "updated_at": now,
+        "version": 0,
+    }

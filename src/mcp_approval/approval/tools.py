@@ -1,0 +1,61 @@
+"""Running a tool from its stored call binding, outside the request that asked for it."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any, Protocol
+
+import mcp_types as types
+import rfc8785
+from mcp.server.mcpserver import MCPServer
+
+logger = logging.getLogger("mcp_approval.approval")
+
+
+class ToolInvoker(Protocol):
+    """Runs tools and describes their current definitions."""
+
+    async def fingerprint(self, tool: str) -> str | None:
+        """A hash of the tool's current definition (``None`` if there is no such tool)."""
+        ...
+
+    async def invoke(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        """Run the tool once; a tool failure is an ``isError`` result, not an exception."""
+        ...
+
+
+class ServerTools:
+    """The tools of an SDK :class:`~mcp.server.mcpserver.MCPServer`, called without interceptors.
+
+    Approved calls run here, bypassing the policy gate: the gate's decision for them was made by
+    the re-evaluation that preceded the execution claim.
+    """
+
+    def __init__(self, server: MCPServer[Any]) -> None:
+        self.server = server
+
+    async def fingerprint(self, tool: str) -> str | None:
+        """SHA-256 over the canonical JSON of the tool's name, description and schemas."""
+        for definition in await self.server.list_tools():
+            if definition.name == tool:
+                described = {
+                    "name": definition.name,
+                    "description": definition.description,
+                    "inputSchema": definition.input_schema,
+                    "outputSchema": definition.output_schema,
+                }
+                return hashlib.sha256(rfc8785.dumps(described)).hexdigest()
+        return None
+
+    async def invoke(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        """Run ``tool``; errors become ``isError`` results (the tool may have had an effect)."""
+        try:
+            result = await self.server.call_tool(tool, arguments)
+        except Exception as exc:  # the tool ran (or tried to): report it, never raise past the claim
+            logger.warning("approved tool %r failed: %r", tool, str(exc))
+            return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
+        if isinstance(result, types.InputRequiredResult):
+            text = "The tool asked for input, which an approved execution cannot provide."
+            return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+        return result

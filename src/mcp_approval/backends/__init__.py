@@ -1,0 +1,23 @@
+"""Approval backends: the SEP-2848 backend contract and its implementations."""
+
+from mcp_approval.backends.contract import (
+    ApprovalBackend,
+    ApprovalBackendError,
+    ApprovalState,
+    ApprovalStatus,
+    ApprovalSubmission,
+    IdempotencyConflictError,
+    StatusListener,
+    UnknownRequestError,
+)
+
+__all__ = [
+    "ApprovalBackend",
+    "ApprovalBackendError",
+    "ApprovalState",
+    "ApprovalStatus",
+    "ApprovalSubmission",
+    "IdempotencyConflictError",
+    "StatusListener",
+    "UnknownRequestError",
+]

@@ -1,0 +1,182 @@
+"""The approval backend contract (SEP-2848 §Relationship to existing specifications).
+
+A backend accepts an approval request idempotently under a caller-supplied submission key,
+returns a durable, resumable handle, resolves the request out of band into a terminal state and,
+on a grant, returns approval material the server feeds into a *new* policy decision. The server,
+never the backend, decides whether the call runs.
+
+Backends: :class:`~mcp_approval.backends.local.LocalApprovalBackend` (durable in the server's own
+database, reviewers decide over HTTP or the CLI) and the ARAP HTTP backend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+import rfc8785
+
+
+class ApprovalStatus(StrEnum):
+    """Where an approval request stands. Everything but ``pending`` is terminal."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the request can no longer change."""
+        return self is not ApprovalStatus.PENDING
+
+
+@dataclass(frozen=True)
+class ApprovalSubmission:
+    """The exact body of one approval request.
+
+    Two submissions are *equivalent* when their canonical JSON (RFC 8785) is identical; that is
+    what an idempotent resubmission under the same key must match.
+
+    Attributes:
+        tool: the tool the call names.
+        arguments: the call's arguments as reviewers may see them (the server redacts first).
+        requester: the principal that made the call.
+        template: the policy's approval template (who may approve, how many approvers).
+        title: a short human-facing description from the policy.
+        description: a longer human-facing description from the policy.
+        deadline_ms: when the request stops accepting decisions (epoch ms), if the policy set one.
+        reason: the policy's reason code for the denial.
+    """
+
+    tool: str
+    arguments: Mapping[str, Any]
+    requester: str
+    template: str | None = None
+    title: str | None = None
+    description: str | None = None
+    deadline_ms: int | None = None
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The body as a JSON object (absent members omitted)."""
+        body: dict[str, Any] = {"tool": self.tool, "arguments": dict(self.arguments), "requester": self.requester}
+        for name in ("template", "title", "description", "deadline_ms", "reason"):
+            value = getattr(self, name)
+            if value is not None:
+                body[name] = value
+        return body
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> ApprovalSubmission:
+        """The submission a :meth:`to_json` document describes."""
+        return cls(
+            tool=str(body["tool"]),
+            arguments=dict(body.get("arguments") or {}),
+            requester=str(body["requester"]),
+            template=body.get("template"),
+            title=body.get("title"),
+            description=body.get("description"),
+            deadline_ms=body.get("deadline_ms"),
+            reason=body.get("reason"),
+        )
+
+    def digest(self) -> str:
+        """SHA-256 hex digest of the canonical body: equal digests mean equivalent submissions."""
+        return hashlib.sha256(rfc8785.dumps(self.to_json())).hexdigest()
+
+
+@dataclass(frozen=True)
+class ApprovalState:
+    """A backend's answer to "where does this request stand?".
+
+    Attributes:
+        status: the request's status.
+        approval: on ``approved``, the approval material for re-evaluation (AuthZEN
+            ``context.approval``: ``id``, ``approved_until``, ``approved_at``); never shown to
+            MCP clients.
+        approved_until_ms: on ``approved``, when the approval stops being usable (epoch ms).
+        deadline_ms: while ``pending``, when the request expires unresolved (epoch ms), which
+            the backend may move.
+        retry_after_s: a hint for when to ask again.
+    """
+
+    status: ApprovalStatus
+    approval: Mapping[str, Any] | None = None
+    approved_until_ms: int | None = None
+    deadline_ms: int | None = None
+    retry_after_s: float | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+class ApprovalBackendError(Exception):
+    """The backend could not be reached or answered unusably; the operation may be retried."""
+
+
+class IdempotencyConflictError(ApprovalBackendError):
+    """A submission key was reused with a body that is not equivalent to the first one."""
+
+    def __init__(self, key_hint: str) -> None:
+        super().__init__(f"submission key {key_hint}… was already used with a different request body")
+
+
+class UnknownRequestError(ApprovalBackendError):
+    """The backend has no request under this handle."""
+
+
+StatusListener = Callable[[str], Awaitable[None]]
+"""Called with a request's handle when the backend learns it changed: a wake-up, never a verdict."""
+
+
+class ApprovalBackend(Protocol):
+    """The abstract approval backend SEP-2848 references.
+
+    Attributes:
+        name: a short stable name stored with each workflow (``"local"``, ``"arap"``).
+        supports_cancel: whether :meth:`cancel` reaches the backend.
+    """
+
+    name: str
+    supports_cancel: bool
+
+    async def start(self, listener: StatusListener | None = None) -> None:
+        """Connect; ``listener`` is woken with a handle when a request may have changed."""
+        ...
+
+    async def stop(self) -> None:
+        """Release resources."""
+        ...
+
+    async def submit(self, key: str, submission: ApprovalSubmission) -> str:
+        """Open a request under ``key`` and return its durable handle.
+
+        The same key with an equivalent submission returns the same handle (a retry after a
+        crash recovers the first request instead of opening a second).
+
+        Raises:
+            IdempotencyConflictError: the key was used with a different body.
+            ApprovalBackendError: the backend is unreachable.
+        """
+        ...
+
+    async def find(self, key: str) -> str | None:
+        """The handle of the request submitted under ``key``, if there is one."""
+        ...
+
+    async def status(self, handle: str) -> ApprovalState:
+        """The request's authoritative state.
+
+        Raises:
+            UnknownRequestError: no such request.
+            ApprovalBackendError: the backend is unreachable.
+        """
+        ...
+
+    async def cancel(self, handle: str) -> None:
+        """Withdraw a pending request (a no-op once it is terminal, or without :attr:`supports_cancel`)."""
+        ...

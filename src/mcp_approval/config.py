@@ -1,0 +1,250 @@
+"""The deployment configuration ``mcp-approval serve --config FILE`` reads (TOML).
+
+Every path in the file is relative to the file itself. A bad file fails with
+:class:`ConfigError`, whose message names the file and the field::
+
+    [server]
+    name = "treasury"
+    dev_mode = true                    # static tokens and an ephemeral binding key are allowed
+
+    [store]
+    url = "sqlite:///treasury.db"
+
+    [policy]
+    cedar = "policy.cedar"
+    entities = "entities.json"
+
+    [tools]
+    module = "tools.py"                # defines register(server, settings)
+    settings = { ledger = "ledger.jsonl" }
+
+    [[principals]]                     # static bearer tokens (dev_mode only)
+    token = "alice-token"
+    id = "alice"
+    roles = ["treasurer"]
+
+    [templates.treasury]               # who decides requests of a policy template
+    approvals_required = 1
+    reviewer_role = "approver"
+
+    [[resolvers]]                      # automatic deciders
+    template = "refund"
+    approve_if_argument = "amount"
+    at_most = 500
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class ConfigError(ValueError):
+    """The configuration file is missing, unreadable or invalid; the message names file and field."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServerSection(_Section):
+    """``[server]``: identity and mode."""
+
+    name: str = "mcp-approval"
+    #: Development mode: static bearer tokens, and an ephemeral call-binding key if none is set.
+    dev_mode: bool = False
+    #: The public base URL (for challenges and callbacks); defaults to the listening address.
+    base_url: str | None = None
+
+
+class StoreSection(_Section):
+    """``[store]``: where tasks, approvals and audit events live."""
+
+    url: str = "sqlite:///mcp-approval.db"
+
+
+class PolicySection(_Section):
+    """``[policy]``: the Cedar policy set the gate asks."""
+
+    cedar: Path
+    entities: Path | None = None
+    schema_file: Path | None = Field(default=None, alias="schema")
+
+
+class ToolsSection(_Section):
+    """``[tools]``: the Python module that registers the server's tools."""
+
+    module: Path
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class TasksSection(_Section):
+    """``[tasks]``: the tasks runtime."""
+
+    poll_interval_s: float = Field(default=2.0, gt=0)
+    threshold_s: float | None = Field(default=5.0, ge=0)
+    ttl_s: float | None = Field(default=3600.0, gt=0)
+    lease_grace_s: float = Field(default=5.0, ge=0)
+
+
+class ApprovalSection(_Section):
+    """``[approval]``: the SEP-2848 enforcement point."""
+
+    #: How long a terminal approval task's result stays retrievable.
+    result_retention_s: float = Field(default=86_400.0, gt=0)
+    #: The longest pending window accepted from a policy or backend.
+    max_pending_s: float = Field(default=7 * 86_400.0, gt=0)
+    #: The request deadline when the policy sets none.
+    default_deadline_s: float = Field(default=86_400.0, gt=0)
+    #: How long an execution may run after its claim before it is reported ``outcome-unknown``.
+    execution_deadline_s: float = Field(default=300.0, gt=0)
+    #: Bound on chained approval requests per task.
+    max_generations: int = Field(default=3, ge=1)
+    #: Submissions a principal may make per minute (then a non-requestable denial).
+    submissions_per_minute: int = Field(default=30, ge=1)
+    #: Pending approval tasks a principal may hold at once.
+    max_pending_per_principal: int = Field(default=50, ge=1)
+    #: How often the resolver polls the backend for pending requests.
+    poll_interval_s: float = Field(default=2.0, gt=0)
+    #: Requestable denials of clients without tasks: the degraded result, or -32021.
+    without_tasks: Literal["degraded", "error"] = "degraded"
+    #: Argument names whose values reviewers see as "[redacted]".
+    redact_arguments: list[str] = Field(default_factory=list)
+    #: Call-binding encryption keys, key id → base64 of 32 bytes; the first one seals new records.
+    binding_keys: dict[str, str] = Field(default_factory=dict)
+    #: A file holding such keys as TOML (``key_id = "base64"``), instead of inline.
+    binding_key_file: Path | None = None
+    #: Shared secret authenticating backend callbacks (HMAC-SHA256).
+    callback_secret: str | None = None
+    #: An intent this old with no task is a crash leftover and is reconciled.
+    intent_grace_s: float = Field(default=30.0, ge=0)
+    #: How long a worker holds a workflow it checks or executes before another may take over.
+    lease_s: float = Field(default=15.0, gt=0)
+
+
+class PrincipalEntry(_Section):
+    """``[[principals]]``: a static bearer token (dev mode only)."""
+
+    token: str = Field(min_length=8)
+    id: str = Field(min_length=1)
+    roles: list[str] = Field(default_factory=list)
+
+
+class TemplateSection(_Section):
+    """``[templates.NAME]``: who may decide requests of one policy template."""
+
+    approvals_required: int = Field(default=1, ge=1)
+    reviewer_role: str = "approver"
+    allow_self_approval: bool = False
+    #: How long an approval stays usable once granted.
+    approval_valid_s: float = Field(default=3600.0, gt=0)
+
+
+class ResolverEntry(_Section):
+    """``[[resolvers]]``: an automatic decider for one template.
+
+    Either a rule (approve when ``arguments[approve_if_argument] <= at_most``, deny otherwise) or
+    a Python callable (``callable = "module:function"``).
+    """
+
+    template: str
+    approve_if_argument: str | None = None
+    at_most: float | None = None
+    callable: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ResolverEntry:
+        rule = self.approve_if_argument is not None or self.at_most is not None
+        if rule and (self.approve_if_argument is None or self.at_most is None):
+            raise ValueError("a rule resolver needs both approve_if_argument and at_most")
+        if rule == (self.callable is not None):
+            raise ValueError("a resolver is either a rule (approve_if_argument, at_most) or a callable")
+        return self
+
+
+class DeploymentConfig(_Section):
+    """A whole deployment, as read from one TOML file."""
+
+    path: Path = Field(exclude=True)
+    server: ServerSection = Field(default_factory=ServerSection)
+    store: StoreSection = Field(default_factory=StoreSection)
+    policy: PolicySection
+    tools: ToolsSection
+    tasks: TasksSection = Field(default_factory=TasksSection)
+    approval: ApprovalSection = Field(default_factory=ApprovalSection)
+    principals: list[PrincipalEntry] = Field(default_factory=list)
+    templates: dict[str, TemplateSection] = Field(default_factory=dict)
+    resolvers: list[ResolverEntry] = Field(default_factory=list)
+
+    @field_validator("principals")
+    @classmethod
+    def _unique_tokens(cls, principals: list[PrincipalEntry]) -> list[PrincipalEntry]:
+        tokens = [entry.token for entry in principals]
+        if len(tokens) != len(set(tokens)):
+            raise ValueError("two principals share a token")
+        return principals
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DeploymentConfig:
+        if self.principals and not self.server.dev_mode:
+            raise ValueError("static [[principals]] tokens are allowed only with server.dev_mode = true")
+        for resolver in self.resolvers:
+            if resolver.template not in self.templates:
+                raise ValueError(f"resolver for template {resolver.template!r}: no [templates.{resolver.template}]")
+        return self
+
+    @property
+    def base_dir(self) -> Path:
+        """The directory relative paths in the file are resolved against."""
+        return self.path.parent
+
+    def resolve(self, path: Path) -> Path:
+        """``path`` made absolute against the config file's directory."""
+        return path if path.is_absolute() else self.base_dir / path
+
+    def store_url(self) -> str:
+        """The store URL, a relative SQLite path resolved against the config file."""
+        url = self.store.url
+        prefix = "sqlite:///"
+        if url.startswith(prefix) and not url.startswith(prefix + "/") and len(url) > len(prefix):
+            return prefix + str(self.resolve(Path(url[len(prefix) :])))
+        return url
+
+    def roles_of(self, principal: str) -> frozenset[str]:
+        """The roles a principal holds."""
+        return frozenset(role for entry in self.principals if entry.id == principal for role in entry.roles)
+
+    def tokens(self) -> dict[str, str]:
+        """Static bearer token → principal id."""
+        return {entry.token: entry.id for entry in self.principals}
+
+
+def load_config(path: str | Path) -> DeploymentConfig:
+    """Read and validate a deployment file.
+
+    Raises:
+        ConfigError: naming the file and, for invalid content, each bad field.
+    """
+    file = Path(path).resolve()
+    try:
+        raw = tomllib.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such configuration file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    try:
+        return DeploymentConfig.model_validate({**raw, "path": file})
+    except ValidationError as exc:
+        problems = "; ".join(_describe(error) for error in exc.errors())
+        raise ConfigError(f"{path}: {problems}") from None
+
+
+def _describe(error: Any) -> str:
+    location = ".".join(str(part) for part in error["loc"]) or "(top level)"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"{location}: {message}"

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import typer
 
+from mcp_approval.cli.review import review_app
+from mcp_approval.cli.serve import serve
+
 app = typer.Typer(
     name="mcp-approval",
     help="Durable MCP tasks, structured authorization denials and approval-gated tool calls.",
     no_args_is_help=True,
     add_completion=False,
 )
+app.add_typer(review_app, name="review")
 
 
 @app.command("conformance-server")
@@ -21,6 +25,9 @@ def conformance_server(
     from mcp_approval.server.conformance import run_conformance_server
 
     run_conformance_server(port=port, store_url=db)
+
+
+app.command("serve")(serve)
 
 
 @app.command("demo")

@@ -5,6 +5,7 @@ PostgreSQL. Higher layers own the meaning of the rows; this layer owns how they 
 how a transaction runs (:class:`Database`).
 """
 
+from mcp_approval.storage.audit import AuditEvent, AuditLog
 from mcp_approval.storage.database import (
     Database,
     PostgresDatabase,
@@ -18,6 +19,8 @@ from mcp_approval.storage.schema import metadata, tasks_table
 
 __all__ = [
     "SCHEMA_VERSION",
+    "AuditEvent",
+    "AuditLog",
     "Database",
     "PostgresDatabase",
     "SqliteDatabase",

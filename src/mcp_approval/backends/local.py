@@ -1,0 +1,410 @@
+"""The local approval backend: requests kept durably in the server's own database.
+
+Reviewers decide through the reviewer HTTP API (:mod:`mcp_approval.backends.reviewer_api`) or
+the ``mcp-approval review`` CLI; automatic resolvers (:mod:`mcp_approval.backends.resolvers`)
+may decide first. Every status change is a compare-and-set UPDATE on ``status`` and
+``version``, committed in the same transaction as its decision row and audit event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import secrets
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import rfc8785
+from sqlalchemy import Connection, select
+from sqlalchemy.exc import IntegrityError
+
+from mcp_approval.backends.contract import (
+    ApprovalState,
+    ApprovalStatus,
+    ApprovalSubmission,
+    StatusListener,
+    UnknownRequestError,
+)
+from mcp_approval.backends.local_records import (
+    AlreadyDecidedError,
+    ApprovalRecord,
+    NotEligibleError,
+    RequestExpiredError,
+    ReviewError,
+    Row,
+    StaleError,
+    cas,
+    decision_rows,
+    due,
+    existing_request,
+    fetch,
+    insert_decision,
+    record_from_rows,
+    resulting_status,
+)
+from mcp_approval.backends.resolvers import AutoResolver
+from mcp_approval.clock import Clock, SystemClock, iso8601
+from mcp_approval.config import TemplateSection
+from mcp_approval.storage.audit import AuditLog
+from mcp_approval.storage.database import Database
+from mcp_approval.storage.schema import approval_requests_table
+
+__all__ = [
+    "AlreadyDecidedError",
+    "ApprovalRecord",
+    "LocalApprovalBackend",
+    "NotEligibleError",
+    "RequestExpiredError",
+    "ReviewError",
+]
+
+_R = approval_requests_table
+_log = logging.getLogger(__name__)
+#: Requests without a configured template: one approver holding "approver", no self-approval.
+_DEFAULT_TEMPLATE = TemplateSection()
+#: How often a decision transaction is retried when a concurrent one won the compare-and-set.
+_CAS_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    record: ApprovalRecord
+    terminal: bool
+    expired: bool = False
+
+
+class LocalApprovalBackend:
+    """An :class:`~mcp_approval.backends.contract.ApprovalBackend` kept in the server's database.
+
+    Args:
+        database: an already migrated database.
+        templates: approval templates by name (who decides, how many approvers).
+        roles: the roles a reviewer holds.
+        resolvers: automatic deciders, at most one per template.
+        redact: argument names reviewers see as ``"[redacted]"``.
+        audit: where audit events go (by default, the same database).
+        clock: the source of time.
+    """
+
+    name = "local"
+    supports_cancel = True
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        templates: Mapping[str, TemplateSection],
+        roles: Callable[[str], frozenset[str]],
+        resolvers: Sequence[AutoResolver] = (),
+        redact: Collection[str] = (),
+        audit: AuditLog | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self._db = database
+        self._templates = dict(templates)
+        self._roles = roles
+        self._resolvers = {resolver.template: resolver for resolver in resolvers}
+        self._redact = frozenset(redact)
+        self._clock = clock or SystemClock()
+        self._audit = audit or AuditLog(database, self._clock)
+        self._listener: StatusListener | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self, listener: StatusListener | None = None) -> None:
+        """Remember ``listener`` and resume resolver work left pending by a previous process."""
+        self._listener = listener
+        if not self._resolvers:
+            return
+        templates = sorted(self._resolvers)
+        query = select(_R.c.request_id).where(_R.c.status == "pending", _R.c.template.in_(templates))
+        pending = await self._db.read(lambda conn: list(conn.execute(query).scalars()))
+        for request_id in pending:
+            self._spawn_resolver(request_id)
+
+    async def stop(self) -> None:
+        """Cancel resolver work in progress (it is resumed by the next :meth:`start`)."""
+        tasks, self._tasks = list(self._tasks), set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- the backend contract -------------------------------------------------------------------
+
+    async def submit(self, key: str, submission: ApprovalSubmission) -> str:
+        """Open a request under ``key``, or return the one an equivalent earlier submission opened."""
+        digest = submission.digest()
+        try:
+            request_id, created = await self._db.write(lambda conn: self._insert(conn, key, digest, submission))
+        except IntegrityError:
+            # A concurrent submit with the same key committed first: its row is the answer.
+            existing = await self._db.read(lambda conn: existing_request(conn, key, digest))
+            if existing is None:
+                raise
+            request_id, created = existing, False
+        if created and submission.template in self._resolvers:
+            self._spawn_resolver(request_id)
+        return request_id
+
+    async def find(self, key: str) -> str | None:
+        """The handle of the request submitted under ``key``, if any."""
+        query = select(_R.c.request_id).where(_R.c.idempotency_key == key)
+        return await self._db.read(lambda conn: conn.execute(query).scalar_one_or_none())
+
+    async def status(self, handle: str) -> ApprovalState:
+        """The request's state; a pending request past its deadline is expired now."""
+        row = await self._current(handle)
+        if row is None:
+            raise UnknownRequestError(f"no approval request {handle[:8]}…")
+        status = ApprovalStatus(row["status"])
+        if status is ApprovalStatus.APPROVED:
+            approval = {
+                "id": row["request_id"],
+                "approved_at": iso8601(row["decided_at"]),
+                "approved_until": iso8601(row["approved_until"]),
+            }
+            return ApprovalState(status, approval=approval, approved_until_ms=row["approved_until"])
+        if status is ApprovalStatus.PENDING:
+            return ApprovalState(status, deadline_ms=row["expires_at"])
+        return ApprovalState(status)
+
+    async def cancel(self, handle: str) -> None:
+        """Withdraw a pending request; a terminal one is left as it is."""
+        now = self._clock.now_ms()
+
+        def cancel(conn: Connection) -> None:
+            row = fetch(conn, handle, lock=True)
+            if row is None:
+                raise UnknownRequestError(f"no approval request {handle[:8]}…")
+            if row["status"] == "pending":
+                cas(conn, row, now, status="cancelled", decided_at=now)
+                self._audit.record_in(conn, now, "approval.cancelled", subject=handle)
+
+        await self._db.write(cancel)
+
+    # -- reviewer operations --------------------------------------------------------------------
+
+    async def list_requests(
+        self, status: Literal["pending", "decided"] = "pending", *, limit: int = 200
+    ) -> list[ApprovalRecord]:
+        """Pending requests (oldest first) or decided ones (latest first)."""
+        await self._expire_due()
+        if status == "pending":
+            query = select(_R).where(_R.c.status == "pending").order_by(_R.c.created_at, _R.c.request_id)
+        else:
+            query = select(_R).where(_R.c.status != "pending").order_by(_R.c.updated_at.desc(), _R.c.request_id)
+
+        def read(conn: Connection) -> list[ApprovalRecord]:
+            rows = [dict(row) for row in conn.execute(query.limit(limit)).mappings()]
+            decisions = decision_rows(conn, [row["request_id"] for row in rows]) if rows else []
+            return [self._record(row, decisions) for row in rows]
+
+        return await self._db.read(read)
+
+    async def get_request(self, request_id: str) -> ApprovalRecord | None:
+        """One request as reviewers see it, or ``None``."""
+        row = await self._current(request_id)
+        if row is None:
+            return None
+        decisions = await self._db.read(lambda conn: decision_rows(conn, [request_id]))
+        return self._record(row, decisions)
+
+    async def decide(
+        self, request_id: str, reviewer: str, decision: Literal["approve", "deny"], comment: str | None = None
+    ) -> ApprovalRecord:
+        """Record ``reviewer``'s decision and return the request as it now stands.
+
+        Raises:
+            UnknownRequestError: no such request.
+            NotEligibleError: the reviewer lacks the template's role, or is the requester.
+            AlreadyDecidedError: the request is terminal, or this reviewer already decided it.
+            RequestExpiredError: the deadline passed (the request is now expired).
+        """
+        return await self._decide(request_id, reviewer, decision, comment, automatic=False)
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _template(self, name: str | None) -> TemplateSection:
+        return self._templates.get(name, _DEFAULT_TEMPLATE) if name is not None else _DEFAULT_TEMPLATE
+
+    def _record(self, row: Row, decisions: Sequence[Row]) -> ApprovalRecord:
+        mine = [d for d in decisions if d["request_id"] == row["request_id"]]
+        return record_from_rows(row, mine, self._redact)
+
+    def _insert(self, conn: Connection, key: str, digest: str, submission: ApprovalSubmission) -> tuple[str, bool]:
+        existing = existing_request(conn, key, digest)
+        if existing is not None:
+            return existing, False
+        now = self._clock.now_ms()
+        # 256 random bits; the prefix keeps an id from starting with "-" (a CLI would read an option).
+        request_id = "apr_" + secrets.token_urlsafe(32)
+        conn.execute(
+            _R.insert(),
+            {
+                "request_id": request_id,
+                "idempotency_key": key,
+                "body_digest": digest,
+                # The full canonical body: redaction applies when a record is presented.
+                "body_json": rfc8785.dumps(submission.to_json()).decode(),
+                "status": "pending",
+                "tool_name": submission.tool,
+                "requester": submission.requester,
+                "template": submission.template,
+                "approvals_required": self._template(submission.template).approvals_required,
+                "created_at": now,
+                "expires_at": submission.deadline_ms,
+                "updated_at": now,
+                "version": 0,
+            },
+        )
+        data = {"tool": submission.tool, "template": submission.template}
+        self._audit.record_in(
+            conn, now, "approval.submitted", subject=request_id, actor=submission.requester, data=data
+        )
+        return request_id, True
+
+    async def _current(self, request_id: str) -> Row | None:
+        """The request's row, expiring it first if it is pending past its deadline."""
+        row = await self._db.read(lambda conn: fetch(conn, request_id))
+        if row is not None and due(row, self._clock.now_ms()):
+            now = self._clock.now_ms()
+            row = await self._db.write(lambda conn: self._expire_locked(conn, request_id, now))
+        return row
+
+    def _expire_locked(self, conn: Connection, request_id: str, now: int) -> Row | None:
+        row = fetch(conn, request_id, lock=True)
+        if row is not None and due(row, now):
+            self._expire_in(conn, row, now)
+            row = fetch(conn, request_id)
+        return row
+
+    def _expire_in(self, conn: Connection, row: Row, now: int) -> None:
+        cas(conn, row, now, status="expired", decided_at=now)
+        self._audit.record_in(conn, now, "approval.expired", subject=row["request_id"])
+
+    async def _expire_due(self) -> None:
+        now = self._clock.now_ms()
+        due = select(_R).where(_R.c.status == "pending", _R.c.expires_at <= now)
+
+        def expire(conn: Connection) -> None:
+            for row in conn.execute(due.with_for_update()).mappings().all():
+                self._expire_in(conn, dict(row), now)
+
+        # Look first, so that listing takes no write lock when nothing is due.
+        if await self._db.read(lambda conn: conn.execute(due.limit(1)).first() is not None):
+            await self._db.write(expire)
+
+    async def _decide(
+        self, request_id: str, reviewer: str, decision: Literal["approve", "deny"], comment: str | None, automatic: bool
+    ) -> ApprovalRecord:
+        if decision not in ("approve", "deny"):
+            raise ValueError(f"decision must be 'approve' or 'deny', not {decision!r}")
+        for _ in range(_CAS_ATTEMPTS):
+            now = self._clock.now_ms()
+
+            def write(conn: Connection, now: int = now) -> _Outcome:
+                return self._decide_in(conn, now, request_id, reviewer, decision, comment, automatic)
+
+            try:
+                outcome = await self._db.write(write)
+                break
+            except IntegrityError:
+                # The same reviewer's concurrent decision committed first.
+                raise AlreadyDecidedError(f"{reviewer} already decided request {request_id[:8]}…") from None
+            except StaleError:
+                continue
+        else:
+            raise ReviewError(f"request {request_id[:8]}… kept changing; try again")
+        if outcome.terminal:
+            await self._notify(request_id)
+        if outcome.expired:
+            raise RequestExpiredError(f"request {request_id[:8]}… expired before the decision")
+        return outcome.record
+
+    def _decide_in(
+        self,
+        conn: Connection,
+        now: int,
+        request_id: str,
+        reviewer: str,
+        decision: str,
+        comment: str | None,
+        automatic: bool,
+    ) -> _Outcome:
+        row = fetch(conn, request_id, lock=True)
+        if row is None:
+            raise UnknownRequestError(f"no approval request {request_id[:8]}…")
+        if row["status"] != "pending":
+            raise AlreadyDecidedError(f"request {request_id[:8]}… is already {row['status']}")
+        if not automatic:
+            self._check_eligible(row, reviewer)
+        if due(row, now):
+            # The expiry must commit, so it is returned, not raised (raising rolls back).
+            self._expire_in(conn, row, now)
+            return _Outcome(self._reload(conn, request_id), terminal=True, expired=True)
+        insert_decision(conn, request_id, reviewer, decision, comment, now)
+        self._audit.record_in(
+            conn, now, "approval.decision", subject=request_id, actor=reviewer, data={"decision": decision}
+        )
+        target = resulting_status(conn, row, decision)
+        values: dict[str, Any] = {}
+        if target is not None:
+            values = {"status": target, "decided_at": now}
+            if target == "approved":
+                valid_ms = int(self._template(row["template"]).approval_valid_s * 1000)
+                values["approved_until"] = now + valid_ms
+        cas(conn, row, now, **values)  # bumps the version even when the request stays pending
+        if target is not None:
+            self._audit.record_in(conn, now, f"approval.{target}", subject=request_id, actor=reviewer)
+        return _Outcome(self._reload(conn, request_id), terminal=target is not None)
+
+    def _check_eligible(self, row: Row, reviewer: str) -> None:
+        name = row["template"] or "(default)"
+        template = self._template(row["template"])
+        if reviewer == row["requester"] and not template.allow_self_approval:
+            raise NotEligibleError(f"{reviewer} made this request and template {name!r} forbids self-approval")
+        if template.reviewer_role not in self._roles(reviewer):
+            raise NotEligibleError(f"{reviewer} lacks the role {template.reviewer_role!r} template {name!r} requires")
+
+    def _reload(self, conn: Connection, request_id: str) -> ApprovalRecord:
+        row = fetch(conn, request_id)
+        assert row is not None  # it was locked in this transaction
+        return self._record(row, decision_rows(conn, [request_id]))
+
+    async def _notify(self, request_id: str) -> None:
+        if self._listener is None:
+            return
+        try:
+            await self._listener(request_id)
+        except Exception:  # a wake-up failing must not undo or hide a committed decision
+            _log.exception("approval status listener failed for %s…", request_id[:8])
+
+    def _spawn_resolver(self, request_id: str) -> None:
+        task = asyncio.create_task(self._resolve(request_id))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _resolve(self, request_id: str) -> None:
+        row = await self._db.read(lambda conn: fetch(conn, request_id))
+        if row is None or row["status"] != "pending" or row["template"] not in self._resolvers:
+            return
+        template = row["template"]
+        actor = f"resolver:{template}"
+        submission = ApprovalSubmission.from_json(json.loads(row["body_json"]))
+        try:
+            verdict = await self._resolvers[template].decide(submission)
+        except Exception as exc:  # a broken resolver leaves the request to human reviewers
+            _log.exception("resolver for template %r failed", template)
+            data = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+            await self._audit.record("approval.resolver_failed", subject=request_id, actor=actor, data=data)
+            return
+        if verdict is None:
+            await self._audit.record("approval.resolver_deferred", subject=request_id, actor=actor)
+            return
+        # A reviewer, the deadline or a cancellation may have got there first.
+        with contextlib.suppress(ReviewError, UnknownRequestError):
+            await self._decide(request_id, actor, verdict, "decided automatically", automatic=True)

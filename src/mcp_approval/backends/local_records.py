@@ -1,0 +1,198 @@
+"""Approval requests as reviewers see them, their row access, and the errors reviewer operations raise."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, func, select, update
+
+from mcp_approval.backends.contract import ApprovalStatus, IdempotencyConflictError
+from mcp_approval.clock import iso8601
+from mcp_approval.storage.schema import approval_decisions_table, approval_requests_table
+
+REDACTED = "[redacted]"
+_R = approval_requests_table
+_D = approval_decisions_table
+
+Row = Mapping[str, Any]
+
+
+class ReviewError(Exception):
+    """A reviewer operation was refused."""
+
+
+class NotEligibleError(ReviewError):
+    """The reviewer may not decide this request (missing role, or self-approval)."""
+
+
+class AlreadyDecidedError(ReviewError):
+    """The request is terminal, or this reviewer already decided it."""
+
+
+class RequestExpiredError(AlreadyDecidedError):
+    """The request's deadline passed before the decision; it is now expired."""
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    """One reviewer's decision on a request."""
+
+    reviewer: str
+    decision: str
+    comment: str | None
+    decided_at: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The decision as JSON (time as ISO 8601)."""
+        return {
+            "reviewer": self.reviewer,
+            "decision": self.decision,
+            "comment": self.comment,
+            "decided_at": iso8601(self.decided_at),
+        }
+
+
+@dataclass(frozen=True)
+class ApprovalRecord:
+    """An approval request as reviewers see it (arguments redacted).
+
+    Times are epoch milliseconds; :meth:`to_json` renders them as ISO 8601.
+    """
+
+    id: str
+    status: ApprovalStatus
+    tool: str
+    arguments: Mapping[str, Any]
+    requester: str
+    template: str | None
+    created_at: int
+    expires_at: int | None
+    approved_until: int | None
+    approvals_required: int
+    decisions: tuple[DecisionRecord, ...] = ()
+    title: str | None = None
+    description: str | None = None
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as a JSON object."""
+        return {
+            "id": self.id,
+            "status": self.status.value,
+            "tool": self.tool,
+            "arguments": dict(self.arguments),
+            "requester": self.requester,
+            "template": self.template,
+            "title": self.title,
+            "description": self.description,
+            "reason": self.reason,
+            "created_at": iso8601(self.created_at),
+            "expires_at": None if self.expires_at is None else iso8601(self.expires_at),
+            "approved_until": None if self.approved_until is None else iso8601(self.approved_until),
+            "approvals_required": self.approvals_required,
+            "decisions": [decision.to_json() for decision in self.decisions],
+        }
+
+
+def redact(value: Any, names: Collection[str]) -> Any:
+    """``value`` with every member named in ``names`` (at any depth) replaced by ``"[redacted]"``."""
+    if isinstance(value, Mapping):
+        return {key: REDACTED if key in names else redact(item, names) for key, item in value.items()}
+    if isinstance(value, list):
+        return [redact(item, names) for item in value]
+    return value
+
+
+def record_from_rows(
+    row: Mapping[str, Any], decisions: Sequence[Mapping[str, Any]], names: Collection[str]
+) -> ApprovalRecord:
+    """The record an ``approval_requests`` row and its ``approval_decisions`` rows describe."""
+    body = json.loads(row["body_json"])
+    return ApprovalRecord(
+        id=row["request_id"],
+        status=ApprovalStatus(row["status"]),
+        tool=row["tool_name"],
+        arguments=redact(body.get("arguments") or {}, names),
+        requester=row["requester"],
+        template=row["template"],
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
+        approved_until=row["approved_until"],
+        approvals_required=row["approvals_required"],
+        decisions=tuple(DecisionRecord(d["reviewer"], d["decision"], d["comment"], d["decided_at"]) for d in decisions),
+        title=body.get("title"),
+        description=body.get("description"),
+        reason=body.get("reason"),
+    )
+
+
+class StaleError(Exception):
+    """A compare-and-set lost to a concurrent write; the transaction is rolled back and retried."""
+
+
+def fetch(conn: Connection, request_id: str, *, lock: bool = False) -> Row | None:
+    query = select(_R).where(_R.c.request_id == request_id)
+    # FOR UPDATE serializes decisions on PostgreSQL; SQLite's BEGIN IMMEDIATE already does.
+    row = conn.execute(query.with_for_update() if lock else query).mappings().first()
+    return None if row is None else dict(row)
+
+
+def decision_rows(conn: Connection, request_ids: Sequence[str]) -> list[Row]:
+    query = select(_D).where(_D.c.request_id.in_(request_ids)).order_by(_D.c.decided_at, _D.c.reviewer)
+    return [dict(row) for row in conn.execute(query).mappings()]
+
+
+def cas(conn: Connection, row: Row, now: int, **values: Any) -> None:
+    """Move a pending row on, guarded by its status and version; raise :class:`StaleError` if it changed."""
+    statement = (
+        update(_R)
+        .where(_R.c.request_id == row["request_id"], _R.c.status == "pending", _R.c.version == row["version"])
+        .values(version=_R.c.version + 1, updated_at=now, **values)
+    )
+    if conn.execute(statement).rowcount != 1:
+        raise StaleError(row["request_id"])
+
+
+def due(row: Row, now: int) -> bool:
+    """Whether a request is pending past its deadline."""
+    return row["status"] == "pending" and row["expires_at"] is not None and row["expires_at"] <= now
+
+
+def existing_request(conn: Connection, key: str, digest: str) -> str | None:
+    """The request submitted under ``key``, if any.
+
+    Raises:
+        IdempotencyConflictError: it was submitted with a body whose digest is not ``digest``.
+    """
+    row = conn.execute(select(_R.c.request_id, _R.c.body_digest).where(_R.c.idempotency_key == key)).first()
+    if row is None:
+        return None
+    if row.body_digest != digest:
+        raise IdempotencyConflictError(key[:8])
+    return str(row.request_id)
+
+
+def insert_decision(
+    conn: Connection, request_id: str, reviewer: str, decision: str, comment: str | None, now: int
+) -> None:
+    """Record one reviewer's decision; a reviewer decides a request at most once.
+
+    Raises:
+        AlreadyDecidedError: this reviewer already decided the request.
+    """
+    mine = select(_D.c.reviewer).where(_D.c.request_id == request_id, _D.c.reviewer == reviewer)
+    if conn.execute(mine).first() is not None:
+        raise AlreadyDecidedError(f"{reviewer} already decided request {request_id[:8]}…")
+    values = {"request_id": request_id, "reviewer": reviewer, "decision": decision, "comment": comment}
+    conn.execute(_D.insert(), {**values, "decided_at": now})
+
+
+def resulting_status(conn: Connection, row: Row, decision: str) -> str | None:
+    """The status a just-recorded decision moves the request to, if it ends it (any deny; N approvals)."""
+    if decision == "deny":
+        return "denied"
+    approvals = select(func.count()).where(_D.c.request_id == row["request_id"], _D.c.decision == "approve")
+    return "approved" if conn.execute(approvals).scalar_one() >= row["approvals_required"] else None

@@ -1,0 +1,125 @@
+"""The reviewer HTTP API of the local approval backend.
+
+``GET /approvals?status=pending|decided``, ``GET /approvals/{id}`` and
+``POST /approvals/{id}/decide`` with ``{"decision": "approve"|"deny", "comment": "..."}``.
+Reviewers authenticate with a bearer token; errors are RFC 9457 ``application/problem+json``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from mcp_approval.backends.contract import UnknownRequestError
+from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.local_records import AlreadyDecidedError, NotEligibleError
+
+Authenticator = Callable[[str], Awaitable[str | None]]
+#: The longest comment a reviewer may attach to a decision.
+MAX_COMMENT_CHARS = 2000
+_TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    409: "Conflict",
+    415: "Unsupported Media Type",
+}
+
+
+class _Problem(Exception):
+    def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.headers = headers
+
+
+def problem(status: int, detail: str, headers: dict[str, str] | None = None) -> Response:
+    """An RFC 9457 problem details response."""
+    body = {"type": "about:blank", "title": _TITLES.get(status, "Error"), "status": status, "detail": detail}
+    return JSONResponse(body, status_code=status, headers=headers, media_type="application/problem+json")
+
+
+def reviewer_routes(backend: LocalApprovalBackend, authenticate: Authenticator) -> list[BaseRoute]:
+    """The reviewer API's routes; ``authenticate`` maps a bearer token to a reviewer (or ``None``)."""
+
+    async def reviewer_of(request: Request) -> str:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        reviewer = await authenticate(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+        if reviewer is None:
+            raise _Problem(401, "a valid bearer token is required", {"WWW-Authenticate": "Bearer"})
+        return reviewer
+
+    async def list_approvals(request: Request) -> Response:
+        await reviewer_of(request)
+        status = request.query_params.get("status", "pending")
+        if status not in ("pending", "decided"):
+            raise _Problem(400, "query parameter 'status' must be 'pending' or 'decided'")
+        records = await backend.list_requests("pending" if status == "pending" else "decided")
+        return JSONResponse({"approvals": [record.to_json() for record in records]})
+
+    async def get_approval(request: Request) -> Response:
+        await reviewer_of(request)
+        record = await backend.get_request(request.path_params["request_id"])
+        if record is None:
+            raise _Problem(404, "no such approval request")
+        return JSONResponse(record.to_json())
+
+    async def decide(request: Request) -> Response:
+        reviewer = await reviewer_of(request)
+        decision, comment = await _decision_body(request)
+        try:
+            record = await backend.decide(request.path_params["request_id"], reviewer, decision, comment)
+        except UnknownRequestError:
+            raise _Problem(404, "no such approval request") from None
+        except NotEligibleError as exc:
+            raise _Problem(403, str(exc)) from None
+        except AlreadyDecidedError as exc:
+            raise _Problem(409, str(exc)) from None
+        return JSONResponse(record.to_json())
+
+    return [
+        Route("/approvals", _problems(list_approvals), methods=["GET"]),
+        Route("/approvals/{request_id}", _problems(get_approval), methods=["GET"]),
+        Route("/approvals/{request_id}/decide", _problems(decide), methods=["POST"]),
+    ]
+
+
+def _problems(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    """``endpoint`` with :class:`_Problem` turned into its response."""
+
+    async def handle(request: Request) -> Response:
+        try:
+            return await endpoint(request)
+        except _Problem as exc:
+            return problem(exc.status, exc.detail, exc.headers)
+
+    return handle
+
+
+async def _decision_body(request: Request) -> tuple[Literal["approve", "deny"], str | None]:
+    """The validated ``decision`` and ``comment`` of a decide request."""
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type != "application/json" and not media_type.endswith("+json"):
+        raise _Problem(415, "the request body must be application/json")
+    try:
+        body: Any = json.loads(await request.body())
+    except (ValueError, UnicodeDecodeError):
+        raise _Problem(400, "the request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise _Problem(400, "the request body must be a JSON object")
+    decision = body.get("decision")
+    if decision not in ("approve", "deny"):
+        raise _Problem(400, "field 'decision' must be 'approve' or 'deny'")
+    comment = body.get("comment")
+    if comment is not None and not isinstance(comment, str):
+        raise _Problem(400, "field 'comment' must be a string")
+    if comment is not None and len(comment) > MAX_COMMENT_CHARS:
+        raise _Problem(400, f"field 'comment' must be at most {MAX_COMMENT_CHARS} characters")
+    return ("approve" if decision == "approve" else "deny"), comment

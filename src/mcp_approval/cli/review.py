@@ -1,0 +1,134 @@
+"""``mcp-approval review``: list, inspect and decide local approval requests from a terminal."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from mcp_approval.backends.contract import UnknownRequestError
+from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.local_records import ApprovalRecord, ReviewError
+from mcp_approval.config import ConfigError, load_config
+from mcp_approval.server.local_backend import local_backend_from_config
+from mcp_approval.storage import StoreUnavailableError, migrate, open_database
+
+T = TypeVar("T")
+
+review_app = typer.Typer(
+    help="Review approval requests of the local backend: list, show, approve, deny.", no_args_is_help=True
+)
+
+_CONFIG = typer.Option(..., "--config", help="The deployment configuration file (TOML).")
+_DB = typer.Option(None, "--db", help="Store URL; overrides the configuration's [store] url.")
+_JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
+_AS = typer.Option(..., "--as", help="The reviewer deciding (a principal id from the configuration).")
+_COMMENT = typer.Option(None, "--comment", help="A comment recorded with the decision.")
+
+
+def _fail(message: str) -> typer.Exit:
+    # Plain text, unwrapped: the message names a file or field that must stay greppable.
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(1)
+
+
+def _run(config_path: Path, db: str | None, operation: Callable[[LocalApprovalBackend], Awaitable[T]]) -> T:
+    """Load the config, open and migrate the store, run ``operation`` on the backend, close the store."""
+    try:
+        config = load_config(config_path)
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+
+    async def run() -> T:
+        database = open_database(db or config.store_url())
+        try:
+            await migrate(database)
+            return await operation(local_backend_from_config(config, database, with_resolvers=False))
+        finally:
+            await database.close()
+
+    try:
+        return asyncio.run(run())
+    except (ReviewError, StoreUnavailableError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    except UnknownRequestError:
+        raise _fail("no such approval request") from None
+
+
+@review_app.command("list")
+def list_command(
+    config: Path = _CONFIG,
+    db: str | None = _DB,
+    status: str = typer.Option("pending", "--status", help="pending or decided."),
+    as_json: bool = _JSON,
+) -> None:
+    """List pending (or decided) approval requests."""
+    if status not in ("pending", "decided"):
+        raise _fail(f"--status must be 'pending' or 'decided', not {status!r}")
+    wanted: Literal["pending", "decided"] = "pending" if status == "pending" else "decided"
+    records = _run(config, db, lambda backend: backend.list_requests(wanted))
+    if as_json:
+        typer.echo(json.dumps({"approvals": [record.to_json() for record in records]}, indent=2))
+        return
+    table = Table("id", "status", "tool", "requester", "template", "approvals", "expires")
+    for record in records:
+        approvals = sum(1 for d in record.decisions if d.decision == "approve")
+        data = record.to_json()
+        table.add_row(
+            record.id,
+            record.status.value,
+            record.tool,
+            record.requester,
+            record.template or "-",
+            f"{approvals}/{record.approvals_required}",
+            data["expires_at"] or "-",
+        )
+    Console(width=200).print(table)
+
+
+@review_app.command("show")
+def show_command(request_id: str, config: Path = _CONFIG, db: str | None = _DB, as_json: bool = _JSON) -> None:
+    """Show one approval request with its arguments (redacted) and decisions."""
+    record = _run(config, db, lambda backend: backend.get_request(request_id))
+    if record is None:
+        raise _fail(f"no approval request {request_id!r}")
+    if as_json:
+        typer.echo(json.dumps(record.to_json(), indent=2))
+    else:
+        _print_record(record)
+
+
+@review_app.command("approve")
+def approve_command(
+    request_id: str, config: Path = _CONFIG, db: str | None = _DB, reviewer: str = _AS, comment: str | None = _COMMENT
+) -> None:
+    """Approve a request as reviewer ``--as``."""
+    _print_record(_run(config, db, lambda backend: backend.decide(request_id, reviewer, "approve", comment)))
+
+
+@review_app.command("deny")
+def deny_command(
+    request_id: str, config: Path = _CONFIG, db: str | None = _DB, reviewer: str = _AS, comment: str | None = _COMMENT
+) -> None:
+    """Deny a request as reviewer ``--as``."""
+    _print_record(_run(config, db, lambda backend: backend.decide(request_id, reviewer, "deny", comment)))
+
+
+def _print_record(record: ApprovalRecord) -> None:
+    data = record.to_json()
+    table = Table(show_header=False)
+    for name in ("id", "status", "tool", "requester", "template", "title", "created_at", "expires_at"):
+        table.add_row(name, str(data[name] if data[name] is not None else "-"))
+    table.add_row("approved_until", str(data["approved_until"] or "-"))
+    table.add_row("arguments", json.dumps(data["arguments"], indent=2))
+    table.add_row("approvals_required", str(record.approvals_required))
+    for decision in record.decisions:
+        note = f" ({decision.comment})" if decision.comment else ""
+        table.add_row("decision", f"{decision.reviewer}: {decision.decision}{note}, {decision.to_json()['decided_at']}")
+    Console(width=200).print(table)

@@ -1,0 +1,210 @@
+"""The composition root: one deployment file in, one running approval-gated MCP server out.
+
+:func:`build_deployment` wires every layer from a :class:`~mcp_approval.config.DeploymentConfig`:
+the database, the tasks extension, the Cedar PDP and policy gate, the local approval backend,
+the tool-approval enforcement point and the deployment's tools. :func:`deployment_app` serves
+it over HTTP: MCP at ``/mcp``, the reviewer API at ``/approvals``, backend callbacks at
+``/approvals/callback``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import tomllib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from starlette.applications import Starlette
+
+from mcp_approval.approval import PolicyGate
+from mcp_approval.approval.binding import BindingCipher
+from mcp_approval.approval.callbacks import callback_route
+from mcp_approval.approval.options import ApprovalOptions
+from mcp_approval.approval.service import PrincipalCheck, ToolApproval
+from mcp_approval.approval.tools import ServerTools
+from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.reviewer_api import reviewer_routes
+from mcp_approval.clock import Clock
+from mcp_approval.config import ConfigError, DeploymentConfig
+from mcp_approval.policy import CedarPDP, ToolCallMapper
+from mcp_approval.server.auth import StaticTokenVerifier, local_auth_settings
+from mcp_approval.server.local_backend import local_backend_from_config, reviewer_authenticator
+from mcp_approval.storage import AuditLog, open_database
+from mcp_approval.tasks import TaskOptions, TasksExtension, task_routing_middleware
+from mcp_approval.tasks.sql_store import SqlTaskStore
+
+logger = logging.getLogger("mcp_approval.server")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Everything :func:`build_deployment` wired, for serving and for inspection in tests."""
+
+    config: DeploymentConfig
+    server: MCPServer[Any]
+    tasks: TasksExtension
+    gate: PolicyGate
+    approval: ToolApproval
+    backend: LocalApprovalBackend
+    audit: AuditLog
+
+
+def build_deployment(
+    config: DeploymentConfig, *, store_url: str | None = None, base_url: str, clock: Clock | None = None
+) -> Deployment:
+    """Wire a deployment; ``store_url`` overrides the file's ``[store]``.
+
+    Raises:
+        ConfigError: a setting that cannot work (no binding key outside dev mode, a tools module
+            that does not load), naming the file and field.
+        PolicyLoadError: the policy files do not load (naming file and line).
+    """
+    url = store_url or config.store_url()
+    database = open_database(url)
+    audit = AuditLog(database, clock=clock)
+    tasks = TasksExtension(_task_options(config, SqlTaskStore(url, clock=clock, database=database)), clock=clock)
+    pdp = CedarPDP.from_files(
+        config.resolve(config.policy.cedar),
+        config.resolve(config.policy.entities) if config.policy.entities else None,
+        config.resolve(config.policy.schema_file) if config.policy.schema_file else None,
+        clock=clock,
+    )
+    mapper = ToolCallMapper()
+    backend = local_backend_from_config(config, database, clock=clock, audit=audit)
+    holder: dict[str, ToolApproval] = {}
+
+    @asynccontextmanager
+    async def lifespan(_server: object) -> AsyncIterator[dict[str, Any]]:
+        async with tasks.lifespan(_server):
+            await holder["approval"].start()
+            try:
+                yield {}
+            finally:
+                await holder["approval"].stop()
+
+    auth: dict[str, Any] = {}
+    if config.principals:
+        auth = {"token_verifier": StaticTokenVerifier(config.tokens()), "auth": local_auth_settings(base_url)}
+    gate = PolicyGate(pdp, mapper=mapper)  # outermost: every call is decided before anything else
+    server: MCPServer[Any] = MCPServer(
+        config.server.name,
+        extensions=[gate, tasks],
+        lifespan=lifespan,
+        middleware=[task_routing_middleware],
+        log_level="WARNING",
+        **auth,
+    )
+    approval = ToolApproval(
+        backend,
+        pdp=pdp,
+        mapper=mapper,
+        tools=ServerTools(server),
+        tasks=tasks,
+        cipher=_cipher(config),
+        options=_approval_options(config),
+        principal_valid=_principal_check(config),
+        clock=clock,
+    )
+    holder["approval"] = approval
+    gate.on_requestable = approval
+    _register_tools(config, server)
+    return Deployment(config, server, tasks, gate, approval, backend, audit)
+
+
+def deployment_app(deployment: Deployment) -> Starlette:
+    """The HTTP app: MCP at ``/mcp``, reviewers at ``/approvals``, callbacks when a secret is set."""
+    app = deployment.server.streamable_http_app(json_response=True)
+    routes = reviewer_routes(deployment.backend, reviewer_authenticator(deployment.config))
+    secret = deployment.config.approval.callback_secret
+    if secret:
+        routes.insert(0, callback_route(secret, deployment.approval.wake))
+    app.router.routes[0:0] = routes
+    return app
+
+
+def _task_options(config: DeploymentConfig, store: SqlTaskStore) -> TaskOptions:
+    section = config.tasks
+    return TaskOptions(
+        threshold_s=section.threshold_s,
+        ttl_s=section.ttl_s,
+        poll_interval_s=section.poll_interval_s,
+        lease_grace_s=section.lease_grace_s,
+        sweep_interval_s=min(1.0, section.poll_interval_s),
+        store=store,
+    )
+
+
+def _approval_options(config: DeploymentConfig) -> ApprovalOptions:
+    section = config.approval
+    return ApprovalOptions(
+        result_retention_s=section.result_retention_s,
+        max_pending_s=section.max_pending_s,
+        default_deadline_s=section.default_deadline_s,
+        execution_deadline_s=section.execution_deadline_s,
+        max_generations=section.max_generations,
+        submissions_per_minute=section.submissions_per_minute,
+        max_pending_per_principal=section.max_pending_per_principal,
+        poll_interval_s=section.poll_interval_s,
+        task_poll_interval_s=config.tasks.poll_interval_s,
+        without_tasks=section.without_tasks,
+        intent_grace_s=section.intent_grace_s,
+        lease_s=section.lease_s,
+    )
+
+
+def _cipher(config: DeploymentConfig) -> BindingCipher:
+    """The call-binding cipher from ``[approval]`` keys; a dev-mode server may make one up."""
+    section = config.approval
+    keys = dict(section.binding_keys)
+    if section.binding_key_file is not None:
+        path = config.resolve(section.binding_key_file)
+        try:
+            keys.update(tomllib.loads(path.read_text(encoding="utf-8")))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{config.path}: approval.binding_key_file: cannot read {path} ({exc})") from None
+    if keys:
+        try:
+            return BindingCipher.from_base64(keys)
+        except ValueError as exc:
+            raise ConfigError(f"{config.path}: approval.binding_keys: {exc}") from None
+    if not config.server.dev_mode:
+        raise ConfigError(
+            f"{config.path}: approval.binding_keys: a key is required to encrypt stored tool calls "
+            "(set binding_keys or binding_key_file, or server.dev_mode = true for development)"
+        )
+    logger.warning(
+        "dev mode: call bindings are sealed with a per-process key; pending approvals will not survive a restart"
+    )
+    return BindingCipher.ephemeral()
+
+
+def _principal_check(config: DeploymentConfig) -> PrincipalCheck:
+    """A requester is still valid while the deployment still lists it (any, without static principals)."""
+    known = {entry.id for entry in config.principals}
+
+    async def still_valid(principal: str) -> bool:
+        return not known or principal in known
+
+    return still_valid
+
+
+def _register_tools(config: DeploymentConfig, server: MCPServer[Any]) -> None:
+    """Import the deployment's tools module and call its ``register(server, settings, base_dir)``."""
+    path = config.resolve(config.tools.module)
+    spec = importlib.util.spec_from_file_location(f"mcp_approval_tools_{path.stem}", path)
+    if spec is None or spec.loader is None or not path.is_file():
+        raise ConfigError(f"{config.path}: tools.module: no Python file at {path}")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise ConfigError(f"{config.path}: tools.module: {path} failed to import ({exc!r})") from exc
+    register = getattr(module, "register", None)
+    if not callable(register):
+        raise ConfigError(f"{config.path}: tools.module: {path} defines no register(server, settings, base_dir)")
+    register(server, dict(config.tools.settings), Path(config.base_dir))

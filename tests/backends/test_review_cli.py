@@ -1,0 +1,178 @@
+"""The ``mcp-approval review`` commands, run through Typer's CliRunner against a real store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mcp_approval.backends.contract import ApprovalStatus, ApprovalSubmission
+from mcp_approval.cli.main import app
+from mcp_approval.config import load_config
+from mcp_approval.server.local_backend import local_backend_from_config
+from mcp_approval.storage import AuditLog, migrate, open_database
+from tests.backends.conftest import submission
+
+CONFIG = """
+[server]
+dev_mode = true
+
+[store]
+url = "sqlite:///review.db"
+
+[policy]
+cedar = "p.cedar"
+
+[tools]
+module = "t.py"
+
+[approval]
+redact_arguments = ["secret"]
+
+[[principals]]
+token = "alice-token"
+id = "alice"
+roles = ["approver"]
+
+[[principals]]
+token = "bob-token-1"
+id = "bob"
+roles = ["approver"]
+
+[[principals]]
+token = "dave-token"
+id = "dave"
+roles = []
+
+[templates.pair]
+approvals_required = 2
+
+[[resolvers]]
+template = "pair"
+callable = "no_such_module_xyz:decide"
+"""
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def config_path(tmp_path: Path) -> Path:
+    path = tmp_path / "deploy.toml"
+    path.write_text(CONFIG, encoding="utf-8")
+    return path
+
+
+def seed(config_path: Path, db: str, *submissions: ApprovalSubmission) -> list[str]:
+    """Submit requests through the backend the config describes (resolvers off: one cannot load)."""
+
+    async def run() -> list[str]:
+        database = open_database(db)
+        try:
+            await migrate(database)
+            backend = local_backend_from_config(load_config(config_path), database, with_resolvers=False)
+            return [await backend.submit(secrets.token_urlsafe(32), s) for s in submissions]
+        finally:
+            await database.close()
+
+    return asyncio.run(run())
+
+
+def review(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, ["review", *args])
+    return result.exit_code, result.output
+
+
+def test_list_show_and_approve(config_path: Path, db_url: str) -> None:
+    (handle,) = seed(config_path, db_url, submission(requester="dave", template="pair"))
+    common = ["--config", str(config_path), "--db", db_url]
+    code, out = review("list", *common, "--json")
+    assert code == 0, out
+    listed = json.loads(out)["approvals"]
+    assert [a["id"] for a in listed] == [handle]
+    assert listed[0]["arguments"]["secret"] == "[redacted]"
+    code, out = review("list", *common)
+    assert code == 0, out
+    assert handle in out
+    assert "0/2" in out
+
+    code, out = review("approve", handle, *common, "--as", "alice", "--comment", "ok by me")
+    assert code == 0, out
+    assert "pending" in out
+    code, out = review("approve", handle, *common, "--as", "bob")
+    assert code == 0, out
+    code, out = review("show", handle, *common, "--json")
+    assert code == 0, out
+    shown = json.loads(out)
+    assert shown["status"] == ApprovalStatus.APPROVED.value
+    assert [(d["reviewer"], d["comment"]) for d in shown["decisions"]] == [("alice", "ok by me"), ("bob", None)]
+    code, out = review("list", *common, "--status", "decided", "--json")
+    assert [a["id"] for a in json.loads(out)["approvals"]] == [handle]
+
+
+def test_deny_is_audited(config_path: Path, tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'audit.db'}"
+    (handle,) = seed(config_path, db, submission(requester="dave"))
+    code, out = review("deny", handle, "--config", str(config_path), "--db", db, "--as", "bob", "--comment", "no")
+    assert code == 0, out
+    assert "denied" in out
+
+    async def events() -> list[tuple[str, str | None]]:
+        database = open_database(db)
+        try:
+            return [(e.kind, e.actor) for e in await AuditLog(database).events(handle)]
+        finally:
+            await database.close()
+
+    assert asyncio.run(events()) == [
+        ("approval.submitted", "dave"),
+        ("approval.decision", "bob"),
+        ("approval.denied", "bob"),
+    ]
+
+
+def test_the_config_store_is_used_without_db(config_path: Path) -> None:
+    (handle,) = seed(config_path, f"sqlite:///{config_path.parent / 'review.db'}", submission(requester="dave"))
+    code, out = review("show", handle, "--config", str(config_path))
+    assert code == 0, out
+    assert "transfer" in out
+    assert "s3cr3t" not in out
+
+
+def test_refusals_exit_with_a_message(config_path: Path, tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'refusals.db'}"
+    (handle,) = seed(config_path, db, submission(requester="alice"))
+    common = ["--config", str(config_path), "--db", db]
+    code, out = review("approve", handle, *common, "--as", "alice")
+    assert code == 1
+    assert "self-approval" in out
+    code, out = review("approve", handle, *common, "--as", "dave")
+    assert code == 1
+    assert "lacks the role" in out
+    code, out = review("deny", handle, *common, "--as", "bob")
+    assert code == 0, out
+    code, out = review("approve", handle, *common, "--as", "bob")
+    assert code == 1
+    assert "already denied" in out
+    for command in (["show", "nope"], ["approve", "nope", "--as", "bob"]):
+        code, out = review(*command, *common)
+        assert code == 1
+        assert "no approval request" in out or "no such approval request" in out
+    code, out = review("list", *common, "--status", "everything")
+    assert code == 1
+    assert "--status" in out
+
+
+def test_a_bad_config_names_the_problem(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.toml"
+    code, out = review("list", "--config", str(missing))
+    assert code == 1
+    assert "no such configuration file" in out
+    broken = tmp_path / "broken.toml"
+    broken.write_text('[policy]\ncedar = "p.cedar"\n', encoding="utf-8")
+    code, out = review("list", "--config", str(broken))
+    assert code == 1
+    assert "tools" in out

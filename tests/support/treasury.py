@@ -1,0 +1,187 @@
+"""The treasury example deployment as a real ``mcp-approval serve`` subprocess on 127.0.0.1.
+
+Each server gets a private copy of ``examples/treasury`` (policy, entities, tools, ledger) with
+the configuration overrides a test needs, so tests never share a ledger or a database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.support.wire import Wire
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "treasury"
+
+#: Intervals that keep tests fast: polls every 50 ms, a lost worker noticed after 1 s.
+FAST = {
+    "tasks": {"poll_interval_s": 0.05, "threshold_s": 5.0},
+    "approval": {"poll_interval_s": 0.05, "lease_s": 1.0, "intent_grace_s": 0.2},
+}
+
+
+def deployment_dir(
+    tmp_path: Path, overrides: dict[str, dict[str, Any]] | None = None, *, name: str = "treasury"
+) -> Path:
+    """A private copy of the example with ``overrides`` merged into its config (section → values)."""
+    target = tmp_path / name
+    if not target.exists():
+        shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("*.db*", "ledger.jsonl", "__pycache__"))
+    config = tomllib.loads((EXAMPLE / "config.toml").read_text())
+    for section in {**FAST, **(overrides or {})}:
+        merged = dict(FAST.get(section, {}))
+        merged.update((overrides or {}).get(section, {}))
+        if isinstance(config.get(section), dict):
+            config[section].update(merged)
+        else:
+            config[section] = merged
+    (target / "config.toml").write_text(to_toml(config))
+    return target
+
+
+def to_toml(document: dict[str, Any]) -> str:
+    """Serialize the subset of TOML the deployment file uses."""
+    lines: list[str] = []
+    for key, value in document.items():
+        if not isinstance(value, (dict, list)) or (isinstance(value, list) and not _is_tables(value)):
+            lines.append(f"{key} = {_value(value)}")
+    for key, value in document.items():
+        if isinstance(value, dict):
+            _table(lines, key, value)
+        elif isinstance(value, list) and _is_tables(value):
+            for item in value:
+                lines.append(f"\n[[{key}]]")
+                lines.extend(f"{k} = {_value(v)}" for k, v in item.items())
+    return "\n".join(lines) + "\n"
+
+
+def _table(lines: list[str], name: str, table: dict[str, Any]) -> None:
+    scalars = {k: v for k, v in table.items() if not (isinstance(v, dict) and _is_section(v))}
+    lines.append(f"\n[{name}]")
+    lines.extend(f"{k} = {_value(v)}" for k, v in scalars.items())
+    for key, value in table.items():
+        if isinstance(value, dict) and _is_section(value):
+            _table(lines, f"{name}.{key}", value)
+
+
+def _is_section(value: dict[str, Any]) -> bool:
+    # Nested tables that hold only scalars and are not settings maps are written as sections.
+    return any(isinstance(v, (int, float, bool)) for v in value.values()) and not all(
+        isinstance(v, str) for v in value.values()
+    )
+
+
+def _is_tables(value: list[Any]) -> bool:
+    return bool(value) and all(isinstance(item, dict) for item in value)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class TreasuryServer:
+    """``python -m mcp_approval serve --config <copy>/config.toml`` on a free port."""
+
+    def __init__(self, directory: Path, *, db_url: str | None = None, env: dict[str, str] | None = None) -> None:
+        self.directory = directory
+        self.db_url = db_url
+        self.env = env or {}
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = directory / "server.log"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, *, env: dict[str, str] | None = None, timeout_s: float = 30.0) -> TreasuryServer:
+        command = [sys.executable, "-m", "mcp_approval", "serve", "--config", str(self.directory / "config.toml")]
+        command += ["--port", str(self.port)]
+        if self.db_url:
+            command += ["--db", self.db_url]
+        environment = {**os.environ, **self.env, **(env or {})}
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited with {self.process.returncode}: {self.log()[-3000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"server did not listen within {timeout_s}s: {self.log()[-3000:]}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        if self.process is not None:
+            self.process.wait(10)
+
+    def wait_exit(self, timeout_s: float = 30.0) -> int:
+        """Wait for the process to end by itself (e.g. at a crash point)."""
+        assert self.process is not None
+        return self.process.wait(timeout_s)
+
+    def ledger(self) -> list[dict[str, Any]]:
+        """The executed operations, read from the ledger file (works while the server is down)."""
+        path = self.directory / "ledger.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+class Reviewer:
+    """The reviewer HTTP API as one reviewer."""
+
+    def __init__(self, http: httpx.AsyncClient, token: str) -> None:
+        self.http = http
+        self.headers = {"authorization": f"Bearer {token}"}
+
+    async def pending(self) -> list[dict[str, Any]]:
+        response = await self.http.get("/approvals", params={"status": "pending"}, headers=self.headers)
+        assert response.status_code == 200, response.text
+        return list(response.json()["approvals"])
+
+    async def decide(self, approval_id: str, decision: str, comment: str | None = None) -> httpx.Response:
+        body: dict[str, Any] = {"decision": decision}
+        if comment is not None:
+            body["comment"] = comment
+        return await self.http.post(f"/approvals/{approval_id}/decide", json=body, headers=self.headers)
+
+
+def principals(http: httpx.AsyncClient) -> dict[str, Wire]:
+    """A raw JSON-RPC wire per treasury principal."""
+    return {name: Wire(http, token=f"{name}-token") for name in ("alice", "bob", "carol", "dave", "erin")}

@@ -1,0 +1,69 @@
+"""Steps shared by the treasury tests."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.support.polling import eventually
+from tests.support.treasury import Reviewer
+from tests.support.wire import Wire
+
+DISPOSITION = "io.modelcontextprotocol/tool-approval-disposition"
+AUTHORIZATION = "io.modelcontextprotocol/authorization"
+IMMEDIATE = "io.modelcontextprotocol/model-immediate-response"
+
+
+async def approval_for(reviewer: Reviewer, tool: str, **arguments: Any) -> dict[str, Any]:
+    """The pending approval request of the call with these arguments (waits for it to appear)."""
+
+    async def find() -> list[dict[str, Any]]:
+        return [
+            item
+            for item in await reviewer.pending()
+            if item["tool"] == tool and all(item["arguments"].get(k) == v for k, v in arguments.items())
+        ]
+
+    (found,) = await eventually(find, lambda items: len(items) == 1)
+    return found
+
+
+async def settled(wire: Wire, task_id: str, *, timeout_s: float = 20.0) -> dict[str, Any]:
+    """``tasks/get`` once the task is terminal."""
+
+    async def get() -> dict[str, Any]:
+        return (await wire.get(task_id)).result
+
+    return await eventually(
+        get, lambda task: task["status"] in ("completed", "failed", "cancelled"), timeout_s=timeout_s
+    )
+
+
+def text_of(result: dict[str, Any]) -> str:
+    return " ".join(item.get("text", "") for item in result.get("content", []))
+
+
+def assert_denied_not_executed(task: dict[str, Any]) -> None:
+    """Disposition, body and envelope agree on a terminal denial (invariant 10)."""
+    assert task["status"] == "completed"
+    result = task["result"]
+    assert result["isError"] is True
+    assert result["_meta"][DISPOSITION] == "denied-not-executed"
+    assert result["_meta"][AUTHORIZATION]["remediation"] == "unavailable"
+    assert "did not run" in text_of(result)
+    assert AUTHORIZATION not in task.get("_meta", {}), "a terminal task does not repeat the pending envelope"
+
+
+def assert_approved_executed(task: dict[str, Any]) -> None:
+    """Disposition and body agree on an executed approval; no denial envelope."""
+    assert task["status"] == "completed"
+    result = task["result"]
+    assert result["isError"] is False
+    assert result["_meta"][DISPOSITION] == "approved-executed"
+    assert AUTHORIZATION not in result["_meta"]
+    assert "ran once" in text_of(result)
+
+
+def wire_text(document: Any) -> str:
+    """Everything a client saw, as one string (for artifact leak checks)."""
+    return json.dumps(document, sort_keys=True)

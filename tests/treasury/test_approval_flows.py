@@ -1,0 +1,228 @@
+"""SEP-2848 over streamable HTTP against the treasury example, one real server process per module.
+
+Each test uses its own account names, so the shared ledger tells its executions apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.treasury import Reviewer, TreasuryServer, principals
+from tests.support.wire import Wire, envelope
+from tests.treasury.helpers import (
+    AUTHORIZATION,
+    IMMEDIATE,
+    approval_for,
+    assert_approved_executed,
+    assert_denied_not_executed,
+    settled,
+    text_of,
+    wire_text,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def http(treasury: TreasuryServer) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=treasury.base_url, timeout=20) as client:
+        yield client
+
+
+def transfers_to(treasury: TreasuryServer, account: str) -> list[dict[str, Any]]:
+    return [entry for entry in treasury.ledger() if entry.get("to") == account]
+
+
+async def request_transfer(wire: Wire, account: str, amount: float = 50_000) -> dict[str, Any]:
+    reply = await wire.call_tool("wire_transfer", {"to": account, "amount": amount})
+    assert reply.status == 200
+    return reply.result
+
+
+async def test_small_transfer_runs_at_once(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:
+    alice = principals(http)["alice"]
+    result = await request_transfer(alice, "acct-small", 100)
+    assert result["isError"] is False
+    assert result.get("resultType") != "task"
+    assert len(transfers_to(treasury, "acct-small")) == 1
+
+
+async def test_requestable_denial_returns_working_task_without_executing(
+    treasury: TreasuryServer, http: httpx.AsyncClient
+) -> None:
+    alice = principals(http)["alice"]
+    created = await request_transfer(alice, "acct-pending")
+    assert created["resultType"] == "task"
+    assert created["status"] == "working"
+    envelope_doc = created["_meta"][AUTHORIZATION]
+    assert envelope_doc == {
+        "reason": "insufficient_authorization",
+        "remediation": "available",
+        "remediationHints": [{"type": "task"}],
+    }
+    assert "authorizationContextId" not in envelope_doc  # SEP-2848: the task id correlates
+    assert "has not run" in created["_meta"][IMMEDIATE]
+    assert "treasury approval" in created["statusMessage"]
+    polled = (await alice.get(created["taskId"])).result
+    assert polled["status"] == "working"
+    assert polled["_meta"][AUTHORIZATION] == envelope_doc  # repeated on every non-terminal tasks/get
+    assert transfers_to(treasury, "acct-pending") == []
+
+
+async def test_approved_transfer_executes_exactly_once(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:
+    wires = principals(http)
+    created = await request_transfer(wires["alice"], "acct-991")
+    approval = await approval_for(Reviewer(http, "carol-token"), "wire_transfer", to="acct-991")
+    decided = await Reviewer(http, "carol-token").decide(approval["id"], "approve", "checked the invoice")
+    assert decided.status_code == 200, decided.text
+    task = await settled(wires["alice"], created["taskId"])
+    assert_approved_executed(task)
+    assert "acct-991" in text_of(task["result"])
+    ledger = (await wires["alice"].call_tool("ledger")).result["structuredContent"]["result"]
+    assert [entry for entry in ledger if entry.get("to") == "acct-991"] == [
+        {"op": "wire_transfer", "to": "acct-991", "amount": 50000.0}
+    ]
+    again = await Reviewer(http, "dave-token").decide(approval["id"], "approve")
+    assert again.status_code == 409  # a decision is recorded once; the task stays as it is
+    assert (await wires["alice"].get(created["taskId"])).result == task
+
+
+async def test_denied_transfer_completes_as_denial_and_never_runs(
+    treasury: TreasuryServer, http: httpx.AsyncClient
+) -> None:
+    alice = principals(http)["alice"]
+    created = await request_transfer(alice, "acct-deny")
+    approval = await approval_for(Reviewer(http, "carol-token"), "wire_transfer", to="acct-deny")
+    assert (await Reviewer(http, "carol-token").decide(approval["id"], "deny", "no invoice")).status_code == 200
+    task = await settled(alice, created["taskId"])
+    assert_denied_not_executed(task)
+    assert "denied" in text_of(task["result"])
+    assert transfers_to(treasury, "acct-deny") == []
+
+
+async def test_cancel_while_pending_fences_the_task(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:
+    alice = principals(http)["alice"]
+    created = await request_transfer(alice, "acct-cancel")
+    carol = Reviewer(http, "carol-token")
+    approval = await approval_for(carol, "wire_transfer", to="acct-cancel")
+    assert "taskId" not in (await alice.cancel(created["taskId"])).result  # an empty acknowledgement
+    task = (await alice.get(created["taskId"])).result
+    assert task["status"] == "cancelled"
+    late = await carol.decide(approval["id"], "approve")
+    assert late.status_code == 409  # the backend request was withdrawn with the task
+    assert (await alice.get(created["taskId"])).result["status"] == "cancelled"
+    assert transfers_to(treasury, "acct-cancel") == []
+
+
+async def test_four_eyes_needs_two_distinct_approvers(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:
+    wires = principals(http)
+    created = (await wires["bob"].call_tool("close_quarter", {"quarter": "2026-Q3"})).result
+    assert created["status"] == "working"
+    carol, dave = Reviewer(http, "carol-token"), Reviewer(http, "dave-token")
+    approval = await approval_for(carol, "close_quarter", quarter="2026-Q3")
+    assert (await carol.decide(approval["id"], "approve")).status_code == 200
+    assert (await carol.decide(approval["id"], "approve")).status_code == 409  # same reviewer twice
+    assert (await wires["bob"].get(created["taskId"])).result["status"] == "working"
+    assert not [e for e in treasury.ledger() if e.get("quarter") == "2026-Q3"]
+    assert (await dave.decide(approval["id"], "approve")).status_code == 200
+    assert_approved_executed(await settled(wires["bob"], created["taskId"]))
+    assert len([e for e in treasury.ledger() if e.get("quarter") == "2026-Q3"]) == 1
+
+
+async def test_requester_and_non_approvers_cannot_decide(http: httpx.AsyncClient) -> None:
+    wires = principals(http)
+    await request_transfer(wires["alice"], "acct-eligibility")
+    approval = await approval_for(Reviewer(http, "carol-token"), "wire_transfer", to="acct-eligibility")
+    for token in ("alice-token", "bob-token", "erin-token"):
+        refused = await Reviewer(http, token).decide(approval["id"], "approve")
+        assert refused.status_code == 403, (token, refused.text)
+        assert refused.headers["content-type"].startswith("application/problem+json")
+    nobody = await http.post(f"/approvals/{approval['id']}/decide", json={"decision": "approve"})
+    assert nobody.status_code == 401
+
+
+async def test_changed_arguments_need_a_new_approval(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:
+    alice = principals(http)["alice"]
+    carol = Reviewer(http, "carol-token")
+    first = await request_transfer(alice, "acct-change", 40_000)
+    approval = await approval_for(carol, "wire_transfer", to="acct-change", amount=40_000)
+    assert (await carol.decide(approval["id"], "approve")).status_code == 200
+    assert_approved_executed(await settled(alice, first["taskId"]))
+    changed = await request_transfer(alice, "acct-change", 45_000)
+    assert changed["resultType"] == "task"
+    assert changed["taskId"] != first["taskId"]
+    assert (await alice.get(changed["taskId"])).result["status"] == "working"
+    assert [e["amount"] for e in transfers_to(treasury, "acct-change")] == [40000.0]
+
+
+async def test_identical_retry_returns_the_same_task(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:
+    alice, bob = principals(http)["alice"], principals(http)["bob"]
+    first = await request_transfer(alice, "acct-dedup")
+    second = await request_transfer(alice, "acct-dedup")
+    assert second["taskId"] == first["taskId"]
+    other = await request_transfer(bob, "acct-dedup")  # another principal is another dedup scope
+    assert other["taskId"] != first["taskId"]
+
+
+async def test_another_principal_cannot_see_or_touch_the_task(http: httpx.AsyncClient) -> None:
+    wires = principals(http)
+    created = await request_transfer(wires["alice"], "acct-private")
+    for name in ("bob", "carol"):
+        for reply in (await wires[name].get(created["taskId"]), await wires[name].cancel(created["taskId"])):
+            assert reply.error["code"] == -32602
+            assert reply.error["message"] == "Unknown or expired task"
+    unknown = await wires["bob"].get("x" * 43)
+    assert unknown.error == (await wires["bob"].get(created["taskId"])).error
+    assert (await wires["alice"].get(created["taskId"])).result["status"] == "working"
+
+
+async def test_refund_is_decided_automatically(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:
+    alice = principals(http)["alice"]
+    small = (await alice.call_tool("refund", {"order": "ord-small", "amount": 120})).result
+    large = (await alice.call_tool("refund", {"order": "ord-large", "amount": 900})).result
+    assert_approved_executed(await settled(alice, small["taskId"]))
+    assert_denied_not_executed(await settled(alice, large["taskId"]))
+    refunds = [e["order"] for e in treasury.ledger() if e.get("op") == "refund"]
+    assert refunds.count("ord-small") == 1
+    assert "ord-large" not in refunds
+
+
+async def test_non_requestable_denial_is_final(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:
+    wires = principals(http)
+    denied = (await wires["alice"].call_tool("delete_account", {"account": "acct-x"})).result
+    assert denied["isError"] is True
+    assert denied.get("resultType") != "task"
+    assert denied["_meta"][AUTHORIZATION]["remediation"] == "unavailable"
+    allowed = (await wires["erin"].call_tool("delete_account", {"account": "acct-y"})).result
+    assert allowed["isError"] is False
+    accounts = [e.get("account") for e in treasury.ledger() if e.get("op") == "delete_account"]
+    assert accounts == ["acct-y"]
+
+
+async def test_client_without_tasks_gets_degraded_guidance(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:
+    alice = principals(http)["alice"]
+    reply = await alice.call_tool("wire_transfer", {"to": "acct-notasks", "amount": 70_000}, meta=envelope(tasks=False))
+    result = reply.result
+    assert result["isError"] is True
+    assert result.get("resultType") != "task"
+    assert result["_meta"][AUTHORIZATION]["remediation"] == "undisclosed"  # a remedy exists: never unavailable
+    assert "requires approval" in text_of(result)
+    assert "tasks" in text_of(result)
+    assert transfers_to(treasury, "acct-notasks") == []
+
+
+async def test_no_backend_artifact_reaches_the_client(http: httpx.AsyncClient) -> None:
+    wires = principals(http)
+    created = await request_transfer(wires["alice"], "acct-artifacts")
+    carol = Reviewer(http, "carol-token")
+    approval = await approval_for(carol, "wire_transfer", to="acct-artifacts")
+    pending_view = (await wires["alice"].get(created["taskId"])).result
+    assert (await carol.decide(approval["id"], "approve", "secret reviewer note")).status_code == 200
+    final_view = await settled(wires["alice"], created["taskId"])
+    seen = wire_text([created, pending_view, final_view])
+    for artifact in (approval["id"], "carol", "secret reviewer note", "binding", "evaluation_id", "approved_until"):
+        assert artifact not in seen, artifact

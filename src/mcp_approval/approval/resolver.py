@@ -81,6 +81,9 @@ class Resolver:
         self._inflight: set[asyncio.Task[None]] = set()
         self._limit = asyncio.Semaphore(_CONCURRENCY)
         self._last_reconcile = 0
+        # Workflows this worker is checking, and those woken meanwhile (checked once more after).
+        self._checking: set[str] = set()
+        self._woken: set[str] = set()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -129,6 +132,9 @@ class Resolver:
 
     def nudge(self, task_id: str) -> None:
         """Check ``task_id`` as soon as possible, in the background."""
+        if task_id in self._checking:
+            self._woken.add(task_id)  # the check in progress may have read the old status
+            return
         task = asyncio.create_task(self._check_now(task_id), name=f"mcp-approval check {task_id[:8]}")
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
@@ -139,13 +145,22 @@ class Resolver:
                 await self._guarded(workflow)
 
     async def _guarded(self, workflow: Workflow) -> None:
-        async with self._limit:
-            try:
+        task_id = workflow.task_id
+        if task_id in self._checking:
+            return
+        self._checking.add(task_id)
+        try:
+            async with self._limit:
                 await self.check(workflow)
-            except StoreUnavailableError:
-                logger.warning("task %s: store unavailable; checked again later", workflow.task_id[:8])
-            except Exception:
-                logger.exception("task %s: approval check failed; checked again later", workflow.task_id[:8])
+        except StoreUnavailableError:
+            logger.warning("task %s: store unavailable; checked again later", task_id[:8])
+        except Exception:
+            logger.exception("task %s: approval check failed; checked again later", task_id[:8])
+        finally:
+            self._checking.discard(task_id)
+        if task_id in self._woken:
+            self._woken.discard(task_id)
+            self.nudge(task_id)
 
     # -- cancellation ----------------------------------------------------------------------
 
@@ -447,5 +462,5 @@ class Resolver:
             return
         if handle is not None:
             await self._withdraw(handle)
-        if await approval.store.abandon_intent(intent.key):
+        if await approval.store.abandon_intent(intent):
             logger.info("reconciliation: withdrew an orphaned approval submission (task never created)")

@@ -40,7 +40,7 @@ from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.denials import Remediation, TaskHint, denial_envelope, final_denial
 from mcp_approval.policy import Decision, PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.protocol import INTERNAL_ERROR, META_MODEL_IMMEDIATE_RESPONSE, TASKS_EXTENSION
-from mcp_approval.storage import StoreUnavailableError
+from mcp_approval.storage import AuditLog, StoreUnavailableError
 from mcp_approval.tasks.models import create_task_result, new_task_id
 from mcp_approval.tasks.server import TasksExtension, declares_tasks
 from mcp_approval.tasks.sql_store import SqlTaskStore
@@ -77,6 +77,7 @@ class ToolApproval:
         cipher: seals call bindings and submission bodies at rest.
         options: limits, deadlines and intervals.
         principal_valid: whether a requester may still act when its call is about to run.
+        audit: records every step of every approval task (in the step's transaction).
         clock: the source of time.
     """
 
@@ -91,6 +92,7 @@ class ToolApproval:
         cipher: BindingCipher,
         options: ApprovalOptions | None = None,
         principal_valid: PrincipalCheck | None = None,
+        audit: AuditLog | None = None,
         clock: Clock | None = None,
     ) -> None:
         self.backend = backend
@@ -101,6 +103,7 @@ class ToolApproval:
         self.cipher = cipher
         self.options = options or ApprovalOptions()
         self.principal_valid = principal_valid or _always_valid
+        self.audit = audit
         self.clock = clock or tasks.runtime.clock or SystemClock()
         self._degraded = DegradedRequestable()
         self._store: ApprovalStore | None = None
@@ -129,7 +132,9 @@ class ToolApproval:
         if not isinstance(task_store, SqlTaskStore):
             raise TypeError("ToolApproval needs the tasks extension's SQL store (approval state shares its database)")
         retention_ms = round(self.options.result_retention_s * 1000)
-        self._store = ApprovalStore(task_store.database, result_retention_ms=retention_ms, clock=self.clock)
+        self._store = ApprovalStore(
+            task_store.database, result_retention_ms=retention_ms, clock=self.clock, audit=self.audit
+        )
         self._resolver = Resolver(self, worker_id=self.tasks.runtime.worker_id)
         await self.backend.start(self._resolver.wake)
         await self._resolver.start()

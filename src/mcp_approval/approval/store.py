@@ -18,7 +18,7 @@ from sqlalchemy import Connection, and_, delete, exists, func, or_, select, upda
 
 from mcp_approval.approval.states import IN_FLIGHT_INTENTS, IntentState, Phase, intent_sources, phase_sources
 from mcp_approval.clock import Clock, SystemClock
-from mcp_approval.storage import Database
+from mcp_approval.storage import AuditLog, Database
 from mcp_approval.storage.schema import approval_intents_table, approval_workflows_table, tasks_table
 from mcp_approval.tasks.states import ACTIVE, TaskStatus, sources_of
 
@@ -167,12 +167,21 @@ class ApprovalStore:
         database: the (migrated) database that also holds the tasks.
         result_retention_ms: how long a terminal approval task stays retrievable.
         clock: the source of time.
+        audit: where each step is recorded, in the step's own transaction.
     """
 
-    def __init__(self, database: Database, *, result_retention_ms: int, clock: Clock | None = None) -> None:
+    def __init__(
+        self, database: Database, *, result_retention_ms: int, clock: Clock | None = None, audit: AuditLog | None = None
+    ) -> None:
         self.database = database
         self.result_retention_ms = result_retention_ms
         self.clock = clock or SystemClock()
+        self.audit = audit
+
+    def _event(self, conn: Connection, now: int, kind: str, task_id: str, **data: Any) -> None:
+        """An audit event in the transaction of the step it records."""
+        if self.audit is not None:
+            self.audit.record_in(conn, now, kind, subject=task_id, data=data or None)
 
     # -- creation --------------------------------------------------------------------------
 
@@ -209,9 +218,23 @@ class ApprovalStore:
         """Persist the backend's handle for an open intent."""
         return await self._move_intent(key, IntentState.SUBMITTED, handle=handle)
 
-    async def abandon_intent(self, key: str) -> bool:
+    async def abandon_intent(self, intent: Intent) -> bool:
         """Mark an in-flight intent abandoned (its backend request was withdrawn)."""
-        return await self._move_intent(key, IntentState.ABANDONED)
+        now = self.clock.now_ms()
+        sources = sorted(state.value for state in intent_sources(IntentState.ABANDONED))
+        statement = (
+            update(_I)
+            .where(_I.c.idempotency_key == intent.key, _I.c.state.in_(sources))
+            .values(state=IntentState.ABANDONED.value, updated_at=now)
+        )
+
+        def write(conn: Connection) -> bool:
+            if conn.execute(statement).rowcount != 1:
+                return False
+            self._event(conn, now, "approval.intent_abandoned", intent.task_id, generation=intent.generation)
+            return True
+
+        return await self.database.write(write)
 
     async def create_task(self, new: NewWorkflow) -> bool:
         """Create the task and its workflow and bind the intent, in one transaction.
@@ -231,6 +254,7 @@ class ApprovalStore:
                 return False
             conn.execute(_T.insert().values(**_task_values(new, now)))
             conn.execute(_W.insert().values(**_workflow_values(new, now)))
+            self._event(conn, now, "approval.task_created", new.task_id, tool=new.tool_name, template=new.template)
             return True
 
         return await self.database.write(create)
@@ -274,7 +298,7 @@ class ApprovalStore:
     async def lease_due(self, worker: str, lease_ms: int, limit: int, *, task_id: str | None = None) -> list[Workflow]:
         """Lease pending workflows due for a check (or just ``task_id``) to ``worker``."""
         now = self.clock.now_ms()
-        free = or_(_W.c.lease_owner.is_(None), _W.c.lease_expires_at < now, _W.c.lease_owner == worker)
+        free = or_(_W.c.lease_owner.is_(None), _W.c.lease_expires_at < now)
         due = and_(_W.c.phase == Phase.PENDING.value, free)
         due = and_(due, _W.c.task_id == task_id) if task_id is not None else and_(due, _W.c.next_check_at <= now)
 
@@ -346,6 +370,7 @@ class ApprovalStore:
                 .values(state=IntentState.CONSUMED.value, updated_at=now)
             )
             conn.execute(_I.insert().values(**_intent_values(intent, now)))
+            self._event(conn, now, "approval.generation_chained", task_id, generation=generation + 1)
             return True
 
         return await self.database.write(write)
@@ -408,6 +433,7 @@ class ApprovalStore:
             if claimed.rowcount != 1:
                 return False
             _extend_ttl(conn, task_id, deadline + self.result_retention_ms)
+            self._event(conn, now, "approval.execution_claimed", task_id, generation=generation, worker=worker)
             return True
 
         return await self.database.write(write)
@@ -514,6 +540,8 @@ class ApprovalStore:
                 )
             )
             _extend_ttl(conn, task_id, now + self.result_retention_ms)
+            kind = "approval.execution_finished" if phase is Phase.FINISHED else "approval.fenced"
+            self._event(conn, now, kind, task_id, status=outcome.status.value, disposition=outcome.disposition)
             return True
 
         return await self.database.write(write)

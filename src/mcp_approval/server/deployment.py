@@ -108,6 +108,7 @@ def build_deployment(
         cipher=_cipher(config),
         options=_approval_options(config),
         principal_valid=_principal_check(config),
+        audit=audit,
         clock=clock,
     )
     holder["approval"] = approval

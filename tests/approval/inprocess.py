@@ -1,0 +1,101 @@
+"""The treasury deployment in this process, over ASGI, with a scriptable re-evaluation.
+
+``ScriptedPDP`` is a real PDP (it delegates to the deployment's Cedar policy) whose answers to
+*re-evaluations* (requests carrying ``context.approval``) can be scripted, so tests reach the
+retry / request / deny outcomes of SEP-2848 §Completion that a static policy file cannot.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from mcp_approval.backends import ApprovalBackend
+from mcp_approval.clock import Clock
+from mcp_approval.config import load_config
+from mcp_approval.policy import Decision, EvaluationRequest, EvaluationsSemantic, PolicyDecisionPoint
+from mcp_approval.server.deployment import Deployment, build_deployment, deployment_app
+from tests.support.treasury import Reviewer, deployment_dir, principals
+from tests.support.wire import Wire
+
+BASE_URL = "http://127.0.0.1:8000"
+
+
+class ScriptedPDP:
+    """The Cedar decision, except that re-evaluations take the next scripted decision first."""
+
+    def __init__(self, inner: PolicyDecisionPoint) -> None:
+        self.inner = inner
+        self.reevaluations: deque[Decision] = deque()
+        self.seen_approvals: list[dict[str, Any]] = []
+
+    def script(self, *decisions: Decision) -> None:
+        """Answer the next re-evaluations with ``decisions``, in order."""
+        self.reevaluations.extend(decisions)
+
+    async def evaluate(self, request: EvaluationRequest) -> Decision:
+        approval = (request.context or {}).get("approval")
+        if approval is not None:
+            self.seen_approvals.append(dict(approval))
+            if self.reevaluations:
+                return self.reevaluations.popleft()
+        return await self.inner.evaluate(request)
+
+    async def evaluate_many(
+        self, requests: Sequence[EvaluationRequest], semantic: EvaluationsSemantic = EvaluationsSemantic.EXECUTE_ALL
+    ) -> list[Decision]:
+        return [await self.evaluate(request) for request in requests]
+
+
+@dataclass
+class Harness:
+    """A running in-process deployment and a client for it."""
+
+    deployment: Deployment
+    http: httpx.AsyncClient
+    directory: Path
+    pdp: ScriptedPDP
+
+    @property
+    def alice(self) -> Wire:
+        return principals(self.http)["alice"]
+
+    def reviewer(self, name: str) -> Reviewer:
+        return Reviewer(self.http, f"{name}-token")
+
+    def ledger(self) -> list[dict[str, Any]]:
+        import json
+
+        path = self.directory / "ledger.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@asynccontextmanager
+async def inprocess_treasury(
+    tmp_path: Path,
+    overrides: dict[str, dict[str, Any]] | None = None,
+    *,
+    clock: Clock | None = None,
+    backend: ApprovalBackend | None = None,
+) -> AsyncIterator[Harness]:
+    """Serve a private copy of the treasury example in this process (optionally on another backend)."""
+    directory = deployment_dir(tmp_path, overrides)
+    deployment = build_deployment(load_config(directory / "config.toml"), base_url=BASE_URL, clock=clock)
+    if backend is not None:
+        deployment.approval.backend = backend
+    pdp = ScriptedPDP(deployment.gate.pdp)
+    deployment.gate.pdp = pdp
+    deployment.approval.pdp = pdp
+    app = deployment_app(deployment)
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        deployment.server.session_manager.run(),
+        httpx.AsyncClient(transport=transport, base_url=BASE_URL, timeout=20) as http,
+    ):
+        yield Harness(deployment, http, directory, pdp)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import random
 from collections.abc import Awaitable, Callable
@@ -32,8 +33,8 @@ from typing import TYPE_CHECKING
 from mcp_approval.approval.binding import BindingIntegrityError, CallBinding
 from mcp_approval.approval.crashpoints import crash_point
 from mcp_approval.approval.results import denied_result, executed_result, outcome_unknown_result
-from mcp_approval.approval.states import Disposition, IntentState, Phase
-from mcp_approval.approval.store import Intent, TaskOutcome, Workflow
+from mcp_approval.approval.states import IN_FLIGHT_INTENTS, Disposition, IntentState, Phase
+from mcp_approval.approval.store import Intent, Reschedule, TaskOutcome, Workflow
 from mcp_approval.backends import (
     ApprovalBackendError,
     ApprovalState,
@@ -63,6 +64,9 @@ BINDING_BROKEN = "The stored call could not be verified, so it was not run."
 TOO_MANY_ROUNDS = "The call needed more approval rounds than allowed."
 BACKEND_FAILED = "The approval service failed; the call did not run"
 _BATCH = 200
+_EARLY_WAKES = 4096
+# The reschedules of the resolver pass running in this context, written together at its end.
+_BATCHED: contextvars.ContextVar[list[Reschedule] | None] = contextvars.ContextVar("approval_batch", default=None)
 _CONCURRENCY = 32
 # Retries of a final store write while the database is unreachable.
 _STORE_RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
@@ -84,6 +88,8 @@ class Resolver:
         # Workflows this worker is checking, and those woken meanwhile (checked once more after).
         self._checking: set[str] = set()
         self._woken: set[str] = set()
+        # Handles woken before their task existed (an automatic resolver can decide that fast).
+        self._early: dict[str, None] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -111,24 +117,51 @@ class Resolver:
             await asyncio.sleep(self.tick_s)
 
     async def tick(self) -> None:
-        """One pass: lost executions, due checks, and (now and then) reconciliation."""
+        """One pass: lost executions, due checks (batch after batch), and now and then reconciliation."""
         store = self.approval.store
         for workflow in await store.lapsed_claims():
             await self._finish_unknown(workflow)
-        due = await store.lease_due(self.worker_id, self.lease_ms, _BATCH)
-        await asyncio.gather(*(self._guarded(workflow) for workflow in due))
+        while True:
+            due = await store.lease_due(self.worker_id, self.lease_ms, _BATCH)
+            await self._check_batch(due)
+            if len(due) < _BATCH:
+                break
         now = self.approval.clock.now_ms()
         if now - self._last_reconcile >= max(1000, round(self.approval.options.intent_grace_s * 500)):
             await self.reconcile()
+
+    async def _check_batch(self, due: list[Workflow]) -> None:
+        """Check leased workflows together; their "look again later" writes share one transaction."""
+        pending: list[Reschedule] = []
+        token = _BATCHED.set(pending)
+        try:
+            await asyncio.gather(*(self._guarded(workflow) for workflow in due))
+        finally:
+            _BATCHED.reset(token)
+        await self.approval.store.reschedule_many(pending)
 
     # -- wake-ups ----------------------------------------------------------------------------
 
     async def wake(self, handle: str) -> None:
         """A backend says ``handle`` may have changed: check it now (its status decides, not this)."""
         intent = await self.approval.store.by_handle(handle)
-        if intent is None or intent.state is not IntentState.BOUND:
-            return  # unknown, or a consumed generation: never acted on
-        self.nudge(intent.task_id)
+        if intent is None or intent.state in IN_FLIGHT_INTENTS:
+            self._remember_early(handle)  # the task is still being created: see task_created
+            return
+        if intent.state is IntentState.BOUND:
+            self.nudge(intent.task_id)
+        # a consumed or abandoned generation is never acted on
+
+    def task_created(self, task_id: str, handle: str) -> None:
+        """A task was bound to ``handle``; check it now if the backend already woke us about it."""
+        if handle in self._early:
+            del self._early[handle]
+            self.nudge(task_id)
+
+    def _remember_early(self, handle: str) -> None:
+        self._early[handle] = None
+        while len(self._early) > _EARLY_WAKES:
+            del self._early[next(iter(self._early))]
 
     def nudge(self, task_id: str) -> None:
         """Check ``task_id`` as soon as possible, in the background."""
@@ -325,14 +358,15 @@ class Resolver:
             logger.warning("task %s: chained submission failed; reconciliation retries (%s)", intent.task_id[:8], exc)
             return
         await approval.store.bind_chained(intent.key, intent.task_id, intent.generation, handle)
-        now = approval.clock.now_ms()
         await approval.store.reschedule(
-            intent.task_id,
-            intent.generation,
-            next_check_at=now,
-            attempts=0,
-            request_deadline=deadline,
-            min_ttl_end=None if deadline is None else deadline + approval.store.result_retention_ms,
+            Reschedule(
+                intent.task_id,
+                intent.generation,
+                approval.clock.now_ms(),
+                attempts=0,
+                request_deadline=deadline,
+                min_ttl_end=None if deadline is None else deadline + approval.store.result_retention_ms,
+            )
         )
 
     # -- execution -------------------------------------------------------------------------
@@ -396,10 +430,12 @@ class Resolver:
         await self.approval.store.fence(workflow.task_id, outcome, generation=workflow.generation)
 
     async def _later(self, workflow: Workflow, next_check_at: int, **changes: int | None) -> None:
-        attempts = changes.pop("attempts", None)
-        await self.approval.store.reschedule(
-            workflow.task_id, workflow.generation, next_check_at=next_check_at, attempts=attempts, **changes
-        )
+        item = Reschedule(workflow.task_id, workflow.generation, next_check_at, **changes)
+        batch = _BATCHED.get()
+        if batch is not None:
+            batch.append(item)  # written with the rest of the pass
+        else:
+            await self.approval.store.reschedule(item)
 
     def _binding(self, workflow: Workflow) -> CallBinding | None:
         if workflow.binding_sealed is None:

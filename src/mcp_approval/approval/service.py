@@ -178,10 +178,6 @@ class ToolApproval:
 
         ``owner`` is the task owner's digest, as the tasks extension computes it for the caller.
         """
-        digest = binding.digest
-        existing = await self.store.find_live(owner, binding.tool, digest)
-        if existing is not None:
-            return await self._existing_task(existing, binding)
         submission = self.submission_for(binding, decision)
         intent = self.new_intent(new_task_id(), 1, binding, submission, owner=owner)
         admission, task_id = await self.store.record_intent(
@@ -205,7 +201,7 @@ class ToolApproval:
         if not created:
             raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
         crash_point("after_task")
-        self.resolver.nudge(intent.task_id)  # an automatic resolver may already have decided
+        self.resolver.task_created(intent.task_id, handle)
         return await self._task_answer(intent.task_id, binding.tool, immediate=True)
 
     def submission_for(self, binding: CallBinding, decision: Decision) -> ApprovalSubmission:
@@ -278,7 +274,9 @@ class ToolApproval:
             handle=handle,
             template=submission.template,
             request_deadline=deadline,
-            next_check_at=now,
+            # The first look waits a poll interval: a backend that decides sooner (an automatic
+            # resolver, a reviewer) wakes the resolver itself.
+            next_check_at=now + round(self.options.poll_interval_s * 1000),
             ttl_ms=deadline - now + round(self.options.result_retention_s * 1000),
             poll_interval_ms=max(1, round(self.options.task_poll_interval_s * 1000)),
             status_message=self._status_message(binding.tool, submission),

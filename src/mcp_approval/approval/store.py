@@ -9,7 +9,7 @@ transaction, so a task's wire status and its workflow never disagree.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -147,6 +147,22 @@ class NewWorkflow:
     poll_interval_ms: int
     status_message: str
     meta: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Reschedule:
+    """When to look at a pending workflow again, and deadlines the backend moved.
+
+    ``min_ttl_end`` extends the task's retention so it lasts at least until then.
+    """
+
+    task_id: str
+    generation: int
+    next_check_at: int
+    attempts: int | None = None
+    request_deadline: int | None = None
+    approval_expires_at: int | None = None
+    min_ttl_end: int | None = None
 
 
 @dataclass(frozen=True)
@@ -316,35 +332,17 @@ class ApprovalStore:
 
         return await self.database.write(lease)
 
-    async def reschedule(
-        self,
-        task_id: str,
-        generation: int,
-        *,
-        next_check_at: int,
-        attempts: int | None = None,
-        request_deadline: int | None = None,
-        approval_expires_at: int | None = None,
-        min_ttl_end: int | None = None,
-    ) -> bool:
-        """Release the lease and set when to look again; optionally record moved deadlines.
+    async def reschedule(self, item: Reschedule) -> bool:
+        """Release the lease and set when to look again; optionally record moved deadlines."""
+        return (await self.reschedule_many([item]))[0]
 
-        ``min_ttl_end`` extends the task's retention so it lasts at least until then.
-        """
-        values: dict[str, Any] = {"next_check_at": next_check_at, "lease_owner": None, "lease_expires_at": None}
-        if attempts is not None:
-            values["attempts"] = attempts
-        if request_deadline is not None:
-            values["request_deadline"] = request_deadline
-        if approval_expires_at is not None:
-            values["approval_expires_at"] = approval_expires_at
-        guard = and_(_W.c.task_id == task_id, _W.c.generation == generation, _W.c.phase == Phase.PENDING.value)
+    async def reschedule_many(self, items: Sequence[Reschedule]) -> list[bool]:
+        """:meth:`reschedule` for many workflows in one transaction (a resolver pass)."""
+        if not items:
+            return []
 
-        def write(conn: Connection) -> bool:
-            moved = conn.execute(update(_W).where(guard).values(**values, version=_W.c.version + 1)).rowcount == 1
-            if moved and min_ttl_end is not None:
-                _extend_ttl(conn, task_id, min_ttl_end)
-            return moved
+        def write(conn: Connection) -> list[bool]:
+            return [_reschedule_one(conn, item) for item in items]
 
         return await self.database.write(write)
 
@@ -509,6 +507,9 @@ class ApprovalStore:
         task_guard = and_(_T.c.task_id == task_id, _T.c.status.in_(sorted(s.value for s in sources_of(outcome.status))))
 
         def write(conn: Connection) -> bool:
+            # Task row first, as the claim does: one lock order, so a fence racing a claim on
+            # PostgreSQL waits for it instead of deadlocking.
+            conn.execute(select(_T.c.task_id).where(_T.c.task_id == task_id).with_for_update())
             moved = conn.execute(
                 update(_W)
                 .where(guard)
@@ -558,6 +559,18 @@ def _live_match(conn: Connection, principal_digest: str, tool: str, digest: str)
         select(_I.c.task_id).where(scope_i, _I.c.state.in_(_IN_FLIGHT), _I.c.generation == 1).limit(1)
     ).first()
     return None if row is None else str(row.task_id)
+
+
+def _reschedule_one(conn: Connection, item: Reschedule) -> bool:
+    values: dict[str, Any] = {"next_check_at": item.next_check_at, "lease_owner": None, "lease_expires_at": None}
+    for name in ("attempts", "request_deadline", "approval_expires_at"):
+        if getattr(item, name) is not None:
+            values[name] = getattr(item, name)
+    guard = and_(_W.c.task_id == item.task_id, _W.c.generation == item.generation, _W.c.phase == Phase.PENDING.value)
+    moved = conn.execute(update(_W).where(guard).values(**values, version=_W.c.version + 1)).rowcount == 1
+    if moved and item.min_ttl_end is not None:
+        _extend_ttl(conn, item.task_id, item.min_ttl_end)
+    return moved
 
 
 def _extend_ttl(conn: Connection, task_id: str, until_ms: int) -> None:

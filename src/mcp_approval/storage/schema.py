@@ -101,6 +101,8 @@ Index(
     approval_workflows_table.c.arguments_digest,
 )
 Index("ix_approval_workflows_due", approval_workflows_table.c.phase, approval_workflows_table.c.next_check_at)
+# The bound on outstanding pending tasks counts a principal's workflows by phase.
+Index("ix_approval_workflows_pending", approval_workflows_table.c.principal_digest, approval_workflows_table.c.phase)
 
 approval_intents_table = Table(
     "approval_intents",
@@ -125,6 +127,8 @@ approval_intents_table = Table(
 Index("ix_approval_intents_task", approval_intents_table.c.task_id, approval_intents_table.c.generation, unique=True)
 Index("ix_approval_intents_state", approval_intents_table.c.state)
 Index("ix_approval_intents_handle", approval_intents_table.c.handle)
+# The per-principal submission rate check counts recent intents.
+Index("ix_approval_intents_rate", approval_intents_table.c.principal_digest, approval_intents_table.c.created_at)
 Index(
     "ix_approval_intents_dedup",
     approval_intents_table.c.principal_digest,

@@ -23,8 +23,25 @@ POSTGRES_ADMIN_URL = os.environ.get("MCP_APPROVAL_TEST_POSTGRES_URL", "postgresq
 BASE_URL = "http://127.0.0.1:8000"
 
 
+#: The JUnit XML property under which a test reports the SEP conformance checks it covers.
+CHECK_PROPERTY = "sep-check"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "postgres: needs PostgreSQL")
+    config.addinivalue_line("markers", "sep_check(*ids): the SEP conformance check ids this test covers")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """``@pytest.mark.sep_check(...)`` ids become ``sep-check`` properties of the JUnit XML record.
+
+    ``scripts/sep_matrix.py`` reads them back against ``conformance/sep-NNNN.yaml``.
+    """
+    for item in items:
+        for marker in item.iter_markers("sep_check"):
+            if not marker.args or not all(isinstance(arg, str) and arg for arg in marker.args):
+                raise pytest.UsageError(f"{item.nodeid}: sep_check needs one or more non-empty id strings")
+            item.user_properties.extend((CHECK_PROPERTY, check) for check in marker.args)
 
 
 @pytest.fixture

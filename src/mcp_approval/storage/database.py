@@ -17,9 +17,11 @@ import asyncio
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
@@ -108,12 +110,51 @@ class SqliteDatabase(Database):
         # One thread: SQLite takes one writer at a time anyway, and a single hand-off per
         # operation is what makes it fast from asyncio.
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-approval-sqlite")
+        # Writes waiting for the thread. It commits everything queued in one transaction
+        # (group commit): concurrent writers share one fsync instead of queueing for one each.
+        self._pending: list[_QueuedWrite] = []
+        self._pending_lock = threading.Lock()
+        self._draining = False
 
     async def write(self, operation: Operation[T]) -> T:
-        """Run ``operation`` under ``BEGIN IMMEDIATE`` on the worker thread, and commit."""
+        """Run ``operation`` under ``BEGIN IMMEDIATE`` on the worker thread, and commit.
+
+        Operations queued meanwhile share the transaction, each in its own savepoint: one that
+        raises is rolled back alone, exactly as if it had run by itself.
+        """
         loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        with self._pending_lock:
+            self._pending.append(_QueuedWrite(operation, future, loop))
+            start, self._draining = not self._draining, True
+        if start:
+            loop.run_in_executor(self._thread, self._drain)
         with _translated_errors():
-            return await loop.run_in_executor(self._thread, self._run_sync, operation, "write")
+            return await future  # type: ignore[no-any-return]
+
+    def _drain(self) -> None:
+        """Commit batch after batch until nothing is queued (runs on the writer thread)."""
+        while True:
+            with self._pending_lock:
+                batch, self._pending = self._pending[:_GROUP_LIMIT], self._pending[_GROUP_LIMIT:]
+                if not batch:
+                    self._draining = False
+                    return
+            _settle(batch, self._commit_batch(batch))
+
+    def _commit_batch(self, batch: list[_QueuedWrite]) -> list[tuple[Any, BaseException | None]]:
+        outcomes: list[tuple[Any, BaseException | None]] = []
+        try:
+            with self.engine.connect() as conn:
+                conn.info["mode"] = "write"
+                with conn.begin():
+                    if len(batch) == 1:
+                        outcomes.append((batch[0].operation(conn), None))
+                    else:
+                        outcomes.extend(_in_savepoint(conn, item.operation) for item in batch)
+        except Exception as exc:  # the transaction or its commit failed: nothing of it holds
+            return [(None, exc)] * len(batch)
+        return outcomes
 
     async def read(self, operation: Operation[T]) -> T:
         """Run ``operation`` outside any transaction (each statement sees the latest commit).
@@ -123,15 +164,12 @@ class SqliteDatabase(Database):
         only add latency.
         """
         with _translated_errors():
-            return self._run_sync(operation, "read")
+            return self._read_sync(operation)
 
-    def _run_sync(self, operation: Operation[T], mode: str) -> T:
+    def _read_sync(self, operation: Operation[T]) -> T:
         with self.engine.connect() as conn:
-            conn.info["mode"] = mode
-            if mode == "read":
-                return operation(conn)
-            with conn.begin():
-                return operation(conn)
+            conn.info["mode"] = "read"
+            return operation(conn)
 
     async def close(self) -> None:
         """Dispose of the engine, stop the thread, remove a temporary database."""
@@ -140,6 +178,40 @@ class SqliteDatabase(Database):
         self._thread.shutdown(wait=True)
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+#: At most this many queued writes share one SQLite transaction.
+_GROUP_LIMIT = 64
+
+
+@dataclass(frozen=True)
+class _QueuedWrite:
+    operation: Operation[Any]
+    future: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
+
+
+def _in_savepoint(conn: Connection, operation: Operation[Any]) -> tuple[Any, BaseException | None]:
+    try:
+        with conn.begin_nested():
+            return operation(conn), None
+    except Exception as exc:
+        return None, exc
+
+
+def _settle(batch: list[_QueuedWrite], outcomes: list[tuple[Any, BaseException | None]]) -> None:
+    """Hand each write's result or exception to its waiting coroutine."""
+    for item, (value, error) in zip(batch, outcomes, strict=True):
+        item.loop.call_soon_threadsafe(_resolve, item.future, value, error)
+
+
+def _resolve(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if future.done():  # the writer gave up waiting (cancelled); the write itself stands
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, exists, func, or_, select, update
+from sqlalchemy import Connection, and_, bindparam, delete, exists, func, or_, select, update
 
 from mcp_approval.approval.states import IN_FLIGHT_INTENTS, IntentState, Phase, intent_sources, phase_sources
 from mcp_approval.clock import Clock, SystemClock
@@ -30,6 +30,56 @@ _IN_FLIGHT = sorted(state.value for state in IN_FLIGHT_INTENTS)
 _ACTIVE_TASK = sorted(status.value for status in ACTIVE)
 #: The handler name approval tasks carry in the task row.
 APPROVAL_HANDLER = "approval"
+
+# Statements of the creation path are built once with bound parameters: SQLAlchemy then compiles
+# each only once, and a creation costs little more than its SQL.
+_INSERT_INTENT = _I.insert()
+_INSERT_TASK = _T.insert()
+_INSERT_WORKFLOW = _W.insert()
+_LIVE_WORKFLOW = (
+    select(_W.c.task_id)
+    .where(
+        _W.c.principal_digest == bindparam("owner"),
+        _W.c.tool_name == bindparam("tool"),
+        _W.c.arguments_digest == bindparam("digest"),
+        _W.c.phase.in_(_LIVE_PHASES),
+    )
+    .limit(1)
+)
+_IN_FLIGHT_INTENT = (
+    select(_I.c.task_id)
+    .where(
+        _I.c.principal_digest == bindparam("owner"),
+        _I.c.tool_name == bindparam("tool"),
+        _I.c.arguments_digest == bindparam("digest"),
+        _I.c.state.in_(_IN_FLIGHT),
+        _I.c.generation == 1,
+    )
+    .limit(1)
+)
+_RECENT_SUBMISSIONS = select(func.count()).where(
+    _I.c.principal_digest == bindparam("owner"), _I.c.created_at > bindparam("since")
+)
+_PENDING_WORKFLOWS = select(func.count()).where(
+    _W.c.principal_digest == bindparam("owner"), _W.c.phase == Phase.PENDING.value
+)
+_BIND_INTENT = (
+    update(_I)
+    .where(_I.c.idempotency_key == bindparam("key"), _I.c.state == IntentState.SUBMITTED.value)
+    .values(state=IntentState.BOUND.value, updated_at=bindparam("now"))
+)
+
+
+def _move_intent_statement(target: IntentState) -> Any:
+    sources = sorted(state.value for state in intent_sources(target))
+    return (
+        update(_I)
+        .where(_I.c.idempotency_key == bindparam("key"), _I.c.state.in_(sources))
+        .values(state=target.value, updated_at=bindparam("now"), handle=func.coalesce(bindparam("handle"), _I.c.handle))
+    )
+
+
+_MOVE_INTENT = {target: _move_intent_statement(target) for target in IntentState}
 
 
 def _dumps(value: Any) -> str:
@@ -215,17 +265,13 @@ class ApprovalStore:
             existing = _live_match(conn, intent.principal_digest, intent.tool_name, intent.arguments_digest)
             if existing is not None:
                 return Admission.DUPLICATE, existing
-            recent = select(func.count()).where(
-                _I.c.principal_digest == intent.principal_digest, _I.c.created_at > now - 60_000
-            )
-            if int(conn.execute(recent).scalar_one()) >= submissions_per_minute:
+            owner = {"owner": intent.principal_digest}
+            recent = conn.execute(_RECENT_SUBMISSIONS, {**owner, "since": now - 60_000}).scalar_one()
+            if int(recent) >= submissions_per_minute:
                 return Admission.RATE_LIMITED, None
-            pending = select(func.count()).where(
-                _W.c.principal_digest == intent.principal_digest, _W.c.phase == Phase.PENDING.value
-            )
-            if int(conn.execute(pending).scalar_one()) >= max_pending:
+            if int(conn.execute(_PENDING_WORKFLOWS, owner).scalar_one()) >= max_pending:
                 return Admission.TOO_MANY_PENDING, None
-            conn.execute(_I.insert().values(**_intent_values(intent, now)))
+            conn.execute(_INSERT_INTENT, _intent_values(intent, now))
             return Admission.RECORDED, intent.task_id
 
         return await self.database.write(record)
@@ -261,15 +307,10 @@ class ApprovalStore:
         now = self.clock.now_ms()
 
         def create(conn: Connection) -> bool:
-            bound = conn.execute(
-                update(_I)
-                .where(_I.c.idempotency_key == new.intent_key, _I.c.state == IntentState.SUBMITTED.value)
-                .values(state=IntentState.BOUND.value, updated_at=now)
-            )
-            if bound.rowcount != 1:
+            if conn.execute(_BIND_INTENT, {"key": new.intent_key, "now": now}).rowcount != 1:
                 return False
-            conn.execute(_T.insert().values(**_task_values(new, now)))
-            conn.execute(_W.insert().values(**_workflow_values(new, now)))
+            conn.execute(_INSERT_TASK, _task_values(new, now))
+            conn.execute(_INSERT_WORKFLOW, _workflow_values(new, now))
             self._event(conn, now, "approval.task_created", new.task_id, tool=new.tool_name, template=new.template)
             return True
 
@@ -367,7 +408,7 @@ class ApprovalStore:
                 .where(_I.c.task_id == task_id, _I.c.generation == generation)
                 .values(state=IntentState.CONSUMED.value, updated_at=now)
             )
-            conn.execute(_I.insert().values(**_intent_values(intent, now)))
+            conn.execute(_INSERT_INTENT, _intent_values(intent, now))
             self._event(conn, now, "approval.generation_chained", task_id, generation=generation + 1)
             return True
 
@@ -489,15 +530,8 @@ class ApprovalStore:
     # -- internals -------------------------------------------------------------------------
 
     async def _move_intent(self, key: str, target: IntentState, *, handle: str | None = None) -> bool:
-        values: dict[str, Any] = {"state": target.value, "updated_at": self.clock.now_ms()}
-        if handle is not None:
-            values["handle"] = handle
-        statement = (
-            update(_I)
-            .where(_I.c.idempotency_key == key, _I.c.state.in_(sorted(s.value for s in intent_sources(target))))
-            .values(**values)
-        )
-        return await self.database.write(lambda conn: conn.execute(statement).rowcount == 1)
+        params = {"key": key, "now": self.clock.now_ms(), "handle": handle}
+        return await self.database.write(lambda conn: conn.execute(_MOVE_INTENT[target], params).rowcount == 1)
 
     async def _end(self, task_id: str, phase: Phase, outcome: TaskOutcome, generation: int | None) -> bool:
         now = self.clock.now_ms()
@@ -550,14 +584,8 @@ class ApprovalStore:
 
 def _live_match(conn: Connection, principal_digest: str, tool: str, digest: str) -> str | None:
     """A live workflow, else an in-flight intent, in the same (principal, tool, arguments) scope."""
-    scope_w = and_(_W.c.principal_digest == principal_digest, _W.c.tool_name == tool, _W.c.arguments_digest == digest)
-    row = conn.execute(select(_W.c.task_id).where(scope_w, _W.c.phase.in_(_LIVE_PHASES)).limit(1)).first()
-    if row is not None:
-        return str(row.task_id)
-    scope_i = and_(_I.c.principal_digest == principal_digest, _I.c.tool_name == tool, _I.c.arguments_digest == digest)
-    row = conn.execute(
-        select(_I.c.task_id).where(scope_i, _I.c.state.in_(_IN_FLIGHT), _I.c.generation == 1).limit(1)
-    ).first()
+    scope = {"owner": principal_digest, "tool": tool, "digest": digest}
+    row = conn.execute(_LIVE_WORKFLOW, scope).first() or conn.execute(_IN_FLIGHT_INTENT, scope).first()
     return None if row is None else str(row.task_id)
 
 

@@ -141,6 +141,9 @@ class TemplateSection(_Section):
     allow_self_approval: bool = False
     #: How long an approval stays usable once granted.
     approval_valid_s: float = Field(default=3600.0, gt=0)
+    #: Text fields the requester must supply before the request is submitted (e.g. a justification);
+    #: asked through an MRTR ``input_required`` round on the original ``tools/call``.
+    inputs: list[str] = Field(default_factory=list)
 
 
 class ResolverEntry(_Section):

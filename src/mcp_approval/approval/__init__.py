@@ -13,6 +13,7 @@ A requestable denial goes to the gate's :class:`RequestableHandler`; the default
 next-step guidance.
 """
 
+from mcp_approval.approval.binding import BindingCipher, CallBinding
 from mcp_approval.approval.gate import (
     DegradedRequestable,
     GatedCall,
@@ -21,5 +22,24 @@ from mcp_approval.approval.gate import (
     RequestableHandler,
     token_subject,
 )
+from mcp_approval.approval.options import ApprovalOptions
+from mcp_approval.approval.service import ToolApproval, ToolApprovalExtension
+from mcp_approval.approval.states import Disposition
+from mcp_approval.approval.tools import ServerTools, ToolInvoker
 
-__all__ = ["DegradedRequestable", "GatedCall", "PolicyGate", "PrincipalResolver", "RequestableHandler", "token_subject"]
+__all__ = [
+    "ApprovalOptions",
+    "BindingCipher",
+    "CallBinding",
+    "DegradedRequestable",
+    "Disposition",
+    "GatedCall",
+    "PolicyGate",
+    "PrincipalResolver",
+    "RequestableHandler",
+    "ServerTools",
+    "ToolApproval",
+    "ToolApprovalExtension",
+    "ToolInvoker",
+    "token_subject",
+]

@@ -97,6 +97,8 @@ class GatedCall:
         echoed_context_id: the ``authorizationContextId`` the request echoed (correlation only).
         proceed: runs the rest of the interceptor chain and the tool; call it only once policy,
             re-evaluated with an approval as input, permits the call.
+        input_responses: on an MRTR retry, the answers to the input requests of the last round.
+        request_state: on an MRTR retry, the (SDK-verified) state the last round carried.
     """
 
     tool: str
@@ -105,6 +107,8 @@ class GatedCall:
     request: EvaluationRequest
     echoed_context_id: str | None
     proceed: CallNext
+    input_responses: Mapping[str, Any] | None = None
+    request_state: str | None = None
 
 
 class RequestableHandler(Protocol):
@@ -205,7 +209,16 @@ class PolicyGate(Extension):
             return _denied(PDP_FAILURE_MESSAGE.format(tool=tool), Remediation.UNAVAILABLE)
         if decision.decision:
             return await call_next(ctx)
-        call = GatedCall(tool, dict(params.arguments or {}), principal, request, echoed, call_next)
+        call = GatedCall(
+            tool,
+            dict(params.arguments or {}),
+            principal,
+            request,
+            echoed,
+            call_next,
+            input_responses=params.input_responses,
+            request_state=params.request_state,
+        )
         return await self._answer_denial(call, decision, ctx)
 
     async def _decide(self, request: EvaluationRequest) -> Decision | None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 
@@ -27,6 +28,8 @@ class ApprovalOptions:
         lease_s: how long one worker holds a workflow it is checking or executing before
             another may take it over.
         max_retry_backoff_s: the cap of the exponential backoff for ``retry`` re-evaluations.
+        submission_inputs: per approval template, the text fields the requester supplies before
+            submission (an MRTR ``input_required`` round on the ``tools/call``).
     """
 
     result_retention_s: float = 86_400.0
@@ -42,6 +45,7 @@ class ApprovalOptions:
     intent_grace_s: float = 30.0
     lease_s: float = 15.0
     max_retry_backoff_s: float = 60.0
+    submission_inputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         positive = (

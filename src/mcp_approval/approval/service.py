@@ -18,14 +18,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from mcp.server.context import HandlerResult, ServerRequestContext
-from mcp.server.mcpserver import require_client_extension
+from mcp.server.mcpserver import Extension, require_client_extension
 from mcp.shared.exceptions import MCPError
 
+from mcp_approval.approval import inputs as submission_inputs
 from mcp_approval.approval.binding import BindingCipher, CallBinding
 from mcp_approval.approval.crashpoints import crash_point
 from mcp_approval.approval.gate import DegradedRequestable, GatedCall
@@ -39,8 +41,14 @@ from mcp_approval.backends import ApprovalBackend, ApprovalBackendError, Approva
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.denials import Remediation, TaskHint, denial_envelope, final_denial
 from mcp_approval.policy import Decision, PolicyDecisionPoint, ToolCallMapper
-from mcp_approval.protocol import INTERNAL_ERROR, META_MODEL_IMMEDIATE_RESPONSE, TASKS_EXTENSION
+from mcp_approval.protocol import (
+    INTERNAL_ERROR,
+    META_MODEL_IMMEDIATE_RESPONSE,
+    TASKS_EXTENSION,
+    TOOL_APPROVAL_EXTENSION,
+)
 from mcp_approval.storage import AuditLog, StoreUnavailableError
+from mcp_approval.tasks.execution import check_declared
 from mcp_approval.tasks.models import create_task_result, new_task_id
 from mcp_approval.tasks.server import TasksExtension, declares_tasks
 from mcp_approval.tasks.sql_store import SqlTaskStore
@@ -56,6 +64,14 @@ LIMIT_MESSAGE = (
 )
 PENDING_TEXT = "Calling {tool} needs approval. It has been submitted and will run only if approved."
 IMMEDIATE_TEXT = "{tool} has not run: it is waiting for approval. You can continue other work and check the task later."
+INPUTS_DECLINED = (
+    "Calling {tool} needs approval, and approvers need {fields}; none was given, so nothing was submitted "
+    "and the tool did not run. Call it again to provide them."
+)
+INPUTS_UNSUPPORTED = (
+    "Calling {tool} needs approval, and approvers need {fields}, which this client cannot be asked for "
+    "(it declared no form elicitation). Nothing was submitted and the tool did not run."
+)
 BACKEND_DOWN_MESSAGE = "The approval service is unavailable; the call was not submitted and did not run"
 # How long a retry waits for the task of an identical call whose submission is in flight.
 _DUPLICATE_WAIT_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
@@ -63,6 +79,16 @@ _DUPLICATE_WAIT_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
 
 async def _always_valid(_principal: str) -> bool:
     return True
+
+
+class ToolApprovalExtension(Extension):
+    """Declares ``io.modelcontextprotocol/tool-approval`` in the server's capabilities (SEP-2848).
+
+    The behaviour lives in :class:`ToolApproval` (the policy gate's requestable handler); this
+    only advertises it, next to the tasks extension it builds on.
+    """
+
+    identifier = TOOL_APPROVAL_EXTENSION
 
 
 class ToolApproval:
@@ -169,16 +195,22 @@ class ToolApproval:
             tool_fingerprint=await self.tools.fingerprint(call.tool),
         )
         try:
-            return await self.create(binding, decision, owner=owner)
+            fields = self._input_fields(decision)
+            if not fields:
+                return await self.create(binding, decision, owner=owner)
+            return await self._create_with_inputs(call, binding, decision, ctx, owner=owner, fields=fields)
         except StoreUnavailableError as exc:
             raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
 
-    async def create(self, binding: CallBinding, decision: Decision, *, owner: str) -> HandlerResult:
+    async def create(
+        self, binding: CallBinding, decision: Decision, *, owner: str, inputs: Mapping[str, str] | None = None
+    ) -> HandlerResult:
         """Dedup, then intent → submit → handle → task; returns the ``CreateTaskResult``.
 
-        ``owner`` is the task owner's digest, as the tasks extension computes it for the caller.
+        ``owner`` is the task owner's digest, as the tasks extension computes it for the caller;
+        ``inputs`` are the submission inputs the requester supplied.
         """
-        submission = self.submission_for(binding, decision)
+        submission = replace(self.submission_for(binding, decision), inputs=inputs or None)
         intent = self.new_intent(new_task_id(), 1, binding, submission, owner=owner)
         admission, task_id = await self.store.record_intent(
             intent,
@@ -203,6 +235,39 @@ class ToolApproval:
         crash_point("after_task")
         self.resolver.task_created(intent.task_id, handle)
         return await self._task_answer(intent.task_id, binding.tool, immediate=True)
+
+    async def _create_with_inputs(
+        self,
+        call: GatedCall,
+        binding: CallBinding,
+        decision: Decision,
+        ctx: ServerRequestContext[Any, Any],
+        *,
+        owner: str,
+        fields: tuple[str, ...],
+    ) -> HandlerResult:
+        """Ask for the template's submission inputs before submitting (an MRTR round), then create."""
+        existing = await self.store.find_live(owner, binding.tool, binding.digest)
+        if existing is not None:  # a retry of a call already waiting: its task, no second form
+            return await self._existing_task(existing, binding)
+        supplied = submission_inputs.answered(binding, owner, fields, call.input_responses, call.request_state)
+        if isinstance(supplied, submission_inputs.Declined):
+            message = f"{INPUTS_DECLINED.format(tool=binding.tool, fields=', '.join(fields))}"
+            return final_denial(message, remediation=Remediation.UNDISCLOSED)
+        if supplied is not None:
+            return await self.create(binding, decision, owner=owner, inputs=supplied)
+        form = submission_inputs.input_request(binding.tool, fields)
+        try:
+            check_declared({"method": form.method, "params": form.params.model_dump(by_alias=True)}, _capabilities(ctx))
+        except MCPError:
+            message = INPUTS_UNSUPPORTED.format(tool=binding.tool, fields=", ".join(fields))
+            return final_denial(message, remediation=Remediation.UNDISCLOSED)
+        return submission_inputs.ask(binding, owner, fields)
+
+    def _input_fields(self, decision: Decision) -> tuple[str, ...]:
+        denial = decision.requestable_denial
+        template = denial.access_request.template if denial is not None else None
+        return self.options.submission_inputs.get(template, ()) if template else ()
 
     def submission_for(self, binding: CallBinding, decision: Decision) -> ApprovalSubmission:
         """The backend request for a call the policy denied requestably."""
@@ -322,6 +387,10 @@ class ToolApproval:
             meta[META_MODEL_IMMEDIATE_RESPONSE] = sanitize_model_text(IMMEDIATE_TEXT.format(tool=tool))
             answer["_meta"] = meta
         return answer
+
+
+def _capabilities(ctx: ServerRequestContext[Any, Any]) -> Any:
+    return ctx.session.client_capabilities
 
 
 def _client_of(call: GatedCall) -> dict[str, str] | None:

@@ -52,6 +52,7 @@ class ApprovalSubmission:
         description: a longer human-facing description from the policy.
         deadline_ms: when the request stops accepting decisions (epoch ms), if the policy set one.
         reason: the policy's reason code for the denial.
+        inputs: what the requester supplied for the template's submission inputs (e.g. a justification).
     """
 
     tool: str
@@ -62,6 +63,7 @@ class ApprovalSubmission:
     description: str | None = None
     deadline_ms: int | None = None
     reason: str | None = None
+    inputs: Mapping[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The body as a JSON object (absent members omitted)."""
@@ -70,6 +72,8 @@ class ApprovalSubmission:
             value = getattr(self, name)
             if value is not None:
                 body[name] = value
+        if self.inputs:
+            body["inputs"] = dict(self.inputs)
         return body
 
     @classmethod
@@ -84,6 +88,7 @@ class ApprovalSubmission:
             description=body.get("description"),
             deadline_ms=body.get("deadline_ms"),
             reason=body.get("reason"),
+            inputs=body.get("inputs"),
         )
 
     def digest(self) -> str:

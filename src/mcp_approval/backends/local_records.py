@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, func, select, update
@@ -76,6 +76,8 @@ class ApprovalRecord:
     title: str | None = None
     description: str | None = None
     reason: str | None = None
+    #: What the requester supplied for the template's submission inputs (e.g. a justification).
+    inputs: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The record as a JSON object."""
@@ -89,6 +91,7 @@ class ApprovalRecord:
             "title": self.title,
             "description": self.description,
             "reason": self.reason,
+            "inputs": dict(self.inputs),
             "created_at": iso8601(self.created_at),
             "expires_at": None if self.expires_at is None else iso8601(self.expires_at),
             "approved_until": None if self.approved_until is None else iso8601(self.approved_until),
@@ -126,6 +129,7 @@ def record_from_rows(
         title=body.get("title"),
         description=body.get("description"),
         reason=body.get("reason"),
+        inputs=dict(body.get("inputs") or {}),
     )
 
 

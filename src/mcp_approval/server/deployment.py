@@ -25,7 +25,7 @@ from mcp_approval.approval import PolicyGate
 from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.approval.callbacks import callback_route
 from mcp_approval.approval.options import ApprovalOptions
-from mcp_approval.approval.service import PrincipalCheck, ToolApproval
+from mcp_approval.approval.service import PrincipalCheck, ToolApproval, ToolApprovalExtension
 from mcp_approval.approval.tools import ServerTools
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.reviewer_api import reviewer_routes
@@ -93,7 +93,7 @@ def build_deployment(
     gate = PolicyGate(pdp, mapper=mapper)  # outermost: every call is decided before anything else
     server: MCPServer[Any] = MCPServer(
         config.server.name,
-        extensions=[gate, tasks],
+        extensions=[gate, tasks, ToolApprovalExtension()],
         lifespan=lifespan,
         middleware=[task_routing_middleware],
         log_level="WARNING",
@@ -155,6 +155,7 @@ def _approval_options(config: DeploymentConfig) -> ApprovalOptions:
         without_tasks=section.without_tasks,
         intent_grace_s=section.intent_grace_s,
         lease_s=section.lease_s,
+        submission_inputs={name: tuple(t.inputs) for name, t in config.templates.items() if t.inputs},
     )
 
 

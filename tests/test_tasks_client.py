@@ -105,6 +105,7 @@ async def test_failed_and_cancelled_tasks_raise_typed_errors():
     assert failed.value.error.code == -32603
 
 
+@pytest.mark.sep_check("sep-2848-client-persists-task-ids")
 async def test_pending_task_is_journaled_and_resumed_by_a_new_client(tmp_path):
     server, _ = demo_server()
     resumer = TasksClient(task_wait_s=10)

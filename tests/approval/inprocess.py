@@ -34,10 +34,15 @@ class ScriptedPDP:
         self.inner = inner
         self.reevaluations: deque[Decision] = deque()
         self.seen_approvals: list[dict[str, Any]] = []
+        self.gated: dict[str, str] = {}
 
     def script(self, *decisions: Decision) -> None:
         """Answer the next re-evaluations with ``decisions``, in order."""
         self.reevaluations.extend(decisions)
+
+    def gate(self, tool: str, template: str = "treasury") -> None:
+        """Make ``tool`` need approval: a requestable denial first, a permit once approved."""
+        self.gated[tool] = template
 
     async def evaluate(self, request: EvaluationRequest) -> Decision:
         approval = (request.context or {}).get("approval")
@@ -45,6 +50,12 @@ class ScriptedPDP:
             self.seen_approvals.append(dict(approval))
             if self.reevaluations:
                 return self.reevaluations.popleft()
+        template = self.gated.get(request.resource.id)
+        if template is not None:
+            if approval is not None:
+                return Decision.permit()
+            hint = {"expires_at": "2100-01-01T00:00:00Z", "template": template}
+            return Decision.deny("approval_required", access_request=hint)
         return await self.inner.evaluate(request)
 
     async def evaluate_many(

@@ -20,6 +20,7 @@ def test_the_digest_is_canonical_json() -> None:
     assert arguments_digest({"amount": 50000}) != arguments_digest({"amount": 50001})
 
 
+@pytest.mark.sep_check("sep-2848-sensitive-records-protected", "sep-2848-bearer-credentials-encrypted")
 def test_a_sealed_binding_opens_only_for_its_own_record() -> None:
     cipher = BindingCipher({"k1": os.urandom(32)})
     binding = CallBinding("wire_transfer", {"to": "acct", "amount": 50000}, "alice", {"name": "c"}, "f" * 64)
@@ -63,16 +64,19 @@ def test_bad_keys_are_named() -> None:
         ("  spaced\t\tout  ", "spaced out"),
     ],
 )
+@pytest.mark.sep_check("sep-2848-model-text-sanitized", "sep-2848-security-model-text")
 def test_model_facing_text_is_one_clean_line(raw: str, expected: str) -> None:
     assert sanitize_model_text(raw) == expected
 
 
+@pytest.mark.sep_check("sep-2848-model-text-sanitized")
 def test_model_facing_text_is_bounded() -> None:
     cleaned = sanitize_model_text("x" * 5000)
     assert len(cleaned) == 300
     assert cleaned.endswith("…")
 
 
+@pytest.mark.sep_check("sep-2848-body-states-outcome", "sep-2848-body-disposition-envelope-agree")
 def test_a_denial_states_it_did_not_run_and_carries_the_envelope() -> None:
     result = denied_result("wire_transfer", "The approval request was denied.")
     assert result["isError"] is True
@@ -81,6 +85,7 @@ def test_a_denial_states_it_did_not_run_and_carries_the_envelope() -> None:
     assert "did not run" in result["content"][0]["text"]
 
 
+@pytest.mark.sep_check("sep-2848-body-states-outcome", "sep-2848-no-envelope-unless-denied")
 def test_an_execution_states_it_ran_and_carries_no_envelope() -> None:
     ran, disposition = executed_result(types.CallToolResult(content=[types.TextContent(type="text", text="done")]))
     assert disposition.value == ran["_meta"][DISPOSITION] == "approved-executed"
@@ -94,6 +99,7 @@ def test_an_execution_states_it_ran_and_carries_no_envelope() -> None:
     assert "side effect may have occurred" in failed["content"][-1]["text"]
 
 
+@pytest.mark.sep_check("sep-2848-body-states-outcome", "sep-2848-no-envelope-unless-denied")
 def test_an_unknown_outcome_says_it_may_have_run() -> None:
     unknown = outcome_unknown_result()
     assert unknown["_meta"] == {DISPOSITION: "outcome-unknown"}

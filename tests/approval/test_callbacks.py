@@ -58,6 +58,7 @@ async def decide_elsewhere(harness: Harness, account: str, decision: str) -> Non
     await other.decide(approval["id"], "carol", decision)
 
 
+@pytest.mark.sep_check("sep-2848-callback-authenticated-then-fetch")
 async def test_a_signed_callback_wakes_the_resolver_which_then_reads_the_status(tmp_path: Path) -> None:
     async with inprocess_treasury(tmp_path, SLOW_POLL) as harness:
         task_id, handle = await pending_transfer(harness, "acct-cb")
@@ -69,6 +70,7 @@ async def test_a_signed_callback_wakes_the_resolver_which_then_reads_the_status(
         assert [entry["to"] for entry in harness.ledger()] == ["acct-cb"]
 
 
+@pytest.mark.sep_check("sep-2848-forged-callback-no-execution")
 async def test_forged_stale_and_malformed_callbacks_are_refused(tmp_path: Path) -> None:
     async with inprocess_treasury(tmp_path, SLOW_POLL) as harness:
         task_id, handle = await pending_transfer(harness, "acct-forged")
@@ -88,6 +90,7 @@ async def test_forged_stale_and_malformed_callbacks_are_refused(tmp_path: Path) 
         assert malformed.status_code == 400
 
 
+@pytest.mark.sep_check("sep-2848-callback-authenticated-then-fetch")
 async def test_a_callback_for_a_denied_request_never_executes(tmp_path: Path) -> None:
     async with inprocess_treasury(tmp_path, SLOW_POLL) as harness:
         task_id, handle = await pending_transfer(harness, "acct-cb-deny")

@@ -203,6 +203,9 @@ async def race_against_fence(
     return claims, fences
 
 
+@pytest.mark.sep_check(
+    "sep-2848-single-atomic-claim", "sep-2848-checks-hold-at-claim", "sep-2848-never-executed-and-cancelled"
+)
 async def test_claim_vs_cancel(store: ApprovalStore) -> None:
     def cancelled(row: Row) -> None:
         assert row.status is TaskStatus.CANCELLED, row
@@ -215,6 +218,7 @@ async def test_claim_vs_cancel(store: ApprovalStore) -> None:
     assert fences > 0, "the fence never won: the race did not exercise both outcomes"
 
 
+@pytest.mark.sep_check("sep-2848-single-atomic-claim", "sep-2848-checks-hold-at-claim")
 async def test_claim_vs_expiry(store: ApprovalStore) -> None:
     def denied(row: Row) -> None:
         assert row.status is TaskStatus.COMPLETED, row
@@ -227,6 +231,7 @@ async def test_claim_vs_expiry(store: ApprovalStore) -> None:
     assert fences > 0, "the expiry never won: the race did not exercise both outcomes"
 
 
+@pytest.mark.sep_check("sep-2848-at-most-once", "sep-2848-single-atomic-claim")
 async def test_claim_vs_claim(store: ApprovalStore) -> None:
     rng = random.Random(f"claim-claim-{store.database.dialect}")
     task_ids = await create_workflows(store, "double", RACES)
@@ -253,6 +258,7 @@ async def test_claim_vs_claim(store: ApprovalStore) -> None:
 
 @pytest.mark.postgres
 @pytest.mark.slow
+@pytest.mark.sep_check("sep-2848-single-atomic-claim")
 async def test_claim_vs_cancel_in_two_processes(postgres_url: str, tmp_path: Path) -> None:
     database = open_database(postgres_url)
     await migrate(database)

@@ -39,6 +39,7 @@ async def approve_transfer(harness: Harness, account: str, amount: float = 30_00
     return created
 
 
+@pytest.mark.sep_check("sep-2848-reevaluate-with-approval", "sep-2848-retry-is-not-a-denial")
 async def test_retry_waits_and_re_evaluates_until_allowed(tmp_path: Path) -> None:
     async with inprocess_treasury(tmp_path) as harness:
         harness.pdp.script(grant_pending(), grant_pending())
@@ -49,6 +50,7 @@ async def test_retry_waits_and_re_evaluates_until_allowed(tmp_path: Path) -> Non
         assert [entry["to"] for entry in harness.ledger()] == ["acct-retry"]
 
 
+@pytest.mark.sep_check("sep-2848-retry-stops-at-expiry", "sep-2848-retry-is-not-a-denial", "sep-2848-expiry-fences")
 async def test_retry_never_outlives_the_approval(tmp_path: Path) -> None:
     overrides = {
         "templates": {"treasury": {"approvals_required": 1, "reviewer_role": "approver", "approval_valid_s": 0.4}}
@@ -62,6 +64,7 @@ async def test_retry_never_outlives_the_approval(tmp_path: Path) -> None:
         assert harness.ledger() == []
 
 
+@pytest.mark.sep_check("sep-2848-intent-before-backend", "sep-2848-consumed-generation-ignored")
 async def test_request_opens_a_new_generation_and_its_approval_runs_the_call(tmp_path: Path) -> None:
     async with inprocess_treasury(tmp_path) as harness:
         harness.pdp.script(request_again())
@@ -79,6 +82,7 @@ async def test_request_opens_a_new_generation_and_its_approval_runs_the_call(tmp
         assert [entry["to"] for entry in harness.ledger()] == ["acct-chain"]
 
 
+@pytest.mark.sep_check("sep-2848-chained-requests-bounded")
 async def test_chained_requests_are_bounded(tmp_path: Path) -> None:
     async with inprocess_treasury(tmp_path, {"approval": {"max_generations": 2}}) as harness:
         harness.pdp.script(request_again(), request_again())
@@ -91,6 +95,9 @@ async def test_chained_requests_are_bounded(tmp_path: Path) -> None:
         assert harness.ledger() == []
 
 
+@pytest.mark.sep_check(
+    "sep-2848-current-state-at-execution", "sep-2848-risk-re-read", "sep-2848-no-execution-on-denial-alone"
+)
 async def test_re_evaluation_deny_is_a_terminal_denial(tmp_path: Path) -> None:
     async with inprocess_treasury(tmp_path) as harness:
         harness.pdp.script(Decision.deny(REASON_POLICY_DENIED))
@@ -101,6 +108,7 @@ async def test_re_evaluation_deny_is_a_terminal_denial(tmp_path: Path) -> None:
         assert harness.ledger() == []
 
 
+@pytest.mark.sep_check("sep-2848-current-state-at-execution", "sep-2848-invalid-principal-not-executed")
 async def test_a_principal_no_longer_valid_does_not_run(tmp_path: Path) -> None:
     async with inprocess_treasury(tmp_path) as harness:
 
@@ -115,6 +123,7 @@ async def test_a_principal_no_longer_valid_does_not_run(tmp_path: Path) -> None:
         assert harness.ledger() == []
 
 
+@pytest.mark.sep_check("sep-2848-changed-tool-fails-closed")
 async def test_a_tool_changed_while_pending_fails_closed(tmp_path: Path) -> None:
     async with inprocess_treasury(tmp_path) as harness:
         created = (await harness.alice.call_tool("wire_transfer", {"to": "acct-changed", "amount": 30_000})).result
@@ -134,6 +143,7 @@ async def test_a_tool_changed_while_pending_fails_closed(tmp_path: Path) -> None
         assert "tool changed" in text_of(task["result"])
 
 
+@pytest.mark.sep_check("sep-2848-effect-auditable", "sep-2848-no-steering")
 async def test_execution_runs_from_the_stored_binding(tmp_path: Path) -> None:
     async with inprocess_treasury(tmp_path) as harness:
         first = await approve_transfer(harness, "acct-bind-a", 31_000)

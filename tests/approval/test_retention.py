@@ -58,6 +58,13 @@ async def ttl_of(harness: Harness, task_id: str) -> int:
     return int((await harness.alice.get(task_id)).result["ttlMs"])
 
 
+@pytest.mark.sep_check(
+    "sep-2848-retention-covers-pending-deadline",
+    "sep-2848-retention-covers-terminal-result",
+    "sep-2848-retention-follows-later-deadline",
+    "sep-2848-sensitive-records-protected",
+    "sep-2848-bearer-credentials-encrypted",
+)
 async def test_retention_covers_moved_deadlines_and_the_terminal_result_then_ends(tmp_path: Path) -> None:
     clock = ManualClock()
     overrides = {"approval": {"result_retention_s": RETENTION_S, "max_pending_s": 30 * 86_400.0}}

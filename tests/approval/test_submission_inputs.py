@@ -42,6 +42,7 @@ async def retry(harness: Harness, account: str, state: str, answer: dict[str, An
     return await harness.alice.request("tools/call", params)
 
 
+@pytest.mark.sep_check("sep-2848-submission-input-channel")
 async def test_inputs_are_asked_before_submission_and_reach_the_approvers(tmp_path: Path) -> None:
     async with inprocess_treasury(tmp_path, NEEDS_JUSTIFICATION) as harness:
         asked = await first_round(harness, "acct-inputs")
@@ -61,6 +62,7 @@ async def test_inputs_are_asked_before_submission_and_reach_the_approvers(tmp_pa
         assert_approved_executed(await settled(harness.alice, created["taskId"]))
 
 
+@pytest.mark.sep_check("sep-2848-mrtr-retry-matches-binding", "sep-2848-no-steering")
 async def test_a_retry_for_other_arguments_is_rejected(tmp_path: Path) -> None:
     async with inprocess_treasury(tmp_path, NEEDS_JUSTIFICATION) as harness:
         asked = await first_round(harness, "acct-steer")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, precondition, rule
@@ -375,4 +376,6 @@ WorkflowMachine.TestCase.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-TestWorkflowMachine = WorkflowMachine.TestCase
+TestWorkflowMachine = pytest.mark.sep_check("sep-2848-terminal-is-final", "sep-2848-terminal-never-failed")(
+    WorkflowMachine.TestCase
+)

@@ -29,6 +29,7 @@ def new_key() -> str:
     return secrets.token_urlsafe(32)
 
 
+@pytest.mark.sep_check("sep-2848-backend-idempotent-key")
 async def test_resubmitting_an_equivalent_body_returns_the_same_handle(backend: LocalApprovalBackend) -> None:
     key = new_key()
     first = await backend.submit(key, submission())
@@ -43,6 +44,7 @@ async def test_resubmitting_an_equivalent_body_returns_the_same_handle(backend: 
     assert len(await backend.list_requests("pending")) == 1
 
 
+@pytest.mark.sep_check("sep-2848-backend-idempotent-key")
 async def test_reusing_a_key_with_another_body_is_a_conflict(backend: LocalApprovalBackend) -> None:
     key = new_key()
     await backend.submit(key, submission())
@@ -50,6 +52,7 @@ async def test_reusing_a_key_with_another_body_is_a_conflict(backend: LocalAppro
         await backend.submit(key, submission(arguments={"amount": 101, "to": "acct-1", "secret": "s3cr3t"}))
 
 
+@pytest.mark.sep_check("sep-2848-backend-idempotent-key")
 async def test_concurrent_submits_under_one_key_open_one_request(make_backend: BackendFactory) -> None:
     # Separate backends share nothing in memory: only the database can make them agree.
     backends = [make_backend() for _ in range(8)]
@@ -270,6 +273,7 @@ async def test_record_json_uses_iso_times(backend: LocalApprovalBackend, clock: 
     assert data["arguments"]["secret"] == "[redacted]"
 
 
+@pytest.mark.sep_check("sep-2848-effect-auditable")
 async def test_decisions_and_transitions_are_audited(
     backend: LocalApprovalBackend, database: Database, clock: ManualClock
 ) -> None:

@@ -51,6 +51,11 @@ async def test_small_transfer_runs_at_once(treasury: TreasuryServer, http: httpx
     assert len(transfers_to(treasury, "acct-small")) == 1
 
 
+@pytest.mark.sep_check(
+    "sep-2848-requestable-returns-task-without-executing",
+    "sep-2848-envelope-repeated-while-pending",
+    "sep-2848-no-execution-on-denial-alone",
+)
 async def test_requestable_denial_returns_working_task_without_executing(
     treasury: TreasuryServer, http: httpx.AsyncClient
 ) -> None:
@@ -73,6 +78,13 @@ async def test_requestable_denial_returns_working_task_without_executing(
     assert transfers_to(treasury, "acct-pending") == []
 
 
+@pytest.mark.sep_check(
+    "sep-2848-at-most-once",
+    "sep-2848-terminal-is-final",
+    "sep-2848-disposition-in-result-meta",
+    "sep-2848-disposition-required",
+    "sep-2848-body-disposition-envelope-agree",
+)
 async def test_approved_transfer_executes_exactly_once(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:
     wires = principals(http)
     created = await request_transfer(wires["alice"], "acct-991")
@@ -91,6 +103,12 @@ async def test_approved_transfer_executes_exactly_once(treasury: TreasuryServer,
     assert (await wires["alice"].get(created["taskId"])).result == task
 
 
+@pytest.mark.sep_check(
+    "sep-2848-disposition-in-result-meta",
+    "sep-2848-disposition-required",
+    "sep-2848-body-states-outcome",
+    "sep-2848-body-disposition-envelope-agree",
+)
 async def test_denied_transfer_completes_as_denial_and_never_runs(
     treasury: TreasuryServer, http: httpx.AsyncClient
 ) -> None:
@@ -104,6 +122,7 @@ async def test_denied_transfer_completes_as_denial_and_never_runs(
     assert transfers_to(treasury, "acct-deny") == []
 
 
+@pytest.mark.sep_check("sep-2848-cancel-withdraws-backend-request", "sep-2848-never-executed-and-cancelled")
 async def test_cancel_while_pending_fences_the_task(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:
     alice = principals(http)["alice"]
     created = await request_transfer(alice, "acct-cancel")
@@ -145,6 +164,7 @@ async def test_requester_and_non_approvers_cannot_decide(http: httpx.AsyncClient
     assert nobody.status_code == 401
 
 
+@pytest.mark.sep_check("sep-2848-no-steering")
 async def test_changed_arguments_need_a_new_approval(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:
     alice = principals(http)["alice"]
     carol = Reviewer(http, "carol-token")
@@ -159,6 +179,7 @@ async def test_changed_arguments_need_a_new_approval(treasury: TreasuryServer, h
     assert [e["amount"] for e in transfers_to(treasury, "acct-change")] == [40000.0]
 
 
+@pytest.mark.sep_check("sep-2848-dedup-returns-existing-task")
 async def test_identical_retry_returns_the_same_task(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:
     alice, bob = principals(http)["alice"], principals(http)["bob"]
     first = await request_transfer(alice, "acct-dedup")
@@ -168,6 +189,7 @@ async def test_identical_retry_returns_the_same_task(treasury: TreasuryServer, h
     assert other["taskId"] != first["taskId"]
 
 
+@pytest.mark.sep_check("sep-2848-task-access-by-origin")
 async def test_another_principal_cannot_see_or_touch_the_task(http: httpx.AsyncClient) -> None:
     wires = principals(http)
     created = await request_transfer(wires["alice"], "acct-private")
@@ -191,6 +213,7 @@ async def test_refund_is_decided_automatically(treasury: TreasuryServer, http: h
     assert "ord-large" not in refunds
 
 
+@pytest.mark.sep_check("sep-2848-non-requestable-normal-denial")
 async def test_non_requestable_denial_is_final(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:
     wires = principals(http)
     denied = (await wires["alice"].call_tool("delete_account", {"account": "acct-x"})).result
@@ -203,6 +226,7 @@ async def test_non_requestable_denial_is_final(treasury: TreasuryServer, http: h
     assert accounts == ["acct-y"]
 
 
+@pytest.mark.sep_check("sep-2848-no-tasks-client", "sep-2848-prefer-degraded-result")
 async def test_client_without_tasks_gets_degraded_guidance(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:
     alice = principals(http)["alice"]
     reply = await alice.call_tool("wire_transfer", {"to": "acct-notasks", "amount": 70_000}, meta=envelope(tasks=False))
@@ -215,6 +239,9 @@ async def test_client_without_tasks_gets_degraded_guidance(treasury: TreasurySer
     assert transfers_to(treasury, "acct-notasks") == []
 
 
+@pytest.mark.sep_check(
+    "sep-2848-no-backend-artifacts", "sep-2848-task-access-by-origin", "sep-2848-retrieval-no-artifacts"
+)
 async def test_no_backend_artifact_reaches_the_client(http: httpx.AsyncClient) -> None:
     wires = principals(http)
     created = await request_transfer(wires["alice"], "acct-artifacts")

@@ -114,6 +114,16 @@ async def check_recovery(
 
 
 @pytest.mark.parametrize("point", CRASH_POINTS)
+@pytest.mark.sep_check(
+    "sep-2848-intent-before-backend",
+    "sep-2848-handle-before-create-result",
+    "sep-2848-reconcile-orphaned-intents",
+    "sep-2848-at-most-once",
+    "sep-2848-failure-after-claim-is-completed",
+    "sep-2848-claimed-task-retained",
+    "sep-2848-execution-fenced-against-crash",
+    "sep-2848-outcome-unknown-not-reinvoked",
+)
 async def test_crash_point_keeps_at_most_once_and_leaves_no_orphan(point: str, tmp_path: Path) -> None:
     limit = asyncio.Semaphore(PARALLEL)
 

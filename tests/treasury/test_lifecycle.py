@@ -22,6 +22,12 @@ from tests.treasury.helpers import (
 pytestmark = pytest.mark.anyio
 
 
+@pytest.mark.sep_check(
+    "sep-2848-bounded-pending-window",
+    "sep-2848-checks-hold-at-claim",
+    "sep-2848-never-executed-and-cancelled",
+    "sep-2848-expiry-fences",
+)
 async def test_unresolved_request_expires_as_denial(tmp_path: Path) -> None:
     directory = deployment_dir(tmp_path, {"approval": {"max_pending_s": 1.0}})
     server = TreasuryServer(directory).start()
@@ -63,6 +69,7 @@ async def test_pending_task_survives_a_restart(tmp_path: Path) -> None:
         restarted.kill()
 
 
+@pytest.mark.sep_check("sep-2848-rate-limit-and-pending-bound")
 async def test_submission_rate_and_pending_bounds_answer_non_requestable_denials(tmp_path: Path) -> None:
     directory = deployment_dir(tmp_path, {"approval": {"submissions_per_minute": 2, "max_pending_per_principal": 5}})
     server = TreasuryServer(directory).start()
@@ -87,6 +94,7 @@ async def test_submission_rate_and_pending_bounds_answer_non_requestable_denials
         server.kill()
 
 
+@pytest.mark.sep_check("sep-2848-rate-limit-and-pending-bound")
 async def test_outstanding_pending_tasks_are_bounded(tmp_path: Path) -> None:
     directory = deployment_dir(tmp_path, {"approval": {"max_pending_per_principal": 1}})
     server = TreasuryServer(directory).start()

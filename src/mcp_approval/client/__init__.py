@@ -1,6 +1,7 @@
-"""The agent side: tasks-aware tool calls, and acting on authorization denials."""
+"""The agent side: tasks-aware tool calls, acting on authorization denials, reading approval outcomes."""
 
 from mcp_approval.client.authorization import AuthorizationDenied, AuthorizingCaller, CredentialRemediator
+from mcp_approval.client.dispositions import ExecutionDisposition, read_disposition
 from mcp_approval.client.journal import OpenTask, TaskJournal
 from mcp_approval.client.tasks import (
     CreateTaskResult,
@@ -20,6 +21,7 @@ __all__ = [
     "CreateTaskResult",
     "CredentialRemediator",
     "DetailedTask",
+    "ExecutionDisposition",
     "OpenTask",
     "TaskCancelledError",
     "TaskError",
@@ -29,4 +31,5 @@ __all__ = [
     "TaskJournal",
     "TaskPendingError",
     "TasksClient",
+    "read_disposition",
 ]

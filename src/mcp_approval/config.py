@@ -144,6 +144,9 @@ class TemplateSection(_Section):
     #: Text fields the requester must supply before the request is submitted (e.g. a justification);
     #: asked through an MRTR ``input_required`` round on the original ``tools/call``.
     inputs: list[str] = Field(default_factory=list)
+    #: When to ask for them: ``before`` (an MRTR round before the task exists) or ``during`` (the task
+    #: starts ``input_required``; the answers arrive through ``tasks/update``, then it is submitted).
+    collect_inputs: Literal["before", "during"] = "before"
 
 
 class ResolverEntry(_Section):

@@ -95,3 +95,46 @@ async def test_a_client_that_cannot_be_asked_gets_guidance(tmp_path: Path) -> No
         assert result["_meta"][AUTHORIZATION]["remediation"] == "undisclosed"
         assert "justification" in text_of(result)
         assert await harness.reviewer("carol").pending() == []
+
+
+IN_TASK = {
+    "templates": {
+        "treasury": {
+            "approvals_required": 1,
+            "reviewer_role": "approver",
+            "approval_valid_s": 3600.0,
+            "inputs": ["justification"],
+            "collect_inputs": "during",
+        }
+    }
+}
+
+
+async def test_inputs_can_be_asked_inside_the_task_through_tasks_update(tmp_path: Path) -> None:
+    async with inprocess_treasury(tmp_path, IN_TASK) as harness:
+        created = (await harness.alice.call_tool("wire_transfer", {"to": "acct-in-task", "amount": 30_000})).result
+        assert created["resultType"] == "task"
+        task = (await harness.alice.get(created["taskId"])).result
+        assert task["status"] == "input_required"
+        (key,) = task["inputRequests"]
+        assert task["inputRequests"][key]["params"]["requestedSchema"]["required"] == ["justification"]
+        assert await harness.reviewer("carol").pending() == []  # nothing submitted before the inputs
+        answer = {"action": "accept", "content": {"justification": "Quarterly supplier payment"}}
+        assert "error" not in (await harness.alice.update(created["taskId"], {key: answer})).body
+        approval = await approval_for(harness.reviewer("carol"), "wire_transfer", to="acct-in-task")
+        assert approval["inputs"] == {"justification": "Quarterly supplier payment"}
+        assert (await harness.alice.get(created["taskId"])).result["status"] == "working"
+        assert (await harness.reviewer("carol").decide(approval["id"], "approve")).status_code == 200
+        assert_approved_executed(await settled(harness.alice, created["taskId"]))
+        assert [entry["to"] for entry in harness.ledger()] == ["acct-in-task"]
+
+
+async def test_declining_inside_the_task_ends_it_as_a_denial(tmp_path: Path) -> None:
+    async with inprocess_treasury(tmp_path, IN_TASK) as harness:
+        created = (await harness.alice.call_tool("wire_transfer", {"to": "acct-in-no", "amount": 30_000})).result
+        (key,) = (await harness.alice.get(created["taskId"])).result["inputRequests"]
+        await harness.alice.update(created["taskId"], {key: {"action": "decline"}})
+        task = await settled(harness.alice, created["taskId"])
+        assert task["result"]["_meta"]["io.modelcontextprotocol/tool-approval-disposition"] == "denied-not-executed"
+        assert "inputs the approvers need were not given" in text_of(task["result"])
+        assert await harness.reviewer("carol").pending() == []

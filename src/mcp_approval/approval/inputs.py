@@ -46,6 +46,11 @@ def input_request(tool: str, fields: Sequence[str]) -> types.ElicitRequest:
     return types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=schema))
 
 
+def in_task_requests(tool: str, fields: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The input requests of a task that asks for ``fields`` itself (answered via ``tasks/update``)."""
+    return {"in-1": input_request(tool, fields).model_dump(by_alias=True, mode="json", exclude_none=True)}
+
+
 def ask(binding: CallBinding, owner: str, fields: Sequence[str]) -> types.InputRequiredResult:
     """The ``input_required`` round asking for ``fields``, bound to this call."""
     state = json.dumps({"kind": _STATE_KIND, "tool": binding.tool, "digest": binding.digest, "owner": owner})
@@ -70,8 +75,11 @@ def answered(
         return None
     _check_state(request_state, binding, owner)
     answer = (responses or {}).get(INPUT_KEY)
-    if answer is None:
-        return None
+    return None if answer is None else supplied(answer, fields)
+
+
+def supplied(answer: Any, fields: Sequence[str]) -> dict[str, str] | Declined | None:
+    """The fields an elicitation answer supplies, :class:`Declined`, or ``None`` when incomplete."""
     action = _member(answer, "action")
     if action != "accept":
         return Declined(str(action or "cancel"))

@@ -30,6 +30,8 @@ class ApprovalOptions:
         max_retry_backoff_s: the cap of the exponential backoff for ``retry`` re-evaluations.
         submission_inputs: per approval template, the text fields the requester supplies before
             submission (an MRTR ``input_required`` round on the ``tools/call``).
+        inputs_in_task: templates whose inputs are asked inside the task instead (it starts
+            ``input_required`` and is submitted once ``tasks/update`` answers).
     """
 
     result_retention_s: float = 86_400.0
@@ -46,6 +48,7 @@ class ApprovalOptions:
     lease_s: float = 15.0
     max_retry_backoff_s: float = 60.0
     submission_inputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    inputs_in_task: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         positive = (

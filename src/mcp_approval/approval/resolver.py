@@ -28,8 +28,10 @@ import contextvars
 import logging
 import random
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from mcp_approval.approval import inputs as submission_inputs
 from mcp_approval.approval.binding import BindingIntegrityError, CallBinding
 from mcp_approval.approval.crashpoints import crash_point
 from mcp_approval.approval.results import denied_result, executed_result, outcome_unknown_result
@@ -62,6 +64,7 @@ PRINCIPAL_INVALID = "The caller is no longer authorized to act, so the approved 
 TOOL_CHANGED = "The tool changed after approval was requested, so the approved call was not run."
 BINDING_BROKEN = "The stored call could not be verified, so it was not run."
 TOO_MANY_ROUNDS = "The call needed more approval rounds than allowed."
+INPUTS_NOT_GIVEN = "The inputs the approvers need were not given, so nothing was submitted."
 BACKEND_FAILED = "The approval service failed; the call did not run"
 _BATCH = 200
 _EARLY_WAKES = 4096
@@ -222,8 +225,8 @@ class Resolver:
     async def check(self, workflow: Workflow) -> None:
         """Fetch the backend's status for a leased workflow and act on it."""
         now = self.approval.clock.now_ms()
-        if workflow.handle is None:  # a chained request still being submitted: reconciliation's job
-            await self._later(workflow, now + self.lease_ms)
+        if workflow.handle is None:
+            await self._unsubmitted(workflow, now)
             return
         try:
             state = await self.approval.backend.status(workflow.handle)
@@ -238,6 +241,39 @@ class Resolver:
                 await self._later(workflow, now + self._backoff_ms(workflow.attempts), attempts=workflow.attempts + 1)
             return
         await self._act(workflow, state, now)
+
+    async def _unsubmitted(self, workflow: Workflow, now: int) -> None:
+        """A workflow with nothing at the backend yet: waiting for its inputs, or mid-chain."""
+        if workflow.request_deadline is not None and now >= workflow.request_deadline:
+            await self._deny(workflow, EXPIRED)
+        elif workflow.generation == 0:
+            await self._submit_with_inputs(workflow, now)
+        else:  # a chained request still being submitted: reconciliation resubmits it
+            await self._later(workflow, now + self.lease_ms)
+
+    async def _submit_with_inputs(self, workflow: Workflow, now: int) -> None:
+        """Submit a task that waited for its inputs, once ``tasks/update`` supplied them."""
+        approval = self.approval
+        record = await approval.tasks.store.get(workflow.task_id)
+        binding = self._binding(workflow)
+        fields = approval.options.submission_inputs.get(workflow.template or "", ())
+        answers = list(record.input_responses.values()) if record is not None else []
+        if binding is None or not answers:
+            await self._later(workflow, now + round(approval.options.poll_interval_s * 1000))
+            return
+        supplied = submission_inputs.supplied(answers[-1], fields)
+        if not isinstance(supplied, dict):
+            await self._deny(workflow, INPUTS_NOT_GIVEN)
+            return
+        draft = await approval.store.intent(workflow.task_id, 0)
+        if draft is None:
+            await self._deny(workflow, BINDING_BROKEN)
+            return
+        body = approval.cipher.open(draft.body_sealed, record=draft.key)
+        submission = replace(ApprovalSubmission.from_json(body), inputs=supplied)
+        intent = approval.new_intent(workflow.task_id, 1, binding, submission, owner=workflow.principal_digest)
+        if await approval.store.chain(workflow.task_id, 0, intent):
+            await self._submit_chained(intent, submission.deadline_ms)
 
     async def _act(self, workflow: Workflow, state: ApprovalState, now: int) -> None:
         status = state.status
@@ -473,8 +509,9 @@ class Resolver:
         """Settle intents a crash left in flight, and purge records whose task retention ended.
 
         An initial intent with no task is withdrawn at the backend (found under its key) and
-        abandoned: its caller never got a task id, and a retry is a fresh call. A chained intent
-        of a still-pending task is resubmitted under the same key, which recovers the request.
+        abandoned: its caller never got a task id, and a retry is a fresh call. An intent the
+        task is waiting for (a chained request, or the first submission of a task that collected
+        its inputs) is resubmitted under the same key, which recovers the request.
         """
         approval = self.approval
         now = approval.clock.now_ms()
@@ -488,7 +525,7 @@ class Resolver:
         approval = self.approval
         workflow = await approval.store.get(intent.task_id)
         current = workflow is not None and workflow.phase is Phase.PENDING and workflow.generation == intent.generation
-        if current and intent.generation > 1:
+        if current:  # the task exists and waits for this very submission: recover it
             await self.submit_chained_intent(intent)
             return
         try:

@@ -68,6 +68,7 @@ INPUTS_DECLINED = (
     "Calling {tool} needs approval, and approvers need {fields}; none was given, so nothing was submitted "
     "and the tool did not run. Call it again to provide them."
 )
+INPUTS_IN_TASK = "Calling {tool} needs approval; approvers need {fields} first. Nothing has been submitted yet."
 INPUTS_UNSUPPORTED = (
     "Calling {tool} needs approval, and approvers need {fields}, which this client cannot be asked for "
     "(it declared no form elicitation). Nothing was submitted and the tool did not run."
@@ -229,7 +230,8 @@ class ToolApproval:
         if not await self.store.mark_submitted(intent.key, handle):
             raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
         crash_point("after_handle")
-        created = await self.store.create_task(self._new_workflow(intent, binding, submission, handle))
+        new = self._new_workflow(intent.task_id, intent.key, owner, binding, submission, handle)
+        created = await self.store.create_task(new)
         if not created:
             raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
         crash_point("after_task")
@@ -250,6 +252,8 @@ class ToolApproval:
         existing = await self.store.find_live(owner, binding.tool, binding.digest)
         if existing is not None:  # a retry of a call already waiting: its task, no second form
             return await self._existing_task(existing, binding)
+        if _template_of(decision) in self.options.inputs_in_task:
+            return await self._create_waiting(binding, decision, owner=owner, fields=fields)
         supplied = submission_inputs.answered(binding, owner, fields, call.input_responses, call.request_state)
         if isinstance(supplied, submission_inputs.Declined):
             message = f"{INPUTS_DECLINED.format(tool=binding.tool, fields=', '.join(fields))}"
@@ -264,9 +268,28 @@ class ToolApproval:
             return final_denial(message, remediation=Remediation.UNDISCLOSED)
         return submission_inputs.ask(binding, owner, fields)
 
+    async def _create_waiting(
+        self, binding: CallBinding, decision: Decision, *, owner: str, fields: tuple[str, ...]
+    ) -> HandlerResult:
+        """A task that asks for the submission inputs itself; it is submitted once they arrive."""
+        submission = self.submission_for(binding, decision)
+        task_id = new_task_id()
+        draft = replace(self.new_intent(task_id, 0, binding, submission, owner=owner), state=IntentState.BOUND)
+        new = replace(
+            self._new_workflow(task_id, "", owner, binding, submission, None),
+            status_message=sanitize_model_text(INPUTS_IN_TASK.format(tool=binding.tool, fields=", ".join(fields))),
+            input_requests=submission_inputs.in_task_requests(binding.tool, fields),
+            next_check_at=self.clock.now_ms() + round(self.options.poll_interval_s * 1000),
+        )
+        await self.store.create_waiting_task(new, draft)
+        return await self._task_answer(task_id, binding.tool, immediate=True)
+
+    async def input_received(self, record: Any) -> None:
+        """``tasks/update`` answered an approval task's submission inputs: go on at once."""
+        self.resolver.nudge(record.task_id)
+
     def _input_fields(self, decision: Decision) -> tuple[str, ...]:
-        denial = decision.requestable_denial
-        template = denial.access_request.template if denial is not None else None
+        template = _template_of(decision)
         return self.options.submission_inputs.get(template, ()) if template else ()
 
     def submission_for(self, binding: CallBinding, decision: Decision) -> ApprovalSubmission:
@@ -322,18 +345,25 @@ class ToolApproval:
             raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE) from exc
 
     def _new_workflow(
-        self, intent: Intent, binding: CallBinding, submission: ApprovalSubmission, handle: str
+        self,
+        task_id: str,
+        intent_key: str,
+        owner: str,
+        binding: CallBinding,
+        submission: ApprovalSubmission,
+        handle: str | None,
     ) -> NewWorkflow:
+        """The task and workflow rows of a new approval task (``handle`` is ``None`` until submitted)."""
         now = self.clock.now_ms()
         deadline = submission.deadline_ms or now + round(self.options.default_deadline_s * 1000)
         envelope = denial_envelope(Remediation.AVAILABLE, hints=[TaskHint()])
         return NewWorkflow(
-            task_id=intent.task_id,
-            intent_key=intent.key,
-            principal_digest=intent.principal_digest,
+            task_id=task_id,
+            intent_key=intent_key,
+            principal_digest=owner,
             tool_name=binding.tool,
-            arguments_digest=intent.arguments_digest,
-            binding_sealed=self.cipher.seal(binding.to_json(), record=intent.task_id),
+            arguments_digest=binding.digest,
+            binding_sealed=self.cipher.seal(binding.to_json(), record=task_id),
             tool_fingerprint=binding.tool_fingerprint,
             backend=self.backend.name,
             handle=handle,
@@ -387,6 +417,11 @@ class ToolApproval:
             meta[META_MODEL_IMMEDIATE_RESPONSE] = sanitize_model_text(IMMEDIATE_TEXT.format(tool=tool))
             answer["_meta"] = meta
         return answer
+
+
+def _template_of(decision: Decision) -> str | None:
+    denial = decision.requestable_denial
+    return denial.access_request.template if denial is not None else None
 
 
 def _capabilities(ctx: ServerRequestContext[Any, Any]) -> Any:

@@ -189,7 +189,7 @@ class NewWorkflow:
     binding_sealed: str
     tool_fingerprint: str | None
     backend: str
-    handle: str
+    handle: str | None
     template: str | None
     request_deadline: int | None
     next_check_at: int
@@ -197,6 +197,8 @@ class NewWorkflow:
     poll_interval_ms: int
     status_message: str
     meta: dict[str, Any]
+    #: Input requests the task starts with (``input_required``), before anything is submitted.
+    input_requests: dict[str, dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -298,6 +300,22 @@ class ApprovalStore:
 
         return await self.database.write(write)
 
+    async def create_waiting_task(self, new: NewWorkflow, draft: Intent) -> None:
+        """Create a task that waits in ``input_required`` for its submission inputs (generation 0).
+
+        Nothing is submitted yet. ``draft`` keeps the request body (generation 0, never sent);
+        :meth:`chain` from generation 0 records the real submission once the inputs arrived.
+        """
+        now = self.clock.now_ms()
+
+        def create(conn: Connection) -> None:
+            conn.execute(_INSERT_TASK, _task_values(new, now))
+            conn.execute(_INSERT_WORKFLOW, {**_workflow_values(new, now), "generation": 0})
+            conn.execute(_INSERT_INTENT, _intent_values(draft, now))
+            self._event(conn, now, "approval.task_created", new.task_id, tool=new.tool_name, template=new.template)
+
+        await self.database.write(create)
+
     async def create_task(self, new: NewWorkflow) -> bool:
         """Create the task and its workflow and bind the intent, in one transaction.
 
@@ -390,7 +408,8 @@ class ApprovalStore:
     async def chain(self, task_id: str, generation: int, intent: Intent) -> bool:
         """Consume ``generation`` and record ``intent`` as the next one (SEP-2848 ``request``).
 
-        After this, callbacks and statuses of the consumed generation are ignored.
+        After this, callbacks and statuses of the consumed generation are ignored. From
+        generation 0 (a task that waited for its inputs) it also clears the answers it consumed.
         """
         now = self.clock.now_ms()
         guard = and_(_W.c.task_id == task_id, _W.c.generation == generation, _W.c.phase == Phase.PENDING.value)
@@ -409,6 +428,8 @@ class ApprovalStore:
                 .values(state=IntentState.CONSUMED.value, updated_at=now)
             )
             conn.execute(_INSERT_INTENT, _intent_values(intent, now))
+            if generation == 0:
+                conn.execute(update(_T).where(_T.c.task_id == task_id).values(input_responses_json="{}"))
             self._event(conn, now, "approval.generation_chained", task_id, generation=generation + 1)
             return True
 
@@ -631,11 +652,12 @@ def _intent_values(intent: Intent, now: int) -> dict[str, Any]:
 
 
 def _task_values(new: NewWorkflow, now: int) -> dict[str, Any]:
+    waiting = bool(new.input_requests)
     return {
         "task_id": new.task_id,
         "principal_digest": new.principal_digest,
         "tool_name": new.tool_name,
-        "status": TaskStatus.WORKING.value,
+        "status": (TaskStatus.INPUT_REQUIRED if waiting else TaskStatus.WORKING).value,
         "status_message": new.status_message,
         "created_at": now,
         "updated_at": now,
@@ -644,9 +666,9 @@ def _task_values(new: NewWorkflow, now: int) -> dict[str, Any]:
         "poll_interval_ms": new.poll_interval_ms,
         "result_json": None,
         "error_json": None,
-        "input_requests_json": "{}",
+        "input_requests_json": _dumps(new.input_requests or {}),
         "input_responses_json": "{}",
-        "input_seq": 0,
+        "input_seq": len(new.input_requests or {}),
         "cancel_requested": False,
         "owner": None,
         "lease_expires_at": None,

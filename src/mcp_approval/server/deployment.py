@@ -156,6 +156,7 @@ def _approval_options(config: DeploymentConfig) -> ApprovalOptions:
         intent_grace_s=section.intent_grace_s,
         lease_s=section.lease_s,
         submission_inputs={name: tuple(t.inputs) for name, t in config.templates.items() if t.inputs},
+        inputs_in_task=frozenset(name for name, t in config.templates.items() if t.collect_inputs == "during"),
     )
 
 

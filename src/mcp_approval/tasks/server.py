@@ -66,6 +66,10 @@ class TaskHandler(Protocol):
         """Cancel ``record`` if it can still be cancelled; a no-op otherwise."""
         ...
 
+    async def input_received(self, record: TaskRecord) -> None:
+        """``tasks/update`` recorded answers for ``record`` (a wake-up; the answers are in the store)."""
+        ...
+
 
 def default_principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
     """The SDK's authenticated principal; in-process and stdio callers are one local caller."""
@@ -207,7 +211,10 @@ class TasksExtension(Extension):
             return {}
         try:
             accepted = await self.store.submit_input_responses(record.task_id, params.input_responses)
-            if accepted:
+            handler = self._handlers.get(record.handler) if record.handler is not None else None
+            if accepted and handler is not None:
+                await handler.input_received(record)
+            elif accepted:
                 await self.runtime.deliver_input(record.task_id)
         except StoreUnavailableError as exc:
             raise MCPError(code=INTERNAL_ERROR, message="Task store unavailable") from exc

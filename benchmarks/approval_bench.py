@@ -20,7 +20,6 @@ import asyncio
 import json
 import os
 import random
-import secrets
 import statistics
 import sys
 import tempfile
@@ -38,6 +37,7 @@ if str(ROOT) not in sys.path:
 
 import asyncpg  # type: ignore[import-untyped]  # noqa: E402
 import httpx  # noqa: E402
+from databases import DatabaseKind, Postgres  # noqa: E402
 from measure import Row, log, median, print_table, settle, throughput  # noqa: E402
 from sqlalchemy import Connection, func, select, update  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
@@ -129,58 +129,6 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 @dataclass
-class Postgres:
-    """A scratch database created for this run and dropped at its end."""
-
-    admin_dsn: str
-    name: str
-    url: str
-
-    @classmethod
-    async def create(cls, admin_url: str) -> Postgres:
-        parsed = make_url(admin_url).set(drivername="postgresql")
-        admin_dsn = parsed.render_as_string(hide_password=False)
-        name = f"mcpa_bench_{secrets.token_hex(4)}"
-        conn = await asyncpg.connect(admin_dsn, timeout=5)
-        try:
-            await conn.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await conn.close()
-        return cls(admin_dsn, name, parsed.set(database=name).render_as_string(hide_password=False))
-
-    async def reset(self) -> None:
-        conn = await asyncpg.connect(self.url, timeout=5)
-        try:
-            await conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public;")
-        finally:
-            await conn.close()
-
-    async def drop(self) -> None:
-        conn = await asyncpg.connect(self.admin_dsn, timeout=5)
-        try:
-            await conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
-        finally:
-            await conn.close()
-
-
-@dataclass
-class Kind:
-    """One database kind under test; :meth:`fresh` gives an empty database."""
-
-    label: str
-    workdir: Path
-    postgres: Postgres | None = None
-    _count: int = 0
-
-    async def fresh(self) -> str:
-        self._count += 1
-        if self.postgres is None:
-            return f"sqlite:///{self.workdir / f'approval-{self._count}.db'}"
-        await self.postgres.reset()
-        return self.postgres.url
-
-
-@dataclass
 class Served:
     """A running treasury server, an HTTP client to it, and a reader of its database."""
 
@@ -213,7 +161,7 @@ def http_client(base_url: str) -> httpx.AsyncClient:
 
 @asynccontextmanager
 async def served(
-    kind: Kind, name: str, overrides: dict[str, dict[str, Any]] | None = None, *, url: str | None = None
+    kind: DatabaseKind, name: str, overrides: dict[str, dict[str, Any]] | None = None, *, url: str | None = None
 ) -> AsyncIterator[Served]:
     merged = {section: dict(values) for section, values in OVERRIDES.items()}
     for section, values in (overrides or {}).items():
@@ -267,7 +215,7 @@ async def cancel_all(wire: Wire, task_ids: list[str], concurrency: int) -> None:
 # -- 1. creations per second -----------------------------------------------------------------
 
 
-async def bench_creation(scale: Scale, kind: Kind, report: Report) -> None:
+async def bench_creation(scale: Scale, kind: DatabaseKind, report: Report) -> None:
     conc = scale.concurrency
     log(f"\n[1] approval-gated creations/s vs. plain allowed calls/s on {kind.label} (HTTP, `mcp-approval serve`)")
     async with served(kind, f"create-{kind.label.lower()}") as srv:
@@ -330,7 +278,7 @@ async def wait_completed(wire: Wire, task_id: str, pause_s: float, timeout_s: fl
     raise RuntimeError(f"task {task_id} not completed within {timeout_s} s of the decision")
 
 
-async def bench_latency(scale: Scale, kind: Kind, report: Report) -> None:
+async def bench_latency(scale: Scale, kind: DatabaseKind, report: Report) -> None:
     log(f"\n[2] decision-to-completed latency on {kind.label} (poll_interval_s = {POLL_INTERVAL_S})")
     async with served(kind, f"latency-{kind.label.lower()}") as srv:
         alice = srv.alice
@@ -437,7 +385,7 @@ async def mark_all_due(db: Database, now_ms: int) -> int:
     return await db.write(write)
 
 
-async def bench_restart(scale: Scale, kind: Kind, report: Report) -> None:
+async def bench_restart(scale: Scale, kind: DatabaseKind, report: Report) -> None:
     n = scale.pending_tasks
     log(f"\n[3] restart with {n:,} pending approval tasks on {kind.label}")
     name = f"restart-{kind.label.lower()}"
@@ -560,9 +508,9 @@ async def run(args: argparse.Namespace) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="mcpa-approval-bench-") as tmp:
             workdir = Path(tmp)
-            kinds = [Kind("SQLite", workdir)]
+            kinds = [DatabaseKind("SQLite", workdir, prefix="approval")]
             if postgres is not None:
-                kinds.append(Kind("PostgreSQL", workdir, postgres))
+                kinds.append(DatabaseKind("PostgreSQL", workdir, postgres, prefix="approval"))
             for figure in (bench_creation, bench_latency, bench_restart):
                 # --quick: the latency and restart figures on SQLite only.
                 selected = kinds[:1] if args.quick and figure is not bench_creation else kinds

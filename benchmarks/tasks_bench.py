@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import json
 import os
-import secrets
 import statistics
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 import httpx2
+from databases import DatabaseKind, Postgres
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
@@ -148,72 +148,6 @@ def plain_server() -> MCPServer[Any]:
 def tasks_client() -> TasksClient:
     # Never polls in this benchmark: REQUIRED calls are read with allow_claimed=True.
     return TasksClient(task_wait_s=30.0)
-
-
-@dataclass
-class Postgres:
-    """A scratch database created for this run and dropped at its end."""
-
-    admin_dsn: str
-    name: str
-    url: str  # postgresql://... of the scratch database
-
-    @classmethod
-    async def create(cls, admin_url: str) -> Postgres:
-        parsed = make_url(admin_url).set(drivername="postgresql")
-        admin_dsn = parsed.render_as_string(hide_password=False)
-        name = f"mcpa_bench_{secrets.token_hex(4)}"
-        conn = await asyncpg.connect(admin_dsn, timeout=5)
-        try:
-            await conn.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await conn.close()
-        return cls(admin_dsn, name, parsed.set(database=name).render_as_string(hide_password=False))
-
-    async def reset(self) -> None:
-        """Drop the project's tables, so the next store starts from an empty schema."""
-        conn = await asyncpg.connect(self.url, timeout=5)
-        try:
-            await conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public;")
-        finally:
-            await conn.close()
-
-    async def table_bytes(self) -> int:
-        conn = await asyncpg.connect(self.url, timeout=5)
-        try:
-            return int(await conn.fetchval("SELECT pg_total_relation_size('tasks')"))
-        finally:
-            await conn.close()
-
-    async def drop(self) -> None:
-        conn = await asyncpg.connect(self.admin_dsn, timeout=5)
-        try:
-            await conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
-        finally:
-            await conn.close()
-
-
-@dataclass
-class Database:
-    """One database kind under test: a fresh, empty database per :meth:`fresh` call."""
-
-    label: str
-    workdir: Path
-    postgres: Postgres | None = None
-    _count: int = 0
-
-    async def fresh(self) -> str:
-        self._count += 1
-        if self.postgres is None:
-            return f"sqlite:///{self.workdir / f'tasks-{self._count}.db'}"
-        await self.postgres.reset()
-        return self.postgres.url
-
-    def sqlite_bytes(self, url: str) -> tuple[int, int]:
-        """(main file, WAL file) sizes of a SQLite database URL."""
-        path = Path(make_url(url).database or "")
-        wal = path.with_name(path.name + "-wal")
-        return path.stat().st_size, wal.stat().st_size if wal.exists() else 0
 
 
 @asynccontextmanager
@@ -360,7 +294,7 @@ async def bench_latency(scale: Scale, workdir: Path, report: Report, transport: 
 # -- 2 and 3. task creations and tasks/get per second ----------------------------------------
 
 
-async def bench_store_throughput(scale: Scale, db: Database, report: Report, plain_rate: float) -> None:
+async def bench_store_throughput(scale: Scale, db: DatabaseKind, report: Report, plain_rate: float) -> None:
     """Figures 2 and 3 on one database, with store-direct and plain-transport baselines."""
     log(f"\n[2,3] task creations/s and tasks/get/s on {db.label} (through the extension)")
     conc = scale.concurrency
@@ -478,7 +412,7 @@ async def rss_child(url: str, batch: int, concurrency: int) -> dict[str, Any]:
     return {"baseline_mib": baseline, "growth_mib": growth, "rates": rates}
 
 
-async def bench_rss(scale: Scale, db: Database, report: Report) -> None:
+async def bench_rss(scale: Scale, db: DatabaseKind, report: Report) -> None:
     """Figure 4: RSS growth of a fresh process storing tasks through ``SqlTaskStore.create``."""
     batch = scale.rss_tasks
     log(
@@ -556,9 +490,9 @@ async def run(args: argparse.Namespace) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="mcpa-bench-") as tmp:
             workdir = Path(tmp)
-            databases = [Database("SQLite", workdir)]
+            databases = [DatabaseKind("SQLite", workdir, prefix="tasks")]
             if postgres is not None:
-                databases.append(Database("PostgreSQL", workdir, postgres))
+                databases.append(DatabaseKind("PostgreSQL", workdir, postgres, prefix="tasks"))
             section = time.perf_counter()
             plain_rate = await bench_latency(scale, workdir, report, "in-process")
             await bench_latency(scale, workdir, report, "http")

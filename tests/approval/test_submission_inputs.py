@@ -97,17 +97,7 @@ async def test_a_client_that_cannot_be_asked_gets_guidance(tmp_path: Path) -> No
         assert await harness.reviewer("carol").pending() == []
 
 
-IN_TASK = {
-    "templates": {
-        "treasury": {
-            "approvals_required": 1,
-            "reviewer_role": "approver",
-            "approval_valid_s": 3600.0,
-            "inputs": ["justification"],
-            "collect_inputs": "during",
-        }
-    }
-}
+IN_TASK = {"templates": {"treasury": {**NEEDS_JUSTIFICATION["templates"]["treasury"], "collect_inputs": "during"}}}
 
 
 async def test_inputs_can_be_asked_inside_the_task_through_tasks_update(tmp_path: Path) -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.support.treasury import TreasuryServer, deployment_dir
@@ -19,6 +20,13 @@ def treasury(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TreasuryServe
         yield server
     finally:
         server.kill()
+
+
+@pytest.fixture
+async def http(treasury: TreasuryServer) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client of the module's treasury server."""
+    async with httpx.AsyncClient(base_url=treasury.base_url, timeout=20) as client:
+        yield client
 
 
 @pytest.fixture

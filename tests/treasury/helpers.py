@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from tests.support.polling import eventually
-from tests.support.treasury import Reviewer
+from tests.support.treasury import Reviewer, TreasuryServer
 from tests.support.wire import Wire
 
 DISPOSITION = "io.modelcontextprotocol/tool-approval-disposition"
@@ -37,6 +37,11 @@ async def settled(wire: Wire, task_id: str, *, timeout_s: float = 20.0) -> dict[
     return await eventually(
         get, lambda task: task["status"] in ("completed", "failed", "cancelled"), timeout_s=timeout_s
     )
+
+
+def transfers_to(server: TreasuryServer, account: str) -> list[dict[str, Any]]:
+    """The ledger entries of transfers to ``account``."""
+    return [entry for entry in server.ledger() if entry.get("to") == account]
 
 
 def text_of(result: dict[str, Any]) -> str:

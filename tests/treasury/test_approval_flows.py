@@ -5,7 +5,6 @@ Each test uses its own account names, so the shared ledger tells its executions 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -21,20 +20,11 @@ from tests.treasury.helpers import (
     assert_denied_not_executed,
     settled,
     text_of,
+    transfers_to,
     wire_text,
 )
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def http(treasury: TreasuryServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=treasury.base_url, timeout=20) as client:
-        yield client
-
-
-def transfers_to(treasury: TreasuryServer, account: str) -> list[dict[str, Any]]:
-    return [entry for entry in treasury.ledger() if entry.get("to") == account]
 
 
 async def request_transfer(wire: Wire, account: str, amount: float = 50_000) -> dict[str, Any]:

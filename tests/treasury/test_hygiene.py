@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -12,19 +11,9 @@ import pytest
 from tests.support.polling import eventually
 from tests.support.treasury import Reviewer, TreasuryServer, principals
 from tests.support.wire import PROTOCOL, envelope
-from tests.treasury.helpers import approval_for, assert_approved_executed, settled
+from tests.treasury.helpers import approval_for, assert_approved_executed, settled, transfers_to
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def http(treasury: TreasuryServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=treasury.base_url, timeout=20) as client:
-        yield client
-
-
-def transfers_to(treasury: TreasuryServer, account: str) -> list[dict[str, Any]]:
-    return [entry for entry in treasury.ledger() if entry.get("to") == account]
 
 
 async def post(

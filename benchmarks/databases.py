@@ -1,0 +1,81 @@
+"""Databases for the benchmarks: a scratch PostgreSQL database per run, fresh stores per measurement."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg  # type: ignore[import-untyped]
+from sqlalchemy.engine import make_url
+
+
+@dataclass
+class Postgres:
+    """A scratch database created for this run and dropped at its end."""
+
+    admin_dsn: str
+    name: str
+    url: str  # postgresql://... of the scratch database
+
+    @classmethod
+    async def create(cls, admin_url: str) -> Postgres:
+        """Create ``mcpa_bench_<random>`` on the server ``admin_url`` points at."""
+        parsed = make_url(admin_url).set(drivername="postgresql")
+        admin_dsn = parsed.render_as_string(hide_password=False)
+        name = f"mcpa_bench_{secrets.token_hex(4)}"
+        conn = await asyncpg.connect(admin_dsn, timeout=5)
+        try:
+            await conn.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await conn.close()
+        return cls(admin_dsn, name, parsed.set(database=name).render_as_string(hide_password=False))
+
+    async def reset(self) -> None:
+        """Drop the project's tables, so the next store starts from an empty schema."""
+        conn = await asyncpg.connect(self.url, timeout=5)
+        try:
+            await conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public;")
+        finally:
+            await conn.close()
+
+    async def table_bytes(self, table: str = "tasks") -> int:
+        """The on-disk size of ``table`` with its indexes."""
+        conn = await asyncpg.connect(self.url, timeout=5)
+        try:
+            return int(await conn.fetchval("SELECT pg_total_relation_size($1)", table))
+        finally:
+            await conn.close()
+
+    async def drop(self) -> None:
+        """Drop the scratch database (closing what still uses it)."""
+        conn = await asyncpg.connect(self.admin_dsn, timeout=5)
+        try:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+        finally:
+            await conn.close()
+
+
+@dataclass
+class DatabaseKind:
+    """One database kind under test: a fresh, empty database per :meth:`fresh` call."""
+
+    label: str
+    workdir: Path
+    postgres: Postgres | None = None
+    prefix: str = "bench"
+    _count: int = 0
+
+    async def fresh(self) -> str:
+        """A URL of an empty database of this kind."""
+        self._count += 1
+        if self.postgres is None:
+            return f"sqlite:///{self.workdir / f'{self.prefix}-{self._count}.db'}"
+        await self.postgres.reset()
+        return self.postgres.url
+
+    def sqlite_bytes(self, url: str) -> tuple[int, int]:
+        """(main file, WAL file) sizes of a SQLite database URL."""
+        path = Path(make_url(url).database or "")
+        wal = path.with_name(path.name + "-wal")
+        return path.stat().st_size, wal.stat().st_size if wal.exists() else 0

@@ -27,14 +27,13 @@ import contextlib
 import contextvars
 import logging
 import random
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from mcp_approval.approval import inputs as submission_inputs
 from mcp_approval.approval.binding import BindingIntegrityError, CallBinding
-from mcp_approval.approval.crashpoints import crash_point
-from mcp_approval.approval.results import denied_result, executed_result, outcome_unknown_result
+from mcp_approval.approval.execution import Executor
+from mcp_approval.approval.results import denied_result
 from mcp_approval.approval.states import IN_FLIGHT_INTENTS, Disposition, IntentState, Phase
 from mcp_approval.approval.store import Intent, Reschedule, TaskOutcome, Workflow
 from mcp_approval.backends import (
@@ -71,8 +70,6 @@ _EARLY_WAKES = 4096
 # The reschedules of the resolver pass running in this context, written together at its end.
 _BATCHED: contextvars.ContextVar[list[Reschedule] | None] = contextvars.ContextVar("approval_batch", default=None)
 _CONCURRENCY = 32
-# Retries of a final store write while the database is unreachable.
-_STORE_RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 
 
 class Resolver:
@@ -83,6 +80,7 @@ class Resolver:
         self.worker_id = worker_id
         options = approval.options
         self.lease_ms = round(options.lease_s * 1000)
+        self.executor = Executor(approval, worker_id=worker_id, lease_ms=self.lease_ms)
         self.tick_s = max(0.02, min(1.0, options.poll_interval_s / 2))
         self._loop: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
@@ -123,7 +121,7 @@ class Resolver:
         """One pass: lost executions, due checks (batch after batch), and now and then reconciliation."""
         store = self.approval.store
         for workflow in await store.lapsed_claims():
-            await self._finish_unknown(workflow)
+            await self.executor.finish_unknown(workflow)
         while True:
             due = await store.lease_due(self.worker_id, self.lease_ms, _BATCH)
             await self._check_batch(due)
@@ -336,7 +334,8 @@ class Resolver:
             await self._retry(workflow, until, None, now)
             return
         if decision.decision:
-            await self._execute(workflow, binding, until)
+            if not await self.executor.run(workflow, binding, until):
+                await self._deny(workflow, APPROVAL_EXPIRED)
             return
         action = decision.next_action()
         if action is NextAction.RETRY:
@@ -405,51 +404,6 @@ class Resolver:
             )
         )
 
-    # -- execution -------------------------------------------------------------------------
-
-    async def _execute(self, workflow: Workflow, binding: CallBinding, valid_until: int | None) -> None:
-        """Claim once, run once, store the result; a lost claim means someone else won (or a cancel)."""
-        approval = self.approval
-        now = approval.clock.now_ms()
-        if valid_until is not None and now >= valid_until:
-            await self._deny(workflow, APPROVAL_EXPIRED)
-            return
-        deadline = now + round(approval.options.execution_deadline_s * 1000)
-        claimed = await approval.store.claim(
-            workflow.task_id,
-            workflow.generation,
-            self.worker_id,
-            lease_until=min(now + self.lease_ms, deadline),
-            deadline=deadline,
-        )
-        if not claimed:
-            return
-        crash_point("after_claim")
-        renewal = asyncio.create_task(self._renew(workflow.task_id, deadline))
-        try:
-            result = await approval.tools.invoke(binding.tool, dict(binding.arguments))
-        finally:
-            renewal.cancel()
-        crash_point("after_side_effect")
-        document, disposition = executed_result(result)
-        outcome = TaskOutcome(TaskStatus.COMPLETED, result=document, disposition=disposition.value)
-        await self._persist(lambda: approval.store.finish(workflow.task_id, outcome))
-        logger.info("task %s: approved call ran (%s)", workflow.task_id[:8], disposition.value)
-
-    async def _renew(self, task_id: str, deadline: int) -> None:
-        while True:
-            await asyncio.sleep(max(0.05, self.lease_ms / 3000))
-            now = self.approval.clock.now_ms()
-            with contextlib.suppress(StoreUnavailableError):
-                await self.approval.store.renew_execution(task_id, self.worker_id, min(now + self.lease_ms, deadline))
-
-    async def _finish_unknown(self, workflow: Workflow) -> None:
-        outcome = TaskOutcome(
-            TaskStatus.COMPLETED, result=outcome_unknown_result(), disposition=Disposition.OUTCOME_UNKNOWN.value
-        )
-        if await self.approval.store.finish(workflow.task_id, outcome):
-            logger.warning("task %s: its execution could not be confirmed; outcome-unknown", workflow.task_id[:8])
-
     # -- endings -----------------------------------------------------------------------------
 
     async def _deny(self, workflow: Workflow, why: str) -> None:
@@ -492,16 +446,6 @@ class Resolver:
         base = options.poll_interval_s * float(2 ** min(attempts, 16))
         capped = min(base, options.max_retry_backoff_s)
         return max(1, round(capped * random.uniform(0.8, 1.2) * 1000))  # noqa: S311 (jitter, not security)
-
-    async def _persist(self, operation: Callable[[], Awaitable[bool]]) -> None:
-        """Run a final store write, retrying while the database is unreachable."""
-        for delay in (*_STORE_RETRY_S, *([_STORE_RETRY_S[-1]] * 30)):
-            try:
-                await operation()
-                return
-            except StoreUnavailableError:
-                await asyncio.sleep(delay)
-        logger.error("a final approval write could not be stored; the claim will end outcome-unknown")
 
     # -- reconciliation --------------------------------------------------------------------
 

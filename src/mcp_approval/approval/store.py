@@ -8,19 +8,31 @@ transaction, so a task's wire status and its workflow never disagree.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, delete, exists, func, or_, select, update
 
+from mcp_approval.approval.records import (
+    APPROVAL_HANDLER,
+    Admission,
+    Intent,
+    NewWorkflow,
+    Reschedule,
+    TaskOutcome,
+    Workflow,
+    dumps,
+    intent_from_row,
+    intent_row,
+    task_row,
+    workflow_from_row,
+    workflow_row,
+)
 from mcp_approval.approval.states import IN_FLIGHT_INTENTS, IntentState, Phase, intent_sources, phase_sources
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.storage import AuditLog, Database
 from mcp_approval.storage.schema import approval_intents_table, approval_workflows_table, tasks_table
-from mcp_approval.tasks.states import ACTIVE, TaskStatus, sources_of
+from mcp_approval.tasks.states import ACTIVE, sources_of
 
 _W = approval_workflows_table
 _I = approval_intents_table
@@ -28,8 +40,6 @@ _T = tasks_table
 _LIVE_PHASES = sorted(phase.value for phase in (Phase.PENDING, Phase.CLAIMED))
 _IN_FLIGHT = sorted(state.value for state in IN_FLIGHT_INTENTS)
 _ACTIVE_TASK = sorted(status.value for status in ACTIVE)
-#: The handler name approval tasks carry in the task row.
-APPROVAL_HANDLER = "approval"
 
 # Statements of the creation path are built once with bound parameters: SQLAlchemy then compiles
 # each only once, and a creation costs little more than its SQL.
@@ -70,6 +80,18 @@ _BIND_INTENT = (
 )
 
 
+__all__ = [
+    "APPROVAL_HANDLER",
+    "Admission",
+    "ApprovalStore",
+    "Intent",
+    "NewWorkflow",
+    "Reschedule",
+    "TaskOutcome",
+    "Workflow",
+]
+
+
 def _move_intent_statement(target: IntentState) -> Any:
     sources = sorted(state.value for state in intent_sources(target))
     return (
@@ -80,152 +102,6 @@ def _move_intent_statement(target: IntentState) -> Any:
 
 
 _MOVE_INTENT = {target: _move_intent_statement(target) for target in IntentState}
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-@dataclass(frozen=True)
-class Workflow:
-    """One approval task's workflow row."""
-
-    task_id: str
-    principal_digest: str
-    tool_name: str
-    arguments_digest: str
-    binding_sealed: str | None
-    tool_fingerprint: str | None
-    phase: Phase
-    generation: int
-    backend: str
-    handle: str | None
-    template: str | None
-    request_deadline: int | None
-    approval_expires_at: int | None
-    next_check_at: int
-    attempts: int
-    lease_owner: str | None
-    lease_expires_at: int | None
-    execution_deadline: int | None
-    disposition: str | None
-    created_at: int
-
-
-def _workflow(row: Mapping[Any, Any]) -> Workflow:
-    return Workflow(
-        task_id=row["task_id"],
-        principal_digest=row["principal_digest"],
-        tool_name=row["tool_name"],
-        arguments_digest=row["arguments_digest"],
-        binding_sealed=row["binding_ciphertext"],
-        tool_fingerprint=row["tool_fingerprint"],
-        phase=Phase(row["phase"]),
-        generation=row["generation"],
-        backend=row["backend"],
-        handle=row["handle"],
-        template=row["template"],
-        request_deadline=row["request_deadline"],
-        approval_expires_at=row["approval_expires_at"],
-        next_check_at=row["next_check_at"],
-        attempts=row["attempts"],
-        lease_owner=row["lease_owner"],
-        lease_expires_at=row["lease_expires_at"],
-        execution_deadline=row["execution_deadline"],
-        disposition=row["disposition"],
-        created_at=row["created_at"],
-    )
-
-
-@dataclass(frozen=True)
-class Intent:
-    """A durable submission intent: the key and exact body of one backend submission."""
-
-    key: str
-    task_id: str
-    generation: int
-    principal_digest: str
-    tool_name: str
-    arguments_digest: str
-    body_sealed: str
-    state: IntentState
-    handle: str | None
-    created_at: int
-
-
-def _intent(row: Mapping[Any, Any]) -> Intent:
-    return Intent(
-        key=row["idempotency_key"],
-        task_id=row["task_id"],
-        generation=row["generation"],
-        principal_digest=row["principal_digest"],
-        tool_name=row["tool_name"],
-        arguments_digest=row["arguments_digest"],
-        body_sealed=row["body_ciphertext"],
-        state=IntentState(row["state"]),
-        handle=row["handle"],
-        created_at=row["created_at"],
-    )
-
-
-class Admission(StrEnum):
-    """What recording a new intent found."""
-
-    RECORDED = "recorded"
-    DUPLICATE = "duplicate"  # the same call is already pending: reuse that task
-    RATE_LIMITED = "rate_limited"
-    TOO_MANY_PENDING = "too_many_pending"
-
-
-@dataclass(frozen=True)
-class NewWorkflow:
-    """The task and workflow rows created once the backend's handle is persisted."""
-
-    task_id: str
-    intent_key: str
-    principal_digest: str
-    tool_name: str
-    arguments_digest: str
-    binding_sealed: str
-    tool_fingerprint: str | None
-    backend: str
-    handle: str | None
-    template: str | None
-    request_deadline: int | None
-    next_check_at: int
-    ttl_ms: int | None
-    poll_interval_ms: int
-    status_message: str
-    meta: dict[str, Any]
-    #: Input requests the task starts with (``input_required``), before anything is submitted.
-    input_requests: dict[str, dict[str, Any]] | None = None
-
-
-@dataclass(frozen=True)
-class Reschedule:
-    """When to look at a pending workflow again, and deadlines the backend moved.
-
-    ``min_ttl_end`` extends the task's retention so it lasts at least until then.
-    """
-
-    task_id: str
-    generation: int
-    next_check_at: int
-    attempts: int | None = None
-    request_deadline: int | None = None
-    approval_expires_at: int | None = None
-    min_ttl_end: int | None = None
-
-
-@dataclass(frozen=True)
-class TaskOutcome:
-    """The final task write that accompanies a fence or a finish."""
-
-    status: TaskStatus
-    status_message: str | None = None
-    result: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-    disposition: str | None = None
 
 
 class ApprovalStore:
@@ -273,7 +149,7 @@ class ApprovalStore:
                 return Admission.RATE_LIMITED, None
             if int(conn.execute(_PENDING_WORKFLOWS, owner).scalar_one()) >= max_pending:
                 return Admission.TOO_MANY_PENDING, None
-            conn.execute(_INSERT_INTENT, _intent_values(intent, now))
+            conn.execute(_INSERT_INTENT, intent_row(intent, now))
             return Admission.RECORDED, intent.task_id
 
         return await self.database.write(record)
@@ -309,9 +185,9 @@ class ApprovalStore:
         now = self.clock.now_ms()
 
         def create(conn: Connection) -> None:
-            conn.execute(_INSERT_TASK, _task_values(new, now))
-            conn.execute(_INSERT_WORKFLOW, {**_workflow_values(new, now), "generation": 0})
-            conn.execute(_INSERT_INTENT, _intent_values(draft, now))
+            conn.execute(_INSERT_TASK, task_row(new, now))
+            conn.execute(_INSERT_WORKFLOW, {**workflow_row(new, now), "generation": 0})
+            conn.execute(_INSERT_INTENT, intent_row(draft, now))
             self._event(conn, now, "approval.task_created", new.task_id, tool=new.tool_name, template=new.template)
 
         await self.database.write(create)
@@ -327,8 +203,8 @@ class ApprovalStore:
         def create(conn: Connection) -> bool:
             if conn.execute(_BIND_INTENT, {"key": new.intent_key, "now": now}).rowcount != 1:
                 return False
-            conn.execute(_INSERT_TASK, _task_values(new, now))
-            conn.execute(_INSERT_WORKFLOW, _workflow_values(new, now))
+            conn.execute(_INSERT_TASK, task_row(new, now))
+            conn.execute(_INSERT_WORKFLOW, workflow_row(new, now))
             self._event(conn, now, "approval.task_created", new.task_id, tool=new.tool_name, template=new.template)
             return True
 
@@ -341,7 +217,7 @@ class ApprovalStore:
 
         def read(conn: Connection) -> Workflow | None:
             row = conn.execute(select(_W).where(_W.c.task_id == task_id)).first()
-            return None if row is None else _workflow(row._mapping)
+            return None if row is None else workflow_from_row(row._mapping)
 
         return await self.database.read(read)
 
@@ -350,7 +226,7 @@ class ApprovalStore:
 
         def read(conn: Connection) -> Intent | None:
             row = conn.execute(select(_I).where(_I.c.handle == handle)).first()
-            return None if row is None else _intent(row._mapping)
+            return None if row is None else intent_from_row(row._mapping)
 
         return await self.database.read(read)
 
@@ -359,7 +235,7 @@ class ApprovalStore:
 
         def read(conn: Connection) -> Intent | None:
             row = conn.execute(select(_I).where(_I.c.task_id == task_id, _I.c.generation == generation)).first()
-            return None if row is None else _intent(row._mapping)
+            return None if row is None else intent_from_row(row._mapping)
 
         return await self.database.read(read)
 
@@ -387,7 +263,7 @@ class ApprovalStore:
                 .values(lease_owner=worker, lease_expires_at=now + lease_ms, version=_W.c.version + 1)
             )
             rows = conn.execute(select(_W).where(_W.c.task_id.in_(ids), _W.c.lease_owner == worker))
-            return [_workflow(row._mapping) for row in rows]
+            return [workflow_from_row(row._mapping) for row in rows]
 
         return await self.database.write(lease)
 
@@ -427,7 +303,7 @@ class ApprovalStore:
                 .where(_I.c.task_id == task_id, _I.c.generation == generation)
                 .values(state=IntentState.CONSUMED.value, updated_at=now)
             )
-            conn.execute(_INSERT_INTENT, _intent_values(intent, now))
+            conn.execute(_INSERT_INTENT, intent_row(intent, now))
             if generation == 0:
                 conn.execute(update(_T).where(_T.c.task_id == task_id).values(input_responses_json="{}"))
             self._event(conn, now, "approval.generation_chained", task_id, generation=generation + 1)
@@ -523,14 +399,16 @@ class ApprovalStore:
             .where(_W.c.phase == Phase.CLAIMED.value, or_(_W.c.lease_expires_at.is_(None), _W.c.lease_expires_at < now))
             .limit(limit)
         )
-        return await self.database.read(lambda conn: [_workflow(row._mapping) for row in conn.execute(statement)])
+        return await self.database.read(
+            lambda conn: [workflow_from_row(row._mapping) for row in conn.execute(statement)]
+        )
 
     # -- reconciliation and retention ------------------------------------------------------
 
     async def stale_intents(self, older_than_ms: int, limit: int = 500) -> list[Intent]:
         """In-flight intents recorded before ``older_than_ms`` whose submission never completed."""
         statement = select(_I).where(_I.c.state.in_(_IN_FLIGHT), _I.c.created_at < older_than_ms).limit(limit)
-        return await self.database.read(lambda conn: [_intent(row._mapping) for row in conn.execute(statement)])
+        return await self.database.read(lambda conn: [intent_from_row(row._mapping) for row in conn.execute(statement)])
 
     async def has_workflow(self, task_id: str) -> bool:
         """Whether ``task_id`` has a workflow row."""
@@ -585,8 +463,8 @@ class ApprovalStore:
                 .values(
                     status=outcome.status.value,
                     status_message=outcome.status_message,
-                    result_json=None if outcome.result is None else _dumps(outcome.result),
-                    error_json=None if outcome.error is None else _dumps(outcome.error),
+                    result_json=None if outcome.result is None else dumps(outcome.result),
+                    error_json=None if outcome.error is None else dumps(outcome.error),
                     input_requests_json="{}",
                     input_responses_json="{}",
                     owner=None,
@@ -632,75 +510,3 @@ def _extend_ttl(conn: Connection, task_id: str, until_ms: int) -> None:
         conn.execute(
             update(_T).where(_T.c.task_id == task_id).values(ttl_ms=needed, expires_at=row.created_at + needed)
         )
-
-
-def _intent_values(intent: Intent, now: int) -> dict[str, Any]:
-    return {
-        "idempotency_key": intent.key,
-        "task_id": intent.task_id,
-        "generation": intent.generation,
-        "principal_digest": intent.principal_digest,
-        "tool_name": intent.tool_name,
-        "arguments_digest": intent.arguments_digest,
-        "body_ciphertext": intent.body_sealed,
-        "key_id": intent.body_sealed.partition(":")[0],
-        "state": intent.state.value,
-        "handle": intent.handle,
-        "created_at": now,
-        "updated_at": now,
-    }
-
-
-def _task_values(new: NewWorkflow, now: int) -> dict[str, Any]:
-    waiting = bool(new.input_requests)
-    return {
-        "task_id": new.task_id,
-        "principal_digest": new.principal_digest,
-        "tool_name": new.tool_name,
-        "status": (TaskStatus.INPUT_REQUIRED if waiting else TaskStatus.WORKING).value,
-        "status_message": new.status_message,
-        "created_at": now,
-        "updated_at": now,
-        "ttl_ms": new.ttl_ms,
-        "expires_at": None if new.ttl_ms is None else now + new.ttl_ms,
-        "poll_interval_ms": new.poll_interval_ms,
-        "result_json": None,
-        "error_json": None,
-        "input_requests_json": _dumps(new.input_requests or {}),
-        "input_responses_json": "{}",
-        "input_seq": len(new.input_requests or {}),
-        "cancel_requested": False,
-        "owner": None,
-        "lease_expires_at": None,
-        "version": 0,
-        "handler": APPROVAL_HANDLER,
-        "meta_json": _dumps(new.meta),
-    }
-
-
-def _workflow_values(new: NewWorkflow, now: int) -> dict[str, Any]:
-    return {
-        "task_id": new.task_id,
-        "principal_digest": new.principal_digest,
-        "tool_name": new.tool_name,
-        "arguments_digest": new.arguments_digest,
-        "binding_ciphertext": new.binding_sealed,
-        "key_id": new.binding_sealed.partition(":")[0],
-        "tool_fingerprint": new.tool_fingerprint,
-        "phase": Phase.PENDING.value,
-        "generation": 1,
-        "backend": new.backend,
-        "handle": new.handle,
-        "template": new.template,
-        "request_deadline": new.request_deadline,
-        "approval_expires_at": None,
-        "next_check_at": new.next_check_at,
-        "attempts": 0,
-        "lease_owner": None,
-        "lease_expires_at": None,
-        "execution_deadline": None,
-        "disposition": None,
-        "created_at": now,
-        "updated_at": now,
-        "version": 0,
-    }

@@ -3,6 +3,7 @@
 from mcp_approval.client.authorization import AuthorizationDenied, AuthorizingCaller, CredentialRemediator
 from mcp_approval.client.dispositions import ExecutionDisposition, read_disposition
 from mcp_approval.client.journal import OpenTask, TaskJournal
+from mcp_approval.client.oauth import MemoryTokenStorage, oauth_client
 from mcp_approval.client.tasks import (
     CreateTaskResult,
     DetailedTask,
@@ -22,6 +23,7 @@ __all__ = [
     "CredentialRemediator",
     "DetailedTask",
     "ExecutionDisposition",
+    "MemoryTokenStorage",
     "OpenTask",
     "TaskCancelledError",
     "TaskError",
@@ -31,5 +33,6 @@ __all__ = [
     "TaskJournal",
     "TaskPendingError",
     "TasksClient",
+    "oauth_client",
     "read_disposition",
 ]

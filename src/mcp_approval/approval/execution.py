@@ -1,0 +1,99 @@
+"""Running an approved call: the single claim, one invocation, the stored result.
+
+SEP-2848 §Completion: the claim (``pending → claimed``) is the irrevocable enforcement point;
+once it is won the tool runs exactly once and is carried through even if the approval expires
+meanwhile. While it runs, the worker renews its lease on the claim; a claim whose lease lapses
+(the worker died) ends ``outcome-unknown`` and is never invoked again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from mcp_approval.approval.binding import CallBinding
+from mcp_approval.approval.crashpoints import crash_point
+from mcp_approval.approval.records import TaskOutcome, Workflow
+from mcp_approval.approval.results import executed_result, outcome_unknown_result
+from mcp_approval.approval.states import Disposition
+from mcp_approval.storage import StoreUnavailableError
+from mcp_approval.tasks.states import TaskStatus
+
+if TYPE_CHECKING:
+    from mcp_approval.approval.service import ToolApproval
+
+logger = logging.getLogger("mcp_approval.approval")
+
+# Retries of a final store write while the database is unreachable (about a minute in all).
+_STORE_RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0, *([2.0] * 30))
+
+
+class Executor:
+    """Claims and runs approved calls for one worker."""
+
+    def __init__(self, approval: ToolApproval, *, worker_id: str, lease_ms: int) -> None:
+        self.approval = approval
+        self.worker_id = worker_id
+        self.lease_ms = lease_ms
+
+    async def run(self, workflow: Workflow, binding: CallBinding, valid_until: int | None) -> bool:
+        """Claim, run once, store the result. ``False`` when the approval had already expired.
+
+        A lost claim (another worker won it, or a cancel or expiry fenced the task) is not an
+        error: whoever won decides the outcome, and this returns ``True`` without running.
+        """
+        approval = self.approval
+        now = approval.clock.now_ms()
+        if valid_until is not None and now >= valid_until:
+            return False
+        deadline = now + round(approval.options.execution_deadline_s * 1000)
+        claimed = await approval.store.claim(
+            workflow.task_id,
+            workflow.generation,
+            self.worker_id,
+            lease_until=min(now + self.lease_ms, deadline),
+            deadline=deadline,
+        )
+        if not claimed:
+            return True
+        crash_point("after_claim")
+        renewal = asyncio.create_task(self._renew(workflow.task_id, deadline))
+        try:
+            result = await approval.tools.invoke(binding.tool, dict(binding.arguments))
+        finally:
+            renewal.cancel()
+        crash_point("after_side_effect")
+        document, disposition = executed_result(result)
+        outcome = TaskOutcome(TaskStatus.COMPLETED, result=document, disposition=disposition.value)
+        await _persist(lambda: approval.store.finish(workflow.task_id, outcome))
+        logger.info("task %s: approved call ran (%s)", workflow.task_id[:8], disposition.value)
+        return True
+
+    async def finish_unknown(self, workflow: Workflow) -> None:
+        """End a claim whose worker stopped renewing it: ``outcome-unknown``, never re-invoked."""
+        outcome = TaskOutcome(
+            TaskStatus.COMPLETED, result=outcome_unknown_result(), disposition=Disposition.OUTCOME_UNKNOWN.value
+        )
+        if await self.approval.store.finish(workflow.task_id, outcome):
+            logger.warning("task %s: its execution could not be confirmed; outcome-unknown", workflow.task_id[:8])
+
+    async def _renew(self, task_id: str, deadline: int) -> None:
+        while True:
+            await asyncio.sleep(max(0.05, self.lease_ms / 3000))
+            now = self.approval.clock.now_ms()
+            with contextlib.suppress(StoreUnavailableError):
+                await self.approval.store.renew_execution(task_id, self.worker_id, min(now + self.lease_ms, deadline))
+
+
+async def _persist(operation: Callable[[], Awaitable[bool]]) -> None:
+    """Run a final store write, retrying while the database is unreachable."""
+    for delay in _STORE_RETRY_S:
+        try:
+            await operation()
+            return
+        except StoreUnavailableError:
+            await asyncio.sleep(delay)
+    logger.error("a final approval write could not be stored; the claim will end outcome-unknown")

@@ -1,0 +1,110 @@
+"""OAuth for the agent over HTTP: the ``mcp`` SDK's :class:`OAuthClientProvider`, with in-memory storage.
+
+The provider is an ``httpx2.Auth``; put it on the ``httpx2.AsyncClient`` the Streamable HTTP
+transport uses::
+
+    provider = oauth_client(url, redirect_uris=["http://127.0.0.1:3030/callback"], client_name="agent",
+                            redirect_handler=open_browser, callback_handler=wait_for_code)
+    async with httpx2.AsyncClient(auth=provider) as http:
+        async with Client(streamable_http_client(url, http_client=http)) as client:
+            await client.call_tool("pay", {"amount": "5.00"})
+
+On a 401, and on a 403 ``insufficient_scope`` challenge (SEP-2643's transport scope denial), the
+provider discovers the protected resource metadata (RFC 9728) and the authorization server metadata
+(RFC 8414), registers the client when it has no credentials (dynamic registration, or a client ID
+metadata document when ``client_metadata_url`` is given and the server supports it), runs the
+authorization code flow with PKCE, and retries the request once with the new token. A step-up
+requests the union of the scopes held and the scopes the challenge names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+from mcp.client.auth import OAuthClientProvider, TokenStorage
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from pydantic import AnyUrl
+
+RedirectHandler = Callable[[str], Awaitable[None]]
+"""Sends the user to the authorization URL it is given (opens a browser, prints a link)."""
+
+CallbackHandler = Callable[[], Awaitable[AuthorizationCodeResult]]
+"""Waits for the authorization response at the redirect URI: its ``code``, ``state`` and ``iss``."""
+
+
+class MemoryTokenStorage(TokenStorage):
+    """The SDK's :class:`TokenStorage` in memory: one token set and one client registration.
+
+    Shared between providers it lets a later connection start from the tokens and the
+    registration an earlier one obtained; nothing survives the process.
+    """
+
+    def __init__(self, tokens: OAuthToken | None = None, client_info: OAuthClientInformationFull | None = None) -> None:
+        self.tokens = tokens
+        self.client_info = client_info
+
+    async def get_tokens(self) -> OAuthToken | None:
+        """The stored tokens, if any."""
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        """Replace the stored tokens."""
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        """The stored client registration, if any."""
+        return self.client_info
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        """Replace the stored client registration."""
+        self.client_info = client_info
+
+
+def oauth_client(
+    server_url: str,
+    *,
+    redirect_uris: Sequence[str],
+    client_name: str,
+    storage: TokenStorage | None = None,
+    redirect_handler: RedirectHandler,
+    callback_handler: CallbackHandler,
+    client_metadata_url: str | None = None,
+    scope: str | None = None,
+) -> OAuthClientProvider:
+    """An authorization-code (PKCE) :class:`OAuthClientProvider` for the MCP server at ``server_url``.
+
+    Args:
+        server_url: the MCP endpoint (its URL is the RFC 8707 resource, checked against the
+            protected resource metadata).
+        redirect_uris: where the authorization server sends the user back; the first is used.
+        client_name: the name registered for the client.
+        storage: where tokens and the registration are kept; a new :class:`MemoryTokenStorage` if omitted.
+        redirect_handler: sends the user to the authorization URL.
+        callback_handler: returns the authorization response received at the redirect URI.
+        client_metadata_url: an ``https`` client ID metadata document URL (CIMD), used as the
+            ``client_id`` when the authorization server advertises support; otherwise (and when
+            omitted) the client registers dynamically.
+        scope: the scope of the *initial* request only. The SDK takes the scope from the server:
+            a 401 replaces it with the challenge's ``scope=``, else the resource metadata's
+            ``scopes_supported``, else the authorization server's; a 403 ``insufficient_scope``
+            adds the challenged scopes to those already requested or granted.
+
+    Raises:
+        ValueError: ``client_metadata_url`` is not an ``https`` URL with a non-root path, or
+            ``redirect_uris`` is empty or holds an invalid URL.
+    """
+    if not redirect_uris:
+        raise ValueError("redirect_uris needs at least one URI")
+    metadata = OAuthClientMetadata(
+        redirect_uris=[AnyUrl(uri) for uri in redirect_uris],
+        client_name=client_name,
+        scope=scope,
+    )
+    return OAuthClientProvider(
+        server_url=server_url,
+        client_metadata=metadata,
+        storage=storage if storage is not None else MemoryTokenStorage(),
+        redirect_handler=redirect_handler,
+        callback_handler=callback_handler,
+        client_metadata_url=client_metadata_url,
+    )

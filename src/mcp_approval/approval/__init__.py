@@ -8,9 +8,16 @@
     gate = PolicyGate(CedarPDP.from_files("policy.cedar"))
     server = MCPServer("demo", extensions=[gate])
 
-A requestable denial goes to the gate's :class:`RequestableHandler`; the default,
-:class:`DegradedRequestable`, answers ``isError`` with ``remediation: "undisclosed"`` and
-next-step guidance.
+A requestable denial goes to the gate's :class:`RequestableHandler`. Without approvals that is
+:class:`DegradedRequestable` (``isError`` with ``remediation: "undisclosed"`` and next-step
+guidance); with :class:`ToolApproval` it becomes a durable task that an approval backend
+resolves, after which the call is re-evaluated, claimed once and run from its sealed binding.
+
+Modules: ``gate`` (the PEP), ``service`` (task creation, cancellation), ``resolver`` (following
+pending approvals, re-evaluation), ``execution`` (the claim and the single run), ``store`` and
+``records`` (the workflow tables), ``states`` (phase and intent tables), ``binding`` (the sealed
+call), ``inputs`` (submission inputs), ``results`` (dispositions), ``callbacks`` (HMAC wake-ups),
+``crashpoints`` (test-only kill points).
 """
 
 from mcp_approval.approval.binding import BindingCipher, CallBinding

@@ -306,3 +306,19 @@ async def test_requests_survive_a_new_backend(make_backend: BackendFactory) -> N
     assert await second.find(key) == handle
     await second.decide(handle, "bob", "approve", None)
     assert (await first.status(handle)).status is ApprovalStatus.APPROVED
+
+
+async def test_status_many_agrees_with_status_and_expires_overdue_requests(
+    backend: LocalApprovalBackend, clock: ManualClock
+) -> None:
+    soon = await backend.submit(new_key(), submission(deadline_ms=clock.now_ms() + 1_000, tool="a"))
+    later = await backend.submit(new_key(), submission(deadline_ms=clock.now_ms() + 60_000, tool="b"))
+    decided = await backend.submit(new_key(), submission(deadline_ms=clock.now_ms() + 60_000, tool="c"))
+    await backend.decide(decided, "carol", "deny")
+    clock.advance(1_000)
+    states = await backend.status_many([soon, later, decided, "apr_unknown"])
+    assert set(states) == {soon, later, decided}  # unknown handles are left out
+    assert states[soon].status is ApprovalStatus.EXPIRED
+    assert (await backend.status(soon)).status is ApprovalStatus.EXPIRED  # the expiry was stored
+    assert states[later] == await backend.status(later)
+    assert states[decided].status is ApprovalStatus.DENIED

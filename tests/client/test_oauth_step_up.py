@@ -7,11 +7,14 @@ middleware, ``payments:write`` for ``pay``. The client is the SDK ``Client`` ove
 with the provider from :func:`mcp_approval.client.oauth_client` on its ``httpx2`` client; the only
 stand-in is the "browser", which GETs the authorization URL and reads the code from ``Location``.
 Every request the client sends, the auth flow's included, is logged by an ``httpx2`` event hook.
+
+Also here: a client that does not recognize a remediation (``authorization_remediation`` on a 401)
+falls back to metadata discovery, and an AS that pins the registered scope refuses the step-up.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,15 +27,17 @@ from mcp import Client
 from mcp.client.auth import OAuthClientProvider, TokenStorage
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.routes import build_resource_metadata_url
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import AuthorizationCodeResult
+from mcp.shared.exceptions import MCPError
 from pydantic import AnyHttpUrl
 
 from mcp_approval.client import MemoryTokenStorage, oauth_client
 from mcp_approval.client.denials import read_challenge
-from mcp_approval.denials import ToolRequirement, install_tool_authorization
+from mcp_approval.denials import AuthorizationRemediation, ToolRequirement, install_tool_authorization, remediation_for
 from tests.support.oauth_server import (
     AuthorizationServerVerifier,
     MemoryAuthorizationServer,
@@ -60,6 +65,11 @@ class Deployment:
     resource_metadata_url: str
     ran: list[tuple[str, list[str]]] = field(default_factory=list)
     """Tools that ran, with the scopes of the token they ran under."""
+
+
+async def transfer_details_needed(arguments: Mapping[str, Any], token: AccessToken) -> AuthorizationRemediation:
+    """Every ``transfer`` needs authorization details for its amount; this AS never issues any."""
+    return remediation_for([{"type": "payment_initiation", "amount": arguments.get("amount")}], single_use=True)
 
 
 @pytest.fixture
@@ -94,16 +104,29 @@ def deployment() -> Iterator[Deployment]:
             return scopes()
 
         @server.tool()
+        async def transfer(amount: str) -> str:
+            """Needs RFC 9396 authorization details no token here carries (a 401 RAR challenge)."""
+            deployed.ran.append(("transfer", scopes()))
+            return f"moved {amount}"
+
+        @server.tool()
         async def pay(amount: str) -> str:
             """Needs ``payments:write`` (enforced by the middleware, before this runs)."""
             deployed.ran.append(("pay", scopes()))
             return f"paid {amount}"
 
         app = server.streamable_http_app()
-        requirements = {"pay": ToolRequirement(scopes=frozenset({PAY}))}
+        requirements = {
+            "pay": ToolRequirement(scopes=frozenset({PAY})),
+            "transfer": ToolRequirement(authorization=transfer_details_needed),
+        }
         install_tool_authorization(app, requirements, resource_metadata_url=metadata_url, base_scopes=[READ])
         with serve_app(app, sock):
             yield deployed
+
+
+class AuthorizationRefused(Exception):
+    """The authorization server redirected back with an error instead of a code."""
 
 
 @dataclass
@@ -122,7 +145,7 @@ class Browser:
         assert location.startswith(REDIRECT_URI), location
         query = parse_qs(urlsplit(location).query)
         if "error" in query:
-            raise AssertionError(f"authorization refused: {query}")
+            raise AuthorizationRefused(query["error"][0], query.get("error_description", [""])[0])
         self.pending = AuthorizationCodeResult(code=query["code"][0], state=query["state"][0])
 
     async def callback(self) -> AuthorizationCodeResult:
@@ -185,9 +208,12 @@ async def connect(deployment: Deployment, storage: TokenStorage) -> AsyncIterato
         callback_handler=browser.callback,
     )
     with anyio.fail_after(TIMEOUT_S):
-        async with httpx2.AsyncClient(auth=provider, timeout=TIMEOUT_S, event_hooks={"response": [record]}) as http:
-            async with Client(streamable_http_client(deployment.mcp_url, http_client=http)) as client:
-                yield Connection(client, provider, browser, log)
+        hooks = {"response": [record]}
+        async with (
+            httpx2.AsyncClient(auth=provider, timeout=TIMEOUT_S, event_hooks=hooks) as http,
+            Client(streamable_http_client(deployment.mcp_url, http_client=http)) as client,
+        ):
+            yield Connection(client, provider, browser, log)
 
 
 def text(result: Any) -> str:
@@ -290,7 +316,7 @@ async def test_a_fresh_client_with_a_stored_token_discovers_metadata_from_the_40
     # metadata known. Its first challenge is the 403; it discovers from there.
     async with connect(deployment, storage) as later:
         assert (await later.client.call_tool("whoami", {})).structured_content == {"result": [READ]}
-        assert all(item.status == 200 or item.status == 202 for item in later.log), later.since(0)
+        assert all(item.status in (200, 202) for item in later.log), later.since(0)
         mark = len(later.log)
         paid = await later.client.call_tool("pay", {"amount": "7.00"})
         steps = later.since(mark)
@@ -309,3 +335,57 @@ async def test_a_fresh_client_with_a_stored_token_discovers_metadata_from_the_40
     # The stored token's granted scope is folded into the step-up (the new provider requested nothing yet).
     assert [set(item.scopes) for item in authorization_server.authorizations] == [{READ}, {READ, PAY}]
     assert deployment.ran[-1] == ("pay", sorted([PAY, READ]))
+
+
+@pytest.mark.sep_check("sep-2643-client-oauth-discovery-fallback")
+async def test_an_unrecognized_rar_remediation_falls_back_to_metadata_discovery(deployment: Deployment):
+    """The SDK client does not know ``authorization_remediation``: on that 401 it rediscovers the PRM
+    and AS metadata and re-authorizes with the resource's scopes, without authorization details."""
+    async with connect(deployment, MemoryTokenStorage()) as connection:
+        await connection.client.call_tool("whoami", {})
+        mark = len(connection.log)
+        with pytest.raises(MCPError):
+            await connection.client.call_tool("transfer", {"amount": "9.00"})
+        steps = connection.since(mark)
+        challenge = connection.log[mark].www_authenticate
+        # The connection survives the failed call.
+        assert (await connection.client.call_tool("whoami", {})).structured_content == {"result": [READ]}
+    reading = read_challenge(401, challenge)
+    assert reading.denial is not None, reading.problem
+    assert reading.denial.remediation is not None
+    assert steps[:5] == [
+        ("POST", "/mcp", 401),
+        ("GET", prm_path(deployment), 200),
+        ("GET", AS_METADATA, 200),
+        ("POST", "/token", 200),
+        ("POST", "/mcp", 401),  # the retry: the new token carries no authorization details either
+    ]
+    authorization_server = deployment.authorization_server
+    assert len(authorization_server.registrations) == 1
+    assert [item.scopes for item in authorization_server.authorizations] == [(READ,), (READ,)]
+    assert "authorization_details" not in connection.browser.authorization_urls[-1]
+    assert [name for name, _ in deployment.ran] == ["whoami", "whoami"]
+
+
+async def test_an_authorization_server_that_pins_the_registered_scope_refuses_the_step_up(deployment: Deployment):
+    """The SDK's ``/authorize`` handler allows only the scope a client registered with, and the SDK
+    client registers once, with the scope of its first challenge: a step-up beyond it is refused.
+    The fixture's AS avoids this by recording registrations with every supported scope."""
+    deployment.authorization_server.registered_scope = "requested"
+    log: list[tuple[str, str, int]] = []
+
+    async def whoami_then_pay() -> None:
+        async with connect(deployment, MemoryTokenStorage()) as connection:
+            try:
+                await connection.client.call_tool("whoami", {})
+                await connection.client.call_tool("pay", {"amount": "5.00"})
+            finally:
+                log.extend(connection.since(0))
+
+    with pytest.raises(BaseExceptionGroup) as caught:
+        await whoami_then_pay()
+    # The refusal does not come back from call_tool: it fails the transport's task group, ending the connection.
+    assert caught.group_contains(AuthorizationRefused, match="invalid_scope")
+    assert [set(item.scopes) for item in deployment.authorization_server.authorizations] == [{READ}]
+    assert log[-1] == ("POST", "/mcp", 403)
+    assert [name for name, _ in deployment.ran] == ["whoami"]

@@ -159,14 +159,15 @@ def test_unreadable_inputs_exit_two(tmp_path):
     assert run(tmp_path, "sep: x\nrequirements:\n  - text: a\n    excluded: b\n", junit()).returncode == 2
 
 
-def test_the_sep_2643_yaml_matches_the_tests_here():
-    prefix, rows = matrix.load_requirements(YAML)
-    assert prefix == "sep-2643-"
+@pytest.mark.parametrize(("sep", "minimum_rows"), [(2643, 35), (2848, 60)])
+def test_each_sep_yaml_lists_exactly_the_checks_tests_emit(sep: int, minimum_rows: int) -> None:
+    prefix, rows = matrix.load_requirements(YAML.with_name(f"sep-{sep}.yaml"))
+    assert prefix == f"sep-{sep}-"
     listed = {row.check for row in rows if row.check}
     marked: set[str] = set()
-    for source in Path(__file__).parent.glob("test_*.py"):
+    for source in Path(__file__).parents[1].rglob("test_*.py"):
         for call in re.findall(r"sep_check\(([^)]*)\)", source.read_text()):
-            marked.update(re.findall(r'"(sep-2643-[a-z0-9-]+)"', call))
+            marked.update(re.findall(rf'"({prefix}[a-z0-9-]+)"', call))
     assert listed == marked
     assert all(row.excluded for row in rows if not row.check)
-    assert len(rows) >= 35
+    assert len(rows) >= minimum_rows

@@ -28,6 +28,7 @@ from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
     AuthorizationParams,
+    OAuthAuthorizationServerProvider,
     RefreshToken,
     TokenError,
     construct_redirect_uri,
@@ -55,7 +56,7 @@ class Authorization:
 
 
 @dataclass
-class MemoryAuthorizationServer:
+class MemoryAuthorizationServer(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken, AccessToken]):
     """An in-memory ``OAuthAuthorizationServerProvider`` that approves every authorization request.
 
     Args:
@@ -91,9 +92,7 @@ class MemoryAuthorizationServer:
 
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
         scopes = tuple(params.scopes or ())
-        self.authorizations.append(
-            Authorization(client.client_id, scopes, params.resource, str(params.redirect_uri))
-        )
+        self.authorizations.append(Authorization(client.client_id, scopes, params.resource, str(params.redirect_uri)))
         code = secrets.token_urlsafe(32)
         self.codes[code] = AuthorizationCode(
             code=code,
@@ -154,7 +153,11 @@ class MemoryAuthorizationServer:
             claims={"iss": self.issuer_url},
         )
         refresh = RefreshToken(
-            token=secrets.token_urlsafe(32), client_id=client_id, scopes=list(scopes), resource=resource, subject=SUBJECT
+            token=secrets.token_urlsafe(32),
+            client_id=client_id,
+            scopes=list(scopes),
+            resource=resource,
+            subject=SUBJECT,
         )
         self.access_tokens[access.token] = access
         self.refresh_tokens[refresh.token] = refresh

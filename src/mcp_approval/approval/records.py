@@ -149,6 +149,16 @@ class Reschedule:
     approval_expires_at: int | None = None
     min_ttl_end: int | None = None
 
+    @property
+    def only_next_check(self) -> bool:
+        """Whether nothing but the next look changes (the common case of a resolver pass)."""
+        return (
+            self.attempts is None
+            and self.request_deadline is None
+            and self.approval_expires_at is None
+            and self.min_ttl_end is None
+        )
+
 
 @dataclass(frozen=True)
 class TaskOutcome:

@@ -41,6 +41,7 @@ from mcp_approval.backends import (
     ApprovalState,
     ApprovalStatus,
     ApprovalSubmission,
+    SupportsStatusMany,
     UnknownRequestError,
 )
 from mcp_approval.policy import Decision, NextAction
@@ -69,6 +70,10 @@ _BATCH = 200
 _EARLY_WAKES = 4096
 # The reschedules of the resolver pass running in this context, written together at its end.
 _BATCHED: contextvars.ContextVar[list[Reschedule] | None] = contextvars.ContextVar("approval_batch", default=None)
+# Backend states read for the whole pass at once (see SupportsStatusMany).
+_PREFETCHED: contextvars.ContextVar[dict[str, ApprovalState] | None] = contextvars.ContextVar(
+    "approval_states", default=None
+)
 _CONCURRENCY = 32
 
 
@@ -132,14 +137,28 @@ class Resolver:
             await self.reconcile()
 
     async def _check_batch(self, due: list[Workflow]) -> None:
-        """Check leased workflows together; their "look again later" writes share one transaction."""
+        """Check leased workflows together: one status read if the backend can, one reschedule write."""
         pending: list[Reschedule] = []
         token = _BATCHED.set(pending)
+        prefetch = _PREFETCHED.set(await self._statuses(due))
         try:
             await asyncio.gather(*(self._guarded(workflow) for workflow in due))
         finally:
             _BATCHED.reset(token)
+            _PREFETCHED.reset(prefetch)
         await self.approval.store.reschedule_many(pending)
+
+    async def _statuses(self, due: list[Workflow]) -> dict[str, ApprovalState]:
+        """The batch's backend states in one call, when the backend offers it (else each is asked)."""
+        backend = self.approval.backend
+        handles = [workflow.handle for workflow in due if workflow.handle is not None]
+        if len(handles) < 2 or not isinstance(backend, SupportsStatusMany):
+            return {}
+        try:
+            return await backend.status_many(handles)
+        except ApprovalBackendError as exc:
+            logger.warning("batched backend status failed; asking one by one (%s)", exc)
+            return {}
 
     # -- wake-ups ----------------------------------------------------------------------------
 
@@ -227,7 +246,8 @@ class Resolver:
             await self._unsubmitted(workflow, now)
             return
         try:
-            state = await self.approval.backend.status(workflow.handle)
+            prefetched = (_PREFETCHED.get() or {}).get(workflow.handle)
+            state = prefetched or await self.approval.backend.status(workflow.handle)
         except UnknownRequestError:
             await self._fail(workflow)
             return
@@ -298,11 +318,13 @@ class Resolver:
             return
         poll_ms = round(self.approval.options.poll_interval_s * 1000)
         wait = round(state.retry_after_s * 1000) if state.retry_after_s else poll_ms
+        moved = deadline is not None and deadline != workflow.request_deadline
         await self._later(
             workflow,
             now + max(wait, 1),
-            request_deadline=deadline if deadline != workflow.request_deadline else None,
-            min_ttl_end=None if deadline is None else deadline + self.approval.store.result_retention_ms,
+            # Retention already covers the deadline the task was created with; only a moved one extends it.
+            request_deadline=deadline if moved else None,
+            min_ttl_end=deadline + self.approval.store.result_retention_ms if moved and deadline else None,
         )
 
     async def _approved(self, workflow: Workflow, state: ApprovalState, now: int) -> None:

@@ -92,6 +92,13 @@ __all__ = [
 ]
 
 
+_LOOK_AGAIN = (
+    update(_W)
+    .where(_W.c.task_id == bindparam("t"), _W.c.generation == bindparam("g"), _W.c.phase == Phase.PENDING.value)
+    .values(next_check_at=bindparam("n"), lease_owner=None, lease_expires_at=None, version=_W.c.version + 1)
+)
+
+
 def _move_intent_statement(target: IntentState) -> Any:
     sources = sorted(state.value for state in intent_sources(target))
     return (
@@ -269,17 +276,27 @@ class ApprovalStore:
 
     async def reschedule(self, item: Reschedule) -> bool:
         """Release the lease and set when to look again; optionally record moved deadlines."""
-        return (await self.reschedule_many([item]))[0]
+        return await self.database.write(lambda conn: _reschedule_one(conn, item))
 
-    async def reschedule_many(self, items: Sequence[Reschedule]) -> list[bool]:
-        """:meth:`reschedule` for many workflows in one transaction (a resolver pass)."""
+    async def reschedule_many(self, items: Sequence[Reschedule]) -> None:
+        """:meth:`reschedule` for a resolver pass, in one transaction.
+
+        Plain "look again later" items (no moved deadline) go as one batched statement; a stale
+        item (the workflow moved on meanwhile) simply matches no row.
+        """
+        plain = [item for item in items if item.only_next_check]
+        other = [item for item in items if not item.only_next_check]
         if not items:
-            return []
+            return
+        params = [{"t": item.task_id, "g": item.generation, "n": item.next_check_at} for item in plain]
 
-        def write(conn: Connection) -> list[bool]:
-            return [_reschedule_one(conn, item) for item in items]
+        def write(conn: Connection) -> None:
+            if params:
+                conn.execute(_LOOK_AGAIN, params)
+            for item in other:
+                _reschedule_one(conn, item)
 
-        return await self.database.write(write)
+        await self.database.write(write)
 
     async def chain(self, task_id: str, generation: int, intent: Intent) -> bool:
         """Consume ``generation`` and record ``intent`` as the next one (SEP-2848 ``request``).

@@ -8,6 +8,7 @@ from mcp_approval.backends.contract import (
     ApprovalSubmission,
     IdempotencyConflictError,
     StatusListener,
+    SupportsStatusMany,
     UnknownRequestError,
 )
 
@@ -19,5 +20,6 @@ __all__ = [
     "ApprovalSubmission",
     "IdempotencyConflictError",
     "StatusListener",
+    "SupportsStatusMany",
     "UnknownRequestError",
 ]

@@ -12,10 +12,10 @@ database, reviewers decide over HTTP or the CLI) and the ARAP HTTP backend.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import rfc8785
 
@@ -132,6 +132,15 @@ class IdempotencyConflictError(ApprovalBackendError):
 
 class UnknownRequestError(ApprovalBackendError):
     """The backend has no request under this handle."""
+
+
+@runtime_checkable
+class SupportsStatusMany(Protocol):
+    """Optional: a backend that reads many requests' states at once (the resolver's batch pass)."""
+
+    async def status_many(self, handles: Sequence[str]) -> dict[str, ApprovalState]:
+        """``status`` of each known handle; unknown handles are left out of the answer."""
+        ...
 
 
 StatusListener = Callable[[str], Awaitable[None]]

@@ -58,6 +58,8 @@ class ServerSection(_Section):
     dev_mode: bool = False
     #: The public base URL (for challenges and callbacks); defaults to the listening address.
     base_url: str | None = None
+    #: Who a stdio client acts as (``serve --stdio``): the principal policy sees and tasks belong to.
+    stdio_principal: str | None = None
 
 
 class StoreSection(_Section):

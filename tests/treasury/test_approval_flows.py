@@ -41,7 +41,11 @@ async def test_small_transfer_runs_at_once(treasury: TreasuryServer, http: httpx
     assert len(transfers_to(treasury, "acct-small")) == 1
 
 
-@pytest.mark.sep_check("sep-2643-server-pending-decision-not-executed")
+@pytest.mark.sep_check(
+    "sep-2643-server-pending-decision-not-executed",
+    "sep-2643-server-task-hint",
+    "sep-2643-server-task-envelope-repeated",
+)
 @pytest.mark.sep_check(
     "sep-2848-requestable-returns-task-without-executing",
     "sep-2848-envelope-repeated-while-pending",

@@ -16,21 +16,28 @@ def serve(
     port: int = typer.Option(8000, help="TCP port."),
     host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
     db: str | None = typer.Option(None, help="Store URL (sqlite:///PATH or postgresql://...); overrides [store]."),
+    stdio: bool = typer.Option(False, "--stdio", help="Serve one client on stdin/stdout instead of HTTP."),
     log_level: str = typer.Option("info", help="Log level."),
 ) -> None:
-    """Serve an approval-gated MCP server: MCP at /mcp, the reviewer API at /approvals."""
+    """Serve an approval-gated MCP server: MCP at /mcp, the reviewer API at /approvals (or MCP on stdio)."""
     import uvicorn
 
     from mcp_approval.server.deployment import build_deployment, deployment_app
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Logs go to stderr: on --stdio, stdout carries the protocol.
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
     try:
         loaded = load_config(config)
         base_url = loaded.server.base_url or f"http://{host}:{port}"
-        deployment = build_deployment(loaded, store_url=db, base_url=base_url)
+        deployment = build_deployment(loaded, store_url=db, base_url=base_url, stdio=stdio)
     except (ConfigError, PolicyLoadError, ValueError) as exc:
         typer.echo(f"mcp-approval serve: {exc}", err=True)
         raise typer.Exit(2) from None
+    if stdio:
+        deployment.server.run("stdio")  # reviewers decide through `mcp-approval review` on the same store
+        sys.exit(0)
     app = deployment_app(deployment)
     uvicorn.run(app, host=host, port=port, log_level="warning")
     sys.exit(0)

@@ -14,14 +14,14 @@ import logging
 import tomllib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
 
-from mcp_approval.approval import PolicyGate
+from mcp_approval.approval import PolicyGate, PrincipalResolver
 from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.approval.callbacks import callback_route
 from mcp_approval.approval.options import ApprovalOptions
@@ -36,6 +36,7 @@ from mcp_approval.server.auth import StaticTokenVerifier, local_auth_settings
 from mcp_approval.server.local_backend import local_backend_from_config, reviewer_authenticator
 from mcp_approval.storage import AuditLog, open_database
 from mcp_approval.tasks import TaskOptions, TasksExtension, task_routing_middleware
+from mcp_approval.tasks.server import LOCAL_PRINCIPAL
 from mcp_approval.tasks.sql_store import SqlTaskStore
 
 logger = logging.getLogger("mcp_approval.server")
@@ -55,9 +56,17 @@ class Deployment:
 
 
 def build_deployment(
-    config: DeploymentConfig, *, store_url: str | None = None, base_url: str, clock: Clock | None = None
+    config: DeploymentConfig,
+    *,
+    store_url: str | None = None,
+    base_url: str,
+    clock: Clock | None = None,
+    stdio: bool = False,
 ) -> Deployment:
     """Wire a deployment; ``store_url`` overrides the file's ``[store]``.
+
+    With ``stdio`` the server has no bearer authentication: its one client acts as
+    ``[server] stdio_principal`` (else as the local principal, which policy usually denies).
 
     Raises:
         ConfigError: a setting that cannot work (no binding key outside dev mode, a tools module
@@ -67,7 +76,9 @@ def build_deployment(
     url = store_url or config.store_url()
     database = open_database(url)
     audit = AuditLog(database, clock=clock)
-    tasks = TasksExtension(_task_options(config, SqlTaskStore(url, clock=clock, database=database)), clock=clock)
+    resolver = _stdio_principal(config) if stdio else None
+    store = SqlTaskStore(url, clock=clock, database=database)
+    tasks = TasksExtension(replace(_task_options(config, store), principal_resolver=resolver), clock=clock)
     pdp = CedarPDP.from_files(
         config.resolve(config.policy.cedar),
         config.resolve(config.policy.entities) if config.policy.entities else None,
@@ -88,9 +99,11 @@ def build_deployment(
                 await holder["approval"].stop()
 
     auth: dict[str, Any] = {}
-    if config.principals:
+    if config.principals and not stdio:
         auth = {"token_verifier": StaticTokenVerifier(config.tokens()), "auth": local_auth_settings(base_url)}
-    gate = PolicyGate(pdp, mapper=mapper)  # outermost: every call is decided before anything else
+    gate = PolicyGate(
+        pdp, mapper=mapper, principal_resolver=resolver
+    )  # outermost: every call is decided before anything else
     server: MCPServer[Any] = MCPServer(
         config.server.name,
         extensions=[gate, tasks, ToolApprovalExtension()],
@@ -126,6 +139,16 @@ def deployment_app(deployment: Deployment) -> Starlette:
         routes.insert(0, callback_route(secret, deployment.approval.wake))
     app.router.routes[0:0] = routes
     return app
+
+
+def _stdio_principal(config: DeploymentConfig) -> PrincipalResolver:
+    """The identity of a stdio server's one client."""
+    principal = config.server.stdio_principal or LOCAL_PRINCIPAL
+
+    def resolve(_ctx: object) -> str:
+        return principal
+
+    return resolve
 
 
 def _task_options(config: DeploymentConfig, store: SqlTaskStore) -> TaskOptions:

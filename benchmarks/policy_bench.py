@@ -10,7 +10,8 @@ Figures, each measured in the same run as its baseline, after a warm-up, over se
 1. ``tools/call`` latency of an *allowed* call through the gate (CedarPDP) vs. the same server
    without the gate, samples interleaved call by call (ABBA), ratio per round; over the
    in-process ``mcp.Client(server)`` (no HTTP: the gate's cost is the largest share here) and
-   over streamable HTTP on an in-process ASGI transport. Target: ratio <= 1.15.
+   over streamable HTTP on an in-process ASGI transport (no socket), and over streamable HTTP to
+   uvicorn on 127.0.0.1 (how a deployment serves it). Target: ratio <= 1.15.
 2. ``CedarPDP.evaluate`` calls per second, called directly on a mapped request (informative).
 
 The exit status is 0 whatever the figures are; 1 only when the benchmark itself fails.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import socket
 import statistics
 import sys
 import time
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx2
+import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
@@ -78,16 +81,44 @@ def build_server(gated: bool) -> MCPServer[Any]:
 
 @asynccontextmanager
 async def connected(server: MCPServer[Any], transport: str) -> AsyncIterator[Client]:
-    """A client of ``server`` over ``transport`` ("in-process" or "http")."""
+    """A client of ``server`` over ``transport``: "in-process", "http" (ASGI, no socket) or
+    "http-loopback" (uvicorn on 127.0.0.1, the way a deployment serves it)."""
     if transport == "in-process":
         async with Client(server) as client:
             yield client
         return
     app = server.streamable_http_app(json_response=True)
+    if transport == "http-loopback":
+        async with (
+            _uvicorn(app) as url,
+            httpx2.AsyncClient(timeout=30) as http,
+            Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
+        ):
+            yield client
+        return
     async with server.session_manager.run():
         http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=BASE_URL)
         async with Client(streamable_http_client(f"{BASE_URL}/mcp", http_client=http)) as client:
             yield client
+
+
+@asynccontextmanager
+async def _uvicorn(app: Any) -> AsyncIterator[str]:
+    """Serve ``app`` with uvicorn on a free loopback port in this event loop; yields its base URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        if serving.done():
+            serving.result()  # raises why it stopped
+        await asyncio.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await serving
 
 
 def echo_call(client: Client) -> Callable[[], Awaitable[object]]:
@@ -157,7 +188,11 @@ async def bench_cedar(scale: Scale) -> list[Row]:
 
 
 async def run(scale: Scale) -> None:
-    rows = [*await bench_latency(scale, "in-process"), *await bench_latency(scale, "http")]
+    rows = [
+        *await bench_latency(scale, "in-process"),
+        *await bench_latency(scale, "http"),
+        *await bench_latency(scale, "http-loopback"),
+    ]
     rows.extend(await bench_cedar(scale))
     print()
     print_table(rows)

@@ -73,3 +73,17 @@ async def test_over_stdio_the_envelope_alone_carries_the_remediation_and_the_ech
     assert denial_of(retried).context_id != denial.context_id
     assert denial_of(final).remediation is Remediation.UNAVAILABLE
     assert echoes.structured_content == {"result": [None, denial.context_id]}
+
+
+@pytest.mark.sep_check("sep-2643-server-url-hint")
+async def test_over_stdio_a_url_denial_is_answered_through_the_elicitation_callback():
+    seen: list[str] = []
+    parameters = StdioServerParameters(command=sys.executable, args=["-m", "tests.denials.stdio_server"], cwd=str(ROOT))
+    async with Client(parameters, elicitation_callback=accepting(seen)) as client:
+        raw = await client.session.call_tool("open_folder", {"folder": "f2"}, allow_input_required=True)
+        result = await client.call_tool("open_folder", {"folder": "f2"})
+    denial = denial_of(raw)
+    assert denial is not None
+    assert denial.url_requests == {"authorization": "https://mcp.example.com/approve-folder-access?folder=f2"}
+    assert seen == ["https://mcp.example.com/approve-folder-access?folder=f2"]
+    assert result.content[0].text == "opened f2"  # type: ignore[union-attr]

@@ -128,3 +128,14 @@ async def test_declining_inside_the_task_ends_it_as_a_denial(tmp_path: Path) -> 
         assert task["result"]["_meta"]["io.modelcontextprotocol/tool-approval-disposition"] == "denied-not-executed"
         assert "inputs the approvers need were not given" in text_of(task["result"])
         assert await harness.reviewer("carol").pending() == []
+
+
+async def test_tasks_waiting_for_inputs_count_against_the_limits_and_dedup(tmp_path: Path) -> None:
+    overrides = {**IN_TASK, "approval": {"max_pending_per_principal": 1}}
+    async with inprocess_treasury(tmp_path, overrides) as harness:
+        first = (await harness.alice.call_tool("wire_transfer", {"to": "acct-w1", "amount": 30_000})).result
+        again = (await harness.alice.call_tool("wire_transfer", {"to": "acct-w1", "amount": 30_000})).result
+        second = (await harness.alice.call_tool("wire_transfer", {"to": "acct-w2", "amount": 30_000})).result
+        assert again["taskId"] == first["taskId"]  # the same call waiting for its inputs
+        assert second["isError"] is True
+        assert second["_meta"][AUTHORIZATION]["remediation"] == "unavailable"

@@ -218,12 +218,8 @@ class ToolApproval:
             submissions_per_minute=self.options.submissions_per_minute,
             max_pending=self.options.max_pending_per_principal,
         )
-        if admission is Admission.DUPLICATE:
-            assert task_id is not None
-            return await self._existing_task(task_id, binding)
         if admission is not Admission.RECORDED:
-            logger.warning("approval submission refused for %s on %r: %s", owner[:8], binding.tool, admission.value)
-            return final_denial(LIMIT_MESSAGE.format(tool=binding.tool), remediation=Remediation.UNAVAILABLE)
+            return await self._admitted(admission, task_id, binding, owner)
         crash_point("after_intent")
         handle = await self._submit(intent, submission)
         crash_point("after_submit")
@@ -256,7 +252,7 @@ class ToolApproval:
             return await self._create_waiting(binding, decision, owner=owner, fields=fields)
         supplied = submission_inputs.answered(binding, owner, fields, call.input_responses, call.request_state)
         if isinstance(supplied, submission_inputs.Declined):
-            message = f"{INPUTS_DECLINED.format(tool=binding.tool, fields=', '.join(fields))}"
+            message = INPUTS_DECLINED.format(tool=binding.tool, fields=", ".join(fields))
             return final_denial(message, remediation=Remediation.UNDISCLOSED)
         if supplied is not None:
             return await self.create(binding, decision, owner=owner, inputs=supplied)
@@ -281,7 +277,25 @@ class ToolApproval:
             input_requests=submission_inputs.in_task_requests(binding.tool, fields),
             next_check_at=self.clock.now_ms() + round(self.options.poll_interval_s * 1000),
         )
-        await self.store.create_waiting_task(new, draft)
+        admission, existing = await self.store.create_waiting_task(
+            new,
+            draft,
+            submissions_per_minute=self.options.submissions_per_minute,
+            max_pending=self.options.max_pending_per_principal,
+        )
+        return await self._admitted(admission, existing, binding, owner)
+
+    async def _admitted(
+        self, admission: Admission, task_id: str | None, binding: CallBinding, owner: str
+    ) -> HandlerResult:
+        """The answer for an admitted, duplicate or refused new approval task."""
+        if admission is Admission.DUPLICATE:
+            assert task_id is not None
+            return await self._existing_task(task_id, binding)
+        if admission is not Admission.RECORDED:
+            logger.warning("approval submission refused for %s on %r: %s", owner[:8], binding.tool, admission.value)
+            return final_denial(LIMIT_MESSAGE.format(tool=binding.tool), remediation=Remediation.UNAVAILABLE)
+        assert task_id is not None
         return await self._task_answer(task_id, binding.tool, immediate=True)
 
     async def input_received(self, record: Any) -> None:

@@ -147,15 +147,9 @@ class ApprovalStore:
         now = self.clock.now_ms()
 
         def record(conn: Connection) -> tuple[Admission, str | None]:
-            existing = _live_match(conn, intent.principal_digest, intent.tool_name, intent.arguments_digest)
-            if existing is not None:
-                return Admission.DUPLICATE, existing
-            owner = {"owner": intent.principal_digest}
-            recent = conn.execute(_RECENT_SUBMISSIONS, {**owner, "since": now - 60_000}).scalar_one()
-            if int(recent) >= submissions_per_minute:
-                return Admission.RATE_LIMITED, None
-            if int(conn.execute(_PENDING_WORKFLOWS, owner).scalar_one()) >= max_pending:
-                return Admission.TOO_MANY_PENDING, None
+            refused = _refusal(conn, intent, now, submissions_per_minute, max_pending)
+            if refused is not None:
+                return refused
             conn.execute(_INSERT_INTENT, intent_row(intent, now))
             return Admission.RECORDED, intent.task_id
 
@@ -183,21 +177,28 @@ class ApprovalStore:
 
         return await self.database.write(write)
 
-    async def create_waiting_task(self, new: NewWorkflow, draft: Intent) -> None:
+    async def create_waiting_task(
+        self, new: NewWorkflow, draft: Intent, *, submissions_per_minute: int, max_pending: int
+    ) -> tuple[Admission, str | None]:
         """Create a task that waits in ``input_required`` for its submission inputs (generation 0).
 
         Nothing is submitted yet. ``draft`` keeps the request body (generation 0, never sent);
-        :meth:`chain` from generation 0 records the real submission once the inputs arrived.
+        :meth:`chain` from generation 0 records the real submission once the inputs arrived. The
+        same dedup and limits as :meth:`record_intent` apply; returns (admission, task id).
         """
         now = self.clock.now_ms()
 
-        def create(conn: Connection) -> None:
+        def create(conn: Connection) -> tuple[Admission, str | None]:
+            refused = _refusal(conn, draft, now, submissions_per_minute, max_pending)
+            if refused is not None:
+                return refused
             conn.execute(_INSERT_TASK, task_row(new, now))
             conn.execute(_INSERT_WORKFLOW, {**workflow_row(new, now), "generation": 0})
             conn.execute(_INSERT_INTENT, intent_row(draft, now))
             self._event(conn, now, "approval.task_created", new.task_id, tool=new.tool_name, template=new.template)
+            return Admission.RECORDED, new.task_id
 
-        await self.database.write(create)
+        return await self.database.write(create)
 
     async def create_task(self, new: NewWorkflow) -> bool:
         """Create the task and its workflow and bind the intent, in one transaction.
@@ -496,6 +497,21 @@ class ApprovalStore:
             return True
 
         return await self.database.write(write)
+
+
+def _refusal(
+    conn: Connection, intent: Intent, now: int, per_minute: int, max_pending: int
+) -> tuple[Admission, str | None] | None:
+    """Why ``intent`` may not be recorded (a live duplicate, or a limit), or ``None``."""
+    existing = _live_match(conn, intent.principal_digest, intent.tool_name, intent.arguments_digest)
+    if existing is not None:
+        return Admission.DUPLICATE, existing
+    owner = {"owner": intent.principal_digest}
+    if int(conn.execute(_RECENT_SUBMISSIONS, {**owner, "since": now - 60_000}).scalar_one()) >= per_minute:
+        return Admission.RATE_LIMITED, None
+    if int(conn.execute(_PENDING_WORKFLOWS, owner).scalar_one()) >= max_pending:
+        return Admission.TOO_MANY_PENDING, None
+    return None
 
 
 def _live_match(conn: Connection, principal_digest: str, tool: str, digest: str) -> str | None:

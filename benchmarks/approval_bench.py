@@ -35,12 +35,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # for tests.support
 
-import asyncpg  # type: ignore[import-untyped]  # noqa: E402
 import httpx  # noqa: E402
 from databases import DatabaseKind, Postgres  # noqa: E402
 from measure import Row, log, median, print_table, settle, throughput  # noqa: E402
 from sqlalchemy import Connection, func, select, update  # noqa: E402
-from sqlalchemy.engine import make_url  # noqa: E402
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir  # noqa: E402
 from tests.support.wire import Wire  # noqa: E402
 
@@ -494,14 +492,8 @@ async def run(args: argparse.Namespace) -> int:
     log(f"approval benchmark ({scale.name}); python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
     postgres: Postgres | None = None
     if not args.no_postgres:
-        try:
-            postgres = await Postgres.create(args.postgres_url)
-        except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
-            print(
-                f"error: PostgreSQL not reachable at {make_url(args.postgres_url)!s} ({type(exc).__name__}: {exc}); "
-                "pass --postgres-url URL or --no-postgres",
-                file=sys.stderr,
-            )
+        postgres = await Postgres.create_or_explain(args.postgres_url)
+        if postgres is None:
             return 2
         log(f"PostgreSQL scratch database: {postgres.name}")
     report = Report()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,19 @@ class Postgres:
         finally:
             await conn.close()
         return cls(admin_dsn, name, parsed.set(database=name).render_as_string(hide_password=False))
+
+    @classmethod
+    async def create_or_explain(cls, admin_url: str) -> Postgres | None:
+        """:meth:`create`, or ``None`` after telling on stderr why the server cannot be used."""
+        try:
+            return await cls.create(admin_url)
+        except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+            print(
+                f"error: PostgreSQL not reachable at {make_url(admin_url)!s} ({type(exc).__name__}: {exc}); "
+                "pass --postgres-url URL or --no-postgres",
+                file=sys.stderr,
+            )
+            return None
 
     async def reset(self) -> None:
         """Drop the project's tables, so the next store starts from an empty schema."""

@@ -34,14 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import asyncpg  # type: ignore[import-untyped]
 import httpx2
 from databases import DatabaseKind, Postgres
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
 from measure import Row, log, median, paired_calls, print_table, settle, throughput, timed_calls
-from sqlalchemy.engine import make_url
 
 from mcp_approval.client import CreateTaskResult, TasksClient
 from mcp_approval.server import tasks_demo
@@ -476,14 +474,8 @@ async def run(args: argparse.Namespace) -> int:
     )
     postgres: Postgres | None = None
     if not args.no_postgres:
-        try:
-            postgres = await Postgres.create(args.postgres_url)
-        except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
-            print(
-                f"error: PostgreSQL not reachable at {make_url(args.postgres_url)!s} ({type(exc).__name__}: {exc}); "
-                "pass --postgres-url URL or --no-postgres",
-                file=sys.stderr,
-            )
+        postgres = await Postgres.create_or_explain(args.postgres_url)
+        if postgres is None:
             return 2
         log(f"PostgreSQL scratch database: {postgres.name}")
     report = Report()

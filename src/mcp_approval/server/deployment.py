@@ -87,6 +87,8 @@ def build_deployment(
     )
     mapper = ToolCallMapper()
     backend = local_backend_from_config(config, database, clock=clock, audit=audit)
+    # The approval layer needs the server (to run tools) and the server's lifespan needs it: the
+    # lifespan looks it up here once both exist.
     holder: dict[str, ToolApproval] = {}
 
     @asynccontextmanager
@@ -101,9 +103,8 @@ def build_deployment(
     auth: dict[str, Any] = {}
     if config.principals and not stdio:
         auth = {"token_verifier": StaticTokenVerifier(config.tokens()), "auth": local_auth_settings(base_url)}
-    gate = PolicyGate(
-        pdp, mapper=mapper, principal_resolver=resolver
-    )  # outermost: every call is decided before anything else
+    # Outermost: every call is decided before anything else runs.
+    gate = PolicyGate(pdp, mapper=mapper, principal_resolver=resolver)
     server: MCPServer[Any] = MCPServer(
         config.server.name,
         extensions=[gate, tasks, ToolApprovalExtension()],

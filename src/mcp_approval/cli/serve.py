@@ -6,6 +6,7 @@ import logging
 import sys
 
 import typer
+from sqlalchemy.engine import make_url
 
 from mcp_approval.config import ConfigError, load_config
 from mcp_approval.policy.source import PolicyLoadError
@@ -39,5 +40,12 @@ def serve(
         deployment.server.run("stdio")  # reviewers decide through `mcp-approval review` on the same store
         sys.exit(0)
     app = deployment_app(deployment)
+    logging.getLogger("mcp_approval.server").info(
+        "serving %s: MCP at %s/mcp, reviewer API at %s/approvals, store %s",
+        loaded.server.name,
+        base_url,
+        base_url,
+        make_url(db or loaded.store_url()).render_as_string(hide_password=True),
+    )
     uvicorn.run(app, host=host, port=port, log_level="warning")
     sys.exit(0)

@@ -8,6 +8,10 @@
 #   c) each of the ten tasks-* scenarios explicitly (--scenario); every non-skipped one must pass
 #   d) interop/peer_tasks.mjs: @modelcontextprotocol/ext-tasks on @modelcontextprotocol/client
 #      drives the tasks fixtures end to end
+#   e) interop/peer_approval.mjs: the same tasks-only TS client calls the approval-gated
+#      wire_transfer on a private copy of examples/treasury (`mcp-approval serve`); a reviewer
+#      approves (then, second run, denies) over the reviewer HTTP API, and the client reads the
+#      completed task's disposition and body and counts the transfer in the ledger (SEP-2848)
 # Each leg prints a per-scenario table and a summary line; the script exits non-zero if any leg
 # fails. Run from the repository root after installing the project into .venv.
 #
@@ -39,6 +43,8 @@ readonly LEG_TIMEOUT_S=300
 
 RESULTS="${INTEROP_RESULTS:-$INTEROP_DIR/results/$(date -u +%Y%m%dT%H%M%SZ)}"
 SERVER_PID=""
+TREASURY_PID=""
+TREASURY_DIR=""
 declare -A VERDICTS=()
 
 log() { printf '\n==> %s\n' "$*"; }
@@ -61,6 +67,7 @@ install_node_tools() {
     (cd "$INTEROP_DIR" && npm ci --no-audit --no-fund --loglevel=error)
   fi
   cp interop/peer_tasks.mjs "$INTEROP_DIR/peer_tasks.mjs"  # resolves packages from .interop/node_modules
+  cp interop/peer_approval.mjs "$INTEROP_DIR/peer_approval.mjs"
   export PATH="$PWD/$NODE_BIN:$PATH"
   local version
   version="$(node --version)"
@@ -140,13 +147,72 @@ peer_leg() {
   record "$leg" "$rc" "$(tail -n 1 "$out")"
 }
 
+stop_treasury() {
+  if [[ -n "$TREASURY_PID" ]] && kill -0 "$TREASURY_PID" 2>/dev/null; then
+    kill "$TREASURY_PID" 2>/dev/null || true
+    wait "$TREASURY_PID" 2>/dev/null || true
+  fi
+  TREASURY_PID=""
+  if [[ -n "$TREASURY_DIR" && -d "$TREASURY_DIR" ]]; then
+    cp "$TREASURY_DIR/treasury/ledger.jsonl" "$RESULTS/e-treasury-ledger.jsonl" 2>/dev/null || true
+    rm -rf "$TREASURY_DIR"
+  fi
+  TREASURY_DIR=""
+}
+
+start_treasury() {  # start_treasury PORT: a private copy of examples/treasury with fast polling
+  local port=$1 config
+  TREASURY_DIR="$(mktemp -d "${TMPDIR:-/tmp}/mcp-approval-interop-treasury.XXXXXX")" || return 1
+  cp -R examples/treasury "$TREASURY_DIR/treasury" || return 1
+  rm -rf "$TREASURY_DIR"/treasury/*.db* "$TREASURY_DIR/treasury/ledger.jsonl" "$TREASURY_DIR/treasury/__pycache__"
+  config="$TREASURY_DIR/treasury/config.toml"
+  sed -i -e '/^\[tasks\]/,/^\[/ s/^poll_interval_s = .*/poll_interval_s = 0.2/' \
+    -e '/^\[approval\]/,/^\[/ s/^poll_interval_s = .*/poll_interval_s = 0.2/' "$config" || return 1
+  if [[ "$(grep -c '^poll_interval_s = 0.2$' "$config")" != 2 ]]; then
+    echo "could not set [tasks]/[approval] poll_interval_s in $config" >&2
+    return 1
+  fi
+  .venv/bin/mcp-approval serve --config "$config" --port "$port" >"$RESULTS/e-treasury-server.log" 2>&1 &
+  TREASURY_PID=$!
+  local deadline=$((SECONDS + STARTUP_TIMEOUT_S))
+  until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+    if ! kill -0 "$TREASURY_PID" 2>/dev/null || ((SECONDS >= deadline)); then
+      echo "treasury server did not start listening on 127.0.0.1:$port; log tail:" >&2
+      tail -n 40 "$RESULTS/e-treasury-server.log" >&2
+      return 1
+    fi
+    sleep 0.2
+  done
+  echo "treasury server pid $TREASURY_PID listening on 127.0.0.1:$port (deployment $TREASURY_DIR/treasury)"
+}
+
+approval_leg() {
+  local leg=e out="$RESULTS/e-peer-approval.log" failures=0 port rc mode
+  log "Leg e: tasks-only TS client vs the approval-gated treasury example (interop/peer_approval.mjs)"
+  port="$(free_port)"
+  : >"$out"
+  if ! start_treasury "$port"; then  # not in a pipeline: it sets TREASURY_PID and TREASURY_DIR
+    stop_treasury
+    record "$leg" 1 "treasury server did not start; see $RESULTS/e-treasury-server.log"
+    return
+  fi
+  for mode in approve deny; do
+    rc=0
+    timeout "$LEG_TIMEOUT_S" node "$INTEROP_DIR/peer_approval.mjs" "http://127.0.0.1:$port" "$mode" 2>&1 \
+      | tee -a "$out" || rc=$?
+    ((rc == 0)) || failures=$((failures + 1))
+  done
+  stop_treasury
+  record "$leg" "$failures" "$((2 - failures)) of 2 runs (approve, deny) passed; full output in $out"
+}
+
 # --- main ----------------------------------------------------------------------------------
 
 main() {
   [[ -x .venv/bin/python ]] || { echo "run from the repository root after creating .venv" >&2; exit 1; }
   install_node_tools
   mkdir -p "$RESULTS"
-  trap stop_server EXIT
+  trap 'stop_server; stop_treasury' EXIT
   trap 'exit 130' INT TERM
   local port
   port="$(free_port)"
@@ -158,10 +224,11 @@ main() {
   requirements_leg b 2025-11-25
   tasks_leg
   peer_leg
+  approval_leg
 
   log "Summary (legs took $((SECONDS - started)) s; results in $RESULTS)"
   local failed=0
-  for leg in a b c d; do
+  for leg in a b c d e; do
     echo "  leg $leg: ${VERDICTS[$leg]}"
     [[ "${VERDICTS[$leg]}" == PASS* ]] || failed=1
   done

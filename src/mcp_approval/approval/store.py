@@ -247,11 +247,6 @@ class ApprovalStore:
 
         return await self.database.read(read)
 
-    async def count_live(self) -> int:
-        """Workflows that are pending or executing."""
-        statement = select(func.count()).where(_W.c.phase.in_(_LIVE_PHASES))
-        return await self.database.read(lambda conn: int(conn.execute(statement).scalar_one()))
-
     # -- resolving -------------------------------------------------------------------------
 
     async def lease_due(self, worker: str, lease_ms: int, limit: int, *, task_id: str | None = None) -> list[Workflow]:
@@ -427,11 +422,6 @@ class ApprovalStore:
         """In-flight intents recorded before ``older_than_ms`` whose submission never completed."""
         statement = select(_I).where(_I.c.state.in_(_IN_FLIGHT), _I.c.created_at < older_than_ms).limit(limit)
         return await self.database.read(lambda conn: [intent_from_row(row._mapping) for row in conn.execute(statement)])
-
-    async def has_workflow(self, task_id: str) -> bool:
-        """Whether ``task_id`` has a workflow row."""
-        statement = select(exists().where(_W.c.task_id == task_id))
-        return await self.database.read(lambda conn: bool(conn.execute(statement).scalar_one()))
 
     async def purge_orphans(self) -> int:
         """Delete workflows and settled intents whose task row is gone (retention ended)."""

@@ -76,8 +76,16 @@ async def evaluate_batch(pdp: PolicyDecisionPoint, body: EvaluationsRequest) -> 
     incomplete is a deny with ``reason: invalid_request`` rather than a failure of the whole batch.
     A body without ``evaluations`` yields exactly one decision.
     """
-    semantic = body.semantic
-    resolved = body.resolve()
+    return await decide_resolved(pdp, body.resolve(), body.semantic)
+
+
+async def decide_resolved(
+    pdp: PolicyDecisionPoint, resolved: Sequence[EvaluationRequest | BatchItemError], semantic: EvaluationsSemantic
+) -> list[Decision]:
+    """One decision per resolved entry in order, stopping where ``semantic`` says; errors are denies.
+
+    A batch without errors goes to the PDP in one ``evaluate_many`` call.
+    """
     complete = [item for item in resolved if isinstance(item, EvaluationRequest)]
     if len(complete) == len(resolved):
         return await pdp.evaluate_many(complete, semantic)

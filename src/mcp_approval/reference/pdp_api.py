@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit
 
@@ -51,14 +51,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mcp_approval.policy.http import EVALUATION_PATH, EVALUATIONS_PATH, REQUEST_ID_HEADER, WELL_KNOWN
 from mcp_approval.policy.models import (
     BatchItemError,
-    Decision,
     EvaluationItem,
     EvaluationRequest,
     EvaluationsRequest,
-    EvaluationsSemantic,
     PDPMetadata,
 )
-from mcp_approval.policy.pdp import PolicyDecisionPoint, item_error_decision, stops_batch
+from mcp_approval.policy.pdp import PolicyDecisionPoint, decide_resolved
 
 logger = logging.getLogger("mcp_approval.reference")
 
@@ -136,7 +134,7 @@ def pdp_routes(
         if not items:  # AuthZEN §7.1: behaves exactly like the single endpoint
             decision = await _decided(pdp.evaluate(_parse(EvaluationRequest, body)))
             return JSONResponse(decision.to_wire())
-        decisions = await _decided(_decide_batch(pdp, _resolve(defaults, items), defaults.semantic))
+        decisions = await _decided(decide_resolved(pdp, _resolve(defaults, items), defaults.semantic))
         return JSONResponse({"evaluations": [decision.to_wire() for decision in decisions]})
 
     return [
@@ -263,25 +261,6 @@ def _resolve(defaults: EvaluationsRequest, items: list[Any]) -> list[EvaluationR
     stand_ins = [entry if isinstance(entry, EvaluationItem) else EvaluationItem() for entry in parsed]
     resolved = defaults.model_copy(update={"evaluations": stand_ins}).resolve()
     return [entry if isinstance(entry, BatchItemError) else done for entry, done in zip(parsed, resolved, strict=True)]
-
-
-async def _decide_batch(
-    pdp: PolicyDecisionPoint, resolved: Sequence[EvaluationRequest | BatchItemError], semantic: EvaluationsSemantic
-) -> list[Decision]:
-    """One decision per entry in order, stopping where ``semantic`` says; errors are denies.
-
-    A batch without errors goes to the PDP in one ``evaluate_many`` call.
-    """
-    complete = [entry for entry in resolved if isinstance(entry, EvaluationRequest)]
-    if len(complete) == len(resolved):
-        return await pdp.evaluate_many(complete, semantic)
-    decisions: list[Decision] = []
-    for entry in resolved:
-        decision = item_error_decision(entry) if isinstance(entry, BatchItemError) else await pdp.evaluate(entry)
-        decisions.append(decision)
-        if stops_batch(decision, semantic):
-            break
-    return decisions
 
 
 _Result = TypeVar("_Result")

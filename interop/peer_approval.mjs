@@ -14,6 +14,8 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { createTaskSessionFromClient } from "@modelcontextprotocol/ext-tasks/client";
 
+import { makeRawDispatch } from "./raw_dispatch.mjs";
+
 const PROTOCOL_VERSION = "2026-07-28";
 const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";
 const DISPOSITION_META = "io.modelcontextprotocol/tool-approval-disposition";
@@ -40,76 +42,9 @@ const account = `peer-${mode}-${Date.now().toString(36)}-${Math.random().toStrin
 const authorization = { Authorization: `Bearer ${REQUESTER_TOKEN}` };
 
 // ---------------------------------------------------------------------------------------------
-// Raw 2026-07-28 dispatch, as in peer_tasks.mjs: ext-tasks frames the request, we only carry it
-// over HTTP (with alice's bearer token).
+// Raw 2026-07-28 dispatch (raw_dispatch.mjs, shared with peer_tasks.mjs), carrying alice's bearer token.
 
-let nextRequestId = 1;
-
-function headerValue(value) {
-  return /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/.test(value)
-    ? value
-    : `=?base64?${Buffer.from(value, "utf8").toString("base64")}?=`;
-}
-
-function routingName(method, params) {
-  if (method === "tools/call" || method === "prompts/get") return params?.name;
-  if (method === "resources/read") return params?.uri;
-  if (method.startsWith("tasks/")) return params?.taskId;
-  return undefined;
-}
-
-function mergeHeaders(...maps) {
-  const merged = new Map();
-  for (const map of maps) {
-    for (const [name, value] of Object.entries(map ?? {})) merged.set(name.toLowerCase(), value);
-  }
-  return Object.fromEntries(merged);
-}
-
-async function readResponse(response, id) {
-  const type = response.headers.get("content-type") ?? "";
-  const text = await response.text();
-  if (type.includes("text/event-stream")) {
-    const messages = text
-      .split(/\r?\n/)
-      .filter((line) => line.startsWith("data:"))
-      .map((line) => line.slice(5).trim())
-      .filter((data) => data.length > 0)
-      .map((data) => JSON.parse(data));
-    const match = messages.find((message) => message.id === id && ("result" in message || "error" in message));
-    if (match) return match;
-    throw new Error(`no response with id ${id} in the SSE stream (HTTP ${response.status})`);
-  }
-  if (!text) throw new Error(`empty HTTP ${response.status} response`);
-  return JSON.parse(text);
-}
-
-async function rawDispatch(request, options = {}) {
-  const id = request.id ?? `peer-${nextRequestId++}`;
-  const body = { ...request, jsonrpc: "2.0", id };
-  const name = routingName(body.method, body.params);
-  const headers = mergeHeaders(
-    {
-      "Content-Type": "application/json",
-      Accept: "application/json, text/event-stream",
-      "MCP-Protocol-Version": PROTOCOL_VERSION,
-      "Mcp-Method": body.method,
-      ...(typeof name === "string" ? { "Mcp-Name": headerValue(name) } : {}),
-    },
-    options.context?.headers,
-    authorization,
-  );
-  const timeout = options.context?.requestTimeoutMs;
-  const signals = [options.signal, timeout ? AbortSignal.timeout(timeout) : undefined].filter(Boolean);
-  const response = await fetch(serverUrl, {
-    method: "POST",
-    headers,
-    body: JSON.stringify(body),
-    ...(signals.length > 0 ? { signal: AbortSignal.any(signals) } : {}),
-  });
-  const message = await readResponse(response, id);
-  return message.error ? { kind: "error", error: message.error } : { kind: "result", result: message.result };
-}
+const rawDispatch = makeRawDispatch({ serverUrl, protocolVersion: PROTOCOL_VERSION, extraHeaders: authorization });
 
 async function onInputRequest(request) {
   throw new Error(`unexpected ${request.kind} input request: the treasury template asks for no inputs`);

@@ -10,6 +10,8 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { createTaskSessionFromClient } from "@modelcontextprotocol/ext-tasks/client";
 
+import { makeRawDispatch } from "./raw_dispatch.mjs";
+
 const PROTOCOL_VERSION = "2026-07-28";
 const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";
 const CLIENT_INFO = { name: "mcp-approval-peer-tasks", version: "1.0.0" };
@@ -26,76 +28,7 @@ if (!serverUrl) {
 // ---------------------------------------------------------------------------------------------
 // Raw 2026-07-28 dispatch: ext-tasks frames the request, we only carry it over HTTP.
 
-let nextRequestId = 1;
-
-/** Routing-header value per SEP-2243: the raw value when header-safe, else the base64 sentinel. */
-function headerValue(value) {
-  return /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/.test(value)
-    ? value
-    : `=?base64?${Buffer.from(value, "utf8").toString("base64")}?=`;
-}
-
-/** The Mcp-Name value of a request: the tool name, or the task id of tasks/*. */
-function routingName(method, params) {
-  if (method === "tools/call" || method === "prompts/get") return params?.name;
-  if (method === "resources/read") return params?.uri;
-  if (method.startsWith("tasks/")) return params?.taskId;
-  return undefined;
-}
-
-/** Merge header maps, later ones winning, with case-insensitive names (no "x, x" duplicates). */
-function mergeHeaders(...maps) {
-  const merged = new Map();
-  for (const map of maps) {
-    for (const [name, value] of Object.entries(map ?? {})) merged.set(name.toLowerCase(), value);
-  }
-  return Object.fromEntries(merged);
-}
-
-/** The JSON-RPC response with `id` from a JSON or SSE HTTP response. */
-async function readResponse(response, id) {
-  const type = response.headers.get("content-type") ?? "";
-  const text = await response.text();
-  if (type.includes("text/event-stream")) {
-    const messages = text
-      .split(/\r?\n/)
-      .filter((line) => line.startsWith("data:"))
-      .map((line) => line.slice(5).trim())
-      .filter((data) => data.length > 0)
-      .map((data) => JSON.parse(data));
-    const match = messages.find((message) => message.id === id && ("result" in message || "error" in message));
-    if (match) return match;
-    throw new Error(`no response with id ${id} in the SSE stream (HTTP ${response.status})`);
-  }
-  if (!text) throw new Error(`empty HTTP ${response.status} response`);
-  return JSON.parse(text);
-}
-
-async function rawDispatch(request, options = {}) {
-  const id = request.id ?? `peer-${nextRequestId++}`;
-  const body = { ...request, jsonrpc: "2.0", id };
-  const name = routingName(body.method, body.params);
-  const headers = mergeHeaders(
-    {
-      "Content-Type": "application/json",
-      Accept: "application/json, text/event-stream",
-      "MCP-Protocol-Version": PROTOCOL_VERSION,
-      "Mcp-Method": body.method,
-      ...(typeof name === "string" ? { "Mcp-Name": headerValue(name) } : {}),
-    },
-    options.context?.headers,
-  );
-  const timeout = options.context?.requestTimeoutMs;
-  const signals = [options.signal, timeout ? AbortSignal.timeout(timeout) : undefined].filter(Boolean);
-  const response = await fetch(serverUrl, {
-    method: "POST",
-    headers,
-    body: JSON.stringify(body),
-    ...(signals.length > 0 ? { signal: AbortSignal.any(signals) } : {}),
-  });
-  const message = await readResponse(response, id);
-  return message.error ? { kind: "error", error: message.error } : { kind: "result", result: message.result };
-}
+const rawDispatch = makeRawDispatch({ serverUrl, protocolVersion: PROTOCOL_VERSION });
 
 // ---------------------------------------------------------------------------------------------
 // Input: answer every elicitation by filling the requested form.

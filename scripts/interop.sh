@@ -68,6 +68,7 @@ install_node_tools() {
   fi
   cp interop/peer_tasks.mjs "$INTEROP_DIR/peer_tasks.mjs"  # resolves packages from .interop/node_modules
   cp interop/peer_approval.mjs "$INTEROP_DIR/peer_approval.mjs"
+  cp interop/raw_dispatch.mjs "$INTEROP_DIR/raw_dispatch.mjs"
   export PATH="$PWD/$NODE_BIN:$PATH"
   local version
   version="$(node --version)"
@@ -89,19 +90,24 @@ stop_server() {
   SERVER_PID=""
 }
 
+wait_listening() {  # wait_listening PID PORT LOG NAME: until PORT accepts, or PID dies / the timeout passes
+  local pid=$1 port=$2 log_file=$3 name=$4
+  local deadline=$((SECONDS + STARTUP_TIMEOUT_S))
+  until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+    if ! kill -0 "$pid" 2>/dev/null || ((SECONDS >= deadline)); then
+      echo "$name did not start listening on 127.0.0.1:$port; log tail:" >&2
+      tail -n 40 "$log_file" >&2
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
 start_server() {
   local port=$1 db=${INTEROP_DB:-sqlite://}
   .venv/bin/mcp-approval conformance-server --port "$port" --db "$db" >"$RESULTS/server.log" 2>&1 &
   SERVER_PID=$!
-  local deadline=$((SECONDS + STARTUP_TIMEOUT_S))
-  until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
-    if ! kill -0 "$SERVER_PID" 2>/dev/null || ((SECONDS >= deadline)); then
-      echo "conformance server did not start listening on 127.0.0.1:$port; log tail:" >&2
-      tail -n 40 "$RESULTS/server.log" >&2
-      exit 1
-    fi
-    sleep 0.2
-  done
+  wait_listening "$SERVER_PID" "$port" "$RESULTS/server.log" "conformance server" || exit 1
   echo "conformance server pid $SERVER_PID listening on 127.0.0.1:$port (store $db)"
 }
 
@@ -174,15 +180,7 @@ start_treasury() {  # start_treasury PORT: a private copy of examples/treasury w
   fi
   .venv/bin/mcp-approval serve --config "$config" --port "$port" >"$RESULTS/e-treasury-server.log" 2>&1 &
   TREASURY_PID=$!
-  local deadline=$((SECONDS + STARTUP_TIMEOUT_S))
-  until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
-    if ! kill -0 "$TREASURY_PID" 2>/dev/null || ((SECONDS >= deadline)); then
-      echo "treasury server did not start listening on 127.0.0.1:$port; log tail:" >&2
-      tail -n 40 "$RESULTS/e-treasury-server.log" >&2
-      return 1
-    fi
-    sleep 0.2
-  done
+  wait_listening "$TREASURY_PID" "$port" "$RESULTS/e-treasury-server.log" "treasury server" || return 1
   echo "treasury server pid $TREASURY_PID listening on 127.0.0.1:$port (deployment $TREASURY_DIR/treasury)"
 }
 

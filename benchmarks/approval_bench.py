@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # for tests.support
 
 import httpx  # noqa: E402
-from databases import DatabaseKind, Postgres  # noqa: E402
+from databases import DatabaseKind, Postgres, database_kinds  # noqa: E402
 from measure import Row, log, median, print_table, settle, throughput  # noqa: E402
 from sqlalchemy import Connection, func, select, update  # noqa: E402
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir  # noqa: E402
@@ -500,9 +500,7 @@ async def run(args: argparse.Namespace) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="mcpa-approval-bench-") as tmp:
             workdir = Path(tmp)
-            kinds = [DatabaseKind("SQLite", workdir, prefix="approval")]
-            if postgres is not None:
-                kinds.append(DatabaseKind("PostgreSQL", workdir, postgres, prefix="approval"))
+            kinds = database_kinds(workdir, postgres, prefix="approval")
             for figure in (bench_creation, bench_latency, bench_restart):
                 # --quick: the latency and restart figures on SQLite only.
                 selected = kinds[:1] if args.quick and figure is not bench_creation else kinds

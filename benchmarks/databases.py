@@ -93,3 +93,11 @@ class DatabaseKind:
         path = Path(make_url(url).database or "")
         wal = path.with_name(path.name + "-wal")
         return path.stat().st_size, wal.stat().st_size if wal.exists() else 0
+
+
+def database_kinds(workdir: Path, postgres: Postgres | None, *, prefix: str) -> list[DatabaseKind]:
+    """SQLite always, PostgreSQL when a scratch database exists."""
+    kinds = [DatabaseKind("SQLite", workdir, prefix=prefix)]
+    if postgres is not None:
+        kinds.append(DatabaseKind("PostgreSQL", workdir, postgres, prefix=prefix))
+    return kinds

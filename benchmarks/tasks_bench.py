@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-from databases import DatabaseKind, Postgres
+from databases import DatabaseKind, Postgres, database_kinds
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
@@ -482,9 +482,7 @@ async def run(args: argparse.Namespace) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="mcpa-bench-") as tmp:
             workdir = Path(tmp)
-            databases = [DatabaseKind("SQLite", workdir, prefix="tasks")]
-            if postgres is not None:
-                databases.append(DatabaseKind("PostgreSQL", workdir, postgres, prefix="tasks"))
+            databases = database_kinds(workdir, postgres, prefix="tasks")
             section = time.perf_counter()
             plain_rate = await bench_latency(scale, workdir, report, "in-process")
             await bench_latency(scale, workdir, report, "http")

@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # for tests.support
 
 import httpx  # noqa: E402
-from databases import DatabaseKind, Postgres, database_kinds  # noqa: E402
+from databases import DatabaseKind, Postgres, add_postgres_arguments, database_kinds  # noqa: E402
 from measure import Row, log, median, print_table, settle, throughput  # noqa: E402
 from sqlalchemy import Connection, func, select, update  # noqa: E402
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir  # noqa: E402
@@ -48,7 +48,6 @@ from mcp_approval.storage import open_database  # noqa: E402
 from mcp_approval.storage.database import Database  # noqa: E402
 from mcp_approval.storage.schema import approval_workflows_table  # noqa: E402
 
-DEFAULT_POSTGRES_URL = os.environ.get("MCP_APPROVAL_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 _W = approval_workflows_table
 
 CREATE_TARGET_SQLITE = 200.0  # approval-gated creations per second
@@ -526,13 +525,7 @@ async def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Benchmark SEP-2848 tool approval on `mcp-approval serve`.")
     parser.add_argument("--quick", action="store_true", help="a short run for CI smoke use (under a minute)")
-    parser.add_argument(
-        "--postgres-url",
-        default=DEFAULT_POSTGRES_URL,
-        help="an existing PostgreSQL database to connect to; a scratch database is created beside it "
-        "and dropped at the end (default: %(default)s)",
-    )
-    parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL figures")
+    add_postgres_arguments(parser)
     parser.add_argument(
         "--json", nargs="?", const="-", metavar="PATH", help="also write the results as JSON (to stdout, or PATH)"
     )

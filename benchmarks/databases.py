@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import os
 import secrets
 import sys
 from dataclasses import dataclass
@@ -9,6 +11,9 @@ from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy.engine import make_url
+
+#: Where the benchmarks create their scratch database (overridable with --postgres-url).
+DEFAULT_POSTGRES_URL = os.environ.get("MCP_APPROVAL_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 @dataclass
@@ -101,3 +106,14 @@ def database_kinds(workdir: Path, postgres: Postgres | None, *, prefix: str) -> 
     if postgres is not None:
         kinds.append(DatabaseKind("PostgreSQL", workdir, postgres, prefix=prefix))
     return kinds
+
+
+def add_postgres_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--postgres-url`` and ``--no-postgres``, as every benchmark with PostgreSQL figures takes them."""
+    parser.add_argument(
+        "--postgres-url",
+        default=DEFAULT_POSTGRES_URL,
+        help="an existing PostgreSQL database to connect to; a scratch database is created beside it "
+        "and dropped at the end (default: %(default)s)",
+    )
+    parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL figures")

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-from databases import DatabaseKind, Postgres, database_kinds
+from databases import DatabaseKind, Postgres, add_postgres_arguments, database_kinds
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
@@ -48,7 +48,6 @@ from mcp_approval.tasks import NewTask, SqlTaskStore, TaskMode, TaskOptions, Tas
 from mcp_approval.tasks.models import new_task_id, principal_digest
 from mcp_approval.tasks.server import LOCAL_PRINCIPAL
 
-DEFAULT_POSTGRES_URL = os.environ.get("MCP_APPROVAL_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 MODES = {"echo": TaskMode.FORBIDDEN, "required_job": TaskMode.REQUIRED}  # slow_job: optional (the default)
 THRESHOLD_S = 5.0
 
@@ -506,13 +505,7 @@ async def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Benchmark the mcp_approval tasks runtime.")
     parser.add_argument("--quick", action="store_true", help="a short run for CI smoke use (about 30 s)")
-    parser.add_argument(
-        "--postgres-url",
-        default=DEFAULT_POSTGRES_URL,
-        help="an existing PostgreSQL database to connect to; a scratch database is created beside it "
-        "and dropped at the end (default: %(default)s)",
-    )
-    parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL figures")
+    add_postgres_arguments(parser)
     parser.add_argument("--rss-child", nargs=3, metavar=("URL", "BATCH", "CONCURRENCY"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.rss_child:  # internal: figure 4 runs in a fresh process

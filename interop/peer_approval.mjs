@@ -14,7 +14,7 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { createTaskSessionFromClient } from "@modelcontextprotocol/ext-tasks/client";
 
-import { makeRawDispatch } from "./raw_dispatch.mjs";
+import { makeRawDispatch, withTimeout } from "./peer_common.mjs";
 
 const PROTOCOL_VERSION = "2026-07-28";
 const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";
@@ -42,7 +42,7 @@ const account = `peer-${mode}-${Date.now().toString(36)}-${Math.random().toStrin
 const authorization = { Authorization: `Bearer ${REQUESTER_TOKEN}` };
 
 // ---------------------------------------------------------------------------------------------
-// Raw 2026-07-28 dispatch (raw_dispatch.mjs, shared with peer_tasks.mjs), carrying alice's bearer token.
+// Raw 2026-07-28 dispatch (peer_common.mjs, shared with peer_tasks.mjs), carrying alice's bearer token.
 
 const rawDispatch = makeRawDispatch({ serverUrl, protocolVersion: PROTOCOL_VERSION, extraHeaders: authorization });
 
@@ -128,18 +128,6 @@ function ledgerEntries(result) {
     else entries.push(parsed);
   }
   return entries;
-}
-
-async function withTimeout(promise, ms) {
-  let timer;
-  const timeout = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 async function main() {

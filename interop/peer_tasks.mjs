@@ -10,7 +10,7 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { createTaskSessionFromClient } from "@modelcontextprotocol/ext-tasks/client";
 
-import { makeRawDispatch } from "./raw_dispatch.mjs";
+import { makeRawDispatch, withTimeout } from "./peer_common.mjs";
 
 const PROTOCOL_VERSION = "2026-07-28";
 const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";
@@ -131,18 +131,6 @@ const CASES = {
     return `task ${execution.handle.taskId.slice(0, 8)}… ${view.status}`;
   },
 };
-
-async function withTimeout(promise, ms) {
-  let timer;
-  const timeout = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 async function connect() {
   const client = new Client(CLIENT_INFO, {

@@ -68,7 +68,7 @@ install_node_tools() {
   fi
   cp interop/peer_tasks.mjs "$INTEROP_DIR/peer_tasks.mjs"  # resolves packages from .interop/node_modules
   cp interop/peer_approval.mjs "$INTEROP_DIR/peer_approval.mjs"
-  cp interop/raw_dispatch.mjs "$INTEROP_DIR/raw_dispatch.mjs"
+  cp interop/peer_common.mjs "$INTEROP_DIR/peer_common.mjs"
   export PATH="$PWD/$NODE_BIN:$PATH"
   local version
   version="$(node --version)"

@@ -1,5 +1,6 @@
-// The raw 2026-07-28 dispatch the interop peers hand to ext-tasks: ext-tasks frames each request,
-// this only carries it over streamable HTTP (routing headers per SEP-2243, JSON or SSE answers).
+// What the interop peers share: the raw 2026-07-28 dispatch they hand to ext-tasks (ext-tasks frames
+// each request, this only carries it over streamable HTTP: routing headers per SEP-2243, JSON or SSE
+// answers), and a timeout for each check.
 
 let nextRequestId = 1;
 
@@ -77,4 +78,17 @@ export function makeRawDispatch({ serverUrl, protocolVersion, extraHeaders = {} 
     const message = await readResponse(response, id);
     return message.error ? { kind: "error", error: message.error } : { kind: "result", result: message.result };
   };
+}
+
+/** `promise`, or a rejection after `ms` milliseconds. */
+export async function withTimeout(promise, ms) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

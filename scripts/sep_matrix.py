@@ -166,32 +166,56 @@ def _result_of(case: ET.Element) -> str:
     return "passed"
 
 
-def build_matrix(prefix: str, rows: list[Requirement], outcomes: dict[str, Outcome]) -> tuple[list[str], bool]:
-    """The report's lines, and whether every requirement is satisfied."""
-    lines: list[str] = []
-    ok = True
-    counts = {"PASS": 0, "FAIL": 0, "UNTESTED": 0, "EXCLUDED": 0}
+@dataclass
+class RowResult:
+    """One requirement evaluated against a report.
+
+    ``status`` is ``PASS`` (every test that emitted the check passed, and at least one did),
+    ``FAIL`` (one of them failed or errored), ``UNTESTED`` (none ran, or all were skipped) or
+    ``EXCLUDED`` (the row has no check, only a reason).
+    """
+
+    requirement: Requirement
+    status: str
+    outcome: Outcome
+
+
+def evaluate(prefix: str, rows: list[Requirement], outcomes: dict[str, Outcome]) -> tuple[list[RowResult], list[str]]:
+    """Each row's status, and the check ids of this SEP that tests emit but the yaml does not list."""
+    results: list[RowResult] = []
     for row in rows:
         if row.check is None:
-            status = "EXCLUDED"
+            results.append(RowResult(row, "EXCLUDED", Outcome()))
+            continue
+        outcome = outcomes.get(row.check, Outcome())
+        status = "FAIL" if outcome.failed else "PASS" if outcome.passed else "UNTESTED"
+        results.append(RowResult(row, status, outcome))
+    unlisted = sorted(check for check in outcomes if check.startswith(prefix) and check not in _checks(rows))
+    return results, unlisted
+
+
+def build_matrix(prefix: str, rows: list[Requirement], outcomes: dict[str, Outcome]) -> tuple[list[str], bool]:
+    """The report's lines, and whether every requirement is satisfied."""
+    results, unlisted = evaluate(prefix, rows, outcomes)
+    lines: list[str] = []
+    counts = {"PASS": 0, "FAIL": 0, "UNTESTED": 0, "EXCLUDED": 0}
+    for result in results:
+        row, outcome = result.requirement, result.outcome
+        if result.status == "EXCLUDED":
             detail = [f"    reason: {row.excluded}"] + ([f"    issue: {row.issue}"] if row.issue else [])
         else:
-            outcome = outcomes.get(row.check, Outcome())
-            status = "FAIL" if outcome.failed else "PASS" if outcome.passed else "UNTESTED"
-            detail = [f"    {result}: {test}" for result, tests in _listing(outcome) for test in _grouped(tests)]
+            detail = [f"    {kind}: {test}" for kind, tests in _listing(outcome) for test in group_tests(tests)]
             if outcome.skipped and not outcome.passed:
                 detail.append("    (skipped tests do not count)")
-        ok = ok and status in ("PASS", "EXCLUDED")
-        counts[status] += 1
-        lines.append(f"{status:<9} {row.check or '-'}")
+        counts[result.status] += 1
+        lines.append(f"{result.status:<9} {row.check or '-'}")
         lines.append(f"    {_shorten(row.text)}")
         lines.extend(detail)
-    unlisted = sorted(check for check in outcomes if check.startswith(prefix) and check not in _checks(rows))
     for check in unlisted:
-        ok = False
         lines.append(f"UNLISTED  {check}: emitted by tests but not in the yaml")
     summary = ", ".join(f"{count} {name.lower()}" for name, count in counts.items())
     lines.append(f"{len(rows)} requirements: {summary}" + (f", {len(unlisted)} unlisted ids" if unlisted else ""))
+    ok = not unlisted and all(result.status in ("PASS", "EXCLUDED") for result in results)
     return lines, ok
 
 
@@ -199,7 +223,7 @@ def _listing(outcome: Outcome) -> list[tuple[str, list[str]]]:
     return [("failed", outcome.failed), ("passed", outcome.passed), ("skipped", outcome.skipped)]
 
 
-def _grouped(tests: list[str]) -> list[str]:
+def group_tests(tests: list[str]) -> list[str]:
     """Test names with parametrized cases folded: ``module::test (3 cases)``."""
     cases: dict[str, int] = {}
     for test in tests:

@@ -29,6 +29,7 @@ def caps(**fields):
         (ROOTS, caps(roots={})),
     ],
 )
+@pytest.mark.sep_check("sep-2663-input-requests-declared-kinds")
 def test_declared_requests_pass(request_, capabilities):
     check_declared(request_, capabilities)
 
@@ -45,6 +46,7 @@ def test_declared_requests_pass(request_, capabilities):
         (ROOTS, caps(sampling={}), {"roots": {}}),
     ],
 )
+@pytest.mark.sep_check("sep-2663-input-requests-declared-kinds")
 def test_undeclared_requests_are_missing_capability(request_, capabilities, required):
     with pytest.raises(MCPError) as raised:
         check_declared(request_, capabilities)
@@ -52,6 +54,7 @@ def test_undeclared_requests_are_missing_capability(request_, capabilities, requ
     assert raised.value.data == {"requiredCapabilities": required}
 
 
+@pytest.mark.sep_check("sep-2663-input-requests-declared-kinds")
 def test_other_methods_cannot_be_input_requests():
     with pytest.raises(MCPError) as raised:
         check_declared({"method": "tools/call", "params": {}}, caps(elicitation={}))

@@ -40,6 +40,7 @@ async def store(db_url):
     await s.close()
 
 
+@pytest.mark.sep_check("sep-2663-readable-before-create-result")
 async def test_created_task_is_readable_and_survives_reopening(db_url):
     first = SqlTaskStore(db_url)
     await first.open()
@@ -57,6 +58,7 @@ async def test_created_task_is_readable_and_survives_reopening(db_url):
     assert row.lease_expires_at is None
 
 
+@pytest.mark.sep_check("sep-2663-terminal-status-final")
 async def test_terminal_status_absorbs_every_later_write(store):
     created = await store.create(new_task())
     assert await store.transition(created.task_id, TaskStatus.COMPLETED, result={"ok": 1})
@@ -72,6 +74,7 @@ async def test_terminal_status_absorbs_every_later_write(store):
     assert row.result == {"ok": 1}
 
 
+@pytest.mark.sep_check("sep-2663-terminal-status-final")
 async def test_cancel_racing_completion_never_ends_cancelled_after_completed(store):
     """1,000 races of completion against cancellation on the real database."""
     outcomes = {"completed": 0, "cancelled": 0}
@@ -90,6 +93,7 @@ async def test_cancel_racing_completion_never_ends_cancelled_after_completed(sto
     assert sum(outcomes.values()) == 1000
 
 
+@pytest.mark.sep_check("sep-2663-input-keys-unique")
 async def test_input_keys_are_unique_and_answers_move_back_to_working(store):
     created = await store.create(new_task())
     first = await store.add_input_requests(created.task_id, [{"method": "elicitation/create", "params": {}}] * 2)
@@ -165,6 +169,7 @@ async def test_count_active(store):
     assert await store.count_active("a" * 64) == 3
 
 
+@pytest.mark.sep_check("sep-2663-terminal-status-final")
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(targets=st.lists(st.sampled_from(list(TaskStatus)), max_size=8))
 async def test_store_follows_the_state_table(store, targets):

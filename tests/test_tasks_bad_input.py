@@ -67,6 +67,7 @@ async def test_huge_input_responses_are_refused_whole(serve_inprocess):
     assert row.input_responses == {}
 
 
+@pytest.mark.sep_check("sep-2663-update-ignores-unknown-keys")
 async def test_many_unknown_keys_are_ignored(serve_inprocess):
     async with serve_inprocess(threshold_s=0.0) as (wire, tasks):
         task_id, before = await started_task(wire)

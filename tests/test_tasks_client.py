@@ -45,6 +45,7 @@ async def elicitation_callback(context, params):
     return types.ElicitResult(action="accept", content={"name": "Ada"})
 
 
+@pytest.mark.sep_check("sep-2663-client-accepts-either-result", "sep-2663-client-answers-outstanding-keys-once")
 async def test_input_requests_go_through_the_clients_elicitation_callback():
     server, _ = demo_server()
     tasks = TasksClient(task_wait_s=10)
@@ -145,6 +146,7 @@ async def test_unknown_task_raises_expired():
             await tasks_client.resume(client.session, "forged")
 
 
+@pytest.mark.sep_check("sep-2663-inert-on-legacy-connection")
 async def test_legacy_connection_keeps_the_extension_inert():
     """On a 2025-11-25 connection a declared tasks extension never yields a task; tasks/* is -32601."""
     server, tasks = demo_server(threshold_s=0.0)

@@ -60,6 +60,7 @@ def shared_db(request, tmp_path):
     return request.getfixturevalue("postgres_url")
 
 
+@pytest.mark.sep_check("sep-2663-task-access-by-principal")
 async def test_any_worker_answers_and_routes_cancel_and_update_to_the_owner(shared_db, tmp_path):
     with running(shared_db, tmp_path, *FLAGS, name="a") as a, running(shared_db, tmp_path, *FLAGS, name="b") as b:
         on_a, on_b = wire_to(a), wire_to(b)

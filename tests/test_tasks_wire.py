@@ -23,6 +23,7 @@ async def wait_done(wire, task_id: str):
     return (await eventually(lambda: wire.get(task_id), finished)).result
 
 
+@pytest.mark.sep_check("sep-2663-no-task-result-type-elsewhere", "sep-2663-server-decides-task-creation")
 async def test_fast_optional_call_is_an_ordinary_result(serve_inprocess):
     async with serve_inprocess(threshold_s=5.0) as (wire, _):
         reply = await wire.call_tool("slow_job", {"seconds": 0, "label": "quick"})
@@ -31,6 +32,14 @@ async def test_fast_optional_call_is_an_ordinary_result(serve_inprocess):
     assert reply.result["content"][0]["text"] == "quick finished after 0.0s"
 
 
+@pytest.mark.sep_check(
+    "sep-2663-result-type-task-on-create",
+    "sep-2663-result-type-complete",
+    "sep-2663-create-result-shape",
+    "sep-2663-readable-before-create-result",
+    "sep-2663-tasks-get-status-shaped",
+    "sep-2663-no-request-state-or-related-task",
+)
 async def test_slow_optional_call_becomes_a_working_task_then_completes(serve_inprocess):
     async with serve_inprocess(threshold_s=0.05) as (wire, _):
         created = (await wire.call_tool("slow_job", {"seconds": 0.4, "label": "slow"})).result
@@ -50,6 +59,7 @@ async def test_slow_optional_call_becomes_a_working_task_then_completes(serve_in
     assert "io.modelcontextprotocol/related-task" not in done["result"].get("_meta", {})
 
 
+@pytest.mark.sep_check("sep-2663-no-task-result-type-elsewhere")
 async def test_forbidden_tool_never_becomes_a_task(serve_inprocess):
     async with serve_inprocess(threshold_s=0.0) as (wire, _):
         reply = await wire.call_tool("echo", {"text": "hi"})
@@ -57,6 +67,7 @@ async def test_forbidden_tool_never_becomes_a_task(serve_inprocess):
     assert reply.result["content"][0]["text"] == "hi"
 
 
+@pytest.mark.sep_check("sep-2663-server-decides-task-creation")
 async def test_threshold_none_keeps_optional_tools_inline(serve_inprocess):
     async with serve_inprocess(threshold_s=None) as (wire, _):
         reply = await wire.call_tool("slow_job", {"seconds": 0.3})
@@ -74,6 +85,7 @@ async def test_required_tool_is_a_task_even_when_it_finishes_at_once(serve_inpro
     assert done["result"]["content"][0]["text"] == "r done"
 
 
+@pytest.mark.sep_check("sep-2663-task-only-call-missing-capability", "sep-2663-envelope-errors-http-400")
 async def test_required_tool_without_declaration_is_missing_capability(serve_inprocess):
     async with serve_inprocess() as (wire, _):
         reply = await wire.call_tool("required_job", {}, meta=envelope(tasks=False))
@@ -82,6 +94,7 @@ async def test_required_tool_without_declaration_is_missing_capability(serve_inp
     assert reply.error["data"]["requiredCapabilities"] == TASK_REQUIRED
 
 
+@pytest.mark.sep_check("sep-2663-no-task-unless-request-declares", "sep-2663-per-request-declaration")
 async def test_declaration_is_per_request(serve_inprocess):
     async with serve_inprocess(threshold_s=0.05) as (wire, _):
         declared = (await wire.call_tool("slow_job", {"seconds": 0.3})).result
@@ -90,6 +103,7 @@ async def test_declaration_is_per_request(serve_inprocess):
     assert undeclared["resultType"] == "complete"
 
 
+@pytest.mark.sep_check("sep-2663-no-task-unless-request-declares", "sep-2663-legacy-capability-non-declaring")
 async def test_legacy_only_declaration_is_non_declaring(serve_inprocess):
     meta = envelope(tasks=False)
     meta["io.modelcontextprotocol/clientCapabilities"]["tasks"] = {"requests": {"tools": {"call": {}}}}
@@ -101,6 +115,7 @@ async def test_legacy_only_declaration_is_non_declaring(serve_inprocess):
 
 
 @pytest.mark.parametrize("legacy_task", [{"ttl": 60000}, True, "x", 5, None, [1, 2]])
+@pytest.mark.sep_check("sep-2663-legacy-task-param-ignored")
 async def test_legacy_task_param_is_ignored_whatever_its_value(serve_inprocess, legacy_task):
     async with serve_inprocess(threshold_s=5.0) as (wire, _):
         reply = await wire.request("tools/call", {"name": "echo", "arguments": {"text": "x"}, "task": legacy_task})
@@ -110,6 +125,7 @@ async def test_legacy_task_param_is_ignored_whatever_its_value(serve_inprocess, 
 
 
 @pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
+@pytest.mark.sep_check("sep-2663-tasks-methods-need-declaration", "sep-2663-envelope-errors-http-400")
 async def test_tasks_methods_need_the_declaration(serve_inprocess, method):
     async with serve_inprocess(threshold_s=0.0) as (wire, _):
         created = (await wire.call_tool("slow_job", {"seconds": 5})).result
@@ -123,6 +139,7 @@ async def test_tasks_methods_need_the_declaration(serve_inprocess, method):
 
 
 @pytest.mark.parametrize("method", ["tasks/result", "tasks/list"])
+@pytest.mark.sep_check("sep-2663-removed-methods-not-found")
 async def test_removed_methods_are_method_not_found(serve_inprocess, method):
     async with serve_inprocess() as (wire, _):
         reply = await wire.request(method, {"taskId": "x"})
@@ -130,6 +147,12 @@ async def test_removed_methods_are_method_not_found(serve_inprocess, method):
 
 
 @pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
+@pytest.mark.sep_check(
+    "sep-2663-tasks-get-unknown-id",
+    "sep-2663-update-unknown-id",
+    "sep-2663-cancel-unknown-id",
+    "sep-2663-envelope-errors-http-400",
+)
 async def test_unknown_task_is_invalid_params(serve_inprocess, method):
     params = {"taskId": "no-such-task"}
     if method == "tasks/update":
@@ -141,6 +164,7 @@ async def test_unknown_task_is_invalid_params(serve_inprocess, method):
     assert reply.error["message"] == "Unknown or expired task"
 
 
+@pytest.mark.sep_check("sep-2663-mcp-name-mismatch-rejected")
 async def test_mcp_name_must_match_task_id(serve_inprocess):
     async with serve_inprocess(threshold_s=0.0) as (wire, _):
         created = (await wire.call_tool("slow_job", {"seconds": 0.2})).result
@@ -156,6 +180,7 @@ async def test_mcp_name_must_match_task_id(serve_inprocess):
     assert still["status"] != "cancelled"
 
 
+@pytest.mark.sep_check("sep-2663-mcp-name-mismatch-rejected")
 async def test_base64_encoded_mcp_name_is_accepted(serve_inprocess):
     import base64
 
@@ -166,6 +191,7 @@ async def test_base64_encoded_mcp_name_is_accepted(serve_inprocess):
     assert reply.result["taskId"] == created["taskId"]
 
 
+@pytest.mark.sep_check("sep-2663-tool-error-is-completed")
 async def test_tool_error_completes_with_is_error(serve_inprocess):
     async with serve_inprocess() as (wire, _):
         created = (await wire.call_tool("failing_job", {}, meta=envelope())).result
@@ -177,6 +203,7 @@ async def test_tool_error_completes_with_is_error(serve_inprocess):
     assert done["result"]["isError"] is True
 
 
+@pytest.mark.sep_check("sep-2663-tasks-get-status-shaped", "sep-2663-failed-carries-error")
 async def test_protocol_error_fails_the_task_with_its_error(serve_inprocess):
     async with serve_inprocess(threshold_s=0.0, modes={"protocol_error_job": "required"}) as (wire, _):
         created = (await wire.call_tool("protocol_error_job", {})).result
@@ -187,6 +214,7 @@ async def test_protocol_error_fails_the_task_with_its_error(serve_inprocess):
     assert "result" not in done
 
 
+@pytest.mark.sep_check("sep-2663-tool-error-is-completed")
 async def test_tool_error_as_required_task_is_completed_not_failed(serve_inprocess):
     async with serve_inprocess(modes={"failing_job": "required"}) as (wire, _):
         created = (await wire.call_tool("failing_job", {})).result
@@ -196,6 +224,7 @@ async def test_tool_error_as_required_task_is_completed_not_failed(serve_inproce
     assert done["result"]["content"][0]["text"]
 
 
+@pytest.mark.sep_check("sep-2663-result-type-complete", "sep-2663-tasks-get-status-shaped", "sep-2663-cancel-ack")
 async def test_cancel_while_running_ends_cancelled_and_stays_so(serve_inprocess):
     async with serve_inprocess(threshold_s=0.0) as (wire, _):
         created = (await wire.call_tool("slow_job", {"seconds": 30})).result
@@ -212,6 +241,7 @@ async def test_cancel_while_running_ends_cancelled_and_stays_so(serve_inprocess)
     assert after["status"] == "cancelled"
 
 
+@pytest.mark.sep_check("sep-2663-cancel-ack")
 async def test_cancel_after_completion_is_an_ack_and_changes_nothing(serve_inprocess):
     async with serve_inprocess() as (wire, _):
         created = (await wire.call_tool("required_job", {"label": "r"})).result
@@ -224,6 +254,13 @@ async def test_cancel_after_completion_is_an_ack_and_changes_nothing(serve_inpro
     assert after["result"] == done["result"]
 
 
+@pytest.mark.sep_check(
+    "sep-2663-result-type-complete",
+    "sep-2663-tasks-get-status-shaped",
+    "sep-2663-update-ack-empty",
+    "sep-2663-update-ignores-unknown-keys",
+    "sep-2663-all-answered-resumes",
+)
 async def test_input_request_round_trip(serve_inprocess):
     async with serve_inprocess(threshold_s=0.0) as (wire, _):
         created = (await wire.call_tool("ask_name", {})).result
@@ -246,6 +283,11 @@ async def test_input_request_round_trip(serve_inprocess):
     assert done["result"]["content"][0]["text"] == "Hello, Luca!"
 
 
+@pytest.mark.sep_check(
+    "sep-2663-input-keys-unique",
+    "sep-2663-update-ignores-unknown-keys",
+    "sep-2663-partial-answers-keep-input-required",
+)
 async def test_partial_answers_keep_input_required_and_keys_are_never_reused(serve_inprocess):
     async with serve_inprocess(threshold_s=0.0) as (wire, _):
         created = (await wire.call_tool("ask_two", {})).result
@@ -270,6 +312,7 @@ async def test_partial_answers_keep_input_required_and_keys_are_never_reused(ser
     assert done["result"]["content"][0]["text"] == "a+b"
 
 
+@pytest.mark.sep_check("sep-2663-unguessable-task-ids")
 async def test_task_ids_are_256_bit_random(serve_inprocess):
     async with serve_inprocess() as (wire, _):
         ids = [(await wire.call_tool("required_job", {})).result["taskId"] for _ in range(20)]
@@ -291,6 +334,7 @@ async def test_ttl_is_reported_and_can_be_extended(serve_inprocess):
     assert unlimited["ttlMs"] is None
 
 
+@pytest.mark.sep_check("sep-2663-tasks-get-unknown-id", "sep-2663-readable-for-ttl")
 async def test_expired_tasks_are_unknown_and_purged(serve_inprocess):
     from mcp_approval.clock import ManualClock
 
@@ -318,6 +362,7 @@ async def test_anonymous_http_caller_gets_no_task(serve_inprocess):
     assert stored == 0
 
 
+@pytest.mark.sep_check("sep-2663-task-access-by-principal")
 async def test_other_principals_cannot_see_update_or_cancel_a_task(serve_inprocess):
     async with serve_inprocess(tokens=True, threshold_s=0.0) as (alice, _):
         bob = alice.as_principal("bob-token")
@@ -375,6 +420,7 @@ async def test_global_limit(serve_inprocess, caplog):
     assert any("max_tasks reached" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.sep_check("sep-2663-cancelled-notification-not-task-cancel")
 async def test_cancelled_notification_does_not_cancel_a_task(serve_inprocess):
     async with serve_inprocess(threshold_s=0.0) as (wire, _):
         created = (await wire.call_tool("slow_job", {"seconds": 0.5, "label": "kept"})).result
@@ -398,6 +444,7 @@ async def test_cancelled_notification_does_not_cancel_a_task(serve_inprocess):
     assert done["result"]["content"][0]["text"] == "kept finished after 0.5s"
 
 
+@pytest.mark.sep_check("sep-2663-listen-task-ids-need-declaration")
 async def test_listen_for_task_ids_needs_the_declaration(serve_inprocess):
     params = {"notifications": {"taskIds": ["x"]}}
     async with serve_inprocess() as (wire, _):
@@ -407,6 +454,7 @@ async def test_listen_for_task_ids_needs_the_declaration(serve_inprocess):
     assert refused.error["data"]["requiredCapabilities"] == TASK_REQUIRED
 
 
+@pytest.mark.sep_check("sep-2663-server-advertises-extension")
 async def test_discover_advertises_the_extension_and_no_legacy_capability(serve_inprocess):
     async with serve_inprocess() as (wire, _):
         reply = await wire.request("server/discover", {})
@@ -415,6 +463,7 @@ async def test_discover_advertises_the_extension_and_no_legacy_capability(serve_
     assert "tasks" not in capabilities
 
 
+@pytest.mark.sep_check("sep-2663-listen-ack-notified-ids-only")
 async def test_listen_with_declaration_acknowledges_no_task_ids(tmp_path):
     """This runtime sends no notifications/tasks, so it agrees to none (clients poll).
 
@@ -450,6 +499,7 @@ async def test_listen_with_declaration_acknowledges_no_task_ids(tmp_path):
     assert not acknowledged["params"].get("notifications", {}).get("taskIds")
 
 
+@pytest.mark.sep_check("sep-2663-client-accepts-either-result", "sep-2663-client-sends-mcp-name")
 async def test_sdk_client_sends_mcp_name_on_tasks_requests():
     """TasksClient over real streamable HTTP: the server's Mcp-Name check would refuse it otherwise."""
     import httpx2
@@ -470,6 +520,7 @@ async def test_sdk_client_sends_mcp_name_on_tasks_requests():
     assert result.content[0].text == "http finished after 0.1s"
 
 
+@pytest.mark.sep_check("sep-2663-input-requests-declared-kinds")
 async def test_input_request_needs_the_capability_declared_on_the_creating_call(serve_inprocess):
     async with serve_inprocess(threshold_s=0.0) as (wire, _):
         created = (await wire.call_tool("ask_name", {}, meta=envelope(elicitation=False))).result

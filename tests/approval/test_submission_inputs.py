@@ -43,6 +43,7 @@ async def retry(harness: Harness, account: str, state: str, answer: dict[str, An
 
 
 @pytest.mark.sep_check("sep-2848-submission-input-channel")
+@pytest.mark.sep_check("sep-2663-mrtr-before-task")
 async def test_inputs_are_asked_before_submission_and_reach_the_approvers(tmp_path: Path) -> None:
     async with inprocess_treasury(tmp_path, NEEDS_JUSTIFICATION) as harness:
         asked = await first_round(harness, "acct-inputs")

@@ -269,7 +269,7 @@ class _Console:
             error=error,
             view=view,
             events=[EventView(event) for event in events],
-            refusal=_why_not(view, session.principal),
+            refusal=_why_not(view, session.principal, self.backend),
             max_comment=MAX_COMMENT_CHARS,
         )
 
@@ -296,15 +296,19 @@ class _Console:
         return RedirectResponse(f"{self.prefix}/login", 303, _PAGE_HEADERS)
 
 
-def _why_not(view: RequestView, principal: str) -> str | None:
+def _why_not(view: RequestView, principal: str, backend: LocalApprovalBackend) -> str | None:
     """Why ``principal`` is offered no decision buttons on this request, or ``None`` if they are."""
-    if view.record.status.terminal:
-        return f"This request is {view.record.status.value}; it takes no more decisions."
-    if view.record.requester == principal:
-        return "You made this request, so another reviewer has to decide it."
+    record = view.record
+    if record.status.terminal:
+        return f"This request is {record.status.value}; it takes no more decisions."
     if view.decided_by(principal):
         return "You already decided this request; it waits for other reviewers."
-    return None
+    refusal = backend.why_ineligible(principal, requester=record.requester, template=record.template)
+    if refusal is None:
+        return None
+    if record.requester == principal:
+        return "You made this request, so another reviewer has to decide it."
+    return "You are not a reviewer for this kind of request."
 
 
 def _outcome(record: ApprovalRecord, verdict: str) -> str:

@@ -363,13 +363,24 @@ class LocalApprovalBackend:
             self._audit.record_in(conn, now, f"approval.{target}", subject=request_id, actor=reviewer)
         return _Outcome(self._reload(conn, request_id), terminal=target is not None)
 
+    def why_ineligible(self, reviewer: str, *, requester: str, template: str | None) -> str | None:
+        """Why ``reviewer`` may not decide a request of ``requester`` under ``template``, or ``None``.
+
+        The template's rules only (reviewer role, self-approval); :meth:`decide` applies them
+        again, together with the request's current state, when the decision is recorded.
+        """
+        name = template or "(default)"
+        rules = self._template(template)
+        if reviewer == requester and not rules.allow_self_approval:
+            return f"{reviewer} made this request and template {name!r} forbids self-approval"
+        if rules.reviewer_role not in self._roles(reviewer):
+            return f"{reviewer} lacks the role {rules.reviewer_role!r} template {name!r} requires"
+        return None
+
     def _check_eligible(self, row: Row, reviewer: str) -> None:
-        name = row["template"] or "(default)"
-        template = self._template(row["template"])
-        if reviewer == row["requester"] and not template.allow_self_approval:
-            raise NotEligibleError(f"{reviewer} made this request and template {name!r} forbids self-approval")
-        if template.reviewer_role not in self._roles(reviewer):
-            raise NotEligibleError(f"{reviewer} lacks the role {template.reviewer_role!r} template {name!r} requires")
+        reason = self.why_ineligible(reviewer, requester=row["requester"], template=row["template"])
+        if reason is not None:
+            raise NotEligibleError(reason)
 
     def _reload(self, conn: Connection, request_id: str) -> ApprovalRecord:
         row = fetch(conn, request_id)

@@ -14,7 +14,14 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { createTaskSessionFromClient } from "@modelcontextprotocol/ext-tasks/client";
 
-import { makeRawDispatch, withTimeout } from "./peer_common.mjs";
+import {
+  check,
+  checkRunner,
+  decidePendingApproval,
+  ledgerEntries,
+  makeRawDispatch,
+  texts,
+} from "./peer_common.mjs";
 
 const PROTOCOL_VERSION = "2026-07-28";
 const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";
@@ -72,79 +79,25 @@ async function connect() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The out-of-band human: carol on the reviewer HTTP API (plain fetch, not client library code).
+// The out-of-band human: carol on the reviewer HTTP API (peer_common.mjs; plain fetch, not client library code).
 
-async function reviewer(method, path, body) {
-  const response = await fetch(`${baseUrl}${path}`, {
-    method,
-    headers: {
-      Authorization: `Bearer ${REVIEWER_TOKEN}`,
-      ...(body ? { "Content-Type": "application/json" } : {}),
-    },
-    ...(body ? { body: JSON.stringify(body) } : {}),
+function decideAsReviewer() {
+  return decidePendingApproval({
+    baseUrl,
+    token: REVIEWER_TOKEN,
+    tool: "wire_transfer",
+    account,
+    decision: expected.decision,
+    comment: `peer_approval.mjs ${mode}`,
+    timeoutMs: STEP_TIMEOUT_MS,
   });
-  const text = await response.text();
-  if (!response.ok) throw new Error(`${method} ${path}: HTTP ${response.status} ${text}`);
-  return JSON.parse(text);
-}
-
-async function decideAsReviewer() {
-  const deadline = Date.now() + STEP_TIMEOUT_MS;
-  for (;;) {
-    const { approvals } = await reviewer("GET", "/approvals?status=pending");
-    const mine = approvals.filter((record) => record.tool === "wire_transfer" && record.arguments?.to === account);
-    if (mine.length > 1) throw new Error(`${mine.length} pending approvals for ${account}, expected one`);
-    if (mine.length === 1) {
-      const record = await reviewer("POST", `/approvals/${encodeURIComponent(mine[0].id)}/decide`, {
-        decision: expected.decision,
-        comment: `peer_approval.mjs ${mode}`,
-      });
-      return `${record.id} -> ${record.status}`;
-    }
-    if (Date.now() > deadline) throw new Error(`no pending approval for ${account} after ${STEP_TIMEOUT_MS} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Checks
 
-function check(condition, message) {
-  if (!condition) throw new Error(message);
-}
-
-function texts(result) {
-  return (result?.content ?? []).filter((block) => block.type === "text").map((block) => block.text);
-}
-
-function ledgerEntries(result) {
-  const structured = result?.structuredContent;
-  if (Array.isArray(structured?.result)) return structured.result;
-  if (Array.isArray(structured)) return structured;
-  const entries = [];
-  for (const text of texts(result)) {
-    const parsed = JSON.parse(text);
-    if (Array.isArray(parsed)) entries.push(...parsed);
-    else entries.push(parsed);
-  }
-  return entries;
-}
-
 async function main() {
-  let passed = 0;
-  let failed = 0;
-  const step = async (name, run) => {
-    try {
-      const detail = await withTimeout(run(), STEP_TIMEOUT_MS);
-      passed += 1;
-      console.log(`PASS [${mode}] ${name}: ${detail}`);
-      return true;
-    } catch (error) {
-      failed += 1;
-      console.log(`FAIL [${mode}] ${name}: ${error?.message ?? error}`);
-      return false;
-    }
-  };
+  const { step, counts } = checkRunner(mode, STEP_TIMEOUT_MS);
 
   let connection;
   let execution;
@@ -196,6 +149,7 @@ async function main() {
     await connection.session.close().catch(() => {});
     await connection.client.close().catch(() => {});
   }
+  const { passed, failed } = counts();
   console.log(`${passed} passed, ${failed} failed`);
   return failed === 0 && ok ? 0 : 1;
 }

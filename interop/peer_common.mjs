@@ -1,6 +1,7 @@
 // What the interop peers share: the raw 2026-07-28 dispatch they hand to ext-tasks (ext-tasks frames
 // each request, this only carries it over streamable HTTP: routing headers per SEP-2243, JSON or SSE
-// answers), and a timeout for each check.
+// answers), the reviewer HTTP API calls that stand in for the human, readers of tool results, and
+// the PASS/FAIL check runner with a timeout per check.
 
 let nextRequestId = 1;
 
@@ -91,4 +92,99 @@ export async function withTimeout(promise, ms) {
   } finally {
     clearTimeout(timer);
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The out-of-band human: a reviewer on the reviewer HTTP API (plain fetch, not MCP client code).
+
+/** One reviewer API request as the bearer of `token`; the parsed JSON body, or an error on non-2xx. */
+export async function reviewerRequest(baseUrl, token, method, path, body) {
+  const response = await fetch(`${baseUrl}${path}`, {
+    method,
+    headers: {
+      Authorization: `Bearer ${token}`,
+      ...(body ? { "Content-Type": "application/json" } : {}),
+    },
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`${method} ${path}: HTTP ${response.status} ${text}`);
+  return JSON.parse(text);
+}
+
+/** The pending approval requests for `tool` whose `to` argument is `account`. */
+export async function pendingApprovalsFor(baseUrl, token, tool, account) {
+  const { approvals } = await reviewerRequest(baseUrl, token, "GET", "/approvals?status=pending");
+  return approvals.filter((record) => record.tool === tool && record.arguments?.to === account);
+}
+
+/**
+ * Wait until exactly one approval request for `tool` to `account` is pending, then decide it
+ * (`decision` is "approve" or "deny"); "<id> -> <status>". Fails on two or more, or after `timeoutMs`.
+ */
+export async function decidePendingApproval({ baseUrl, token, tool, account, decision, comment, timeoutMs }) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const mine = await pendingApprovalsFor(baseUrl, token, tool, account);
+    if (mine.length > 1) throw new Error(`${mine.length} pending approvals for ${account}, expected one`);
+    if (mine.length === 1) {
+      const path = `/approvals/${encodeURIComponent(mine[0].id)}/decide`;
+      const record = await reviewerRequest(baseUrl, token, "POST", path, { decision, comment });
+      return `${record.id} -> ${record.status}`;
+    }
+    if (Date.now() > deadline) throw new Error(`no pending approval for ${account} after ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading tool results
+
+/** The text blocks of a CallToolResult. */
+export function texts(result) {
+  return (result?.content ?? []).filter((block) => block.type === "text").map((block) => block.text);
+}
+
+/** The entries of a treasury `ledger` result: structured content, or JSON in the text blocks. */
+export function ledgerEntries(result) {
+  const structured = result?.structuredContent;
+  if (Array.isArray(structured?.result)) return structured.result;
+  if (Array.isArray(structured)) return structured;
+  const entries = [];
+  for (const text of texts(result)) {
+    const parsed = JSON.parse(text);
+    if (Array.isArray(parsed)) entries.push(...parsed);
+    else entries.push(parsed);
+  }
+  return entries;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks
+
+/** Throw `message` unless `condition` holds. */
+export function check(condition, message) {
+  if (!condition) throw new Error(message);
+}
+
+/**
+ * Named checks that print "PASS [label] name: detail" or "FAIL [label] name: error", each bounded
+ * by `timeoutMs`; `step` resolves to whether the check passed, `counts()` to {passed, failed}.
+ */
+export function checkRunner(label, timeoutMs) {
+  let passed = 0;
+  let failed = 0;
+  async function step(name, run) {
+    try {
+      const detail = await withTimeout(run(), timeoutMs);
+      passed += 1;
+      console.log(`PASS [${label}] ${name}: ${detail}`);
+      return true;
+    } catch (error) {
+      failed += 1;
+      console.log(`FAIL [${label}] ${name}: ${error?.message ?? error}`);
+      return false;
+    }
+  }
+  return { step, counts: () => ({ passed, failed }) };
 }

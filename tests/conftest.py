@@ -7,7 +7,8 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, NoReturn
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -20,6 +21,7 @@ from tests.support.wire import Wire
 #: Set in CI: a database test that cannot reach its server fails instead of skipping.
 REQUIRE_SERVICES = os.environ.get("MCP_APPROVAL_REQUIRE_SERVICES") == "1"
 POSTGRES_ADMIN_URL = os.environ.get("MCP_APPROVAL_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("MCP_APPROVAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 BASE_URL = "http://127.0.0.1:8000"
 
 
@@ -95,6 +97,40 @@ def postgres_url(postgres_database: str) -> str:
 
     asyncio.run(reset())
     return postgres_database
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A Redis store URL with a key prefix of its own; its keys are deleted afterwards.
+
+    Skips (or fails in CI) without a server or without the ``redis`` package.
+    """
+    try:
+        import redis
+    except ImportError as exc:
+        _unreachable(f"the redis package is not installed ({exc})", "pip install 'mcp-approval[redis]'")
+    prefix = f"mcpa-test-{secrets.token_hex(4)}:"
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=5, socket_timeout=5)
+    try:
+        client.ping()
+    except (OSError, redis.RedisError) as exc:
+        client.close()
+        _unreachable(
+            f"Redis not reachable at {REDIS_URL} ({type(exc).__name__}: {exc})", "set MCP_APPROVAL_TEST_REDIS_URL"
+        )
+    separator = "&" if "?" in REDIS_URL else "?"
+    try:
+        yield f"{REDIS_URL}{separator}{urlencode({'prefix': prefix})}"
+    finally:
+        for key in client.scan_iter(match=f"{prefix}*", count=500):
+            client.delete(key)
+        client.close()
+
+
+def _unreachable(message: str, remedy: str) -> NoReturn:
+    if REQUIRE_SERVICES:
+        pytest.fail(message + "; MCP_APPROVAL_REQUIRE_SERVICES=1 requires it")
+    pytest.skip(f"{message}; {remedy} to run the Redis tests")
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

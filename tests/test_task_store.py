@@ -1,4 +1,4 @@
-"""The TaskStore contract against real SQLite and PostgreSQL databases."""
+"""The TaskStore contract against real SQLite, PostgreSQL and Redis stores."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcp_approval.clock import ManualClock
-from mcp_approval.tasks import NewTask, SqlTaskStore, TaskStatus
+from mcp_approval.tasks import NewTask, TaskStatus
 from mcp_approval.tasks.models import new_task_id
 from mcp_approval.tasks.states import TERMINAL, TRANSITIONS, can_transition
+from mcp_approval.tasks.store_url import store_from_url
 
 pytestmark = pytest.mark.anyio
 
@@ -30,10 +31,24 @@ def new_task(**fields) -> NewTask:
     return NewTask(**base)
 
 
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ]
+)
+def store_url(request, tmp_path):
+    """A fresh store of each kind: SQLite, PostgreSQL and Redis."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'tasks.db'}"
+    return request.getfixturevalue(f"{request.param}_url")
+
+
 @pytest.fixture
-async def store(db_url):
+async def store(store_url):
     clock = ManualClock()
-    s = SqlTaskStore(db_url, clock=clock)
+    s = store_from_url(store_url, clock=clock)
     await s.open()
     s.clock = clock  # type: ignore[attr-defined]
     yield s
@@ -41,13 +56,13 @@ async def store(db_url):
 
 
 @pytest.mark.sep_check("sep-2663-readable-before-create-result")
-async def test_created_task_is_readable_and_survives_reopening(db_url):
-    first = SqlTaskStore(db_url)
+async def test_created_task_is_readable_and_survives_reopening(store_url):
+    first = store_from_url(store_url)
     await first.open()
     created = await first.create(new_task())
     await first.transition(created.task_id, TaskStatus.COMPLETED, result={"content": [], "resultType": "complete"})
     await first.close()
-    second = SqlTaskStore(db_url)
+    second = store_from_url(store_url)
     await second.open()  # migrating again is a no-op
     row = await second.get(created.task_id)
     await second.close()

@@ -35,9 +35,9 @@ from mcp_approval.tasks.models import (
 )
 from mcp_approval.tasks.options import TaskMode, TaskOptions
 from mcp_approval.tasks.runtime import TaskRuntime
-from mcp_approval.tasks.sql_store import SqlTaskStore
 from mcp_approval.tasks.states import TaskStatus
 from mcp_approval.tasks.store import TaskStore
+from mcp_approval.tasks.store_url import store_from_url
 
 logger = logging.getLogger("mcp_approval.tasks")
 
@@ -106,7 +106,7 @@ class TasksExtension(Extension):
 
     def __init__(self, options: TaskOptions | None = None, *, clock: Clock | None = None) -> None:
         self.options = options or TaskOptions()
-        store: TaskStore = self.options.store or SqlTaskStore(self.options.store_url, clock=clock)
+        store: TaskStore = self.options.store or store_from_url(self.options.store_url, clock=clock)
         self.runtime = TaskRuntime(store, self.options, clock=clock)
         self._resolve_principal = self.options.principal_resolver or default_principal
         self._handlers: dict[str, TaskHandler] = {}

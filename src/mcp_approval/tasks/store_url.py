@@ -1,0 +1,36 @@
+"""Which :class:`~mcp_approval.tasks.store.TaskStore` a ``store_url`` names."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mcp_approval.clock import Clock
+from mcp_approval.tasks.sql_store import SqlTaskStore
+
+if TYPE_CHECKING:
+    from mcp_approval.tasks.store import TaskStore
+
+#: URL schemes served by :class:`~mcp_approval.tasks.redis_store.RedisTaskStore` (TLS with ``rediss``).
+REDIS_URL_SCHEMES = frozenset({"redis", "rediss"})
+
+
+def is_redis_url(url: str) -> bool:
+    """Whether ``url`` names a Redis store (``redis://`` or ``rediss://``)."""
+    return url.partition(":")[0].lower() in REDIS_URL_SCHEMES
+
+
+def store_from_url(url: str, *, clock: Clock | None = None) -> TaskStore:
+    """A task store for ``url``: Redis for ``redis://``/``rediss://``, else SQL (SQLite or PostgreSQL).
+
+    Raises:
+        ValueError: an unsupported scheme, or a Redis URL without the ``redis`` package installed.
+    """
+    if not is_redis_url(url):
+        return SqlTaskStore(url, clock=clock)
+    try:
+        from mcp_approval.tasks.redis_store import RedisTaskStore
+    except ModuleNotFoundError as exc:
+        if exc.name != "redis" and not (exc.name or "").startswith("redis."):
+            raise
+        raise ValueError("a redis:// store_url needs the redis package: pip install 'mcp-approval[redis]'") from exc
+    return RedisTaskStore.from_url(url, clock=clock)

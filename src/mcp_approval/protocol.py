@@ -72,3 +72,28 @@ DISPOSITION_APPROVED_EXECUTED: Final = "approved-executed"
 DISPOSITION_DENIED_NOT_EXECUTED: Final = "denied-not-executed"
 DISPOSITION_EXECUTION_ERROR: Final = "execution-error"
 DISPOSITION_OUTCOME_UNKNOWN: Final = "outcome-unknown"
+
+# AuthZEN Access Request and Approval Profile (ARAP).
+#: PDP metadata capability of a PDP with an Access Request Service.
+ARAP_CAPABILITY: Final = "urn:openid:authzen:capability:access-request"
+#: Prefix of the ``type`` of ARAP problem+json errors; the code follows it.
+ARAP_ERROR_PREFIX: Final = "urn:openid:authzen:access-request:error:"
+ARAP_NOT_REQUESTABLE: Final = "not_requestable"
+ARAP_INVALID_DENIAL_BINDING: Final = "invalid_denial_binding"
+ARAP_EXPIRED_DENIAL: Final = "expired_denial"
+ARAP_DUPLICATE_REQUEST: Final = "duplicate_request"
+ARAP_UNKNOWN_TASK: Final = "unknown_task"
+ARAP_TASK_EXPIRED: Final = "task_expired"
+ARAP_INVALID_TASK_STATE: Final = "invalid_task_state"
+#: HTTP status of each ARAP error code (ARAP §2.9).
+ARAP_ERROR_STATUS: Final = {
+    ARAP_NOT_REQUESTABLE: 400,
+    ARAP_INVALID_DENIAL_BINDING: 400,
+    ARAP_EXPIRED_DENIAL: 410,
+    ARAP_DUPLICATE_REQUEST: 409,
+    ARAP_UNKNOWN_TASK: 404,
+    ARAP_TASK_EXPIRED: 410,
+    ARAP_INVALID_TASK_STATE: 409,
+}
+#: The only ``result.mode`` of ARAP base.
+ARAP_MODE_REEVALUATE: Final = "reevaluate"

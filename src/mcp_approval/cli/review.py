@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tomllib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -17,7 +18,7 @@ from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_records import ApprovalRecord, ReviewError
 from mcp_approval.config import ConfigError, load_config
 from mcp_approval.server.local_backend import local_backend_from_config
-from mcp_approval.storage import StoreUnavailableError, migrate, open_database
+from mcp_approval.storage import Database, StoreUnavailableError, migrate, open_database
 
 T = TypeVar("T")
 
@@ -41,15 +42,15 @@ def _fail(message: str) -> typer.Exit:
 def _run(config_path: Path, db: str | None, operation: Callable[[LocalApprovalBackend], Awaitable[T]]) -> T:
     """Load the config, open and migrate the store, run ``operation`` on the backend, close the store."""
     try:
-        config = load_config(config_path)
+        store_url, backend_of = _reviewed(config_path)
     except ConfigError as exc:
         raise _fail(str(exc)) from None
 
     async def run() -> T:
-        database = open_database(db or config.store_url())
+        database = open_database(db or store_url)
         try:
             await migrate(database)
-            return await operation(local_backend_from_config(config, database, with_resolvers=False))
+            return await operation(backend_of(database))
         finally:
             await database.close()
 
@@ -59,6 +60,27 @@ def _run(config_path: Path, db: str | None, operation: Callable[[LocalApprovalBa
         raise _fail(str(exc)) from None
     except UnknownRequestError:
         raise _fail("no such approval request") from None
+
+
+def _reviewed(path: Path) -> tuple[str, Callable[[Database], LocalApprovalBackend]]:
+    """The store URL and local backend of a deployment file, or of an ``arap-server`` file."""
+    if _is_arap_server_file(path):
+        from mcp_approval.reference.config import load_arap_config
+        from mcp_approval.reference.server import reviewer_backend
+
+        arap = load_arap_config(path)
+        return arap.store_url(), lambda database: reviewer_backend(arap, database)
+    config = load_config(path)
+    return config.store_url(), lambda database: local_backend_from_config(config, database, with_resolvers=False)
+
+
+def _is_arap_server_file(path: Path) -> bool:
+    # An arap-server file has [arap] and no [tools]; a deployment (even one using ARAP) has [tools].
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False  # load_config reports it
+    return "arap" in document and "tools" not in document
 
 
 @review_app.command("list")

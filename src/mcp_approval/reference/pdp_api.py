@@ -8,7 +8,7 @@ puts it, the well-known segment goes between host and path):
 
 - ``GET /.well-known/authzen-configuration<path>``: the PDP metadata (``policy_decision_point``,
   ``access_evaluation_endpoint``, ``access_evaluations_endpoint``, and, when an Access Request
-  Service is named, ``access_request_endpoint`` with the ARAP capability URN).
+  Service is named, ``access_request_endpoint`` with the ARAP capability URN; ``jwks_uri`` when given).
 - ``POST <path>/access/v1/evaluation``: one decision (AuthZEN §6); a deny is ``200 {"decision": false}``.
 - ``POST <path>/access/v1/evaluations``: a batch (AuthZEN §7). Top-level ``subject``, ``action``,
   ``resource`` and ``context`` are defaults an entry replaces whole; ``options.evaluations_semantic``
@@ -57,11 +57,12 @@ from mcp_approval.policy.models import (
     PDPMetadata,
 )
 from mcp_approval.policy.pdp import PolicyDecisionPoint, decide_resolved
+from mcp_approval.protocol import ARAP_CAPABILITY
 
 logger = logging.getLogger("mcp_approval.reference")
 
 #: The ARAP capability advertised when an Access Request endpoint is named (ARAP §5, discovery).
-ACCESS_REQUEST_CAPABILITY: Final = "urn:openid:authzen:capability:access-request"
+ACCESS_REQUEST_CAPABILITY: Final = ARAP_CAPABILITY
 #: How many validation errors a ``400`` detail lists at most.
 MAX_LISTED_ERRORS: Final = 5
 _TITLES: Final = {400: "Bad Request", 500: "Internal Server Error"}
@@ -81,8 +82,12 @@ def problem(status: int, detail: str) -> Response:
     return JSONResponse(body, status_code=status, media_type="application/problem+json")
 
 
-def pdp_metadata(base_url: str, *, access_request_endpoint: str | None = None) -> PDPMetadata:
+def pdp_metadata(
+    base_url: str, *, access_request_endpoint: str | None = None, jwks_uri: str | None = None
+) -> PDPMetadata:
     """The metadata document of the PDP identified by ``base_url`` (AuthZEN §9, ARAP additions).
+
+    ``jwks_uri`` is published when the PDP signs or verifies JWS (``binding_token``, ``approval.state``).
 
     Raises:
         ValueError: ``base_url`` is not an absolute ``http(s)`` URL without query or fragment.
@@ -91,6 +96,8 @@ def pdp_metadata(base_url: str, *, access_request_endpoint: str | None = None) -
     extra: dict[str, Any] = {}
     if access_request_endpoint is not None:
         extra = {"access_request_endpoint": access_request_endpoint, "capabilities": [ACCESS_REQUEST_CAPABILITY]}
+    if jwks_uri is not None:
+        extra["jwks_uri"] = jwks_uri
     return PDPMetadata(
         policy_decision_point=identifier,
         access_evaluation_endpoint=identifier + EVALUATION_PATH,
@@ -100,7 +107,11 @@ def pdp_metadata(base_url: str, *, access_request_endpoint: str | None = None) -
 
 
 def pdp_routes(
-    pdp: PolicyDecisionPoint, *, base_url: str, access_request_endpoint: str | None = None
+    pdp: PolicyDecisionPoint,
+    *,
+    base_url: str,
+    access_request_endpoint: str | None = None,
+    jwks_uri: str | None = None,
 ) -> list[BaseRoute]:
     """The AuthZEN PDP routes over ``pdp`` (see the module docstring).
 
@@ -110,12 +121,13 @@ def pdp_routes(
             e.g. ``http://127.0.0.1:8080`` or ``https://pdp.example.com/tenant``); its path, if
             any, prefixes the evaluation routes and suffixes the well-known one.
         access_request_endpoint: the Access Request Service's submit URL, published as is.
+        jwks_uri: where the PDP's JWS keys are published (served by the caller), published as is.
 
     Raises:
         ValueError: ``base_url`` is not an absolute ``http(s)`` URL without query or fragment.
     """
     _, prefix = _identifier(base_url)
-    metadata = pdp_metadata(base_url, access_request_endpoint=access_request_endpoint).to_wire()
+    metadata = pdp_metadata(base_url, access_request_endpoint=access_request_endpoint, jwks_uri=jwks_uri).to_wire()
 
     async def configuration(request: Request) -> Response:
         return JSONResponse(metadata)

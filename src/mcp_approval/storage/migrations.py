@@ -19,6 +19,10 @@ from mcp_approval.storage.schema import (
     approval_intents_table,
     approval_requests_table,
     approval_workflows_table,
+    arap_approvals_table,
+    arap_evaluations_table,
+    arap_jti_table,
+    arap_tasks_table,
     audit_events_table,
     schema_version_table,
     tasks_table,
@@ -60,7 +64,13 @@ def _v2_tool_approval(conn: Connection) -> None:
         table.create(conn)
 
 
-MIGRATIONS: tuple[Migration, ...] = (_v1_tasks, _v2_tool_approval)
+def _v3_arap_service(conn: Connection) -> None:
+    # The reference ARAP Access Request Service's own state (mcp_approval.reference).
+    for table in (arap_evaluations_table, arap_tasks_table, arap_approvals_table, arap_jti_table):
+        table.create(conn)
+
+
+MIGRATIONS: tuple[Migration, ...] = (_v1_tasks, _v2_tool_approval, _v3_arap_service)
 #: The schema version this code expects.
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -1,0 +1,93 @@
+"""``mcp-approval arap-server``: run the reference AuthZEN PDP + ARAP Access Request Service.
+
+The socket is bound before the app is built, so ``--port 0`` works: the OS picks a free port and
+the base URL (the PDP identifier) is built from it. Once listening, one line goes to stdout::
+
+    arap-server listening on http://127.0.0.1:53187
+
+(a subprocess parent reads that line to learn the URL). ``[arap] base_url`` in the config, or
+``--base-url``, replaces the derived URL (e.g. behind a TLS-terminating proxy).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+
+import typer
+import uvicorn
+from sqlalchemy.engine import make_url
+
+from mcp_approval.config import ConfigError
+from mcp_approval.policy.source import PolicyLoadError
+
+
+def arap_server(
+    config: str = typer.Option(..., "--config", help="The arap-server configuration file (TOML)."),
+    port: int = typer.Option(..., help="TCP port; 0 lets the OS choose (the URL is printed)."),
+    host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
+    db: str | None = typer.Option(None, help="Store URL (sqlite:///PATH or postgresql://...); overrides [store]."),
+    base_url: str | None = typer.Option(None, help="The public base URL; overrides [arap] base_url."),
+    ssl_certfile: str | None = typer.Option(None, help="TLS certificate (PEM) to serve https directly."),
+    ssl_keyfile: str | None = typer.Option(None, help="TLS private key (PEM) for --ssl-certfile."),
+    log_level: str = typer.Option("info", help="Log level."),
+) -> None:
+    """Serve the reference AuthZEN PDP, ARAP Access Request Service and reviewer API on one origin."""
+    from mcp_approval.reference.config import load_arap_config
+    from mcp_approval.reference.server import build_arap_server
+
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    sock = _bind(host, port)
+    scheme = "https" if ssl_certfile else "http"
+    actual = sock.getsockname()[1]
+    try:
+        loaded = load_arap_config(config)
+        url = base_url or loaded.arap.base_url or f"{scheme}://{_url_host(host)}:{actual}"
+        server = build_arap_server(loaded, store_url=db, base_url=url)
+    except (ConfigError, PolicyLoadError, ValueError) as exc:
+        sock.close()
+        typer.echo(f"mcp-approval arap-server: {exc}", err=True)
+        raise typer.Exit(2) from None
+    store = make_url(db or loaded.store_url()).render_as_string(hide_password=True)
+    logging.getLogger("mcp_approval.reference").info("store %s; reviewer API at %s/approvals", store, url)
+    settings = uvicorn.Config(
+        server.app, log_level="warning", ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, lifespan="on"
+    )
+    runner = _AnnouncingServer(settings, url)
+    runner.run(sockets=[sock])
+    sys.exit(0 if runner.started else 1)
+
+
+class _AnnouncingServer(uvicorn.Server):
+    """A uvicorn server that prints the startup line once it accepts connections."""
+
+    def __init__(self, config: uvicorn.Config, url: str) -> None:
+        super().__init__(config)
+        self.url = url
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """Start, then announce the URL on stdout."""
+        await super().startup(sockets=sockets)
+        if self.started:
+            print(f"arap-server listening on {self.url}", flush=True)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        typer.echo(f"mcp-approval arap-server: cannot listen on {host}:{port} ({exc})", err=True)
+        raise typer.Exit(2) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

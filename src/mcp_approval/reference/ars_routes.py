@@ -1,0 +1,123 @@
+"""HTTP routes of the reference Access Request Service (ARAP §2.3-§2.9) and the JWK Set.
+
+- ``POST <prefix>/access/v1/requests``: submit (``Authorization: Bearer <client token>``,
+  optional ``Idempotency-Key``); ``202`` + ``Location``, or ``201`` with ``result`` when an
+  automatic resolver decided at once.
+- ``GET <prefix>/access/v1/requests/{id}``: status; ``Retry-After`` while pending.
+- ``POST``/``DELETE <prefix>/access/v1/requests/{id}/cancel``: cancel (other methods: ``405``).
+- ``GET <prefix>/.well-known/jwks.json``: the public keys of ``binding_token``/``approval.state``.
+
+Errors are ``application/problem+json`` with ``type`` ``urn:openid:authzen:access-request:error:<code>``
+(``about:blank`` for a plain ``400``/``401``).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from mcp_approval.reference.ars import AccessRequestService, Answer
+from mcp_approval.reference.ars_submission import ArapError, parse_submission
+from mcp_approval.reference.signing import KeySet
+
+REQUESTS_PATH: Final = "/access/v1/requests"
+JWKS_PATH: Final = "/.well-known/jwks.json"
+#: The largest submission body accepted.
+MAX_BODY_BYTES: Final = 64 * 1024
+_MAX_KEY_CHARS: Final = 256
+
+
+def token_authenticator(tokens: Mapping[str, str]) -> Callable[[str], Awaitable[str | None]]:
+    """Maps a bearer token to its owner, comparing every known token in constant time."""
+    known = dict(tokens)
+
+    async def authenticate(token: str) -> str | None:
+        found = None
+        for candidate, owner in known.items():
+            if hmac.compare_digest(candidate.encode(), token.encode()):
+                found = owner
+        return found
+
+    return authenticate
+
+
+def ars_routes(
+    service: AccessRequestService, authenticate: Callable[[str], Awaitable[str | None]], *, prefix: str
+) -> list[BaseRoute]:
+    """The Access Request Service routes under ``prefix`` (the PDP base URL's path)."""
+
+    async def caller_of(request: Request) -> str:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        caller = await authenticate(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+        if caller is None:
+            raise ArapError(None, "a valid client bearer token is required", status=401)
+        return caller
+
+    async def submit(request: Request) -> Answer:
+        caller = await caller_of(request)
+        key = request.headers.get("idempotency-key")
+        if key is not None and not 0 < len(key) <= _MAX_KEY_CHARS:
+            raise ArapError(None, f"Idempotency-Key must be 1 to {_MAX_KEY_CHARS} characters")
+        return await service.submit(caller, key, parse_submission(await _json_body(request)))
+
+    async def status(request: Request) -> Answer:
+        return await service.status(await caller_of(request), request.path_params["task_id"])
+
+    async def cancel(request: Request) -> Answer:
+        caller = await caller_of(request)
+        return await service.cancel(caller, request.path_params["task_id"])
+
+    return [
+        Route(prefix + REQUESTS_PATH, _answering(submit), methods=["POST"]),
+        Route(prefix + REQUESTS_PATH + "/{task_id}", _answering(status), methods=["GET"]),
+        Route(prefix + REQUESTS_PATH + "/{task_id}/cancel", _answering(cancel), methods=["POST", "DELETE"]),
+    ]
+
+
+def jwks_route(keys: KeySet, *, prefix: str) -> Route:
+    """``GET <prefix>/.well-known/jwks.json``."""
+    document = keys.jwks()
+
+    async def jwks(request: Request) -> Response:
+        return JSONResponse(document, headers={"Cache-Control": "max-age=300"})
+
+    return Route(prefix + JWKS_PATH, jwks, methods=["GET"])
+
+
+def _answering(handler: Callable[[Request], Awaitable[Answer]]) -> Callable[[Request], Awaitable[Response]]:
+    async def handle(request: Request) -> Response:
+        try:
+            answer = await handler(request)
+        except ArapError as exc:
+            headers = {**exc.headers, **({"WWW-Authenticate": "Bearer"} if exc.status == 401 else {})}
+            return JSONResponse(
+                exc.to_json(), status_code=exc.status, headers=headers, media_type="application/problem+json"
+            )
+        return JSONResponse(answer.body, status_code=answer.status, headers=dict(answer.headers))
+
+    return handle
+
+
+async def _json_body(request: Request) -> Any:
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type != "application/json" and not (
+        media_type.startswith("application/") and media_type.endswith("+json")
+    ):
+        raise ArapError(None, "the request body must be application/json")
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        raise ArapError(None, f"the request body exceeds {MAX_BODY_BYTES} bytes", status=413)
+    try:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except ValueError:
+        raise ArapError(None, "the request body is not valid JSON") from None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")

@@ -1,0 +1,210 @@
+"""The reference AuthZEN PDP + ARAP Access Request Service, wired from an ``arap-server`` config.
+
+:func:`build_arap_server` returns an :class:`ArapServer` whose ``app`` (Starlette) serves, on one
+origin ``B`` (the PDP identifier):
+
+- ``/.well-known/authzen-configuration``, ``/access/v1/evaluation(s)`` (:mod:`.pdp_api` over
+  ``CedarPDP`` wrapped by :class:`~.arap_pdp.BindingPDP`), ``/.well-known/jwks.json``;
+- ``/access/v1/requests`` (submit, status, cancel; :mod:`.ars_routes`);
+- ``/approvals`` and ``/console`` (the local backend's reviewer API and reviewer console, the very
+  same components ``serve`` mounts), plus any ``extra_routes``.
+
+ARAP specifies HTTPS. ``http://`` is accepted only for a loopback host with ``[arap] dev_mode``,
+and logs a WARNING: a documented deviation for local runs. TLS itself is terminated by uvicorn
+(``--ssl-certfile``/``--ssl-keyfile``) or a proxy in front.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.routing import BaseRoute
+
+from mcp_approval.backends.console import console_routes
+from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.resolvers import AutoResolver, resolvers_from_config
+from mcp_approval.backends.reviewer_api import reviewer_routes
+from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.policy import CedarPDP
+from mcp_approval.reference.arap_callbacks import CallbackSender, is_loopback_host
+from mcp_approval.reference.arap_pdp import BindingPDP, IssuedApprovalVerifier
+from mcp_approval.reference.ars import AccessRequestService
+from mcp_approval.reference.ars_routes import JWKS_PATH, REQUESTS_PATH, ars_routes, jwks_route, token_authenticator
+from mcp_approval.reference.ars_store import ArapStore
+from mcp_approval.reference.ars_submission import DenialChecker
+from mcp_approval.reference.config import ArapServerConfig
+from mcp_approval.reference.pdp_api import EchoRequestIdMiddleware, pdp_routes
+from mcp_approval.reference.signing import KeySet, load_key_set
+from mcp_approval.storage import AuditLog, Database, migrate, open_database
+
+logger = logging.getLogger("mcp_approval.reference")
+
+
+@dataclass
+class ArapServer:
+    """Everything :func:`build_arap_server` wired; ``app`` runs :meth:`start`/:meth:`stop` in its lifespan."""
+
+    config: ArapServerConfig
+    base_url: str
+    database: Database
+    keys: KeySet
+    store: ArapStore
+    backend: LocalApprovalBackend
+    service: AccessRequestService
+    pdp: BindingPDP
+    audit: AuditLog
+    routes: list[BaseRoute] = field(default_factory=list)
+    app: Starlette = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.app = Starlette(routes=self.routes, middleware=[Middleware(EchoRequestIdMiddleware)], lifespan=self._life)
+
+    @property
+    def access_request_endpoint(self) -> str:
+        """``B/access/v1/requests``."""
+        return self.service.endpoint
+
+    async def start(self) -> None:
+        """Migrate the store and start the backend (resolvers left pending by a previous process resume)."""
+        await migrate(self.database)
+        await self.backend.start(self.service.on_backend_change)
+
+    async def stop(self) -> None:
+        """Stop background work and close the store."""
+        await self.backend.stop()
+        if self.service.callbacks is not None:
+            await self.service.callbacks.stop()
+        await self.database.close()
+
+    @asynccontextmanager
+    async def _life(self, _app: Starlette) -> AsyncIterator[None]:
+        await self.start()
+        try:
+            yield
+        finally:
+            await self.stop()
+
+
+def check_base_url(base_url: str, *, dev_mode: bool) -> str:
+    """``base_url`` without a trailing slash, if ARAP (or the dev-mode deviation) allows it.
+
+    Raises:
+        ValueError: not ``https``, and not ``http`` on loopback with dev mode.
+    """
+    url = base_url.rstrip("/")
+    parts = urlsplit(url)
+    if parts.scheme == "https" and parts.hostname:
+        return url
+    if parts.scheme == "http" and parts.hostname and is_loopback_host(parts.hostname):
+        if not dev_mode:
+            raise ValueError(f"{url}: ARAP requires https; plain http on loopback needs [arap] dev_mode = true")
+        logger.warning("dev mode: serving ARAP over plain http at %s (a deviation: ARAP requires https)", url)
+        return url
+    raise ValueError(f"{url}: ARAP requires an https base URL (http is allowed only on loopback in dev mode)")
+
+
+def reviewer_backend(
+    config: ArapServerConfig,
+    database: Database,
+    *,
+    resolvers: Sequence[AutoResolver] = (),
+    audit: AuditLog | None = None,
+    clock: Clock | None = None,
+) -> LocalApprovalBackend:
+    """The local approval backend behind an arap-server (the ``mcp-approval review`` CLI uses it too)."""
+    return LocalApprovalBackend(
+        database,
+        templates=config.templates,
+        roles=config.roles_of,
+        resolvers=resolvers,
+        redact=config.approval.redact_arguments,
+        audit=audit,
+        clock=clock,
+    )
+
+
+def build_arap_server(
+    config: ArapServerConfig,
+    *,
+    store_url: str | None = None,
+    base_url: str,
+    clock: Clock | None = None,
+    extra_routes: Sequence[BaseRoute] = (),
+) -> ArapServer:
+    """Wire the reference PDP + ARS; ``store_url`` overrides ``[store]``.
+
+    Raises:
+        ValueError: a base URL ARAP forbids, a missing signing key outside dev mode, a bad resolver.
+        PolicyLoadError: the policy files do not load.
+    """
+    settings = config.arap
+    base = check_base_url(base_url, dev_mode=settings.dev_mode)
+    prefix = urlsplit(base).path
+    endpoint = base + REQUESTS_PATH
+    time = clock or SystemClock()
+    keys = load_key_set(
+        config.resolve(settings.signing_key_file) if settings.signing_key_file else None,
+        settings.key_id,
+        dev_mode=settings.dev_mode,
+    )
+    database = open_database(store_url or config.store_url())
+    store = ArapStore(database)
+    audit = AuditLog(database, time)
+    resolvers = resolvers_from_config(config.resolvers)
+    backend = reviewer_backend(config, database, resolvers=resolvers, audit=audit, clock=time)
+    verifier = IssuedApprovalVerifier(
+        keys=keys, pdp_id=base, ars_id=endpoint, store=store, grant_delay_s=settings.grant_delay_s, clock=time
+    )
+    policy = config.policy
+    cedar = CedarPDP.from_files(
+        config.resolve(policy.cedar),
+        config.resolve(policy.entities) if policy.entities else None,
+        config.resolve(policy.schema_file) if policy.schema_file else None,
+        clock=time,
+        default_deadline=timedelta(seconds=settings.denial_lifetime_s),
+        approval_verifier=verifier,
+        access_request_endpoint=endpoint,
+    )
+    pdp = BindingPDP(
+        cedar,
+        keys=keys,
+        pdp_id=base,
+        ars_endpoint=endpoint,
+        store=store,
+        members=settings.binding_context_members,
+        token_lifetime_s=settings.token_lifetime_s,
+        retry_after_s=settings.retry_after_s,
+        clock=time,
+    )
+    checker = DenialChecker(
+        keys=keys, pdp_id=base, ars_id=endpoint, store=store, skew_s=settings.clock_skew_s, clock=time
+    )
+    service = AccessRequestService(
+        backend=backend,
+        store=store,
+        checker=checker,
+        keys=keys,
+        pdp_id=base,
+        endpoint=endpoint,
+        settings=settings,
+        resolved_templates=frozenset(resolver.template for resolver in resolvers),
+        callbacks=CallbackSender(settings.callback_secret, time) if settings.callback_secret else None,
+        audit=audit,
+        clock=time,
+    )
+    routes: list[BaseRoute] = [
+        *pdp_routes(pdp, base_url=base, access_request_endpoint=endpoint, jwks_uri=base + JWKS_PATH),
+        jwks_route(keys, prefix=prefix),
+        *ars_routes(service, token_authenticator(config.client_tokens()), prefix=prefix),
+        *reviewer_routes(backend, token_authenticator(config.reviewer_tokens())),
+        *console_routes(backend, token_authenticator(config.reviewer_tokens()), audit, clock=time),
+        *extra_routes,
+    ]
+    return ArapServer(config, base, database, keys, store, backend, service, pdp, audit, routes)

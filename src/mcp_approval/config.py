@@ -41,6 +41,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from mcp_approval.tasks.options import check_approval_url
+
 
 class ConfigError(ValueError):
     """The configuration file is missing, unreadable or invalid; the message names file and field."""
@@ -53,6 +55,7 @@ class _Section(BaseModel):
 class ServerSection(_Section):
     """``[server]``: identity and mode."""
 
+    #: The server name clients see (``serverInfo.name``).
     name: str = "mcp-approval"
     #: Development mode: static bearer tokens, and an ephemeral call-binding key if none is set.
     dev_mode: bool = False
@@ -65,31 +68,75 @@ class ServerSection(_Section):
 class StoreSection(_Section):
     """``[store]``: where tasks, approvals and audit events live."""
 
+    #: ``sqlite:///PATH`` (relative to this file) or ``postgresql://...``; workers sharing it share tasks.
     url: str = "sqlite:///mcp-approval.db"
 
 
 class PolicySection(_Section):
     """``[policy]``: the Cedar policy set the gate asks."""
 
+    #: The Cedar policy file; ``@requestable("<template>")`` on a ``forbid`` makes its denials requestable.
     cedar: Path
+    #: Cedar entities (JSON): principals, their roles and resource attributes.
     entities: Path | None = None
+    #: A Cedar schema (Cedar or JSON syntax) the policies and entities are validated against.
     schema_file: Path | None = Field(default=None, alias="schema")
+
+
+class ServePolicySection(_Section):
+    """``[policy]`` of a served deployment: the Cedar files (as :class:`PolicySection`) or a remote PDP."""
+
+    #: The Cedar policy file (see :class:`PolicySection`); not with ``pdp_url``.
+    cedar: Path | None = None
+    #: Cedar entities (JSON).
+    entities: Path | None = None
+    #: A Cedar schema.
+    schema_file: Path | None = Field(default=None, alias="schema")
+    #: A remote AuthZEN PDP identifier (``https://pdp.example.com``) asked instead of ``cedar``;
+    #: plain ``http`` only on loopback.
+    pdp_url: str | None = None
+    #: Bearer token sent to the remote PDP, if it wants one.
+    pdp_token: str | None = None
+    #: Bound on one whole exchange with the remote PDP (a timeout is a deny).
+    pdp_timeout_s: float = Field(default=5.0, gt=0)
+
+    @model_validator(mode="after")
+    def _one_pdp(self) -> ServePolicySection:
+        if (self.cedar is None) == (self.pdp_url is None):
+            raise ValueError("set exactly one of cedar (a local policy file) and pdp_url (a remote AuthZEN PDP)")
+        return self
 
 
 class ToolsSection(_Section):
     """``[tools]``: the Python module that registers the server's tools."""
 
+    #: A Python file defining ``register(server, settings, base_dir)``.
     module: Path
+    #: Passed to ``register`` as ``settings``.
     settings: dict[str, Any] = Field(default_factory=dict)
 
 
 class TasksSection(_Section):
     """``[tasks]``: the tasks runtime."""
 
+    #: The ``pollIntervalMs`` suggested to clients, and the pace of lease renewal.
     poll_interval_s: float = Field(default=2.0, gt=0)
+    #: An ``optional`` tool still running after this long becomes a task.
     threshold_s: float | None = Field(default=5.0, ge=0)
+    #: How long a task is kept after its creation (approval tasks extend it as they need).
     ttl_s: float | None = Field(default=3600.0, gt=0)
+    #: A worker silent for ``3 * poll_interval_s`` plus this long is dead; its running tasks become ``failed``.
     lease_grace_s: float = Field(default=5.0, ge=0)
+    #: The reviewers' approval page, with ``{approval_id}``; https (http only on loopback).
+    #: Clients that declare URL elicitation get it as a url-mode request of the approval task.
+    approval_url: str | None = None
+
+    @field_validator("approval_url")
+    @classmethod
+    def _approval_page(cls, url: str | None) -> str | None:
+        if url is not None:
+            check_approval_url(url, field_name="approval_url")
+        return url
 
 
 class ApprovalSection(_Section):
@@ -125,21 +172,53 @@ class ApprovalSection(_Section):
     intent_grace_s: float = Field(default=30.0, ge=0)
     #: How long a worker holds a workflow it checks or executes before another may take over.
     lease_s: float = Field(default=15.0, gt=0)
+    #: Where approval requests go: ``local`` (this server's database) or ``arap`` (see ``[arap]``).
+    backend: Literal["local", "arap"] = "local"
+
+
+class ArapSection(_Section):
+    """``[arap]``: the ARAP approval backend (``[approval] backend = "arap"``).
+
+    The Access Request Service is found through the PDP metadata (``[policy] pdp_url``).
+    """
+
+    #: The PEP's bearer token at the Access Request Service.
+    token: str = Field(min_length=1)
+    #: Origins trusted besides the metadata's ``access_request_endpoint`` (https).
+    allowed_origins: list[str] = Field(default_factory=list)
+    #: Development only: accept plain http on 127.0.0.1 / localhost (logs a WARNING).
+    dev_insecure_loopback: bool = False
+    #: Bound on one whole HTTP exchange with the ARS.
+    timeout_s: float = Field(default=5.0, gt=0)
+    #: First status-poll delay; doubles per poll with jitter, up to ``poll_max_s``.
+    poll_initial_s: float = Field(default=2.0, gt=0)
+    #: Longest delay between status polls (ARAP caps backoff at 60 s).
+    poll_max_s: float = Field(default=60.0, gt=0, le=60)
+    #: How often one submission is tried (same Idempotency-Key) before the call fails closed.
+    submit_attempts: int = Field(default=3, ge=1, le=10)
+    #: This server's callback URL given to the ARS (needs ``[approval] callback_secret``).
+    callback_url: str | None = None
 
 
 class PrincipalEntry(_Section):
     """``[[principals]]``: a static bearer token (dev mode only)."""
 
+    #: The bearer token.
     token: str = Field(min_length=8)
+    #: The principal id policy sees and tasks belong to.
     id: str = Field(min_length=1)
+    #: Roles, matched against a template's ``reviewer_role``.
     roles: list[str] = Field(default_factory=list)
 
 
 class TemplateSection(_Section):
     """``[templates.NAME]``: who may decide requests of one policy template."""
 
+    #: Distinct approvers a request needs; one denial ends it.
     approvals_required: int = Field(default=1, ge=1)
+    #: The role a reviewer must hold to decide.
     reviewer_role: str = "approver"
+    #: Whether the requester may decide their own request.
     allow_self_approval: bool = False
     #: How long an approval stays usable once granted.
     approval_valid_s: float = Field(default=3600.0, gt=0)
@@ -158,9 +237,13 @@ class ResolverEntry(_Section):
     a Python callable (``callable = "module:function"``).
     """
 
+    #: The ``[templates.NAME]`` whose requests it decides.
     template: str
+    #: Rule: the argument compared with ``at_most`` (missing or non-numeric: deny).
     approve_if_argument: str | None = None
+    #: Rule: the largest value approved.
     at_most: float | None = None
+    #: ``module:function`` returning ``"approve"``, ``"deny"`` or ``None`` (leave it to reviewers).
     callable: str | None = None
 
     @model_validator(mode="after")
@@ -179,10 +262,11 @@ class DeploymentConfig(_Section):
     path: Path = Field(exclude=True)
     server: ServerSection = Field(default_factory=ServerSection)
     store: StoreSection = Field(default_factory=StoreSection)
-    policy: PolicySection
+    policy: ServePolicySection
     tools: ToolsSection
     tasks: TasksSection = Field(default_factory=TasksSection)
     approval: ApprovalSection = Field(default_factory=ApprovalSection)
+    arap: ArapSection | None = None
     principals: list[PrincipalEntry] = Field(default_factory=list)
     templates: dict[str, TemplateSection] = Field(default_factory=dict)
     resolvers: list[ResolverEntry] = Field(default_factory=list)
@@ -199,6 +283,10 @@ class DeploymentConfig(_Section):
     def _consistent(self) -> DeploymentConfig:
         if self.principals and not self.server.dev_mode:
             raise ValueError("static [[principals]] tokens are allowed only with server.dev_mode = true")
+        if self.approval.backend == "arap" and (self.arap is None or self.policy.pdp_url is None):
+            raise ValueError('approval.backend = "arap" needs an [arap] section and policy.pdp_url')
+        if self.arap is not None and self.arap.callback_url and not self.approval.callback_secret:
+            raise ValueError("arap.callback_url needs approval.callback_secret (callbacks are signed)")
         for resolver in self.resolvers:
             if resolver.template not in self.templates:
                 raise ValueError(f"resolver for template {resolver.template!r}: no [templates.{resolver.template}]")

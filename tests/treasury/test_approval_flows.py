@@ -1,5 +1,10 @@
 """SEP-2848 over streamable HTTP against the treasury example, one real server process per module.
 
+Every scenario runs twice: with the local backend (Cedar in process, reviewers on ``serve``) and
+with ARAP (``serve`` asks the reference PDP over HTTP and submits Access Requests to the
+arap-server, where reviewers decide). The assertions are the same in both modes: what an MCP
+client sees does not depend on the backend.
+
 Each test uses its own account names, so the shared ledger tells its executions apart.
 """
 
@@ -10,8 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.arap import ARS_CLIENT_TOKEN, ars_view
 from tests.support.treasury import Reviewer, TreasuryServer, principals
 from tests.support.wire import Wire, envelope
+from tests.treasury.conftest import Scenario
 from tests.treasury.helpers import (
     AUTHORIZATION,
     IMMEDIATE,
@@ -25,6 +32,12 @@ from tests.treasury.helpers import (
 )
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def treasury(scenario: Scenario) -> TreasuryServer:
+    """The scenario's ``serve`` process (local or ARAP mode)."""
+    return scenario.server
 
 
 async def request_transfer(wire: Wire, account: str, amount: float = 50_000) -> dict[str, Any]:
@@ -80,11 +93,13 @@ async def test_requestable_denial_returns_working_task_without_executing(
     "sep-2848-disposition-required",
     "sep-2848-body-disposition-envelope-agree",
 )
-async def test_approved_transfer_executes_exactly_once(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:
+async def test_approved_transfer_executes_exactly_once(
+    treasury: TreasuryServer, http: httpx.AsyncClient, reviewers: httpx.AsyncClient
+) -> None:
     wires = principals(http)
     created = await request_transfer(wires["alice"], "acct-991")
-    approval = await approval_for(Reviewer(http, "carol-token"), "wire_transfer", to="acct-991")
-    decided = await Reviewer(http, "carol-token").decide(approval["id"], "approve", "checked the invoice")
+    approval = await approval_for(Reviewer(reviewers, "carol-token"), "wire_transfer", to="acct-991")
+    decided = await Reviewer(reviewers, "carol-token").decide(approval["id"], "approve", "checked the invoice")
     assert decided.status_code == 200, decided.text
     task = await settled(wires["alice"], created["taskId"])
     assert_approved_executed(task)
@@ -93,7 +108,7 @@ async def test_approved_transfer_executes_exactly_once(treasury: TreasuryServer,
     assert [entry for entry in ledger if entry.get("to") == "acct-991"] == [
         {"op": "wire_transfer", "to": "acct-991", "amount": 50000.0}
     ]
-    again = await Reviewer(http, "dave-token").decide(approval["id"], "approve")
+    again = await Reviewer(reviewers, "dave-token").decide(approval["id"], "approve")
     assert again.status_code == 409  # a decision is recorded once; the task stays as it is
     assert (await wires["alice"].get(created["taskId"])).result == task
 
@@ -105,12 +120,12 @@ async def test_approved_transfer_executes_exactly_once(treasury: TreasuryServer,
     "sep-2848-body-disposition-envelope-agree",
 )
 async def test_denied_transfer_completes_as_denial_and_never_runs(
-    treasury: TreasuryServer, http: httpx.AsyncClient
+    treasury: TreasuryServer, http: httpx.AsyncClient, reviewers: httpx.AsyncClient
 ) -> None:
     alice = principals(http)["alice"]
     created = await request_transfer(alice, "acct-deny")
-    approval = await approval_for(Reviewer(http, "carol-token"), "wire_transfer", to="acct-deny")
-    assert (await Reviewer(http, "carol-token").decide(approval["id"], "deny", "no invoice")).status_code == 200
+    approval = await approval_for(Reviewer(reviewers, "carol-token"), "wire_transfer", to="acct-deny")
+    assert (await Reviewer(reviewers, "carol-token").decide(approval["id"], "deny", "no invoice")).status_code == 200
     task = await settled(alice, created["taskId"])
     assert_denied_not_executed(task)
     assert "denied" in text_of(task["result"])
@@ -118,10 +133,12 @@ async def test_denied_transfer_completes_as_denial_and_never_runs(
 
 
 @pytest.mark.sep_check("sep-2848-cancel-withdraws-backend-request", "sep-2848-never-executed-and-cancelled")
-async def test_cancel_while_pending_fences_the_task(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:
+async def test_cancel_while_pending_fences_the_task(
+    treasury: TreasuryServer, http: httpx.AsyncClient, reviewers: httpx.AsyncClient
+) -> None:
     alice = principals(http)["alice"]
     created = await request_transfer(alice, "acct-cancel")
-    carol = Reviewer(http, "carol-token")
+    carol = Reviewer(reviewers, "carol-token")
     approval = await approval_for(carol, "wire_transfer", to="acct-cancel")
     assert "taskId" not in (await alice.cancel(created["taskId"])).result  # an empty acknowledgement
     task = (await alice.get(created["taskId"])).result
@@ -132,11 +149,13 @@ async def test_cancel_while_pending_fences_the_task(treasury: TreasuryServer, ht
     assert transfers_to(treasury, "acct-cancel") == []
 
 
-async def test_four_eyes_needs_two_distinct_approvers(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:
+async def test_four_eyes_needs_two_distinct_approvers(
+    treasury: TreasuryServer, http: httpx.AsyncClient, reviewers: httpx.AsyncClient
+) -> None:
     wires = principals(http)
     created = (await wires["bob"].call_tool("close_quarter", {"quarter": "2026-Q3"})).result
     assert created["status"] == "working"
-    carol, dave = Reviewer(http, "carol-token"), Reviewer(http, "dave-token")
+    carol, dave = Reviewer(reviewers, "carol-token"), Reviewer(reviewers, "dave-token")
     approval = await approval_for(carol, "close_quarter", quarter="2026-Q3")
     assert (await carol.decide(approval["id"], "approve")).status_code == 200
     assert (await carol.decide(approval["id"], "approve")).status_code == 409  # same reviewer twice
@@ -147,22 +166,24 @@ async def test_four_eyes_needs_two_distinct_approvers(treasury: TreasuryServer, 
     assert len([e for e in treasury.ledger() if e.get("quarter") == "2026-Q3"]) == 1
 
 
-async def test_requester_and_non_approvers_cannot_decide(http: httpx.AsyncClient) -> None:
+async def test_requester_and_non_approvers_cannot_decide(http: httpx.AsyncClient, reviewers: httpx.AsyncClient) -> None:
     wires = principals(http)
     await request_transfer(wires["alice"], "acct-eligibility")
-    approval = await approval_for(Reviewer(http, "carol-token"), "wire_transfer", to="acct-eligibility")
+    approval = await approval_for(Reviewer(reviewers, "carol-token"), "wire_transfer", to="acct-eligibility")
     for token in ("alice-token", "bob-token", "erin-token"):
-        refused = await Reviewer(http, token).decide(approval["id"], "approve")
+        refused = await Reviewer(reviewers, token).decide(approval["id"], "approve")
         assert refused.status_code == 403, (token, refused.text)
         assert refused.headers["content-type"].startswith("application/problem+json")
-    nobody = await http.post(f"/approvals/{approval['id']}/decide", json={"decision": "approve"})
+    nobody = await reviewers.post(f"/approvals/{approval['id']}/decide", json={"decision": "approve"})
     assert nobody.status_code == 401
 
 
 @pytest.mark.sep_check("sep-2848-no-steering")
-async def test_changed_arguments_need_a_new_approval(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:
+async def test_changed_arguments_need_a_new_approval(
+    treasury: TreasuryServer, http: httpx.AsyncClient, reviewers: httpx.AsyncClient
+) -> None:
     alice = principals(http)["alice"]
-    carol = Reviewer(http, "carol-token")
+    carol = Reviewer(reviewers, "carol-token")
     first = await request_transfer(alice, "acct-change", 40_000)
     approval = await approval_for(carol, "wire_transfer", to="acct-change", amount=40_000)
     assert (await carol.decide(approval["id"], "approve")).status_code == 200
@@ -237,10 +258,10 @@ async def test_client_without_tasks_gets_degraded_guidance(treasury: TreasurySer
 @pytest.mark.sep_check(
     "sep-2848-no-backend-artifacts", "sep-2848-task-access-by-origin", "sep-2848-retrieval-no-artifacts"
 )
-async def test_no_backend_artifact_reaches_the_client(http: httpx.AsyncClient) -> None:
+async def test_no_backend_artifact_reaches_the_client(http: httpx.AsyncClient, reviewers: httpx.AsyncClient) -> None:
     wires = principals(http)
     created = await request_transfer(wires["alice"], "acct-artifacts")
-    carol = Reviewer(http, "carol-token")
+    carol = Reviewer(reviewers, "carol-token")
     approval = await approval_for(carol, "wire_transfer", to="acct-artifacts")
     pending_view = (await wires["alice"].get(created["taskId"])).result
     assert (await carol.decide(approval["id"], "approve", "secret reviewer note")).status_code == 200
@@ -248,3 +269,59 @@ async def test_no_backend_artifact_reaches_the_client(http: httpx.AsyncClient) -
     seen = wire_text([created, pending_view, final_view])
     for artifact in (approval["id"], "carol", "secret reviewer note", "binding", "evaluation_id", "approved_until"):
         assert artifact not in seen, artifact
+
+
+@pytest.mark.sep_check("sep-2848-no-backend-artifacts", "sep-2848-retrieval-no-artifacts")
+async def test_no_ars_or_pdp_artifact_reaches_the_client(
+    scenario: Scenario, http: httpx.AsyncClient, reviewers: httpx.AsyncClient
+) -> None:
+    """ARAP checklist item 21: status URL, cancel link, approval, binding material stay in the PEP."""
+    if scenario.mode != "arap":
+        pytest.skip("ARAP artifacts exist only in arap mode (local mode: test_no_backend_artifact_reaches_the_client)")
+    wires = principals(http)
+    seen: list[object] = []
+    carol = Reviewer(reviewers, "carol-token")
+    created = await request_transfer(wires["alice"], "acct-ars-artifacts")
+    seen += [created, (await wires["alice"].get(created["taskId"])).result]
+    pending = ars_view(scenario.server.directory, created["taskId"])
+    approval = await approval_for(carol, "wire_transfer", to="acct-ars-artifacts")
+    assert (await carol.decide(approval["id"], "approve")).status_code == 200
+    seen.append(await settled(wires["alice"], created["taskId"]))
+    approved = ars_view(scenario.server.directory, created["taskId"])
+    cancelled = await request_transfer(wires["bob"], "acct-ars-cancel")
+    seen += [cancelled, (await wires["bob"].cancel(cancelled["taskId"])).result]
+    seen.append((await wires["bob"].get(cancelled["taskId"])).result)
+    refund = (await wires["alice"].call_tool("refund", {"order": "ord-ars-artifacts", "amount": 10})).result
+    seen += [refund, await settled(wires["alice"], refund["taskId"])]
+    degraded = await wires["alice"].call_tool(
+        "wire_transfer", {"to": "acct-ars-nt", "amount": 70_000}, meta=envelope(tasks=False)
+    )
+    seen.append(degraded.result)
+    text = wire_text(seen)
+    task = pending["task"]
+    artifacts = [
+        task["id"],
+        task["status_endpoint"],
+        task["links"]["cancel"],
+        approved["result"]["approval"]["id"],
+        approved["result"]["approval"]["state"],
+        approval["id"],
+        scenario.reviewer_url,
+        ARS_CLIENT_TOKEN,
+    ]
+    for artifact in artifacts:
+        assert artifact not in text, artifact
+    for marker in (
+        "binding_token",
+        "evaluation_id",
+        "status_endpoint",
+        "access_request",
+        "/access/v1/",
+        "arq_",
+        "apr_",
+        "eyJ",
+        "reevaluate",
+        "approved_until",
+        "Idempotency",
+    ):
+        assert marker not in text, marker

@@ -1,4 +1,7 @@
-"""Hygiene of approval tasks: cancellation notifications, logs, and task ids that are not yours."""
+"""Hygiene of approval tasks: cancellation notifications, logs, and task ids that are not yours.
+
+Each runs in both modes (``local``; ``arap``, with reviewers on the arap-server).
+"""
 
 from __future__ import annotations
 
@@ -11,9 +14,16 @@ import pytest
 from tests.support.polling import eventually
 from tests.support.treasury import Reviewer, TreasuryServer, principals
 from tests.support.wire import PROTOCOL, envelope
+from tests.treasury.conftest import Scenario
 from tests.treasury.helpers import approval_for, assert_approved_executed, settled, transfers_to
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def treasury(scenario: Scenario) -> TreasuryServer:
+    """The scenario's ``serve`` process (local or ARAP mode)."""
+    return scenario.server
 
 
 async def post(
@@ -34,7 +44,7 @@ async def post(
 
 @pytest.mark.sep_check("sep-2848-notifications-cancelled-not-used")
 async def test_cancelled_notification_does_not_cancel_an_approval_task(
-    treasury: TreasuryServer, http: httpx.AsyncClient
+    treasury: TreasuryServer, http: httpx.AsyncClient, reviewers: httpx.AsyncClient
 ) -> None:
     """SEP-2663 / SEP-2848 §Cancellation: only ``tasks/cancel`` cancels a task."""
     call_id = "call-to-notify-cancelled"
@@ -57,7 +67,7 @@ async def test_cancelled_notification_does_not_cancel_an_approval_task(
 
     alice = principals(http)["alice"]
     assert (await alice.get(created["taskId"])).result["status"] == "working"
-    carol = Reviewer(http, "carol-token")
+    carol = Reviewer(reviewers, "carol-token")
     approval = await approval_for(carol, "wire_transfer", to="acct-notified")  # the request was not withdrawn
     assert (await carol.decide(approval["id"], "approve")).status_code == 200
     assert_approved_executed(await settled(alice, created["taskId"]))
@@ -69,12 +79,14 @@ async def server_log(treasury: TreasuryServer) -> str:
 
 
 @pytest.mark.sep_check("sep-2848-sensitive-records-protected")
-async def test_call_arguments_stay_out_of_the_server_log(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:
+async def test_call_arguments_stay_out_of_the_server_log(
+    treasury: TreasuryServer, http: httpx.AsyncClient, reviewers: httpx.AsyncClient
+) -> None:
     """SEP-2848 §Security: durable sensitive state stays out of ordinary logs (at the default level)."""
     alice = principals(http)["alice"]
     created = (await alice.call_tool("wire_transfer", {"to": "acct-SECRET-7731", "amount": 31337})).result
     assert created["resultType"] == "task"
-    carol = Reviewer(http, "carol-token")
+    carol = Reviewer(reviewers, "carol-token")
     approval = await approval_for(carol, "wire_transfer", to="acct-SECRET-7731")
     assert (await carol.decide(approval["id"], "approve", "ok for SECRET-7731")).status_code == 200
     assert_approved_executed(await settled(alice, created["taskId"]))

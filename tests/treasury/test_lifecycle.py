@@ -1,14 +1,24 @@
-"""Expiry, restart, limits and startup checks, each on its own treasury server process."""
+"""Expiry, restart, limits and startup checks, each on its own treasury server process.
+
+The lifecycle scenarios run in both modes: ``local`` (the approval backend in ``serve``'s own
+database) and ``arap`` (``serve`` with ``HttpPDP`` and the ARAP backend, beside a real
+``arap-server`` where reviewers decide). What the MCP client sees is the same.
+"""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from tests.support.arap import ArapServerProcess, arap_deployment
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import (
     AUTHORIZATION,
@@ -20,94 +30,138 @@ from tests.treasury.helpers import (
 )
 
 pytestmark = pytest.mark.anyio
+MODES = pytest.mark.parametrize("mode", ["local", "arap"])
 
 
+@dataclass
+class Running:
+    """A started deployment: ``serve``, where reviewers decide, and the arap-server (ARAP mode)."""
+
+    server: TreasuryServer
+    reviewer_url: str
+    ars: ArapServerProcess | None
+
+    def restart_serve(self) -> TreasuryServer:
+        """SIGKILL ``serve`` and start it again on the same port (the ARS calls back there)."""
+        self.server.kill()
+        restarted = TreasuryServer(self.server.directory)
+        restarted.port = self.server.port
+        self.server = restarted.start()
+        return self.server
+
+
+@asynccontextmanager
+async def running(
+    mode: str,
+    tmp_path: Path,
+    overrides: dict[str, dict[str, Any]] | None = None,
+    *,
+    ars_overrides: dict[str, dict[str, Any]] | None = None,
+) -> AsyncIterator[Running]:
+    if mode == "local":
+        server = TreasuryServer(deployment_dir(tmp_path, overrides)).start()
+        deployment = Running(server, server.base_url, None)
+    else:
+        pair = arap_deployment(tmp_path, overrides, ars_overrides=ars_overrides).start()
+        deployment = Running(pair.serve, pair.ars.base_url, pair.ars)
+    try:
+        yield deployment
+    finally:
+        deployment.server.kill()
+        if deployment.ars is not None:
+            deployment.ars.kill()
+
+
+@MODES
 @pytest.mark.sep_check(
     "sep-2848-bounded-pending-window",
     "sep-2848-checks-hold-at-claim",
     "sep-2848-never-executed-and-cancelled",
     "sep-2848-expiry-fences",
 )
-async def test_unresolved_request_expires_as_denial(tmp_path: Path) -> None:
-    directory = deployment_dir(tmp_path, {"approval": {"max_pending_s": 1.0}})
-    server = TreasuryServer(directory).start()
-    try:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
-            alice = principals(http)["alice"]
-            created = (await alice.call_tool("wire_transfer", {"to": "acct-exp", "amount": 30_000})).result
-            approval = await approval_for(Reviewer(http, "carol-token"), "wire_transfer", to="acct-exp")
-            task = await settled(alice, created["taskId"])
-            assert_denied_not_executed(task)
-            assert "expired" in text_of(task["result"])
-            late = await Reviewer(http, "carol-token").decide(approval["id"], "approve")
-            assert late.status_code == 409
-            assert (await alice.get(created["taskId"])).result["status"] == "completed"
-        assert server.ledger() == []
-    finally:
-        server.kill()
+async def test_unresolved_request_expires_as_denial(mode: str, tmp_path: Path) -> None:
+    # Local: the server's pending window; ARAP: the ARS's task.expires_at (the PEP stops polling there).
+    async with (
+        running(
+            mode,
+            tmp_path,
+            {"approval": {"max_pending_s": 1.0}} if mode == "local" else None,
+            ars_overrides={"arap": {"task_lifetime_s": 1.0}},
+        ) as deployment,
+        httpx.AsyncClient(base_url=deployment.server.base_url, timeout=20) as http,
+        httpx.AsyncClient(base_url=deployment.reviewer_url, timeout=20) as reviewers,
+    ):
+        alice = principals(http)["alice"]
+        created = (await alice.call_tool("wire_transfer", {"to": "acct-exp", "amount": 30_000})).result
+        approval = await approval_for(Reviewer(reviewers, "carol-token"), "wire_transfer", to="acct-exp")
+        task = await settled(alice, created["taskId"])
+        assert_denied_not_executed(task)
+        assert "expired" in text_of(task["result"])
+        late = await Reviewer(reviewers, "carol-token").decide(approval["id"], "approve")
+        assert late.status_code == 409
+        assert (await alice.get(created["taskId"])).result["status"] == "completed"
+        assert deployment.server.ledger() == []
 
 
-async def test_pending_task_survives_a_restart(tmp_path: Path) -> None:
-    directory = deployment_dir(tmp_path)
-    server = TreasuryServer(directory).start()
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
-        created = (
-            await principals(http)["alice"].call_tool("wire_transfer", {"to": "acct-r", "amount": 26_000})
-        ).result
-    server.kill()  # SIGKILL while the approval is pending
-    restarted = TreasuryServer(directory).start()
-    try:
-        async with httpx.AsyncClient(base_url=restarted.base_url, timeout=20) as http:
+@MODES
+async def test_pending_task_survives_a_restart(mode: str, tmp_path: Path) -> None:
+    async with running(mode, tmp_path) as deployment:
+        async with httpx.AsyncClient(base_url=deployment.server.base_url, timeout=20) as http:
+            created = (
+                await principals(http)["alice"].call_tool("wire_transfer", {"to": "acct-r", "amount": 26_000})
+            ).result
+        restarted = deployment.restart_serve()  # SIGKILL while the approval is pending
+        async with (
+            httpx.AsyncClient(base_url=restarted.base_url, timeout=20) as http,
+            httpx.AsyncClient(base_url=deployment.reviewer_url, timeout=20) as reviewers,
+        ):
             alice = principals(http)["alice"]
             assert (await alice.get(created["taskId"])).result["status"] == "working"
-            carol = Reviewer(http, "carol-token")
+            carol = Reviewer(reviewers, "carol-token")
             approval = await approval_for(carol, "wire_transfer", to="acct-r")
             assert (await carol.decide(approval["id"], "approve")).status_code == 200
             assert_approved_executed(await settled(alice, created["taskId"]))
         assert [entry["to"] for entry in restarted.ledger()] == ["acct-r"]
-    finally:
-        restarted.kill()
 
 
+@MODES
 @pytest.mark.sep_check("sep-2848-rate-limit-and-pending-bound")
-async def test_submission_rate_and_pending_bounds_answer_non_requestable_denials(tmp_path: Path) -> None:
-    directory = deployment_dir(tmp_path, {"approval": {"submissions_per_minute": 2, "max_pending_per_principal": 5}})
-    server = TreasuryServer(directory).start()
-    try:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
-            alice = principals(http)["alice"]
-            answers = [
-                (await alice.call_tool("wire_transfer", {"to": f"acct-rate-{n}", "amount": 30_000})).result
-                for n in range(3)
-            ]
-            assert [a.get("resultType") for a in answers[:2]] == ["task", "task"]
-            limited = answers[2]
-            assert limited["isError"] is True
-            assert limited.get("resultType") != "task"
-            assert limited["_meta"][AUTHORIZATION]["remediation"] == "unavailable"  # no retry loop invited
-            assert "Too many approval requests" in text_of(limited)
-            bob = principals(http)["bob"]  # the limit is per principal
-            assert (await bob.call_tool("wire_transfer", {"to": "acct-rate-b", "amount": 30_000})).result[
-                "resultType"
-            ] == "task"
-    finally:
-        server.kill()
+async def test_submission_rate_and_pending_bounds_answer_non_requestable_denials(mode: str, tmp_path: Path) -> None:
+    limits = {"approval": {"submissions_per_minute": 2, "max_pending_per_principal": 5}}
+    async with (
+        running(mode, tmp_path, limits) as deployment,
+        httpx.AsyncClient(base_url=deployment.server.base_url, timeout=20) as http,
+    ):
+        alice = principals(http)["alice"]
+        answers = [
+            (await alice.call_tool("wire_transfer", {"to": f"acct-rate-{n}", "amount": 30_000})).result
+            for n in range(3)
+        ]
+        assert [a.get("resultType") for a in answers[:2]] == ["task", "task"]
+        limited = answers[2]
+        assert limited["isError"] is True
+        assert limited.get("resultType") != "task"
+        assert limited["_meta"][AUTHORIZATION]["remediation"] == "unavailable"  # no retry loop invited
+        assert "Too many approval requests" in text_of(limited)
+        bob = principals(http)["bob"]  # the limit is per principal
+        assert (await bob.call_tool("wire_transfer", {"to": "acct-rate-b", "amount": 30_000})).result[
+            "resultType"
+        ] == "task"
 
 
+@MODES
 @pytest.mark.sep_check("sep-2848-rate-limit-and-pending-bound")
-async def test_outstanding_pending_tasks_are_bounded(tmp_path: Path) -> None:
-    directory = deployment_dir(tmp_path, {"approval": {"max_pending_per_principal": 1}})
-    server = TreasuryServer(directory).start()
-    try:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
-            alice = principals(http)["alice"]
-            first = (await alice.call_tool("wire_transfer", {"to": "acct-b1", "amount": 30_000})).result
-            second = (await alice.call_tool("wire_transfer", {"to": "acct-b2", "amount": 30_000})).result
-            assert first["resultType"] == "task"
-            assert second["isError"] is True
-            assert second["_meta"][AUTHORIZATION]["remediation"] == "unavailable"
-    finally:
-        server.kill()
+async def test_outstanding_pending_tasks_are_bounded(mode: str, tmp_path: Path) -> None:
+    async with (
+        running(mode, tmp_path, {"approval": {"max_pending_per_principal": 1}}) as deployment,
+        httpx.AsyncClient(base_url=deployment.server.base_url, timeout=20) as http,
+    ):
+        alice = principals(http)["alice"]
+        first = (await alice.call_tool("wire_transfer", {"to": "acct-b1", "amount": 30_000})).result
+        second = (await alice.call_tool("wire_transfer", {"to": "acct-b2", "amount": 30_000})).result
+        assert first["resultType"] == "task"
+        assert second["isError"] is True
+        assert second["_meta"][AUTHORIZATION]["remediation"] == "unavailable"
 
 
 def test_serve_refuses_to_start_without_a_binding_key_outside_dev_mode(tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 
 The client has no approval-specific code: it declares ``io.modelcontextprotocol/tasks`` through
 :class:`TasksClient`, sees an approval-gated call as an ordinary task, and reads the outcome of
-the approval from the resolved ``CallToolResult`` alone (SEP-2848 on SEP-2663).
+the approval from the resolved ``CallToolResult`` alone (SEP-2848 on SEP-2663). Both modes
+(``local``, and ``arap`` with reviewers on the arap-server) resolve to the same results.
 """
 
 from __future__ import annotations
@@ -19,9 +20,16 @@ from mcp.client.streamable_http import streamable_http_client
 
 from mcp_approval.client import TaskPendingError, TasksClient
 from tests.support.treasury import Reviewer, TreasuryServer
+from tests.treasury.conftest import Scenario
 from tests.treasury.helpers import DISPOSITION, approval_for
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def treasury(scenario: Scenario) -> TreasuryServer:
+    """The scenario's ``serve`` process (local or ARAP mode)."""
+    return scenario.server
 
 
 @asynccontextmanager
@@ -47,8 +55,8 @@ async def pending_transfer(client: Client, tasks: TasksClient, account: str) -> 
     return pending.value.task_id
 
 
-async def decide(treasury: TreasuryServer, account: str, decision: str) -> None:
-    async with httpx.AsyncClient(base_url=treasury.base_url, timeout=20) as http:
+async def decide(scenario: Scenario, account: str, decision: str) -> None:
+    async with httpx.AsyncClient(base_url=scenario.reviewer_url, timeout=20) as http:
         carol = Reviewer(http, "carol-token")
         approval = await approval_for(carol, "wire_transfer", to=account)
         decided = await carol.decide(approval["id"], decision)
@@ -60,12 +68,12 @@ def transfers_to(treasury: TreasuryServer, account: str) -> int:
 
 
 @pytest.mark.sep_check("sep-2848-client-carries-task-id-only")
-async def test_an_approved_call_resolves_to_the_tools_result(treasury: TreasuryServer) -> None:
+async def test_an_approved_call_resolves_to_the_tools_result(treasury: TreasuryServer, scenario: Scenario) -> None:
     tasks = TasksClient(default_poll_interval_s=0.05)
     async with tasks_only_client(treasury, tasks) as client:
         task_id = await pending_transfer(client, tasks, "acct-sdk-approved")
         assert transfers_to(treasury, "acct-sdk-approved") == 0
-        await decide(treasury, "acct-sdk-approved", "approve")
+        await decide(scenario, "acct-sdk-approved", "approve")
         tasks.task_wait_s = 20
         result = await tasks.resume(client.session, task_id)
     assert result.is_error is False
@@ -78,12 +86,12 @@ async def test_an_approved_call_resolves_to_the_tools_result(treasury: TreasuryS
 
 @pytest.mark.sep_check("sep-2848-client-carries-task-id-only")
 async def test_a_denied_call_resolves_to_an_error_result_saying_the_tool_did_not_run(
-    treasury: TreasuryServer,
+    treasury: TreasuryServer, scenario: Scenario
 ) -> None:
     tasks = TasksClient(default_poll_interval_s=0.05)
     async with tasks_only_client(treasury, tasks) as client:
         task_id = await pending_transfer(client, tasks, "acct-sdk-denied")
-        await decide(treasury, "acct-sdk-denied", "deny")
+        await decide(scenario, "acct-sdk-denied", "deny")
         tasks.task_wait_s = 20
         result = await tasks.resume(client.session, task_id)
     assert result.is_error is True

@@ -5,6 +5,12 @@ with a header ``X-Approval-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>`` ov
 ``"<t>.<raw body>"`` under the shared secret. A valid callback is only a wake-up: the resolver
 then fetches the backend's authoritative status, so a forged, replayed or stale callback can
 never cause an execution. Unsigned, badly signed or stale callbacks are refused with 401.
+
+ARAP callbacks (Callback profile) arrive on the same route as ``{"state": ..., "task": {"id",
+"status", "status_endpoint"}}`` under the same signature scheme. Beyond the signature, the task must
+be one this server submitted (its id and status endpoint rebuild a stored handle), ``state`` must
+be exactly what was sent with that submission, and a signature is accepted once (a replay within
+the freshness window is refused with 409). Only then is the resolver woken, which GETs the status.
 """
 
 from __future__ import annotations
@@ -13,7 +19,8 @@ import hashlib
 import hmac
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -51,27 +58,105 @@ def verify_callback(secret: str, body: bytes, header: str | None, now_s: int) ->
     return hmac.compare_digest(expected, parts.get("v1", ""))
 
 
-def callback_route(secret: str, wake: Callable[[str], Awaitable[None]], *, clock: Clock | None = None) -> Route:
-    """``POST /approvals/callback``: verify, then wake the resolver for the named handle."""
+class ArapCallbackTarget(Protocol):
+    """What the route needs from an ARAP backend to check a callback."""
+
+    def callback_handle(self, task: Mapping[str, Any]) -> str | None:
+        """The handle a callback's ``task`` names, if well formed."""
+        ...
+
+    def callback_state(self, key: str) -> str | None:
+        """The ``callback.state`` sent with the submission under ``key``."""
+        ...
+
+
+class _SeenSignatures:
+    """Signatures of callbacks accepted within the freshness window (older ones fail freshness anyway).
+
+    Only an *accepted* callback counts: a sender retrying one that was refused (say, for a task
+    whose submission had not been answered yet) is not a replay.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, int] = {}
+
+    def accepted_before(self, header: str, now_s: int) -> bool:
+        for signature, at in list(self._seen.items()):
+            if now_s - at > 2 * TOLERANCE_S:
+                del self._seen[signature]
+        return header in self._seen
+
+    def accept(self, header: str, now_s: int) -> None:
+        self._seen[header] = now_s
+
+
+def callback_route(
+    secret: str,
+    wake: Callable[[str], Awaitable[None]],
+    *,
+    clock: Clock | None = None,
+    arap: ArapCallbackTarget | None = None,
+    key_of: Callable[[str], Awaitable[str | None]] | None = None,
+) -> Route:
+    """``POST /approvals/callback``: verify, then wake the resolver for the named handle.
+
+    With ``arap`` (the backend) and ``key_of`` (handle → the submission key it was sent under),
+    ARAP callback bodies are accepted too (see the module docstring).
+    """
     time_source = clock or SystemClock()
+    seen = _SeenSignatures()
 
     async def receive(request: Request) -> Response:
         body = await request.body()
         if len(body) > _MAX_BODY:
             return _problem(413, "Callback too large")
-        if not verify_callback(secret, body, request.headers.get(SIGNATURE_HEADER), time_source.now_ms() // 1000):
+        now_s = time_source.now_ms() // 1000
+        if not verify_callback(secret, body, request.headers.get(SIGNATURE_HEADER), now_s):
             logger.warning("refused an unauthenticated approval callback")
             return _problem(401, "Callback signature missing, invalid or stale")
         try:
-            handle = json.loads(body).get("handle")
-        except (ValueError, AttributeError):
-            handle = None
+            document = json.loads(body)
+        except ValueError:
+            document = None
+        if arap is not None and key_of is not None and isinstance(document, dict) and "task" in document:
+            header = request.headers.get(SIGNATURE_HEADER) or ""
+            if seen.accepted_before(header, now_s):
+                logger.warning("refused a replayed ARAP callback")
+                return _problem(409, "Callback already received")
+            answer = await _arap_callback(document, arap, key_of, wake)
+            if answer.status_code == 202:
+                seen.accept(header, now_s)
+            return answer
+        handle = document.get("handle") if isinstance(document, dict) else None
         if not isinstance(handle, str) or not handle:
             return _problem(400, 'The callback body must be {"handle": "..."}')
         await wake(handle)
         return Response(status_code=202)
 
     return Route(CALLBACK_PATH, receive, methods=["POST"])
+
+
+async def _arap_callback(
+    document: Mapping[str, Any],
+    arap: ArapCallbackTarget,
+    key_of: Callable[[str], Awaitable[str | None]],
+    wake: Callable[[str], Awaitable[None]],
+) -> Response:
+    """An authenticated ARAP callback: bound to a task this server submitted and its ``state``."""
+    task, state = document.get("task"), document.get("state")
+    handle = arap.callback_handle(task) if isinstance(task, Mapping) else None
+    if handle is None or not isinstance(state, str):
+        return _problem(400, 'The callback body must be {"state": "...", "task": {"id": ..., "status_endpoint": ...}}')
+    key = await key_of(handle)
+    expected = arap.callback_state(key) if key is not None else None
+    if expected is None:
+        logger.warning("refused an ARAP callback for a task this server did not submit")
+        return _problem(404, "Unknown task")
+    if not hmac.compare_digest(expected.encode(), state.encode()):
+        logger.warning("refused an ARAP callback whose state does not match its task")
+        return _problem(401, "Callback state does not match the task")
+    await wake(handle)
+    return Response(status_code=202)
 
 
 def _problem(status: int, title: str) -> JSONResponse:

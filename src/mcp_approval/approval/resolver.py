@@ -41,11 +41,15 @@ from mcp_approval.backends import (
     ApprovalState,
     ApprovalStatus,
     ApprovalSubmission,
+    SubmissionRejectedError,
+    SupportsFindSubmitted,
     SupportsStatusMany,
     UnknownRequestError,
 )
+from mcp_approval.backends.arap_wire import parse_time_ms
 from mcp_approval.policy import Decision, NextAction
 from mcp_approval.policy.mapping import ToolMappingError
+from mcp_approval.policy.models import REASON_PDP_ERROR, REASON_PDP_INVALID_RESPONSE, REASON_PDP_UNAVAILABLE
 from mcp_approval.protocol import INTERNAL_ERROR
 from mcp_approval.storage import StoreUnavailableError
 from mcp_approval.tasks.models import error_document
@@ -75,6 +79,8 @@ _PREFETCHED: contextvars.ContextVar[dict[str, ApprovalState] | None] = contextva
     "approval_states", default=None
 )
 _CONCURRENCY = 32
+# Denials a PEP-side PDP client makes up when the PDP cannot be asked: transient, never a verdict.
+_PDP_FAILURES = frozenset({REASON_PDP_UNAVAILABLE, REASON_PDP_ERROR, REASON_PDP_INVALID_RESPONSE})
 
 
 class Resolver:
@@ -319,9 +325,10 @@ class Resolver:
         poll_ms = round(self.approval.options.poll_interval_s * 1000)
         wait = round(state.retry_after_s * 1000) if state.retry_after_s else poll_ms
         moved = deadline is not None and deadline != workflow.request_deadline
+        next_check = now + max(wait, 1)
         await self._later(
             workflow,
-            now + max(wait, 1),
+            next_check if deadline is None else min(next_check, deadline),
             # Retention already covers the deadline the task was created with; only a moved one extends it.
             request_deadline=deadline if moved else None,
             min_ttl_end=deadline + self.approval.store.result_retention_ms if moved and deadline else None,
@@ -356,10 +363,11 @@ class Resolver:
             await self._retry(workflow, until, None, now)
             return
         if decision.decision:
+            until = _earliest(until, _permit_expiry_ms(decision))
             if not await self.executor.run(workflow, binding, until):
                 await self._deny(workflow, APPROVAL_EXPIRED)
             return
-        action = decision.next_action()
+        action = NextAction.RETRY if decision.reason in _PDP_FAILURES else decision.next_action()
         if action is NextAction.RETRY:
             await self._retry(workflow, until, decision.retry_after, now)
         elif action is NextAction.REQUEST:
@@ -411,6 +419,13 @@ class Resolver:
         body = approval.cipher.open(intent.body_sealed, record=intent.key)
         try:
             handle = await approval.backend.submit(intent.key, ApprovalSubmission.from_json(body))
+        except SubmissionRejectedError as exc:
+            logger.warning("task %s: chained submission refused (%s)", intent.task_id[:8], exc)
+            outcome = TaskOutcome(
+                TaskStatus.FAILED, BACKEND_FAILED, error=error_document(INTERNAL_ERROR, BACKEND_FAILED)
+            )
+            await approval.store.fence(intent.task_id, outcome, generation=intent.generation)
+            return
         except ApprovalBackendError as exc:
             logger.warning("task %s: chained submission failed; reconciliation retries (%s)", intent.task_id[:8], exc)
             return
@@ -487,6 +502,14 @@ class Resolver:
             await self._reconcile_intent(intent)
         await approval.store.purge_orphans()
 
+    async def _find(self, intent: Intent) -> str | None:
+        """The handle of an intent's request: by key, or by resubmitting its exact body (ARAP)."""
+        backend = self.approval.backend
+        if isinstance(backend, SupportsFindSubmitted):
+            body = self.approval.cipher.open(intent.body_sealed, record=intent.key)
+            return await backend.find_submitted(intent.key, ApprovalSubmission.from_json(body))
+        return await backend.find(intent.key)
+
     async def _reconcile_intent(self, intent: Intent) -> None:
         approval = self.approval
         workflow = await approval.store.get(intent.task_id)
@@ -495,7 +518,7 @@ class Resolver:
             await self.submit_chained_intent(intent)
             return
         try:
-            handle = intent.handle or await approval.backend.find(intent.key)
+            handle = intent.handle or await self._find(intent)
         except ApprovalBackendError as exc:
             logger.warning("reconciliation: backend unreachable for an orphaned intent (%s)", exc)
             return
@@ -503,3 +526,15 @@ class Resolver:
             await self._withdraw(handle)
         if await approval.store.abandon_intent(intent):
             logger.info("reconciliation: withdrew an orphaned approval submission (task never created)")
+
+
+def _permit_expiry_ms(decision: Decision) -> int | None:
+    """``context.approval.approved_until`` of a permit (ARAP §2.6: never enforce past it)."""
+    approval = (decision.context or {}).get("approval")
+    until = approval.get("approved_until") if isinstance(approval, dict) else None
+    return parse_time_ms(until)
+
+
+def _earliest(first: int | None, second: int | None) -> int | None:
+    values = [value for value in (first, second) if value is not None]
+    return min(values) if values else None

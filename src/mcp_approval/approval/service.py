@@ -28,6 +28,7 @@ from mcp.server.mcpserver import Extension, require_client_extension
 from mcp.shared.exceptions import MCPError
 
 from mcp_approval.approval import inputs as submission_inputs
+from mcp_approval.approval import url_approval
 from mcp_approval.approval.binding import BindingCipher, CallBinding
 from mcp_approval.approval.crashpoints import crash_point
 from mcp_approval.approval.gate import DegradedRequestable, GatedCall
@@ -37,10 +38,18 @@ from mcp_approval.approval.results import sanitize_model_text
 from mcp_approval.approval.states import IntentState
 from mcp_approval.approval.store import Admission, ApprovalStore, Intent, NewWorkflow
 from mcp_approval.approval.tools import ToolInvoker
-from mcp_approval.backends import ApprovalBackend, ApprovalBackendError, ApprovalSubmission
+from mcp_approval.backends import (
+    ApprovalBackend,
+    ApprovalBackendError,
+    ApprovalSubmission,
+    DeniedEvaluation,
+    SubmissionRejectedError,
+)
+from mcp_approval.backends.arap_wire import denied_evaluation
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.denials import Remediation, TaskHint, denial_envelope, final_denial
 from mcp_approval.policy import Decision, PolicyDecisionPoint, ToolCallMapper
+from mcp_approval.policy.mapping import ToolMappingError
 from mcp_approval.protocol import (
     INTERNAL_ERROR,
     META_MODEL_IMMEDIATE_RESPONSE,
@@ -74,6 +83,10 @@ INPUTS_UNSUPPORTED = (
     "(it declared no form elicitation). Nothing was submitted and the tool did not run."
 )
 BACKEND_DOWN_MESSAGE = "The approval service is unavailable; the call was not submitted and did not run"
+REFUSED_MESSAGE = (
+    "Calling {tool} needs approval, but the approval service does not accept a request for it, "
+    "so nothing was submitted and the tool did not run."
+)
 # How long a retry waits for the task of an identical call whose submission is in flight.
 _DUPLICATE_WAIT_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
 
@@ -198,18 +211,27 @@ class ToolApproval:
         try:
             fields = self._input_fields(decision)
             if not fields:
-                return await self.create(binding, decision, owner=owner)
+                return await self.create(
+                    binding, decision, owner=owner, linked=url_approval.declares_url_elicitation(ctx)
+                )
             return await self._create_with_inputs(call, binding, decision, ctx, owner=owner, fields=fields)
         except StoreUnavailableError as exc:
             raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
 
     async def create(
-        self, binding: CallBinding, decision: Decision, *, owner: str, inputs: Mapping[str, str] | None = None
+        self,
+        binding: CallBinding,
+        decision: Decision,
+        *,
+        owner: str,
+        inputs: Mapping[str, str] | None = None,
+        linked: bool = False,
     ) -> HandlerResult:
         """Dedup, then intent → submit → handle → task; returns the ``CreateTaskResult``.
 
         ``owner`` is the task owner's digest, as the tasks extension computes it for the caller;
-        ``inputs`` are the submission inputs the requester supplied.
+        ``inputs`` are the submission inputs the requester supplied; ``linked``: the request
+        declared URL elicitation, so with ``TaskOptions.approval_url`` the task links the approval page.
         """
         submission = replace(self.submission_for(binding, decision), inputs=inputs or None)
         intent = self.new_intent(new_task_id(), 1, binding, submission, owner=owner)
@@ -222,11 +244,15 @@ class ToolApproval:
             return await self._admitted(admission, task_id, binding, owner)
         crash_point("after_intent")
         handle = await self._submit(intent, submission)
+        if handle is None:
+            return final_denial(REFUSED_MESSAGE.format(tool=binding.tool), remediation=Remediation.UNAVAILABLE)
         crash_point("after_submit")
         if not await self.store.mark_submitted(intent.key, handle):
             raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
         crash_point("after_handle")
         new = self._new_workflow(intent.task_id, intent.key, owner, binding, submission, handle)
+        if linked:
+            new = url_approval.with_approval_link(new, options=self.tasks.options, backend=self.backend, handle=handle)
         created = await self.store.create_task(new)
         if not created:
             raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
@@ -255,7 +281,8 @@ class ToolApproval:
             message = INPUTS_DECLINED.format(tool=binding.tool, fields=", ".join(fields))
             return final_denial(message, remediation=Remediation.UNDISCLOSED)
         if supplied is not None:
-            return await self.create(binding, decision, owner=owner, inputs=supplied)
+            linked = url_approval.declares_url_elicitation(ctx)
+            return await self.create(binding, decision, owner=owner, inputs=supplied, linked=linked)
         form = submission_inputs.input_request(binding.tool, fields)
         try:
             check_declared({"method": form.method, "params": form.params.model_dump(by_alias=True)}, _capabilities(ctx))
@@ -322,7 +349,18 @@ class ToolApproval:
             description=description if isinstance(description, str) else None,
             deadline_ms=self._deadline(hint.expires_at if hint is not None else None),
             reason=decision.reason,
+            evaluation=self._denied_evaluation(binding, decision),
         )
+
+    def _denied_evaluation(self, binding: CallBinding, decision: Decision) -> DeniedEvaluation | None:
+        """The denied evaluation (the call's policy request, unchanged) and the raw denial members."""
+        try:
+            request = self.mapper.map_call(
+                principal=binding.principal, tool=binding.tool, arguments=binding.arguments, client=binding.client
+            )
+        except ToolMappingError:
+            return None
+        return denied_evaluation(request.to_wire(), decision.context)
 
     def new_intent(
         self, task_id: str, generation: int, binding: CallBinding, submission: ApprovalSubmission, *, owner: str
@@ -350,9 +388,14 @@ class ToolApproval:
 
     # -- internals -------------------------------------------------------------------------
 
-    async def _submit(self, intent: Intent, submission: ApprovalSubmission) -> str:
+    async def _submit(self, intent: Intent, submission: ApprovalSubmission) -> str | None:
+        """The backend's handle; ``None`` when it refused the request for good (nothing to retry)."""
         try:
             return await self.backend.submit(intent.key, submission)
+        except SubmissionRejectedError as exc:
+            logger.warning("approval backend refused the submission for good: %s", exc)
+            await self.store.abandon_intent(intent)
+            return None
         except ApprovalBackendError as exc:
             # The intent stays open: the reconciler finds out whether the backend got it.
             logger.warning("approval backend refused or failed the submission: %s", exc)

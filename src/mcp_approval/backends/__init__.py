@@ -6,8 +6,11 @@ from mcp_approval.backends.contract import (
     ApprovalState,
     ApprovalStatus,
     ApprovalSubmission,
+    DeniedEvaluation,
     IdempotencyConflictError,
     StatusListener,
+    SubmissionRejectedError,
+    SupportsFindSubmitted,
     SupportsStatusMany,
     UnknownRequestError,
 )
@@ -18,8 +21,11 @@ __all__ = [
     "ApprovalState",
     "ApprovalStatus",
     "ApprovalSubmission",
+    "DeniedEvaluation",
     "IdempotencyConflictError",
     "StatusListener",
+    "SubmissionRejectedError",
+    "SupportsFindSubmitted",
     "SupportsStatusMany",
     "UnknownRequestError",
 ]

@@ -37,6 +37,65 @@ class ApprovalStatus(StrEnum):
 
 
 @dataclass(frozen=True)
+class DeniedEvaluation:
+    """The denied AuthZEN evaluation a submission stems from, for backends that speak ARAP.
+
+    Backends that do not need it (the local one) ignore it. Every member is carried exactly as
+    the policy decision point sent it: ``denial`` holds the raw members an Access Request echoes
+    (``expires_at``, ``evaluation_id``, ``evaluated_at``, ``reason``, ``template``,
+    ``binding_token``), absent ones absent, never decoded or reformatted.
+
+    Attributes:
+        subject: the evaluation's ``subject`` (wire form).
+        resource: the evaluation's ``resource``.
+        action: the evaluation's ``action``.
+        context: the evaluation *request's* context (not the decision context), if any.
+        denial: the denial members to echo, exactly as received.
+        endpoint: ``access_request.endpoint`` as the decision named it, if it did.
+        request_schema_url: ``access_request.request_schema_url``, if named.
+        request_catalogs_url: ``access_request.request_catalogs_url``, if named.
+        form_url: ``access_request.form_url``, if named.
+    """
+
+    subject: Mapping[str, Any]
+    resource: Mapping[str, Any]
+    action: Mapping[str, Any]
+    denial: Mapping[str, Any]
+    context: Mapping[str, Any] | None = None
+    endpoint: str | None = None
+    request_schema_url: str | None = None
+    request_catalogs_url: str | None = None
+    form_url: str | None = None
+
+    _OPTIONAL = ("context", "endpoint", "request_schema_url", "request_catalogs_url", "form_url")
+
+    def to_json(self) -> dict[str, Any]:
+        """The evaluation as a JSON object (absent members omitted)."""
+        body: dict[str, Any] = {
+            "subject": dict(self.subject),
+            "resource": dict(self.resource),
+            "action": dict(self.action),
+            "denial": dict(self.denial),
+        }
+        for name in self._OPTIONAL:
+            value = getattr(self, name)
+            if value is not None:
+                body[name] = dict(value) if isinstance(value, Mapping) else value
+        return body
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> DeniedEvaluation:
+        """The evaluation a :meth:`to_json` document describes."""
+        return cls(
+            subject=dict(body["subject"]),
+            resource=dict(body["resource"]),
+            action=dict(body["action"]),
+            denial=dict(body["denial"]),
+            **{name: body.get(name) for name in cls._OPTIONAL},
+        )
+
+
+@dataclass(frozen=True)
 class ApprovalSubmission:
     """The exact body of one approval request.
 
@@ -53,6 +112,8 @@ class ApprovalSubmission:
         deadline_ms: when the request stops accepting decisions (epoch ms), if the policy set one.
         reason: the policy's reason code for the denial.
         inputs: what the requester supplied for the template's submission inputs (e.g. a justification).
+        evaluation: the denied evaluation and its raw denial members (ARAP backends submit them;
+            others ignore them).
     """
 
     tool: str
@@ -64,6 +125,7 @@ class ApprovalSubmission:
     deadline_ms: int | None = None
     reason: str | None = None
     inputs: Mapping[str, str] | None = None
+    evaluation: DeniedEvaluation | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The body as a JSON object (absent members omitted)."""
@@ -74,6 +136,8 @@ class ApprovalSubmission:
                 body[name] = value
         if self.inputs:
             body["inputs"] = dict(self.inputs)
+        if self.evaluation is not None:
+            body["evaluation"] = self.evaluation.to_json()
         return body
 
     @classmethod
@@ -89,6 +153,7 @@ class ApprovalSubmission:
             deadline_ms=body.get("deadline_ms"),
             reason=body.get("reason"),
             inputs=body.get("inputs"),
+            evaluation=DeniedEvaluation.from_json(body["evaluation"]) if body.get("evaluation") else None,
         )
 
     def digest(self) -> str:
@@ -132,6 +197,27 @@ class IdempotencyConflictError(ApprovalBackendError):
 
 class UnknownRequestError(ApprovalBackendError):
     """The backend has no request under this handle."""
+
+
+class SubmissionRejectedError(ApprovalBackendError):
+    """The backend refused the submission for good (e.g. an expired or unverifiable denial).
+
+    Resubmitting the same body under the same key cannot succeed; the caller ends the workflow
+    instead of retrying.
+    """
+
+
+@runtime_checkable
+class SupportsFindSubmitted(Protocol):
+    """Optional: a backend that can only find a request by resubmitting its exact body under its key.
+
+    An idempotent resubmission answers with the request the first submission opened (or opens
+    it, if the first never arrived, so it can be withdrawn).
+    """
+
+    async def find_submitted(self, key: str, submission: ApprovalSubmission) -> str | None:
+        """The handle of the request submitted under ``key`` with ``submission``, if it can be had."""
+        ...
 
 
 @runtime_checkable

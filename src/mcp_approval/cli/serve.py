@@ -20,7 +20,7 @@ def serve(
     stdio: bool = typer.Option(False, "--stdio", help="Serve one client on stdin/stdout instead of HTTP."),
     log_level: str = typer.Option("info", help="Log level."),
 ) -> None:
-    """Serve an approval-gated MCP server: MCP at /mcp, the reviewer API at /approvals (or MCP on stdio)."""
+    """Serve an approval-gated MCP server: MCP at /mcp, the reviewer API and console (or MCP on stdio)."""
     import uvicorn
 
     from mcp_approval.server.deployment import build_deployment, deployment_app
@@ -40,11 +40,16 @@ def serve(
         deployment.server.run("stdio")  # reviewers decide through `mcp-approval review` on the same store
         sys.exit(0)
     app = deployment_app(deployment)
+    reviewers = (
+        f"reviewer API at {base_url}/approvals, console at {base_url}/console"
+        if loaded.approval.backend == "local"
+        else "reviewers decide at the ARAP Access Request Service"
+    )
     logging.getLogger("mcp_approval.server").info(
-        "serving %s: MCP at %s/mcp, reviewer API at %s/approvals, store %s",
+        "serving %s: MCP at %s/mcp, %s, store %s",
         loaded.server.name,
         base_url,
-        base_url,
+        reviewers,
         make_url(db or loaded.store_url()).render_as_string(hide_password=True),
     )
     uvicorn.run(app, host=host, port=port, log_level="warning")

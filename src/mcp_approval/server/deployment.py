@@ -20,6 +20,7 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
+from starlette.routing import BaseRoute
 
 from mcp_approval.approval import PolicyGate, PrincipalResolver
 from mcp_approval.approval.binding import BindingCipher
@@ -27,17 +28,23 @@ from mcp_approval.approval.callbacks import callback_route
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.service import PrincipalCheck, ToolApproval, ToolApprovalExtension
 from mcp_approval.approval.tools import ServerTools
+from mcp_approval.backends import ApprovalBackend
+from mcp_approval.backends.arap import ArapBackend
+from mcp_approval.backends.console import console_routes
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.reviewer_api import reviewer_routes
 from mcp_approval.clock import Clock
 from mcp_approval.config import ConfigError, DeploymentConfig
-from mcp_approval.policy import CedarPDP, ToolCallMapper
+from mcp_approval.policy import ToolCallMapper
+from mcp_approval.policy.http import HttpPDP
+from mcp_approval.server.arap_backend import arap_backend_from_config, pdp_from_config
 from mcp_approval.server.auth import StaticTokenVerifier, local_auth_settings
 from mcp_approval.server.local_backend import local_backend_from_config, reviewer_authenticator
 from mcp_approval.storage import AuditLog, open_database
 from mcp_approval.tasks import TaskOptions, TasksExtension, task_routing_middleware
 from mcp_approval.tasks.server import LOCAL_PRINCIPAL
 from mcp_approval.tasks.sql_store import SqlTaskStore
+from mcp_approval.tasks.store_url import is_redis_url
 
 logger = logging.getLogger("mcp_approval.server")
 
@@ -51,7 +58,7 @@ class Deployment:
     tasks: TasksExtension
     gate: PolicyGate
     approval: ToolApproval
-    backend: LocalApprovalBackend
+    backend: ApprovalBackend
     audit: AuditLog
 
 
@@ -74,19 +81,25 @@ def build_deployment(
         PolicyLoadError: the policy files do not load (naming file and line).
     """
     url = store_url or config.store_url()
+    if is_redis_url(url):
+        where = "the store URL given" if store_url else f"{config.path}: [store] url"
+        raise ConfigError(
+            f"{where}: approval-gated deployments need the SQL store (sqlite:/// or "
+            "postgresql://): approval workflow rows live in the same database as the task rows and lock the "
+            "task row in the same transaction; a redis:// store serves tasks only (TaskOptions(store_url=...))"
+        )
     database = open_database(url)
     audit = AuditLog(database, clock=clock)
     resolver = _stdio_principal(config) if stdio else None
     store = SqlTaskStore(url, clock=clock, database=database)
     tasks = TasksExtension(replace(_task_options(config, store), principal_resolver=resolver), clock=clock)
-    pdp = CedarPDP.from_files(
-        config.resolve(config.policy.cedar),
-        config.resolve(config.policy.entities) if config.policy.entities else None,
-        config.resolve(config.policy.schema_file) if config.policy.schema_file else None,
-        clock=clock,
-    )
+    pdp = pdp_from_config(config, clock=clock)
     mapper = ToolCallMapper()
-    backend = local_backend_from_config(config, database, clock=clock, audit=audit)
+    backend: ApprovalBackend
+    if config.approval.backend == "arap":
+        backend = arap_backend_from_config(config, pdp)
+    else:
+        backend = local_backend_from_config(config, database, clock=clock, audit=audit)
     # The approval layer needs the server (to run tools) and the server's lifespan needs it: the
     # lifespan looks it up here once both exist.
     holder: dict[str, ToolApproval] = {}
@@ -99,6 +112,8 @@ def build_deployment(
                 yield {}
             finally:
                 await holder["approval"].stop()
+                if isinstance(pdp, HttpPDP):
+                    await pdp.aclose()
 
     auth: dict[str, Any] = {}
     if config.principals and not stdio:
@@ -134,12 +149,29 @@ def build_deployment(
 def deployment_app(deployment: Deployment) -> Starlette:
     """The HTTP app: MCP at ``/mcp``, reviewers at ``/approvals``, callbacks when a secret is set."""
     app = deployment.server.streamable_http_app(json_response=True)
-    routes = reviewer_routes(deployment.backend, reviewer_authenticator(deployment.config))
+    routes: list[BaseRoute] = []
+    backend = deployment.backend
+    if isinstance(backend, LocalApprovalBackend):  # an ARAP deployment's reviewers use the ARS
+        routes += reviewer_routes(backend, reviewer_authenticator(deployment.config))
+        routes += console_routes(backend, reviewer_authenticator(deployment.config), deployment.audit)
     secret = deployment.config.approval.callback_secret
     if secret:
-        routes.insert(0, callback_route(secret, deployment.approval.wake))
+        routes.insert(0, _callback_route(deployment, secret))
     app.router.routes[0:0] = routes
     return app
+
+
+def _callback_route(deployment: Deployment, secret: str) -> BaseRoute:
+    """Backend callbacks; for ARAP bound to the tasks this server submitted and their ``state``."""
+    approval, backend = deployment.approval, deployment.backend
+    if not isinstance(backend, ArapBackend):
+        return callback_route(secret, approval.wake)
+
+    async def key_of(handle: str) -> str | None:
+        intent = await approval.store.by_handle(handle)
+        return intent.key if intent is not None else None
+
+    return callback_route(secret, approval.wake, arap=backend, key_of=key_of)
 
 
 def _stdio_principal(config: DeploymentConfig) -> PrincipalResolver:
@@ -161,6 +193,7 @@ def _task_options(config: DeploymentConfig, store: SqlTaskStore) -> TaskOptions:
         lease_grace_s=section.lease_grace_s,
         sweep_interval_s=min(1.0, section.poll_interval_s),
         store=store,
+        approval_url=section.approval_url,
     )
 
 

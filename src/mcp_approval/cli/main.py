@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from mcp_approval.cli.arap_server import arap_server
 from mcp_approval.cli.review import review_app
 from mcp_approval.cli.serve import serve
 
@@ -28,14 +29,49 @@ def conformance_server(
 
 
 app.command("serve")(serve)
+app.command("arap-server")(arap_server)
 
 
 @app.command("demo")
 def demo(
+    db: str | None = typer.Option(
+        None, help="Store URL of the local-backend server; a temporary SQLite file by default."
+    ),
+    only: str | None = typer.Option(None, "--only", help="Scenario numbers to run, e.g. 2,8 (default: all)."),
+    as_json: bool = typer.Option(False, "--json", help="Print only the results, as JSON (schema above)."),
+    keep_running: bool = typer.Option(
+        False, "--keep-running", help="Leave the servers up afterwards and say how to use them (Ctrl-C stops)."
+    ),
+) -> None:
+    """Start `serve` on loopback and drive every approval scenario with a real MCP client over HTTP.
+
+    Scenarios: 1 small transfer, 2 approved transfer, 3 denied transfer, 4 automatic refund,
+    5 four eyes, 6 cancel while pending, 7 expiry, 8 crash and resume, 9 client without tasks,
+    10 url-mode approval, 11 credential remediation (SEP-2643), 12 ARAP backend.
+
+    Exits 0 only if every selected scenario behaved. With --json, stdout is a list with one
+    object per scenario, keys in this order: scenario (int), name (str), outcome ("pass" or
+    "fail"), disposition (the tool-approval disposition the client read, or null), executions
+    (ledger entries the scenario left, counted from the ledger file), detail (str), seconds (float).
+    """
+    from rich.console import Console
+
+    from mcp_approval.demo import DemoOptions, parse_only, run_demo
+
+    try:
+        selected = parse_only(only)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--only") from None
+    options = DemoOptions(db_url=db, only=selected, as_json=as_json, keep_running=keep_running)
+    raise typer.Exit(run_demo(options, Console()))
+
+
+@app.command("demo-tasks")
+def demo_tasks(
     db: str | None = typer.Option(None, help="Store URL; a temporary SQLite file by default."),
     as_json: bool = typer.Option(False, "--json", help="Print the scenario results as JSON."),
 ) -> None:
-    """Start a server on loopback and drive every task path with a real MCP client."""
+    """Start a tasks-only server on loopback and drive every task path with a real MCP client."""
     import asyncio
 
     from rich.console import Console

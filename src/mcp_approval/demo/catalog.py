@@ -1,0 +1,56 @@
+"""The demo's scenarios, in order: number, name, what should happen, and what each needs."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from mcp_approval.demo import scenarios as basic
+from mcp_approval.demo import scenarios_links as links
+from mcp_approval.demo import scenarios_more as more
+from mcp_approval.demo.context import Demo, ScenarioState
+from mcp_approval.demo.services import NEED_ARAP, NEED_CREDENTIALS
+
+Run = Callable[[Demo, ScenarioState], Awaitable[str]]
+"""A scenario: drives its calls, raises on the first expectation that fails, returns a one-line detail."""
+
+
+@dataclass(frozen=True)
+class ScenarioSpec:
+    """One scenario of the catalog."""
+
+    number: int
+    name: str
+    expectation: str
+    run: Run
+    needs: frozenset[str] = frozenset()
+
+
+SCENARIOS: tuple[ScenarioSpec, ...] = (
+    ScenarioSpec(1, "small transfer", "permitted: runs at once, no task", basic.small_transfer),
+    ScenarioSpec(
+        2, "approved transfer", "a task; carol approves; approved-executed, one entry", basic.approved_transfer
+    ),
+    ScenarioSpec(3, "denied transfer", "carol denies; denied-not-executed", basic.denied_transfer),
+    ScenarioSpec(4, "automatic refund", "the refund rule approves within seconds", basic.automatic_refund),
+    ScenarioSpec(5, "four eyes", "closing a quarter needs two distinct approvers", basic.four_eyes),
+    ScenarioSpec(6, "cancel while pending", "cancelled before any decision; never executes", basic.cancel_pending),
+    ScenarioSpec(7, "expiry", "nobody decides by the deadline; denied-not-executed", basic.expiry),
+    ScenarioSpec(8, "crash and resume", "SIGKILL while pending; resumed by taskId", more.restart_while_pending),
+    ScenarioSpec(9, "client without tasks", "degraded guidance, envelope undisclosed", basic.without_tasks),
+    ScenarioSpec(10, "url-mode approval", "the approval arrives as a url-mode elicitation", links.url_mode_approval),
+    ScenarioSpec(
+        11,
+        "credential remediation",
+        "SEP-2643: 403 insufficient_scope step-up, RAR authorization_details",
+        more.credential_remediation,
+        needs=frozenset({NEED_CREDENTIALS}),
+    ),
+    ScenarioSpec(
+        12,
+        "ARAP backend",
+        "scenario 2 against the reference AuthZEN PDP + ARAP Access Request Service",
+        links.arap_approval,
+        needs=frozenset({NEED_ARAP}),
+    ),
+)

@@ -1,0 +1,172 @@
+"""Running the demo: start the servers, drive the selected scenarios, report, clean up."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from mcp_approval.demo.catalog import SCENARIOS, ScenarioSpec
+from mcp_approval.demo.context import TOKENS, Demo, ScenarioState
+from mcp_approval.demo.narration import Narrator, Outcome, ScenarioResult, results_json
+from mcp_approval.demo.scenarios import open_request
+from mcp_approval.demo.servers import ServerProcess, materialize, remove_tree
+from mcp_approval.demo.services import start_services
+
+#: The last line ``--keep-running`` prints once the servers are ready for use.
+KEEP_RUNNING_LINE = "servers are running; press Ctrl-C to stop them"
+#: The most one scenario may take before it is reported as failed.
+SCENARIO_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """The ``mcp-approval demo`` options."""
+
+    db_url: str | None = None
+    only: frozenset[int] | None = None
+    as_json: bool = False
+    keep_running: bool = False
+
+
+def parse_only(value: str | None) -> frozenset[int] | None:
+    """``"2,8"`` → ``{2, 8}``; ``None`` or empty means every scenario.
+
+    Raises:
+        ValueError: a part is not a scenario number, naming it and the valid range.
+    """
+    if value is None or not value.strip():
+        return None
+    known = {spec.number for spec in SCENARIOS}
+    chosen: set[int] = set()
+    for part in value.split(","):
+        text = part.strip()
+        if not text.isdigit() or int(text) not in known:
+            choices = ", ".join(str(number) for number in sorted(known))
+            raise ValueError(f"{text!r} is not a scenario number; choose from {choices} (e.g. --only 2,8)")
+        chosen.add(int(text))
+    return frozenset(chosen)
+
+
+def run_demo(options: DemoOptions, console: Console | None = None) -> int:
+    """Run the demo; the exit code is 0 only if every selected scenario behaved."""
+    for name in ("httpx2", "httpx", "mcp", "mcp_approval"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    narrator = Narrator(None if options.as_json else (console or Console()))
+    scratch = Path(tempfile.mkdtemp(prefix="mcp-approval-demo-"))
+    servers: list[ServerProcess] = []
+    codes: list[int] = []
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # a terminated demo still kills its servers
+    try:
+        asyncio.run(_run(options, narrator, scratch, servers, codes))
+    except KeyboardInterrupt:
+        narrator.banner("stopping the servers")
+        return codes[0] if codes else 130
+    finally:
+        for server in servers:
+            server.kill()
+        remove_tree(scratch)
+        signal.signal(signal.SIGTERM, previous)
+    return codes[0] if codes else 1
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+async def _run(
+    options: DemoOptions, narrator: Narrator, scratch: Path, servers: list[ServerProcess], codes: list[int]
+) -> None:
+    started = time.monotonic()
+    selected = [spec for spec in SCENARIOS if options.only is None or spec.number in options.only]
+    config_path = materialize(scratch / "treasury")
+    db_url = options.db_url or f"sqlite:///{scratch / 'treasury' / 'treasury.db'}"
+    needs = frozenset(need for spec in selected for need in spec.needs)
+    narrator.banner(f"mcp-approval demo: {len(selected)} scenario(s), deployment {config_path.parent}")
+    try:
+        treasury, extra = await start_services(config_path, db_url, scratch, needs, servers, narrator)
+    except Exception as exc:  # the servers did not come up: every scenario fails, saying why
+        results = [_failed(spec, f"servers did not start: {exc}") for spec in selected]
+        codes.append(_report(options, narrator, results, started))
+        return
+    demo = Demo(narrator, treasury, config_path, secrets.token_hex(3), extra)
+    results = [await _run_one(demo, spec) for spec in selected]
+    codes.append(_report(options, narrator, results, started))
+    if options.keep_running:
+        await _keep_running(demo, db_url)
+
+
+async def _run_one(demo: Demo, spec: ScenarioSpec) -> ScenarioResult:
+    demo.narrator.scenario(spec.number, spec.name, spec.expectation)
+    state = ScenarioState()
+    started = time.monotonic()
+    outcome: Outcome
+    try:
+        detail = await asyncio.wait_for(spec.run(demo, state), SCENARIO_TIMEOUT_S)
+        outcome = "pass"
+    except TimeoutError:
+        detail, outcome = f"did not finish within {SCENARIO_TIMEOUT_S:.0f} s", "fail"
+    except Exception as exc:  # a scenario that misbehaves is reported, never raised
+        detail, outcome = _why(exc), "fail"
+    executions = state.executions(demo.ledger_path)
+    seconds = round(time.monotonic() - started, 2)
+    result = ScenarioResult(spec.number, spec.name, outcome, state.disposition, executions, detail, seconds)
+    demo.narrator.outcome(result)
+    return result
+
+
+def _why(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]  # a scenario's concurrent steps: the first failure says why
+    text = str(exc) or type(exc).__name__
+    return " ".join(text.split())[:300]
+
+
+def _failed(spec: ScenarioSpec, detail: str) -> ScenarioResult:
+    return ScenarioResult(spec.number, spec.name, "fail", None, 0, " ".join(detail.split())[:300], 0.0)
+
+
+def _report(options: DemoOptions, narrator: Narrator, results: Iterable[ScenarioResult], started: float) -> int:
+    ordered = list(results)
+    if options.as_json:
+        sys.stdout.write(results_json(ordered) + "\n")
+        sys.stdout.flush()
+    else:
+        narrator.summary(ordered, time.monotonic() - started)
+    return 0 if ordered and all(result.outcome == "pass" for result in ordered) else 1
+
+
+async def _keep_running(demo: Demo, db_url: str) -> None:
+    """Leave the servers up and say how to use them, until Ctrl-C (stderr under ``--json``: stdout stays JSON)."""
+    url, config = demo.treasury.base_url, demo.config_path
+    try:
+        request_id = await open_request(demo)
+        pending = f"waiting for you:       alice's $75,000 wire_transfer, approval {request_id}"
+    except Exception as exc:  # the servers still serve; only the example request is missing
+        request_id, pending = "ID", f"(could not open an example request: {exc})"
+    lines = [
+        "",
+        f"MCP (streamable HTTP): {url}/mcp",
+        f"reviewer console:      {url}/console   (sign in with a reviewer token, e.g. carol-token)",
+        f"reviewer API:          {url}/approvals",
+        "bearer tokens:         " + ", ".join(f"{name}={token}" for name, token in TOKENS.items()),
+        f"pending approvals:     mcp-approval review list --config {config} --db {db_url}",
+        pending,
+        f"decide it:             mcp-approval review approve {request_id} --as carol --config {config} --db {db_url}",
+        f"or over HTTP:          curl -s {url}/approvals -H 'authorization: Bearer carol-token'",
+        *(f"{server.name}: {server.base_url}" for server in demo.extra.values()),
+        KEEP_RUNNING_LINE,
+    ]
+    out = sys.stderr if demo.narrator.console is None else sys.stdout
+    out.write("\n".join(lines) + "\n")
+    out.flush()
+    await asyncio.Event().wait()

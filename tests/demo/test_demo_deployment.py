@@ -1,0 +1,69 @@
+"""The demo's embedded deployment stays a copy of ``examples/treasury`` plus its documented additions."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from mcp_approval.config import load_config
+from mcp_approval.demo.servers import (
+    ARAP_SERVER_ADDRESS,
+    ARAP_TREASURY_ADDRESS,
+    TREASURY_ADDRESS,
+    materialize,
+    point_at,
+)
+from mcp_approval.reference.config import load_arap_config
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "treasury"
+POLICY_HEADER = "// The demo's copy of examples/treasury/policy.cedar, plus one rule the demo needs (at the end).\n//\n"
+
+
+def test_the_materialized_deployment_loads_and_names_the_port(tmp_path: Path) -> None:
+    config_path = materialize(tmp_path / "treasury")
+    point_at(config_path, {TREASURY_ADDRESS: 41234})
+    config = load_config(config_path)
+    assert config.tasks.approval_url == "http://127.0.0.1:41234/console/requests/{approval_id}"
+    assert config.approval.binding_keys, "a fixed key: pending approvals survive scenario 8's restart"
+    assert {p.name for p in tmp_path.joinpath("treasury").iterdir()} >= {
+        "config.toml",
+        "config-arap.toml",
+        "arap-server.toml",
+        "policy.cedar",
+        "entities.json",
+        "tools.py",
+    }
+
+
+def test_the_copy_matches_the_example(tmp_path: Path) -> None:
+    folder = materialize(tmp_path / "treasury").parent
+    assert (folder / "entities.json").read_text() == (EXAMPLE / "entities.json").read_text()
+    demo_tools = (folder / "tools.py").read_text().splitlines()
+    example_tools = (EXAMPLE / "tools.py").read_text().splitlines()
+    assert demo_tools[1:] == example_tools[1:]  # only the first docstring line differs
+    policy = (folder / "policy.cedar").read_text()
+    assert policy.startswith(POLICY_HEADER)
+    assert policy[len(POLICY_HEADER) :].startswith((EXAMPLE / "policy.cedar").read_text())
+
+
+def test_the_demo_config_keeps_the_examples_principals_templates_and_resolvers(tmp_path: Path) -> None:
+    demo = tomllib.loads(materialize(tmp_path / "treasury").read_text())
+    example = tomllib.loads((EXAMPLE / "config.toml").read_text())
+    for section in ("principals", "templates", "resolvers", "policy", "tools"):
+        assert demo[section] == example[section], section
+
+
+def test_the_arap_pair_configs_load_with_the_addresses_filled_in(tmp_path: Path) -> None:
+    folder = materialize(tmp_path / "treasury").parent
+    addresses = {ARAP_SERVER_ADDRESS: 41001, ARAP_TREASURY_ADDRESS: 41002}
+    for name in ("config-arap.toml", "arap-server.toml"):
+        point_at(folder / name, addresses)
+    treasury = load_config(folder / "config-arap.toml")
+    assert treasury.approval.backend == "arap"
+    assert treasury.policy.pdp_url == "http://127.0.0.1:41001"
+    assert treasury.arap is not None
+    assert treasury.arap.callback_url == "http://127.0.0.1:41002/approvals/callback"
+    ars = load_arap_config(folder / "arap-server.toml")
+    assert ars.arap.callback_allowlist == ["http://127.0.0.1:41002"]
+    assert treasury.arap.token in ars.client_tokens()
+    assert ars.arap.callback_secret == treasury.approval.callback_secret

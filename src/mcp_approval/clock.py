@@ -7,6 +7,7 @@ instead of sleeping.
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from typing import Protocol
 
 
@@ -47,3 +48,18 @@ def iso8601(ms: int) -> str:
     """Format epoch milliseconds as an ISO 8601 UTC timestamp with millisecond precision."""
     seconds, millis = divmod(ms, 1000)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
+
+
+def parse_iso8601(value: object) -> int | None:
+    """An RFC 3339 / ISO 8601 timestamp with a zone as epoch milliseconds.
+
+    ``None`` for anything else (absent, not a string, unparseable, or without a zone): a
+    timestamp that cannot be read is never guessed.
+    """
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return None if parsed.tzinfo is None else round(parsed.timestamp() * 1000)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -256,17 +256,12 @@ class ResolverEntry(_Section):
         return self
 
 
-class DeploymentConfig(_Section):
-    """A whole deployment, as read from one TOML file."""
+class ConfigFile(_Section):
+    """What every mcp-approval TOML file holds: its path, the store, static principals, approval
+    templates and automatic resolvers (``serve`` deployments and ``arap-server`` files alike)."""
 
     path: Path = Field(exclude=True)
-    server: ServerSection = Field(default_factory=ServerSection)
     store: StoreSection = Field(default_factory=StoreSection)
-    policy: ServePolicySection
-    tools: ToolsSection
-    tasks: TasksSection = Field(default_factory=TasksSection)
-    approval: ApprovalSection = Field(default_factory=ApprovalSection)
-    arap: ArapSection | None = None
     principals: list[PrincipalEntry] = Field(default_factory=list)
     templates: dict[str, TemplateSection] = Field(default_factory=dict)
     resolvers: list[ResolverEntry] = Field(default_factory=list)
@@ -280,13 +275,7 @@ class DeploymentConfig(_Section):
         return principals
 
     @model_validator(mode="after")
-    def _consistent(self) -> DeploymentConfig:
-        if self.principals and not self.server.dev_mode:
-            raise ValueError("static [[principals]] tokens are allowed only with server.dev_mode = true")
-        if self.approval.backend == "arap" and (self.arap is None or self.policy.pdp_url is None):
-            raise ValueError('approval.backend = "arap" needs an [arap] section and policy.pdp_url')
-        if self.arap is not None and self.arap.callback_url and not self.approval.callback_secret:
-            raise ValueError("arap.callback_url needs approval.callback_secret (callbacks are signed)")
+    def _resolvers_name_templates(self) -> Self:
         for resolver in self.resolvers:
             if resolver.template not in self.templates:
                 raise ValueError(f"resolver for template {resolver.template!r}: no [templates.{resolver.template}]")
@@ -318,8 +307,41 @@ class DeploymentConfig(_Section):
         return {entry.token: entry.id for entry in self.principals}
 
 
+class DeploymentConfig(ConfigFile):
+    """A whole ``serve`` deployment, as read from one TOML file."""
+
+    server: ServerSection = Field(default_factory=ServerSection)
+    policy: ServePolicySection
+    tools: ToolsSection
+    tasks: TasksSection = Field(default_factory=TasksSection)
+    approval: ApprovalSection = Field(default_factory=ApprovalSection)
+    arap: ArapSection | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DeploymentConfig:
+        if self.principals and not self.server.dev_mode:
+            raise ValueError("static [[principals]] tokens are allowed only with server.dev_mode = true")
+        if self.approval.backend == "arap" and (self.arap is None or self.policy.pdp_url is None):
+            raise ValueError('approval.backend = "arap" needs an [arap] section and policy.pdp_url')
+        if self.arap is not None and self.arap.callback_url and not self.approval.callback_secret:
+            raise ValueError("arap.callback_url needs approval.callback_secret (callbacks are signed)")
+        return self
+
+
+ConfigT = TypeVar("ConfigT", bound=ConfigFile)
+
+
 def load_config(path: str | Path) -> DeploymentConfig:
     """Read and validate a deployment file.
+
+    Raises:
+        ConfigError: naming the file and, for invalid content, each bad field.
+    """
+    return load_config_file(path, DeploymentConfig)
+
+
+def load_config_file(path: str | Path, model: type[ConfigT]) -> ConfigT:
+    """Read the TOML file at ``path`` and validate it as ``model``.
 
     Raises:
         ConfigError: naming the file and, for invalid content, each bad field.
@@ -334,7 +356,7 @@ def load_config(path: str | Path) -> DeploymentConfig:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
     try:
-        return DeploymentConfig.model_validate({**raw, "path": file})
+        return model.model_validate({**raw, "path": file})
     except ValidationError as exc:
         problems = "; ".join(_describe(error) for error in exc.errors())
         raise ConfigError(f"{path}: {problems}") from None

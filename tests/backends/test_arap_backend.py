@@ -17,11 +17,12 @@ import httpx
 import pytest
 
 from mcp_approval.backends.arap import ArapBackend, ArapSettings
-from mcp_approval.backends.arap_wire import denied_evaluation, encode_handle
+from mcp_approval.backends.arap_wire import encode_handle
 from mcp_approval.backends.contract import (
     ApprovalBackendError,
     ApprovalStatus,
     ApprovalSubmission,
+    DeniedEvaluation,
     IdempotencyConflictError,
     SubmissionRejectedError,
     UnknownRequestError,
@@ -98,7 +99,7 @@ async def denied(pdp: HttpPDP, tool: str, **arguments: Any) -> tuple[EvaluationR
 
 
 def submission_of(request: EvaluationRequest, decision: Decision) -> ApprovalSubmission:
-    evaluation = denied_evaluation(request.to_wire(), decision.context)
+    evaluation = DeniedEvaluation.from_decision(request.to_wire(), decision.context)
     assert evaluation is not None
     return ApprovalSubmission(
         tool=request.resource.id, arguments={}, requester=request.subject.id, evaluation=evaluation
@@ -324,7 +325,7 @@ async def test_an_untrusted_endpoint_never_sees_a_credential(  # items 4, 5
         request, decision = await denied(pdp, "wire_transfer", to="acct-b10", amount=40_000)
         context = dict(decision.context or {})
         context["access_request"] = {**context["access_request"], "endpoint": stranger.base_url + REQUESTS}
-        evaluation = denied_evaluation(request.to_wire(), context)
+        evaluation = DeniedEvaluation.from_decision(request.to_wire(), context)
         assert evaluation is not None
         assert evaluation.endpoint == stranger.base_url + REQUESTS
         submission = ApprovalSubmission(tool="wire_transfer", arguments={}, requester="alice", evaluation=evaluation)

@@ -16,7 +16,6 @@ from mcp_approval.backends.arap_wire import (
     ArapProtocolError,
     callback_state,
     decode_handle,
-    denied_evaluation,
     encode_handle,
     parse_task_response,
     poll_delay_s,
@@ -24,7 +23,7 @@ from mcp_approval.backends.arap_wire import (
     retry_after_seconds,
     submission_body,
 )
-from mcp_approval.backends.contract import ApprovalStatus, ApprovalSubmission
+from mcp_approval.backends.contract import ApprovalStatus, ApprovalSubmission, DeniedEvaluation
 from mcp_approval.policy.models import Decision, NextAction
 
 # A binding token whose bytes would change under any re-encoding (odd padding, mixed case, dots).
@@ -52,15 +51,15 @@ DENIAL_CONTEXT: dict[str, Any] = {
 
 
 def evaluation_submission(context: dict[str, Any] | None = None, **fields: Any) -> ApprovalSubmission:
-    evaluation = denied_evaluation(REQUEST, context or DENIAL_CONTEXT)
+    evaluation = DeniedEvaluation.from_decision(REQUEST, context or DENIAL_CONTEXT)
     assert evaluation is not None
     return ApprovalSubmission(tool="wire_transfer", arguments={}, requester="alice", evaluation=evaluation, **fields)
 
 
 def test_absent_access_request_is_not_requestable() -> None:  # items 2, 3
     for context in (None, {}, {"reason": "approval_required", "evaluation_id": "e"}, {"access_request": "x"}):
-        assert denied_evaluation(REQUEST, context) is None
-    assert denied_evaluation(REQUEST, {"access_request": {"template": "t"}}) is None  # no expires_at
+        assert DeniedEvaluation.from_decision(REQUEST, context) is None
+    assert DeniedEvaluation.from_decision(REQUEST, {"access_request": {"template": "t"}}) is None  # no expires_at
     decision = Decision.model_validate({"decision": False, "context": {"reason": "approval_required"}})
     assert decision.requestable_denial is None
     assert decision.next_action() is NextAction.NONE

@@ -14,8 +14,7 @@ from typing import Any
 import jwt
 import pytest
 
-from mcp_approval.clock import ManualClock, SystemClock
-from mcp_approval.reference.arap_pdp import epoch_ms
+from mcp_approval.clock import ManualClock, SystemClock, parse_iso8601
 from mcp_approval.reference.binding import binding_hash
 from mcp_approval.reference.signing import KeySet, SigningKey
 from tests.reference.arap_support import Harness, arap_dir, running_arap, submission, tool_call, transfer
@@ -131,7 +130,7 @@ def test_an_issued_approval_permits_with_approved_until(h: Harness):
     decision = h.evaluate(with_approval(request, approval))
     assert decision == {"decision": True, "context": {"approval": {"approved_until": approval["approved_until"]}}}
     claims = jwt.decode(approval["state"], options={"verify_signature": False})
-    assert claims["exp"] * 1000 == epoch_ms(approval["approved_until"])  # exp == approved_until
+    assert claims["exp"] * 1000 == parse_iso8601(approval["approved_until"])  # exp == approved_until
     assert claims["aud"] == h.base_url
     assert claims["iss"] == h.base_url + "/access/v1/requests"
     assert claims["approval_id"] == approval["id"]

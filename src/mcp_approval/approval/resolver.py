@@ -46,7 +46,7 @@ from mcp_approval.backends import (
     SupportsStatusMany,
     UnknownRequestError,
 )
-from mcp_approval.backends.arap_wire import parse_time_ms
+from mcp_approval.clock import parse_iso8601
 from mcp_approval.policy import Decision, NextAction
 from mcp_approval.policy.mapping import ToolMappingError
 from mcp_approval.policy.models import REASON_PDP_ERROR, REASON_PDP_INVALID_RESPONSE, REASON_PDP_UNAVAILABLE
@@ -532,7 +532,7 @@ def _permit_expiry_ms(decision: Decision) -> int | None:
     """``context.approval.approved_until`` of a permit (ARAP §2.6: never enforce past it)."""
     approval = (decision.context or {}).get("approval")
     until = approval.get("approved_until") if isinstance(approval, dict) else None
-    return parse_time_ms(until)
+    return parse_iso8601(until)
 
 
 def _earliest(first: int | None, second: int | None) -> int | None:

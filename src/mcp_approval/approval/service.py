@@ -20,7 +20,6 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
 from mcp.server.context import HandlerResult, ServerRequestContext
@@ -45,8 +44,7 @@ from mcp_approval.backends import (
     DeniedEvaluation,
     SubmissionRejectedError,
 )
-from mcp_approval.backends.arap_wire import denied_evaluation
-from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.clock import Clock, SystemClock, parse_iso8601
 from mcp_approval.denials import Remediation, TaskHint, denial_envelope, final_denial
 from mcp_approval.policy import Decision, PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.policy.mapping import ToolMappingError
@@ -360,7 +358,7 @@ class ToolApproval:
             )
         except ToolMappingError:
             return None
-        return denied_evaluation(request.to_wire(), decision.context)
+        return DeniedEvaluation.from_decision(request.to_wire(), decision.context)
 
     def new_intent(
         self, task_id: str, generation: int, binding: CallBinding, submission: ApprovalSubmission, *, owner: str
@@ -446,11 +444,10 @@ class ToolApproval:
         longest = now + round(self.options.max_pending_s * 1000)
         if expires_at is None:
             return min(longest, now + round(self.options.default_deadline_s * 1000))
-        try:
-            parsed = datetime.fromisoformat(expires_at.replace("Z", "+00:00"))
-        except ValueError:
+        parsed = parse_iso8601(expires_at)
+        if parsed is None:
             return min(longest, now + round(self.options.default_deadline_s * 1000))
-        return max(now, min(longest, round(parsed.timestamp() * 1000)))
+        return max(now, min(longest, parsed))
 
     async def _existing_task(self, task_id: str, binding: CallBinding) -> HandlerResult:
         """The live task of an identical call (SEP-2848 §At-most-once and deduplication)."""

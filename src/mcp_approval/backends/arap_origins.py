@@ -8,10 +8,11 @@ logs a WARNING once). Nothing else ever receives the bearer token.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from collections.abc import Iterable
 from urllib.parse import urlsplit
+
+from mcp_approval.hosts import is_loopback_host
 
 logger = logging.getLogger("mcp_approval.backends")
 
@@ -34,16 +35,6 @@ def origin_of(url: str) -> Origin | None:
     if scheme not in _DEFAULT_PORTS or not parts.hostname:
         return None
     return scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme]
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names the loopback interface."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class OriginPolicy:
@@ -70,7 +61,7 @@ class OriginPolicy:
         scheme, host, _ = origin
         if scheme == "https":
             return
-        if not (self.insecure_loopback and is_loopback(host)):
+        if not (self.insecure_loopback and is_loopback_host(host)):
             raise UntrustedURLError(f"{url!r} is not https (plain http only on loopback with the dev switch)")
 
     def check(self, url: str, *, anchor: str | None = None) -> str:

@@ -2,7 +2,6 @@
 
 Pure functions, no I/O, so each rule is testable on its own:
 
-- :func:`denied_evaluation`: a requestable denial's members, taken verbatim from the decision.
 - :func:`submission_body`: the Access Request body (S/R/A, the request context, the echoed denial).
 - :func:`parse_task_response`: a Task Handle response read into an :class:`ApprovalState`, failing
   safe (an unknown status keeps polling and is never approval; an unknown ``result.mode`` or a
@@ -24,12 +23,12 @@ import json
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Final
 
 import rfc8785
 
-from mcp_approval.backends.contract import ApprovalState, ApprovalStatus, ApprovalSubmission, DeniedEvaluation
+from mcp_approval.backends.contract import ApprovalState, ApprovalStatus, ApprovalSubmission
+from mcp_approval.clock import parse_iso8601
 
 #: The problem ``type`` prefix of Access Request errors (ARAP §2.9).
 PROBLEM_PREFIX: Final = "urn:openid:authzen:access-request:error:"
@@ -37,44 +36,12 @@ PROBLEM_PREFIX: Final = "urn:openid:authzen:access-request:error:"
 MODE_REEVALUATE: Final = "reevaluate"
 #: The longest wait between two status polls (ARAP §2.5: backoff "capped at 60 s").
 MAX_POLL_DELAY_S: Final = 60.0
-#: Decision members echoed from ``context`` and from ``context.access_request`` (ARAP §2.3 ``denial``).
-_CONTEXT_DENIAL_MEMBERS: Final = ("evaluation_id", "evaluated_at", "reason")
-_HINT_DENIAL_MEMBERS: Final = ("expires_at", "template", "binding_token")
-_HINT_URLS: Final = ("endpoint", "request_schema_url", "request_catalogs_url", "form_url")
 _STATUSES: Final = {status.value: status for status in ApprovalStatus}
 _STATE_LABEL: Final = b"mcp-approval arap callback state\x00"
 
 
 class ArapProtocolError(ValueError):
     """A response that does not follow the ARAP wire (missing task, wrong types, no id)."""
-
-
-def denied_evaluation(
-    request: Mapping[str, Any], decision_context: Mapping[str, Any] | None
-) -> DeniedEvaluation | None:
-    """The denied evaluation behind a requestable denial, or ``None`` when it is not requestable.
-
-    ``request`` is the evaluation request as sent (wire form); ``decision_context`` the decision's
-    context. Only ``context.access_request`` (an object with ``expires_at``) makes a denial
-    requestable (ARAP §2.2); every echoed member is copied as is, absent ones stay absent.
-    """
-    hint = (decision_context or {}).get("access_request")
-    if not isinstance(hint, Mapping) or "expires_at" not in hint:
-        return None
-    denial: dict[str, Any] = {name: hint[name] for name in _HINT_DENIAL_MEMBERS if name in hint}
-    for name in _CONTEXT_DENIAL_MEMBERS:
-        if decision_context is not None and name in decision_context:
-            denial[name] = decision_context[name]
-    urls = {name: hint[name] for name in _HINT_URLS if isinstance(hint.get(name), str)}
-    context = request.get("context")
-    return DeniedEvaluation(
-        subject=dict(request["subject"]),
-        resource=dict(request["resource"]),
-        action=dict(request["action"]),
-        denial=denial,
-        context=dict(context) if isinstance(context, Mapping) else None,
-        **urls,
-    )
 
 
 def submission_body(
@@ -143,7 +110,7 @@ def parse_task_response(document: Any, *, retry_after_s: float | None = None) ->
         raise ArapProtocolError("the task has no id or status_endpoint")
     links = task.get("links")
     cancel = links.get("cancel") if isinstance(links, Mapping) else None
-    deadline = parse_time_ms(task.get("expires_at"))
+    deadline = parse_iso8601(task.get("expires_at"))
     raw_status = task.get("status")
     status = _STATUSES.get(raw_status) if isinstance(raw_status, str) else None
     if status is None:
@@ -166,25 +133,12 @@ def _approved_state(result: Any, deadline: int | None) -> ApprovalState:
     approval = result.get("approval")
     if not isinstance(approval, Mapping) or not isinstance(approval.get("id"), str) or not approval["id"]:
         return ApprovalState(ApprovalStatus.FAILED, details={"unusable_result": "no approval id"})
-    until = parse_time_ms(approval.get("approved_until"))
+    until = parse_iso8601(approval.get("approved_until"))
     if until is None:
         return ApprovalState(ApprovalStatus.FAILED, details={"unusable_result": "no approved_until"})
     return ApprovalState(
         ApprovalStatus.APPROVED, approval=dict(approval), approved_until_ms=until, deadline_ms=deadline
     )
-
-
-def parse_time_ms(value: Any) -> int | None:
-    """An RFC 3339 timestamp as epoch milliseconds, or ``None`` when absent or unparseable."""
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        return None
-    return round(parsed.timestamp() * 1000)
 
 
 def retry_after_seconds(header: str | None) -> float | None:

@@ -36,6 +36,13 @@ class ApprovalStatus(StrEnum):
         return self is not ApprovalStatus.PENDING
 
 
+#: Decision members an Access Request echoes, from ``context`` and from ``context.access_request``
+#: (ARAP §2.3 ``denial``), and the URLs a requestable denial may name.
+_CONTEXT_DENIAL_MEMBERS = ("evaluation_id", "evaluated_at", "reason")
+_HINT_DENIAL_MEMBERS = ("expires_at", "template", "binding_token")
+_HINT_URLS = ("endpoint", "request_schema_url", "request_catalogs_url", "form_url")
+
+
 @dataclass(frozen=True)
 class DeniedEvaluation:
     """The denied AuthZEN evaluation a submission stems from, for backends that speak ARAP.
@@ -82,6 +89,33 @@ class DeniedEvaluation:
             if value is not None:
                 body[name] = dict(value) if isinstance(value, Mapping) else value
         return body
+
+    @classmethod
+    def from_decision(
+        cls, request: Mapping[str, Any], decision_context: Mapping[str, Any] | None
+    ) -> DeniedEvaluation | None:
+        """The denied evaluation behind a requestable denial, or ``None`` when it is not requestable.
+
+        ``request`` is the evaluation request as sent (wire form); ``decision_context`` the decision's
+        context. Only ``context.access_request`` (an object with ``expires_at``) makes a denial
+        requestable (ARAP §2.2); every echoed member is copied as is, absent ones stay absent.
+        """
+        context = decision_context or {}
+        hint = context.get("access_request")
+        if not isinstance(hint, Mapping) or "expires_at" not in hint:
+            return None
+        denial: dict[str, Any] = {name: hint[name] for name in _HINT_DENIAL_MEMBERS if name in hint}
+        denial.update({name: context[name] for name in _CONTEXT_DENIAL_MEMBERS if name in context})
+        urls = {name: hint[name] for name in _HINT_URLS if isinstance(hint.get(name), str)}
+        evaluated = request.get("context")
+        return cls(
+            subject=dict(request["subject"]),
+            resource=dict(request["resource"]),
+            action=dict(request["action"]),
+            denial=denial,
+            context=dict(evaluated) if isinstance(evaluated, Mapping) else None,
+            **urls,
+        )
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> DeniedEvaluation:

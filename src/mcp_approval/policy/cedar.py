@@ -42,13 +42,13 @@ import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
 import cedarpy
 
-from mcp_approval.clock import Clock, SystemClock, iso8601
+from mcp_approval.clock import Clock, SystemClock, iso8601, parse_iso8601
 from mcp_approval.policy.cedar_loading import (
     ANNOTATION_DEADLINE,
     ANNOTATION_DESCRIPTION,
@@ -287,13 +287,10 @@ class CedarPDP:
     def _approval_problem(self, approval: Approval | None) -> str | None:
         if approval is None:
             return REASON_APPROVAL_UNVERIFIABLE
-        try:
-            until = datetime.fromisoformat(approval.approved_until)
-        except ValueError:
+        until = parse_iso8601(approval.approved_until)
+        if until is None:
             return REASON_APPROVAL_UNVERIFIABLE
-        if until.tzinfo is None:
-            return REASON_APPROVAL_UNVERIFIABLE
-        if until.timestamp() * 1000 <= self.clock.now_ms():
+        if until <= self.clock.now_ms():
             return REASON_APPROVAL_EXPIRED
         return None
 

@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import uuid
@@ -31,6 +30,7 @@ import anyio
 import httpx2
 from pydantic import ValidationError
 
+from mcp_approval.hosts import is_loopback_host
 from mcp_approval.policy.models import (
     REASON_PDP_ERROR,
     REASON_PDP_INVALID_RESPONSE,
@@ -63,17 +63,6 @@ class PDPError(Exception):
     def decision(self) -> Decision:
         """The fail-closed deny standing for this failure."""
         return Decision.deny(self.reason, detail=self.detail)
-
-
-def _is_loopback(host: str | None) -> bool:
-    if not host:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class HttpPDP:
@@ -214,7 +203,7 @@ class HttpPDP:
     def _url_problem(self, url: str) -> str | None:
         parts = urlsplit(url)
         secure = parts.scheme == "https" or (
-            parts.scheme == "http" and (self.allow_insecure_http or _is_loopback(parts.hostname))
+            parts.scheme == "http" and (self.allow_insecure_http or is_loopback_host(parts.hostname))
         )
         if secure and parts.netloc and not parts.query and not parts.fragment:
             return None

@@ -26,12 +26,12 @@ import httpx
 
 from mcp_approval.approval.callbacks import SIGNATURE_HEADER, sign_callback
 from mcp_approval.clock import Clock
+from mcp_approval.hosts import is_loopback_host
 
 logger = logging.getLogger("mcp_approval.reference")
 
 #: Delays before each retry of a failed delivery.
 RETRY_DELAYS_S: Final = (0.5, 2.0, 8.0)
-_LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.localdomain"})
 
 
 def origin(url: str) -> str:
@@ -42,16 +42,6 @@ def origin(url: str) -> str:
     default = {"https": 443, "http": 80}.get(scheme)
     netloc = f"[{host}]" if ":" in host else host
     return f"{scheme}://{netloc}" + (f":{port}" if port is not None and port != default else "")
-
-
-def is_loopback_host(host: str) -> bool:
-    """Whether ``host`` names this machine (a loopback literal or ``localhost``)."""
-    if host.lower() in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _internal(host: str) -> bool:

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
-from mcp_approval.clock import Clock, iso8601
+from mcp_approval.clock import Clock, iso8601, parse_iso8601
 from mcp_approval.policy.models import (
     REASON_APPROVAL_EXPIRED,
     REASON_APPROVAL_UNVERIFIABLE,
@@ -41,15 +40,6 @@ def request_hash(request: EvaluationRequest, members: Sequence[str]) -> str:
     """The ``binding_hash`` of an evaluation request."""
     wire = request.to_wire()
     return binding_hash(wire["subject"], wire["resource"], wire["action"], wire.get("context"), members)
-
-
-def epoch_ms(timestamp: str) -> int | None:
-    """An RFC 3339 timestamp with a zone as epoch milliseconds, or ``None``."""
-    try:
-        parsed = datetime.fromisoformat(timestamp)
-    except (TypeError, ValueError):
-        return None
-    return None if parsed.tzinfo is None else int(parsed.timestamp() * 1000)
 
 
 class BindingPDP:
@@ -113,7 +103,7 @@ class BindingPDP:
     async def _bound_hint(self, request: EvaluationRequest, context: dict[str, Any]) -> dict[str, Any]:
         hint = dict(context["access_request"])
         now = self._clock.now_ms()
-        expires_ms = epoch_ms(hint["expires_at"]) or now
+        expires_ms = parse_iso8601(hint["expires_at"]) or now
         evaluation_id = context.get("evaluation_id") or "eval_" + secrets.token_urlsafe(16)
         context["evaluation_id"] = evaluation_id
         digest = request_hash(request, self._members)

@@ -28,7 +28,7 @@ from sqlalchemy.exc import IntegrityError
 
 from mcp_approval.backends.contract import ApprovalState, ApprovalStatus, ApprovalSubmission, IdempotencyConflictError
 from mcp_approval.backends.local import LocalApprovalBackend
-from mcp_approval.clock import Clock, iso8601
+from mcp_approval.clock import Clock, iso8601, parse_iso8601
 from mcp_approval.protocol import (
     ARAP_DUPLICATE_REQUEST,
     ARAP_INVALID_DENIAL_BINDING,
@@ -38,7 +38,6 @@ from mcp_approval.protocol import (
     ARAP_UNKNOWN_TASK,
 )
 from mcp_approval.reference.arap_callbacks import CallbackSender, callback_problem
-from mcp_approval.reference.arap_pdp import epoch_ms
 from mcp_approval.reference.ars_store import ApprovalRecord, ArapStore, TaskRecord
 from mcp_approval.reference.ars_submission import ArapError, BoundDenial, DenialChecker, Submission
 from mcp_approval.reference.config import ArapSection
@@ -286,7 +285,7 @@ class AccessRequestService:
         approved = state.approval or {}
         # Whole seconds, so that the state's exp equals approved_until exactly.
         until = (state.approved_until_ms or self._clock.now_ms()) // 1000 * 1000
-        approved_at = epoch_ms(str(approved.get("approved_at"))) or self._clock.now_ms()
+        approved_at = parse_iso8601(str(approved.get("approved_at"))) or self._clock.now_ms()
         approval_id = "apr_" + secrets.token_urlsafe(32)
         claims = {
             "iss": self.endpoint,

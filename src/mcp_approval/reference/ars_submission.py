@@ -15,7 +15,7 @@ from typing import Any
 import rfc8785
 from pydantic import ValidationError
 
-from mcp_approval.clock import Clock
+from mcp_approval.clock import Clock, parse_iso8601
 from mcp_approval.policy.models import Action, Resource, Subject
 from mcp_approval.protocol import (
     ARAP_ERROR_PREFIX,
@@ -24,7 +24,6 @@ from mcp_approval.protocol import (
     ARAP_INVALID_DENIAL_BINDING,
     ARAP_NOT_REQUESTABLE,
 )
-from mcp_approval.reference.arap_pdp import epoch_ms
 from mcp_approval.reference.ars_store import ArapStore
 from mcp_approval.reference.binding import binding_hash, valid_members
 from mcp_approval.reference.signing import KeySet, TokenError
@@ -171,8 +170,8 @@ class DenialChecker:
         if protected is not None and protected != submission.denial["expires_at"]:
             raise ArapError(ARAP_INVALID_DENIAL_BINDING, "denial.expires_at differs from the signed deadline")
         exp_ms = int(claims["exp"]) * 1000
-        deadline = min(exp_ms, epoch_ms(protected) or exp_ms) if isinstance(protected, str) else exp_ms
-        if protected is None and (epoch_ms(submission.denial["expires_at"]) or 0) < exp_ms:
+        deadline = min(exp_ms, parse_iso8601(protected) or exp_ms) if isinstance(protected, str) else exp_ms
+        if protected is None and (parse_iso8601(submission.denial["expires_at"]) or 0) < exp_ms:
             raise ArapError(ARAP_INVALID_DENIAL_BINDING, "the token outlives the echoed denial.expires_at")
         self._fresh(deadline, now)
         recorded = await self._store.evaluation(claims["evaluation_id"]) if "evaluation_id" in claims else None

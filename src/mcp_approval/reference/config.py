@@ -33,21 +33,11 @@ It reuses the deployment file's sections for what the two share (``[store]``, ``
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from mcp_approval.config import (
-    ApprovalSection,
-    ConfigError,
-    PolicySection,
-    PrincipalEntry,
-    ResolverEntry,
-    StoreSection,
-    TemplateSection,
-)
+from mcp_approval.config import ApprovalSection, ConfigFile, PolicySection, load_config_file
 
 
 class _Section(BaseModel):
@@ -110,47 +100,19 @@ class ArapSection(_Section):
         return clients
 
 
-class ArapServerConfig(_Section):
-    """A whole ``arap-server`` file."""
+class ArapServerConfig(ConfigFile):
+    """A whole ``arap-server`` file: the shared store, principals (reviewers), templates and resolvers,
+    plus the policy and the ``[arap]`` service settings."""
 
-    path: Path = Field(exclude=True)
-    store: StoreSection = Field(default_factory=StoreSection)
     policy: PolicySection
     approval: ApprovalSection = Field(default_factory=ApprovalSection)
     arap: ArapSection = Field(default_factory=ArapSection)
-    principals: list[PrincipalEntry] = Field(default_factory=list)
-    templates: dict[str, TemplateSection] = Field(default_factory=dict)
-    resolvers: list[ResolverEntry] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _consistent(self) -> ArapServerConfig:
-        if len({p.token for p in self.principals}) != len(self.principals):
-            raise ValueError("two principals share a token")
+    def _client_tokens_are_not_principal_tokens(self) -> ArapServerConfig:
         if {p.token for p in self.principals} & {c.token for c in self.arap.clients}:
             raise ValueError("a client token is also a principal token")
-        for resolver in self.resolvers:
-            if resolver.template not in self.templates:
-                raise ValueError(f"resolver for template {resolver.template!r}: no [templates.{resolver.template}]")
         return self
-
-    def resolve(self, path: Path) -> Path:
-        """``path`` made absolute against the config file's directory."""
-        return path if path.is_absolute() else self.path.parent / path
-
-    def store_url(self) -> str:
-        """The store URL, a relative SQLite path resolved against the config file."""
-        url, prefix = self.store.url, "sqlite:///"
-        if url.startswith(prefix) and not url.startswith(prefix + "/") and len(url) > len(prefix):
-            return prefix + str(self.resolve(Path(url[len(prefix) :])))
-        return url
-
-    def roles_of(self, principal: str) -> frozenset[str]:
-        """The roles a principal holds."""
-        return frozenset(role for entry in self.principals if entry.id == principal for role in entry.roles)
-
-    def reviewer_tokens(self) -> dict[str, str]:
-        """Reviewer bearer token → principal id."""
-        return {entry.token: entry.id for entry in self.principals}
 
     def client_tokens(self) -> dict[str, str]:
         """PEP client bearer token → client id."""
@@ -163,20 +125,4 @@ def load_arap_config(path: str | Path) -> ArapServerConfig:
     Raises:
         ConfigError: naming the file and, for invalid content, each bad field.
     """
-    file = Path(path).resolve()
-    try:
-        raw: dict[str, Any] = tomllib.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such configuration file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read it ({exc})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    try:
-        return ArapServerConfig.model_validate({**raw, "path": file})
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {str(e['msg']).removeprefix('Value error, ')}"
-            for e in exc.errors()
-        )
-        raise ConfigError(f"{path}: {problems}") from None
+    return load_config_file(path, ArapServerConfig)

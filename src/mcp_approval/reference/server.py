@@ -32,8 +32,9 @@ from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.resolvers import AutoResolver, resolvers_from_config
 from mcp_approval.backends.reviewer_api import reviewer_routes
 from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.hosts import is_loopback_host
 from mcp_approval.policy import CedarPDP
-from mcp_approval.reference.arap_callbacks import CallbackSender, is_loopback_host
+from mcp_approval.reference.arap_callbacks import CallbackSender
 from mcp_approval.reference.arap_pdp import BindingPDP, IssuedApprovalVerifier
 from mcp_approval.reference.ars import AccessRequestService
 from mcp_approval.reference.ars_routes import JWKS_PATH, REQUESTS_PATH, ars_routes, jwks_route, token_authenticator
@@ -203,8 +204,8 @@ def build_arap_server(
         *pdp_routes(pdp, base_url=base, access_request_endpoint=endpoint, jwks_uri=base + JWKS_PATH),
         jwks_route(keys, prefix=prefix),
         *ars_routes(service, token_authenticator(config.client_tokens()), prefix=prefix),
-        *reviewer_routes(backend, token_authenticator(config.reviewer_tokens())),
-        *console_routes(backend, token_authenticator(config.reviewer_tokens()), audit, clock=time),
+        *reviewer_routes(backend, token_authenticator(config.tokens())),
+        *console_routes(backend, token_authenticator(config.tokens()), audit, clock=time),
         *extra_routes,
     ]
     return ArapServer(config, base, database, keys, store, backend, service, pdp, audit, routes)

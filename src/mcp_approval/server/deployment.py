@@ -14,7 +14,7 @@ import logging
 import tomllib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from mcp_approval.backends.arap import ArapBackend
 from mcp_approval.backends.console import console_routes
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.reviewer_api import reviewer_routes
-from mcp_approval.clock import Clock
+from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.config import ConfigError, DeploymentConfig
 from mcp_approval.policy import ToolCallMapper
 from mcp_approval.policy.http import HttpPDP
@@ -60,6 +60,7 @@ class Deployment:
     approval: ToolApproval
     backend: ApprovalBackend
     audit: AuditLog
+    clock: Clock = field(default_factory=SystemClock)
 
 
 def build_deployment(
@@ -143,17 +144,18 @@ def build_deployment(
     holder["approval"] = approval
     gate.on_requestable = approval
     _register_tools(config, server)
-    return Deployment(config, server, tasks, gate, approval, backend, audit)
+    return Deployment(config, server, tasks, gate, approval, backend, audit, clock or SystemClock())
 
 
 def deployment_app(deployment: Deployment) -> Starlette:
-    """The HTTP app: MCP at ``/mcp``, reviewers at ``/approvals``, callbacks when a secret is set."""
+    """The HTTP app: MCP at ``/mcp``, reviewers at ``/approvals`` and ``/console``, callbacks when a secret is set."""
     app = deployment.server.streamable_http_app(json_response=True)
     routes: list[BaseRoute] = []
     backend = deployment.backend
     if isinstance(backend, LocalApprovalBackend):  # an ARAP deployment's reviewers use the ARS
-        routes += reviewer_routes(backend, reviewer_authenticator(deployment.config))
-        routes += console_routes(backend, reviewer_authenticator(deployment.config), deployment.audit)
+        authenticate = reviewer_authenticator(deployment.config)
+        routes += reviewer_routes(backend, authenticate)
+        routes += console_routes(backend, authenticate, deployment.audit, clock=deployment.clock)
     secret = deployment.config.approval.callback_secret
     if secret:
         routes.insert(0, _callback_route(deployment, secret))

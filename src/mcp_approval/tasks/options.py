@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
+
+from mcp_approval.hosts import is_loopback_host
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -150,7 +151,7 @@ def check_approval_url(url: str, *, field_name: str) -> None:
         raise ValueError(f"{field_name} is not a valid URL ({exc}): {url!r}") from None
     if parts.scheme not in ("https", "http") or not host:
         raise ValueError(f"{field_name} must be an absolute https URL (http only on a loopback host): {url!r}")
-    if parts.scheme == "http" and not _is_loopback(host):
+    if parts.scheme == "http" and not is_loopback_host(host):
         raise ValueError(f"{field_name} must be https; http is allowed only on a loopback host, not {host!r}")
     if parts.username is not None or parts.password is not None:
         raise ValueError(f"{field_name} must not carry a user name or password: {url!r}")
@@ -158,12 +159,3 @@ def check_approval_url(url: str, *, field_name: str) -> None:
         raise ValueError(f"{field_name}: {APPROVAL_ID_PLACEHOLDER} may not be part of the host: {url!r}")
     if APPROVAL_ID_PLACEHOLDER not in url:
         raise ValueError(f"{field_name} must contain {APPROVAL_ID_PLACEHOLDER} where the approval's id goes: {url!r}")
-
-
-def _is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -184,7 +184,8 @@ start_treasury() {  # start_treasury LEG PORT: a private copy of examples/treasu
   local port=$2 config log_file="$RESULTS/$1-treasury-server.log"
   TREASURY_LEG=$1
   TREASURY_DIR="$(mktemp -d "${TMPDIR:-/tmp}/mcp-approval-interop-treasury.XXXXXX")" || return 1
-  cp -R examples/treasury "$TREASURY_DIR/treasury" || return 1
+  # -L: the example's tools.py and entities.json are links into the package
+  cp -RL examples/treasury "$TREASURY_DIR/treasury" || return 1
   rm -rf "$TREASURY_DIR"/treasury/*.db* "$TREASURY_DIR/treasury/ledger.jsonl" "$TREASURY_DIR/treasury/__pycache__"
   config="$TREASURY_DIR/treasury/config.toml"
   sed -i -e '/^\[tasks\]/,/^\[/ s/^poll_interval_s = .*/poll_interval_s = 0.2/' \

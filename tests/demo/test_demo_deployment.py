@@ -16,6 +16,7 @@ from mcp_approval.demo.servers import (
 from mcp_approval.reference.config import load_arap_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "treasury"
+PACKAGED = Path(__file__).resolve().parents[2] / "src" / "mcp_approval" / "demo" / "treasury"
 POLICY_HEADER = "// The demo's copy of examples/treasury/policy.cedar, plus one rule the demo needs (at the end).\n//\n"
 
 
@@ -37,10 +38,10 @@ def test_the_materialized_deployment_loads_and_names_the_port(tmp_path: Path) ->
 
 def test_the_copy_matches_the_example(tmp_path: Path) -> None:
     folder = materialize(tmp_path / "treasury").parent
-    assert (folder / "entities.json").read_text() == (EXAMPLE / "entities.json").read_text()
-    demo_tools = (folder / "tools.py").read_text().splitlines()
-    example_tools = (EXAMPLE / "tools.py").read_text().splitlines()
-    assert demo_tools[1:] == example_tools[1:]  # only the first docstring line differs
+    # The example's tools and entities are the packaged files themselves (symbolic links).
+    for name in ("entities.json", "tools.py"):
+        assert (EXAMPLE / name).resolve() == (PACKAGED / name).resolve()
+        assert (folder / name).read_text() == (EXAMPLE / name).read_text()
     policy = (folder / "policy.cedar").read_text()
     assert policy.startswith(POLICY_HEADER)
     assert policy[len(POLICY_HEADER) :].startswith((EXAMPLE / "policy.cedar").read_text())

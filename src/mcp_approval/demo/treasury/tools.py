@@ -1,4 +1,4 @@
-"""The demo's copy of the treasury example's tools (examples/treasury/tools.py).
+"""The treasury example's tools.
 
 ``mcp-approval serve`` imports this file and calls :func:`register`. The ledger is an
 append-only JSON-lines file, flushed to disk before a tool returns: it is the side effect the

@@ -127,9 +127,15 @@ class Narrator:
         table = Table(title=f"mcp-approval demo: {passed}/{len(results)} scenarios behaved in {total_s:.1f} s")
         # A narrow terminal gets the details in the narration above, not squeezed into the table.
         wide = self.console.width >= WIDE_TABLE_COLUMNS
-        columns = ("#", "scenario", "outcome", "disposition", "executions", "seconds", *(("detail",) if wide else ()))
-        for column in columns:
-            table.add_column(column, overflow="fold", no_wrap=column != "detail")
+        # Only names and details may wrap: an 80-column terminal still shows every number and disposition whole.
+        table.add_column("#", justify="right", no_wrap=True, min_width=2)
+        table.add_column("scenario", overflow="fold")
+        table.add_column("outcome", no_wrap=True)
+        table.add_column("disposition", no_wrap=True, min_width=len("denied-not-executed"))
+        table.add_column("runs", justify="right", no_wrap=True)
+        table.add_column("s", justify="right", no_wrap=True)
+        if wide:
+            table.add_column("detail", overflow="fold")
         for result in results:
             colour = "green" if result.outcome == "pass" else "red"
             cells = [

@@ -27,7 +27,7 @@ import time
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:
 
 import httpx  # noqa: E402
 from databases import DatabaseKind, Postgres, add_postgres_arguments, database_kinds  # noqa: E402
-from measure import Row, log, median, print_table, settle, throughput  # noqa: E402
+from measure import Report, Row, log, median, percentile, print_table, settle, throughput  # noqa: E402
 from sqlalchemy import Connection, func, select, update  # noqa: E402
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir  # noqa: E402
 from tests.support.wire import Wire  # noqa: E402
@@ -93,33 +93,6 @@ class Scale:
 
 FULL = Scale("full", 3, 60, 240, 50, 10_000, 20, 8, 16)
 QUICK = Scale("quick", 1, 20, 60, 10, 500, 5, 8, 16)
-
-
-@dataclass
-class Report:
-    rows: list[Row] = field(default_factory=list)
-    figures: dict[str, Any] = field(default_factory=dict)
-
-    def add(self, row: Row) -> None:
-        self.rows.append(row)
-
-    def document(self, scale: Scale, seconds: float) -> dict[str, Any]:
-        return {
-            "benchmark": "approval_bench",
-            "scale": asdict(scale),
-            "seconds": round(seconds, 1),
-            "python": sys.version.split()[0],
-            "cpus": os.cpu_count(),
-            "rows": [{**asdict(row), "result": row.verdict} for row in self.rows],
-            "figures": self.figures,
-        }
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    """Nearest-rank percentile (p99 of 60 samples is the largest but one, not an interpolation)."""
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(fraction * len(ordered) + 0.5)))
-    return ordered[rank - 1]
 
 
 # -- databases and servers -------------------------------------------------------------------
@@ -495,7 +468,7 @@ async def run(args: argparse.Namespace) -> int:
         if postgres is None:
             return 2
         log(f"PostgreSQL scratch database: {postgres.name}")
-    report = Report()
+    report = Report("approval_bench")
     try:
         with tempfile.TemporaryDirectory(prefix="mcpa-approval-bench-") as tmp:
             workdir = Path(tmp)

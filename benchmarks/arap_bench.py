@@ -31,9 +31,8 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -41,7 +40,7 @@ if str(ROOT) not in sys.path:
 
 import httpx  # noqa: E402
 import httpx2  # noqa: E402
-from measure import Row, log, median, print_table, settle, throughput  # noqa: E402
+from measure import Report, Row, log, median, percentile, print_table, settle, throughput  # noqa: E402
 from tests.support.arap import ArapDeployment, arap_deployment  # noqa: E402
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir  # noqa: E402
 from tests.support.wire import Wire  # noqa: E402
@@ -66,30 +65,6 @@ class Scale:
 
 FULL = Scale("full", 100, 5, 2000)
 QUICK = Scale("quick", 10, 2, 300)
-
-
-@dataclass
-class Report:
-    rows: list[Row] = field(default_factory=list)
-    figures: dict[str, Any] = field(default_factory=dict)
-
-    def document(self, scale: Scale, seconds: float) -> dict[str, Any]:
-        return {
-            "benchmark": "arap_bench",
-            "scale": asdict(scale),
-            "seconds": round(seconds, 1),
-            "python": sys.version.split()[0],
-            "cpus": os.cpu_count(),
-            "rows": [{**asdict(row), "result": row.verdict} for row in self.rows],
-            "figures": self.figures,
-        }
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(fraction * len(ordered) + 0.5)))
-    return ordered[rank - 1]
 
 
 _accounts = 0
@@ -223,7 +198,7 @@ async def run(args: argparse.Namespace) -> int:
     scale = QUICK if args.quick else FULL
     started = time.perf_counter()
     log(f"ARAP benchmark ({scale.name}); python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
-    report = Report()
+    report = Report("arap_bench")
     with tempfile.TemporaryDirectory(prefix="mcpa-arap-bench-") as tmp:
         workdir = Path(tmp)
         pair: ArapDeployment = arap_deployment(workdir, LIMITS, name="arap").start()

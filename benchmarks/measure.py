@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import itertools
+import os
 import statistics
+import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 
 def log(message: str) -> None:
@@ -69,6 +72,13 @@ def median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
 
 
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile (p99 of 60 samples is the largest but one, not an interpolation)."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(fraction * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
 @dataclass
 class Row:
     """One line of a benchmark's final table."""
@@ -100,3 +110,28 @@ def print_table(rows: Sequence[Row], *, baseline_header: str = "baseline") -> No
     print("-+-".join("-" * w for w in widths))
     for cell in cells:
         print(line(cell))
+
+
+@dataclass
+class Report:
+    """A benchmark run's table rows and raw figures, for the final table and ``--json``."""
+
+    benchmark: str
+    rows: list[Row] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, row: Row) -> None:
+        """Append a row to the final table."""
+        self.rows.append(row)
+
+    def document(self, scale: Any, seconds: float) -> dict[str, Any]:
+        """The run as a JSON document: scale (a dataclass), duration, machine, rows and figures."""
+        return {
+            "benchmark": self.benchmark,
+            "scale": asdict(scale),
+            "seconds": round(seconds, 1),
+            "python": sys.version.split()[0],
+            "cpus": os.cpu_count(),
+            "rows": [{**asdict(row), "result": row.verdict} for row in self.rows],
+            "figures": self.figures,
+        }

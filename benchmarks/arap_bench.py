@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import tempfile
@@ -40,7 +39,7 @@ if str(ROOT) not in sys.path:
 
 import httpx  # noqa: E402
 import httpx2  # noqa: E402
-from measure import Report, Row, log, median, percentile, print_table, settle, throughput  # noqa: E402
+from measure import Report, Row, log, median, percentile, settle, throughput  # noqa: E402
 from tests.support.arap import ArapDeployment, arap_deployment  # noqa: E402
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir  # noqa: E402
 from tests.support.wire import Wire  # noqa: E402
@@ -217,14 +216,7 @@ async def run(args: argparse.Namespace) -> int:
             pair.kill()
             local.kill()
     seconds = time.perf_counter() - started
-    log(f"\nResults ({scale.name} run, {seconds:.0f} s):\n")
-    print_table(report.rows, baseline_header="baseline (same run) / ratio")
-    if args.json is not None:
-        document = json.dumps(report.document(scale, seconds), indent=2)
-        if args.json == "-":
-            print(document)
-        else:
-            await asyncio.to_thread(Path(args.json).write_text, document + "\n")
+    report.publish(scale, seconds, baseline_header="baseline (same run) / ratio", json_target=args.json)
     return 0
 
 

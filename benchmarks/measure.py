@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import gc
 import itertools
+import json
 import os
 import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -135,3 +137,15 @@ class Report:
             "rows": [{**asdict(row), "result": row.verdict} for row in self.rows],
             "figures": self.figures,
         }
+
+    def publish(self, scale: Any, seconds: float, *, baseline_header: str, json_target: str | None) -> None:
+        """Print the final table; with ``json_target``, the JSON document too (``-``: stdout, else a file)."""
+        log(f"\nResults ({scale.name} run, {seconds:.0f} s):\n")
+        print_table(self.rows, baseline_header=baseline_header)
+        if json_target is None:
+            return
+        document = json.dumps(self.document(scale, seconds), indent=2)
+        if json_target == "-":
+            print(document)
+        else:
+            Path(json_target).write_text(document + "\n")

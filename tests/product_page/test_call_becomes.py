@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -31,8 +32,14 @@ BASE_URL = "http://127.0.0.1:8000"
 
 
 @asynccontextmanager
-async def confirming_server(tmp_path: Path, **options: Any) -> AsyncIterator[Wire]:
-    """A server whose ``confirm_*`` tools ask one MRTR question before answering."""
+async def confirming_server(
+    tmp_path: Path, released: asyncio.Event | None = None, **options: Any
+) -> AsyncIterator[Wire]:
+    """A server whose ``confirm_*`` tools ask one MRTR question before answering.
+
+    ``confirm_late`` asks only once ``released`` is set.
+    """
+    released = released or asyncio.Event()
     store_url = f"sqlite:///{tmp_path / 'tasks.db'}"
     tasks = TasksExtension(TaskOptions(store_url=store_url, allow_anonymous_tasks=True, **options))
     server: MCPServer[Any] = MCPServer(
@@ -51,8 +58,13 @@ async def confirming_server(tmp_path: Path, **options: Any) -> AsyncIterator[Wir
         action = answer.action if isinstance(answer, types.ElicitResult) else "?"
         return types.CallToolResult(content=[types.TextContent(type="text", text=f"confirmed: {action}")])
 
+    async def confirm_when_released(ctx: Context[Any, Any]) -> types.CallToolResult | types.InputRequiredResult:
+        await released.wait()  # held until the test has seen the call become a task
+        return await confirm(ctx)
+
     server.add_tool(confirm, name="confirm_required")
     server.add_tool(confirm, name="confirm_optional")
+    server.add_tool(confirm_when_released, name="confirm_late")
     app = server.streamable_http_app(json_response=True)
     async with (
         server.session_manager.run(),
@@ -62,6 +74,7 @@ async def confirming_server(tmp_path: Path, **options: Any) -> AsyncIterator[Wir
 
 
 MODES = {"confirm_required": "required", "confirm_optional": "optional"}
+TERMINAL = ("completed", "failed", "cancelled")
 
 
 @pytest.mark.parametrize("tool", ["confirm_required", "confirm_optional"])
@@ -90,16 +103,51 @@ async def test_an_input_round_is_answered_in_the_request_never_as_a_task(tmp_pat
     assert answer["content"][0]["text"] == "confirmed: accept"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: with threshold_s=0 (or an input round slower than threshold_s) the call is promoted "
-    "before its MRTR round is known, and the task then fails with -32603 instead of the round being answered",
-)
 @pytest.mark.parametrize("tool", ["confirm_required", "confirm_optional"])
 async def test_an_input_round_is_never_a_task_even_with_threshold_zero(tmp_path: Path, tool: str) -> None:
+    """A round the call answers before its promotion commits is answered in the request."""
     async with confirming_server(tmp_path, threshold_s=0.0, modes=MODES) as wire:
         asked = (await wire.call_tool(tool, {})).result
+        listed = await wire.request("tools/list", {})
     assert asked["resultType"] == "input_required"
+    assert "taskId" not in asked
+    assert listed.result["tools"]  # the server is still healthy; no task was left behind to fail
+
+
+async def task_asking(wire: Wire, released: asyncio.Event) -> tuple[str, str]:
+    """Call ``confirm_late`` (a task at once), let it ask, and return (task id, input key)."""
+    created = (await wire.call_tool("confirm_late", {})).result
+    assert created["resultType"] == "task"
+    assert created["status"] == "working"
+    released.set()
+    waiting = await eventually(lambda: wire.get(created["taskId"]), lambda reply: reply.result["status"] != "working")
+    assert waiting.result["status"] == "input_required"
+    [(key, request)] = waiting.result["inputRequests"].items()
+    assert request["method"] == "elicitation/create"
+    assert request["params"]["message"] == "Sure?"
+    assert "round-1" not in str(waiting.result)  # the tool's requestState stays in the server
+    return created["taskId"], key
+
+
+async def test_an_input_round_after_promotion_is_asked_through_the_task(tmp_path: Path) -> None:
+    released = asyncio.Event()
+    async with confirming_server(tmp_path, released, threshold_s=0.0) as wire:
+        task_id, key = await task_asking(wire, released)
+        await wire.update(task_id, {key: {"action": "accept", "content": {}}})
+        done = await eventually(lambda: wire.get(task_id), lambda reply: reply.result["status"] in TERMINAL)
+    assert done.result["status"] == "completed", done.result
+    assert done.result["result"]["content"][0]["text"] == "confirmed: accept"
+
+
+async def test_an_invalid_answer_to_a_task_asked_round_fails_the_task_naming_the_key(tmp_path: Path) -> None:
+    released = asyncio.Event()
+    async with confirming_server(tmp_path, released, threshold_s=0.0) as wire:
+        task_id, key = await task_asking(wire, released)
+        await wire.update(task_id, {key: {"action": "maybe"}})
+        done = await eventually(lambda: wire.get(task_id), lambda reply: reply.result["status"] in TERMINAL)
+    assert done.result["status"] == "failed"
+    assert done.result["error"]["code"] == -32602
+    assert "sure" in done.result["error"]["message"]
 
 
 async def test_a_resume_of_an_optional_tool_finishes_in_the_request(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import mcp_types as types
 from mcp.server.context import HandlerResult
 from mcp.shared.exceptions import MCPError
+from pydantic import TypeAdapter, ValidationError
 
 from mcp_approval.protocol import (
     INTERNAL_ERROR,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("mcp_approval.tasks")
 
 _CURRENT: contextvars.ContextVar[Execution] = contextvars.ContextVar("mcp_approval_task")
+_INPUT_RESPONSES: TypeAdapter[types.InputResponses] = TypeAdapter(types.InputResponses)
 
 
 def current_task() -> Execution:
@@ -43,6 +45,30 @@ def current_task() -> Execution:
         return _CURRENT.get()
     except LookupError:
         raise RuntimeError("current_task() called outside a call handled by the tasks extension") from None
+
+
+@dataclass(frozen=True)
+class AnsweredRound:
+    """The client's answers to an input round a task asked, for the call's next run.
+
+    ``responses`` maps the tool's own request keys to the answers; ``request_state`` is the
+    state the tool returned with the round (kept in the server, never sent to the client).
+    """
+
+    responses: dict[str, Any]
+    request_state: str | None
+
+    def input_responses(self) -> types.InputResponses:
+        """The answers as the SDK's typed ``InputResponses``, as a client's retry would carry them.
+
+        Raises:
+            MCPError: ``-32602`` naming the keys whose answers are not valid results.
+        """
+        try:
+            return _INPUT_RESPONSES.validate_python(self.responses)
+        except ValidationError as exc:
+            keys = sorted({str(error["loc"][0]) for error in exc.errors() if error["loc"]})
+            raise MCPError(code=INVALID_PARAMS, message=f"Invalid inputResponses for {', '.join(keys)}") from None
 
 
 @dataclass(frozen=True)
@@ -82,7 +108,7 @@ class Execution:
         *,
         tool_name: str,
         principal_digest: str | None,
-        call: Callable[[], Awaitable[HandlerResult]],
+        call: Callable[[AnsweredRound | None], Awaitable[HandlerResult]],
         capabilities: types.ClientCapabilities | None = None,
     ) -> None:
         self._runtime = runtime
@@ -145,6 +171,11 @@ class Execution:
             owner=self._runtime.worker_id,
             lease_ms=options.lease_ms,
         )
+        if self._outcome.done() and self._outcome.result().asks_for_input:
+            # The call answered with its input round before the task existed: the round is
+            # answered in the request (no task is created), exactly as if it had come in time.
+            self._abandon_promotion()
+            return None
         if self._outcome.done():  # already over: the task is born terminal
             status, message, result, error = _terminal_write(self._outcome.result())
             task = replace(task, status=status, status_message=message, result=result, error=error)
@@ -184,7 +215,9 @@ class Execution:
     async def _run(self) -> None:
         _CURRENT.set(self)
         try:
-            result = await self._call()
+            result = await self._call(None)
+            while self.task_id is not None and isinstance(result, types.InputRequiredResult):
+                result = await self._call(await self._ask_through_task(result))
         except asyncio.CancelledError:
             outcome = Outcome("cancelled")
         except MCPError as exc:
@@ -213,6 +246,21 @@ class Execution:
                 waiter.cancel()
 
     # -- input during execution ------------------------------------------------------------
+
+    async def _ask_through_task(self, round_: types.InputRequiredResult) -> AnsweredRound:
+        """An MRTR round the call answered with after it became a task, asked through the task.
+
+        The task moves to ``input_required`` with the round's requests; once ``tasks/update``
+        has answered them all, the call runs again with the answers under the tool's own keys
+        and its ``requestState``, which never leaves the server.
+        """
+        asked = round_.input_requests or {}
+        if not asked:  # a round of state alone: nothing to ask, the call runs again at once
+            return AnsweredRound(responses={}, request_state=round_.request_state)
+        keys = list(asked)
+        requests = [asked[key].model_dump(by_alias=True, exclude_none=True, mode="json") for key in keys]
+        answers = await self.request_input(requests)
+        return AnsweredRound(responses=dict(zip(keys, answers, strict=True)), request_state=round_.request_state)
 
     async def request_input(self, requests: Sequence[Mapping[str, Any]]) -> list[Any]:
         """Ask the client for input and wait for every answer.
@@ -314,4 +362,4 @@ def _terminal_write(outcome: Outcome) -> tuple[TaskStatus, str | None, dict[str,
     return TaskStatus.COMPLETED, None, result_document(outcome.result), None
 
 
-__all__ = ["Execution", "Outcome", "StoreUnavailableError", "current_task"]
+__all__ = ["AnsweredRound", "Execution", "Outcome", "StoreUnavailableError", "current_task"]

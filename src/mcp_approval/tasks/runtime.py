@@ -17,7 +17,7 @@ from mcp.server.context import HandlerResult
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.protocol import INTERNAL_ERROR
 from mcp_approval.storage import StoreUnavailableError
-from mcp_approval.tasks.execution import Execution
+from mcp_approval.tasks.execution import AnsweredRound, Execution
 from mcp_approval.tasks.models import error_document
 from mcp_approval.tasks.options import TaskOptions
 from mcp_approval.tasks.states import TaskStatus
@@ -95,12 +95,14 @@ class TaskRuntime:
         *,
         tool_name: str,
         principal_digest: str | None,
-        call: Callable[[], Awaitable[HandlerResult]],
+        call: Callable[[AnsweredRound | None], Awaitable[HandlerResult]],
         capabilities: types.ClientCapabilities | None = None,
     ) -> Execution:
         """Create an execution for a call; the caller starts it.
 
-        ``capabilities`` are those the creating request declared; input requests are held to them.
+        ``call`` runs the call: first with ``None``, then, after an input round the task asked,
+        with its answers. ``capabilities`` are those the creating request declared; input
+        requests are held to them.
         """
         return Execution(
             self, tool_name=tool_name, principal_digest=principal_digest, call=call, capabilities=capabilities

@@ -25,6 +25,7 @@ from mcp_approval.protocol import (
     UNKNOWN_TASK_MESSAGE,
 )
 from mcp_approval.storage import StoreUnavailableError
+from mcp_approval.tasks.execution import AnsweredRound
 from mcp_approval.tasks.models import (
     TaskIdParams,
     TaskRecord,
@@ -153,10 +154,19 @@ class TasksExtension(Extension):
         caller = self.caller(ctx)
         if isinstance(caller, _Anonymous):
             return await call_next(ctx)
+
+        async def run_call(answered: AnsweredRound | None) -> HandlerResult:
+            if answered is not None:
+                # The SDK binds these params into the handler chain, so the next run reads its
+                # answers from them: the MRTR retry a client would send, made in the server.
+                params.input_responses = answered.input_responses()
+                params.request_state = answered.request_state
+            return await call_next(ctx)
+
         execution = self.runtime.begin(
             tool_name=params.name,
             principal_digest=caller,
-            call=lambda: call_next(ctx),
+            call=run_call,
             capabilities=ctx.session.client_capabilities,
         )
         execution.start()

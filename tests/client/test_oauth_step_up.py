@@ -14,6 +14,7 @@ falls back to metadata discovery, and an AS that pins the registered scope refus
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -259,6 +260,22 @@ async def test_a_first_401_discovers_registers_and_authorizes_with_the_resource_
     assert [token.scopes for token in deployment.verifier.seen if token is not None][-1] == [READ]
     assert storage.tokens is not None
     assert storage.tokens.scope == READ
+
+
+async def test_no_token_or_code_reaches_the_log_even_at_debug(deployment: Deployment, caplog: pytest.LogCaptureFixture):
+    """The product page's rule "tokens are never logged", for every logger in the process."""
+    with caplog.at_level(logging.DEBUG):
+        async with connect(deployment, MemoryTokenStorage()) as connection:
+            await connection.client.call_tool("whoami", {})
+            assert not (await connection.client.call_tool("pay", {"amount": "5.00"})).is_error
+    authorization_server = deployment.authorization_server
+    secrets = [token.token for token in authorization_server.issued]
+    secrets += list(authorization_server.refresh_tokens)
+    assert len(authorization_server.issued) == 2  # the first authorization and the step-up
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert caplog.records, "nothing was logged at DEBUG: the check would prove nothing"
+    for secret in secrets:
+        assert secret not in logged
 
 
 @pytest.mark.sep_check("sep-2643-client-oauth-discovery-fallback", "sep-2643-server-scope-challenge")

@@ -51,7 +51,18 @@ def test_memory_token_storage_is_the_default() -> None:
     assert isinstance(provider().context.storage, MemoryTokenStorage)
 
 
-@pytest.mark.xfail(strict=True, reason="not built: oauth_client accepts a plain-http server_url off loopback")
-def test_a_plain_http_server_url_off_loopback_is_refused() -> None:
-    with pytest.raises(ValueError, match="https"):
-        provider("http://mcp.example.test/mcp")
+@pytest.mark.parametrize(
+    "url",
+    ["http://mcp.example.test/mcp", "http://10.0.0.8:8000/mcp", "ftp://mcp.example.test/mcp", "https:///mcp", "mcp"],
+)
+def test_a_server_url_off_https_is_refused_unless_on_loopback(url: str) -> None:
+    with pytest.raises(ValueError, match=r"server_url .* must be an https URL"):
+        provider(url)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://mcp.example.test/mcp", "http://127.0.0.1:8000/mcp", "http://localhost/mcp", "http://[::1]:8000/mcp"],
+)
+def test_https_and_loopback_http_server_urls_are_accepted(url: str) -> None:
+    assert provider(url).context.server_url == url

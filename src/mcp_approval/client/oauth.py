@@ -20,10 +20,13 @@ requests the union of the scopes held and the scopes the challenge names.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from urllib.parse import urlsplit
 
 from mcp.client.auth import OAuthClientProvider, TokenStorage
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from pydantic import AnyUrl
+
+from mcp_approval.hosts import is_loopback_host
 
 RedirectHandler = Callable[[str], Awaitable[None]]
 """Sends the user to the authorization URL it is given (opens a browser, prints a link)."""
@@ -90,9 +93,11 @@ def oauth_client(
             adds the challenged scopes to those already requested or granted.
 
     Raises:
-        ValueError: ``client_metadata_url`` is not an ``https`` URL with a non-root path, or
-            ``redirect_uris`` is empty or holds an invalid URL.
+        ValueError: ``server_url`` is not ``https`` (plain ``http`` only on a loopback host: the
+            provider sends bearer tokens there), ``client_metadata_url`` is not an ``https`` URL
+            with a non-root path, or ``redirect_uris`` is empty or holds an invalid URL.
     """
+    _check_server_url(server_url)
     if not redirect_uris:
         raise ValueError("redirect_uris needs at least one URI")
     metadata = OAuthClientMetadata(
@@ -107,4 +112,21 @@ def oauth_client(
         redirect_handler=redirect_handler,
         callback_handler=callback_handler,
         client_metadata_url=client_metadata_url,
+    )
+
+
+def _check_server_url(server_url: str) -> None:
+    """Tokens never cross plain http: ``https``, or ``http`` to this machine only."""
+    try:
+        url = urlsplit(server_url)
+        host = url.hostname
+    except ValueError:  # an unparsable netloc (a bad port, an unclosed bracket)
+        host = None
+    if host and url.scheme == "https":
+        return
+    if url.scheme == "http" and is_loopback_host(host):
+        return
+    raise ValueError(
+        f"server_url {server_url!r} must be an https URL (plain http only on a loopback host): "
+        "the provider sends bearer tokens to it"
     )

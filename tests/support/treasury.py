@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.wire import Wire
+from tests.support.wire import Reply, Wire
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "treasury"
 
@@ -151,9 +151,16 @@ class TreasuryServer:
             self.process.wait(10)
 
     def wait_exit(self, timeout_s: float = 30.0) -> int:
-        """Wait for the process to end by itself (e.g. at a crash point)."""
+        """Wait for the process to end by itself (e.g. at a crash point).
+
+        A process still running after ``timeout_s`` is killed, and the failure carries its log.
+        """
         assert self.process is not None
-        return self.process.wait(timeout_s)
+        try:
+            return self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"server still running after {timeout_s}s; its log:\n{self.log()[-6000:]}") from None
 
     def ledger(self) -> list[dict[str, Any]]:
         """The executed operations, read from the ledger file (works while the server is down)."""
@@ -185,3 +192,16 @@ class Reviewer:
 def principals(http: httpx.AsyncClient) -> dict[str, Wire]:
     """A raw JSON-RPC wire per treasury principal."""
     return {name: Wire(http, token=f"{name}-token") for name in ("alice", "bob", "carol", "dave", "erin")}
+
+
+async def call_until_crash(server: TreasuryServer, wire: Wire, tool: str, arguments: dict[str, Any]) -> Reply | None:
+    """Call ``tool`` on a server armed to crash: the reply, or ``None`` when the connection died.
+
+    A timeout is neither: the server hung, and the failure carries its log.
+    """
+    try:
+        return await wire.call_tool(tool, arguments)
+    except httpx.TimeoutException:
+        raise AssertionError(f"the server neither answered nor died; its log:\n{server.log()[-6000:]}") from None
+    except httpx.TransportError:
+        return None

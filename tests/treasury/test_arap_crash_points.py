@@ -25,7 +25,7 @@ import pytest
 from mcp_approval.approval.crashpoints import CRASH_ENV, CRASH_POINTS
 from tests.support.arap import ArapDeployment, arap_deployment
 from tests.support.polling import eventually
-from tests.support.treasury import Reviewer, TreasuryServer, principals
+from tests.support.treasury import Reviewer, TreasuryServer, call_until_crash, principals
 from tests.treasury.helpers import DISPOSITION, approval_for, assert_approved_executed, settled
 
 pytestmark = pytest.mark.anyio
@@ -65,14 +65,11 @@ async def one_run(point: str, pair: ArapDeployment) -> None:
     crashing.port = pair.serve.port  # the ARS's callback allowlist names this origin
     await asyncio.to_thread(crashing.start)
     async with (
-        httpx.AsyncClient(base_url=crashing.base_url, timeout=20) as http,
+        httpx.AsyncClient(base_url=crashing.base_url, timeout=60) as http,
         httpx.AsyncClient(base_url=pair.ars.base_url, timeout=20) as reviewers,
     ):
-        created: dict[str, Any] | None
-        try:
-            created = (await principals(http)["alice"].call_tool("wire_transfer", ARGUMENTS)).result
-        except httpx.TransportError:
-            created = None
+        reply = await call_until_crash(crashing, principals(http)["alice"], "wire_transfer", ARGUMENTS)
+        created = None if reply is None else reply.result
         if point in CREATION_POINTS:
             assert created is None, f"{point}: the server answered instead of crashing"
         else:

@@ -24,13 +24,14 @@ import pytest
 
 from mcp_approval.approval.crashpoints import CRASH_ENV, CRASH_POINTS
 from tests.support.polling import eventually
-from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
+from tests.support.treasury import Reviewer, TreasuryServer, call_until_crash, deployment_dir, principals
 from tests.treasury.helpers import DISPOSITION, approval_for, assert_approved_executed, settled
 
 pytestmark = pytest.mark.anyio
 
 RUNS = int(os.environ.get("MCP_APPROVAL_CRASH_RUNS", "2"))
 PARALLEL = 6
+CALL_TIMEOUT_S = 60
 #: Points reached while the tools/call is answered, before the client learns the task id.
 CREATION_POINTS = ("after_intent", "after_submit", "after_handle", "after_task")
 ARGUMENTS = {"to": "acct-crash", "amount": 30_000}
@@ -49,20 +50,13 @@ def orphans(db_path: Path) -> dict[str, int]:
     return {"pending_without_task": pending_without_task, "intents_in_flight": in_flight}
 
 
-async def call_and_crash(server: TreasuryServer, http: httpx.AsyncClient) -> dict[str, Any] | None:
-    """The transfer request; ``None`` when the server died before answering."""
-    try:
-        reply = await principals(http)["alice"].call_tool("wire_transfer", ARGUMENTS)
-    except httpx.TransportError:
-        return None
-    return reply.result
-
-
 async def one_run(point: str, directory: Path) -> None:
     crashing = TreasuryServer(directory, env={CRASH_ENV: point})
     await asyncio.to_thread(crashing.start)
-    async with httpx.AsyncClient(base_url=crashing.base_url, timeout=20) as http:
-        created = await call_and_crash(crashing, http)
+    # A generous timeout: six servers start and crash at once on two cores.
+    async with httpx.AsyncClient(base_url=crashing.base_url, timeout=CALL_TIMEOUT_S) as http:
+        reply = await call_until_crash(crashing, principals(http)["alice"], "wire_transfer", ARGUMENTS)
+        created = None if reply is None else reply.result
         if point in CREATION_POINTS:
             assert created is None, f"{point}: the server answered instead of crashing"
         else:

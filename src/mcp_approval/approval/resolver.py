@@ -33,16 +33,27 @@ from typing import TYPE_CHECKING
 from mcp_approval.approval import inputs as submission_inputs
 from mcp_approval.approval.binding import BindingIntegrityError, CallBinding
 from mcp_approval.approval.execution import Executor
+from mcp_approval.approval.messages import (
+    APPROVAL_EXPIRED,
+    BACKEND_FAILED,
+    BINDING_BROKEN,
+    DENIED,
+    EXPIRED,
+    INPUTS_NOT_GIVEN,
+    POLICY_DENIED,
+    PRINCIPAL_INVALID,
+    TOO_MANY_ROUNDS,
+    TOOL_CHANGED,
+)
+from mcp_approval.approval.resubmission import Resubmission, withdraw
 from mcp_approval.approval.results import denied_result
-from mcp_approval.approval.states import IN_FLIGHT_INTENTS, Disposition, IntentState, Phase
-from mcp_approval.approval.store import Intent, Reschedule, TaskOutcome, Workflow
+from mcp_approval.approval.states import IN_FLIGHT_INTENTS, Disposition, IntentState
+from mcp_approval.approval.store import Reschedule, TaskOutcome, Workflow
 from mcp_approval.backends import (
     ApprovalBackendError,
     ApprovalState,
     ApprovalStatus,
     ApprovalSubmission,
-    SubmissionRejectedError,
-    SupportsFindSubmitted,
     SupportsStatusMany,
     UnknownRequestError,
 )
@@ -60,16 +71,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("mcp_approval.approval")
 
-DENIED = "The approval request was denied."
-EXPIRED = "The approval request expired before anyone decided it."
-APPROVAL_EXPIRED = "The approval expired before the call could run."
-POLICY_DENIED = "Policy denied the call when it was re-checked after approval."
-PRINCIPAL_INVALID = "The caller is no longer authorized to act, so the approved call was not run."
-TOOL_CHANGED = "The tool changed after approval was requested, so the approved call was not run."
-BINDING_BROKEN = "The stored call could not be verified, so it was not run."
-TOO_MANY_ROUNDS = "The call needed more approval rounds than allowed."
-INPUTS_NOT_GIVEN = "The inputs the approvers need were not given, so nothing was submitted."
-BACKEND_FAILED = "The approval service failed; the call did not run"
 _BATCH = 200
 _EARLY_WAKES = 4096
 # The reschedules of the resolver pass running in this context, written together at its end.
@@ -96,6 +97,7 @@ class Resolver:
         self._loop: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._limit = asyncio.Semaphore(_CONCURRENCY)
+        self._resubmission = Resubmission(approval)
         self._last_reconcile = 0
         # Workflows this worker is checking, and those woken meanwhile (checked once more after).
         self._checking: set[str] = set()
@@ -231,17 +233,8 @@ class Resolver:
             return False
         workflow = await store.get(task_id)
         if workflow is not None and workflow.handle is not None:
-            await self._withdraw(workflow.handle)
+            await withdraw(self.approval.backend, workflow.handle)
         return True
-
-    async def _withdraw(self, handle: str) -> None:
-        backend = self.approval.backend
-        if not backend.supports_cancel:
-            return  # the local fence alone keeps the tool from running; a late approval is ignored
-        try:
-            await backend.cancel(handle)
-        except ApprovalBackendError as exc:
-            logger.warning("could not withdraw approval request (the task stays fenced): %s", exc)
 
     # -- one check ---------------------------------------------------------------------------
 
@@ -297,7 +290,7 @@ class Resolver:
         submission = replace(ApprovalSubmission.from_json(body), inputs=supplied)
         intent = approval.new_intent(workflow.task_id, 1, binding, submission, owner=workflow.principal_digest)
         if await approval.store.chain(workflow.task_id, 0, intent):
-            await self._submit_chained(intent, submission.deadline_ms)
+            await self._resubmission.submit_chained(intent, submission.deadline_ms)
 
     async def _act(self, workflow: Workflow, state: ApprovalState, now: int) -> None:
         status = state.status
@@ -407,39 +400,14 @@ class Resolver:
         )
         if not await approval.store.chain(workflow.task_id, workflow.generation, intent):
             return
-        await self._submit_chained(intent, submission.deadline_ms)
+        await self._resubmission.submit_chained(intent, submission.deadline_ms)
 
-    async def submit_chained_intent(self, intent: Intent) -> None:
-        """Recover a chained intent whose submission a crash interrupted (same key, same body)."""
-        body = self.approval.cipher.open(intent.body_sealed, record=intent.key)
-        await self._submit_chained(intent, ApprovalSubmission.from_json(body).deadline_ms)
+    # -- reconciliation --------------------------------------------------------------------
 
-    async def _submit_chained(self, intent: Intent, deadline: int | None) -> None:
-        approval = self.approval
-        body = approval.cipher.open(intent.body_sealed, record=intent.key)
-        try:
-            handle = await approval.backend.submit(intent.key, ApprovalSubmission.from_json(body))
-        except SubmissionRejectedError as exc:
-            logger.warning("task %s: chained submission refused (%s)", intent.task_id[:8], exc)
-            outcome = TaskOutcome(
-                TaskStatus.FAILED, BACKEND_FAILED, error=error_document(INTERNAL_ERROR, BACKEND_FAILED)
-            )
-            await approval.store.fence(intent.task_id, outcome, generation=intent.generation)
-            return
-        except ApprovalBackendError as exc:
-            logger.warning("task %s: chained submission failed; reconciliation retries (%s)", intent.task_id[:8], exc)
-            return
-        await approval.store.bind_chained(intent.key, intent.task_id, intent.generation, handle)
-        await approval.store.reschedule(
-            Reschedule(
-                intent.task_id,
-                intent.generation,
-                approval.clock.now_ms(),
-                attempts=0,
-                request_deadline=deadline,
-                min_ttl_end=None if deadline is None else deadline + approval.store.result_retention_ms,
-            )
-        )
+    async def reconcile(self) -> None:
+        """Settle what a crash left in flight (see :meth:`Resubmission.reconcile`)."""
+        self._last_reconcile = self.approval.clock.now_ms()
+        await self._resubmission.reconcile()
 
     # -- endings -----------------------------------------------------------------------------
 
@@ -483,49 +451,6 @@ class Resolver:
         base = options.poll_interval_s * float(2 ** min(attempts, 16))
         capped = min(base, options.max_retry_backoff_s)
         return max(1, round(capped * random.uniform(0.8, 1.2) * 1000))  # noqa: S311 (jitter, not security)
-
-    # -- reconciliation --------------------------------------------------------------------
-
-    async def reconcile(self) -> None:
-        """Settle intents a crash left in flight, and purge records whose task retention ended.
-
-        An initial intent with no task is withdrawn at the backend (found under its key) and
-        abandoned: its caller never got a task id, and a retry is a fresh call. An intent the
-        task is waiting for (a chained request, or the first submission of a task that collected
-        its inputs) is resubmitted under the same key, which recovers the request.
-        """
-        approval = self.approval
-        now = approval.clock.now_ms()
-        self._last_reconcile = now
-        cutoff = now - round(approval.options.intent_grace_s * 1000)
-        for intent in await approval.store.stale_intents(cutoff):
-            await self._reconcile_intent(intent)
-        await approval.store.purge_orphans()
-
-    async def _find(self, intent: Intent) -> str | None:
-        """The handle of an intent's request: by key, or by resubmitting its exact body (ARAP)."""
-        backend = self.approval.backend
-        if isinstance(backend, SupportsFindSubmitted):
-            body = self.approval.cipher.open(intent.body_sealed, record=intent.key)
-            return await backend.find_submitted(intent.key, ApprovalSubmission.from_json(body))
-        return await backend.find(intent.key)
-
-    async def _reconcile_intent(self, intent: Intent) -> None:
-        approval = self.approval
-        workflow = await approval.store.get(intent.task_id)
-        current = workflow is not None and workflow.phase is Phase.PENDING and workflow.generation == intent.generation
-        if current:  # the task exists and waits for this very submission: recover it
-            await self.submit_chained_intent(intent)
-            return
-        try:
-            handle = intent.handle or await self._find(intent)
-        except ApprovalBackendError as exc:
-            logger.warning("reconciliation: backend unreachable for an orphaned intent (%s)", exc)
-            return
-        if handle is not None:
-            await self._withdraw(handle)
-        if await approval.store.abandon_intent(intent):
-            logger.info("reconciliation: withdrew an orphaned approval submission (task never created)")
 
 
 def _permit_expiry_ms(decision: Decision) -> int | None:

@@ -31,6 +31,16 @@ from mcp_approval.approval import url_approval
 from mcp_approval.approval.binding import BindingCipher, CallBinding
 from mcp_approval.approval.crashpoints import crash_point
 from mcp_approval.approval.gate import DegradedRequestable, GatedCall
+from mcp_approval.approval.messages import (
+    BACKEND_DOWN_MESSAGE,
+    IMMEDIATE_TEXT,
+    INPUTS_DECLINED,
+    INPUTS_IN_TASK,
+    INPUTS_UNSUPPORTED,
+    LIMIT_MESSAGE,
+    PENDING_TEXT,
+    REFUSED_MESSAGE,
+)
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.resolver import Resolver
 from mcp_approval.approval.results import sanitize_model_text
@@ -65,26 +75,6 @@ logger = logging.getLogger("mcp_approval.approval")
 PrincipalCheck = Callable[[str], Awaitable[bool]]
 """Whether a principal is still valid when its approved call is about to run."""
 
-LIMIT_MESSAGE = (
-    "Too many approval requests are open or were made recently for this caller, so {tool} was not submitted "
-    "for approval and did not run. Wait for pending requests to be decided before asking again."
-)
-PENDING_TEXT = "Calling {tool} needs approval. It has been submitted and will run only if approved."
-IMMEDIATE_TEXT = "{tool} has not run: it is waiting for approval. You can continue other work and check the task later."
-INPUTS_DECLINED = (
-    "Calling {tool} needs approval, and approvers need {fields}; none was given, so nothing was submitted "
-    "and the tool did not run. Call it again to provide them."
-)
-INPUTS_IN_TASK = "Calling {tool} needs approval; approvers need {fields} first. Nothing has been submitted yet."
-INPUTS_UNSUPPORTED = (
-    "Calling {tool} needs approval, and approvers need {fields}, which this client cannot be asked for "
-    "(it declared no form elicitation). Nothing was submitted and the tool did not run."
-)
-BACKEND_DOWN_MESSAGE = "The approval service is unavailable; the call was not submitted and did not run"
-REFUSED_MESSAGE = (
-    "Calling {tool} needs approval, but the approval service does not accept a request for it, "
-    "so nothing was submitted and the tool did not run."
-)
 # How long a retry waits for the task of an identical call whose submission is in flight.
 _DUPLICATE_WAIT_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, delete, exists, func, or_, select, update
+from sqlalchemy import Connection, and_, delete, exists, or_, select, update
 
+from mcp_approval.approval import store_sql as sql
 from mcp_approval.approval.records import (
     APPROVAL_HANDLER,
     Admission,
@@ -28,87 +29,15 @@ from mcp_approval.approval.records import (
     workflow_from_row,
     workflow_row,
 )
-from mcp_approval.approval.states import IN_FLIGHT_INTENTS, IntentState, Phase, intent_sources, phase_sources
+from mcp_approval.approval.states import IntentState, Phase, intent_sources, phase_sources
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.storage import AuditLog, Database
 from mcp_approval.storage.schema import approval_intents_table, approval_workflows_table, tasks_table
-from mcp_approval.tasks.states import ACTIVE, sources_of
+from mcp_approval.tasks.states import sources_of
 
 _W = approval_workflows_table
 _I = approval_intents_table
 _T = tasks_table
-_LIVE_PHASES = sorted(phase.value for phase in (Phase.PENDING, Phase.CLAIMED))
-_IN_FLIGHT = sorted(state.value for state in IN_FLIGHT_INTENTS)
-_ACTIVE_TASK = sorted(status.value for status in ACTIVE)
-
-# Statements of the creation path are built once with bound parameters: SQLAlchemy then compiles
-# each only once, and a creation costs little more than its SQL.
-_INSERT_INTENT = _I.insert()
-_INSERT_TASK = _T.insert()
-_INSERT_WORKFLOW = _W.insert()
-_LIVE_WORKFLOW = (
-    select(_W.c.task_id)
-    .where(
-        _W.c.principal_digest == bindparam("owner"),
-        _W.c.tool_name == bindparam("tool"),
-        _W.c.arguments_digest == bindparam("digest"),
-        _W.c.phase.in_(_LIVE_PHASES),
-    )
-    .limit(1)
-)
-_IN_FLIGHT_INTENT = (
-    select(_I.c.task_id)
-    .where(
-        _I.c.principal_digest == bindparam("owner"),
-        _I.c.tool_name == bindparam("tool"),
-        _I.c.arguments_digest == bindparam("digest"),
-        _I.c.state.in_(_IN_FLIGHT),
-        _I.c.generation == 1,
-    )
-    .limit(1)
-)
-_RECENT_SUBMISSIONS = select(func.count()).where(
-    _I.c.principal_digest == bindparam("owner"), _I.c.created_at > bindparam("since")
-)
-_PENDING_WORKFLOWS = select(func.count()).where(
-    _W.c.principal_digest == bindparam("owner"), _W.c.phase == Phase.PENDING.value
-)
-_BIND_INTENT = (
-    update(_I)
-    .where(_I.c.idempotency_key == bindparam("key"), _I.c.state == IntentState.SUBMITTED.value)
-    .values(state=IntentState.BOUND.value, updated_at=bindparam("now"))
-)
-
-
-__all__ = [
-    "APPROVAL_HANDLER",
-    "Admission",
-    "ApprovalStore",
-    "Intent",
-    "NewWorkflow",
-    "Reschedule",
-    "TaskOutcome",
-    "Workflow",
-]
-
-
-_LOOK_AGAIN = (
-    update(_W)
-    .where(_W.c.task_id == bindparam("t"), _W.c.generation == bindparam("g"), _W.c.phase == Phase.PENDING.value)
-    .values(next_check_at=bindparam("n"), lease_owner=None, lease_expires_at=None, version=_W.c.version + 1)
-)
-
-
-def _move_intent_statement(target: IntentState) -> Any:
-    sources = sorted(state.value for state in intent_sources(target))
-    return (
-        update(_I)
-        .where(_I.c.idempotency_key == bindparam("key"), _I.c.state.in_(sources))
-        .values(state=target.value, updated_at=bindparam("now"), handle=func.coalesce(bindparam("handle"), _I.c.handle))
-    )
-
-
-_MOVE_INTENT = {target: _move_intent_statement(target) for target in IntentState}
 
 
 class ApprovalStore:
@@ -138,7 +67,7 @@ class ApprovalStore:
 
     async def find_live(self, principal_digest: str, tool: str, digest: str) -> str | None:
         """The task id of a pending call in the same dedup scope (a live workflow or in-flight intent)."""
-        return await self.database.read(lambda conn: _live_match(conn, principal_digest, tool, digest))
+        return await self.database.read(lambda conn: sql.live_match(conn, principal_digest, tool, digest))
 
     async def record_intent(
         self, intent: Intent, *, submissions_per_minute: int, max_pending: int
@@ -147,10 +76,10 @@ class ApprovalStore:
         now = self.clock.now_ms()
 
         def record(conn: Connection) -> tuple[Admission, str | None]:
-            refused = _refusal(conn, intent, now, submissions_per_minute, max_pending)
+            refused = sql.refusal(conn, intent, now, submissions_per_minute, max_pending)
             if refused is not None:
                 return refused
-            conn.execute(_INSERT_INTENT, intent_row(intent, now))
+            conn.execute(sql.INSERT_INTENT, intent_row(intent, now))
             return Admission.RECORDED, intent.task_id
 
         return await self.database.write(record)
@@ -189,12 +118,12 @@ class ApprovalStore:
         now = self.clock.now_ms()
 
         def create(conn: Connection) -> tuple[Admission, str | None]:
-            refused = _refusal(conn, draft, now, submissions_per_minute, max_pending)
+            refused = sql.refusal(conn, draft, now, submissions_per_minute, max_pending)
             if refused is not None:
                 return refused
-            conn.execute(_INSERT_TASK, task_row(new, now))
-            conn.execute(_INSERT_WORKFLOW, {**workflow_row(new, now), "generation": 0})
-            conn.execute(_INSERT_INTENT, intent_row(draft, now))
+            conn.execute(sql.INSERT_TASK, task_row(new, now))
+            conn.execute(sql.INSERT_WORKFLOW, {**workflow_row(new, now), "generation": 0})
+            conn.execute(sql.INSERT_INTENT, intent_row(draft, now))
             self._event(conn, now, "approval.task_created", new.task_id, tool=new.tool_name, template=new.template)
             return Admission.RECORDED, new.task_id
 
@@ -209,10 +138,10 @@ class ApprovalStore:
         now = self.clock.now_ms()
 
         def create(conn: Connection) -> bool:
-            if conn.execute(_BIND_INTENT, {"key": new.intent_key, "now": now}).rowcount != 1:
+            if conn.execute(sql.BIND_INTENT, {"key": new.intent_key, "now": now}).rowcount != 1:
                 return False
-            conn.execute(_INSERT_TASK, task_row(new, now))
-            conn.execute(_INSERT_WORKFLOW, workflow_row(new, now))
+            conn.execute(sql.INSERT_TASK, task_row(new, now))
+            conn.execute(sql.INSERT_WORKFLOW, workflow_row(new, now))
             self._event(conn, now, "approval.task_created", new.task_id, tool=new.tool_name, template=new.template)
             return True
 
@@ -272,7 +201,7 @@ class ApprovalStore:
 
     async def reschedule(self, item: Reschedule) -> bool:
         """Release the lease and set when to look again; optionally record moved deadlines."""
-        return await self.database.write(lambda conn: _reschedule_one(conn, item))
+        return await self.database.write(lambda conn: sql.reschedule_one(conn, item))
 
     async def reschedule_many(self, items: Sequence[Reschedule]) -> None:
         """:meth:`reschedule` for a resolver pass, in one transaction.
@@ -288,9 +217,9 @@ class ApprovalStore:
 
         def write(conn: Connection) -> None:
             if params:
-                conn.execute(_LOOK_AGAIN, params)
+                conn.execute(sql.LOOK_AGAIN, params)
             for item in other:
-                _reschedule_one(conn, item)
+                sql.reschedule_one(conn, item)
 
         await self.database.write(write)
 
@@ -316,7 +245,7 @@ class ApprovalStore:
                 .where(_I.c.task_id == task_id, _I.c.generation == generation)
                 .values(state=IntentState.CONSUMED.value, updated_at=now)
             )
-            conn.execute(_INSERT_INTENT, intent_row(intent, now))
+            conn.execute(sql.INSERT_INTENT, intent_row(intent, now))
             if generation == 0:
                 conn.execute(update(_T).where(_T.c.task_id == task_id).values(input_responses_json="{}"))
             self._event(conn, now, "approval.generation_chained", task_id, generation=generation + 1)
@@ -365,7 +294,7 @@ class ApprovalStore:
             task = conn.execute(
                 select(_T.c.status, _T.c.cancel_requested).where(_T.c.task_id == task_id).with_for_update()
             ).first()
-            if task is None or task.status not in _ACTIVE_TASK or task.cancel_requested:
+            if task is None or task.status not in sql.ACTIVE_TASK or task.cancel_requested:
                 return False
             claimed = conn.execute(
                 update(_W)
@@ -381,7 +310,7 @@ class ApprovalStore:
             )
             if claimed.rowcount != 1:
                 return False
-            _extend_ttl(conn, task_id, deadline + self.result_retention_ms)
+            sql.extend_ttl(conn, task_id, deadline + self.result_retention_ms)
             self._event(conn, now, "approval.execution_claimed", task_id, generation=generation, worker=worker)
             return True
 
@@ -420,13 +349,13 @@ class ApprovalStore:
 
     async def stale_intents(self, older_than_ms: int, limit: int = 500) -> list[Intent]:
         """In-flight intents recorded before ``older_than_ms`` whose submission never completed."""
-        statement = select(_I).where(_I.c.state.in_(_IN_FLIGHT), _I.c.created_at < older_than_ms).limit(limit)
+        statement = select(_I).where(_I.c.state.in_(sql.IN_FLIGHT), _I.c.created_at < older_than_ms).limit(limit)
         return await self.database.read(lambda conn: [intent_from_row(row._mapping) for row in conn.execute(statement)])
 
     async def purge_orphans(self) -> int:
         """Delete workflows and settled intents whose task row is gone (retention ended)."""
         task_gone = ~exists().where(_T.c.task_id == _W.c.task_id)
-        intent_settled = and_(_I.c.state.not_in(_IN_FLIGHT), ~exists().where(_W.c.task_id == _I.c.task_id))
+        intent_settled = and_(_I.c.state.not_in(sql.IN_FLIGHT), ~exists().where(_W.c.task_id == _I.c.task_id))
 
         def purge(conn: Connection) -> int:
             removed = conn.execute(delete(_W).where(task_gone)).rowcount
@@ -438,7 +367,7 @@ class ApprovalStore:
 
     async def _move_intent(self, key: str, target: IntentState, *, handle: str | None = None) -> bool:
         params = {"key": key, "now": self.clock.now_ms(), "handle": handle}
-        return await self.database.write(lambda conn: conn.execute(_MOVE_INTENT[target], params).rowcount == 1)
+        return await self.database.write(lambda conn: conn.execute(sql.MOVE_INTENT[target], params).rowcount == 1)
 
     async def _end(self, task_id: str, phase: Phase, outcome: TaskOutcome, generation: int | None) -> bool:
         now = self.clock.now_ms()
@@ -481,7 +410,7 @@ class ApprovalStore:
                     version=_T.c.version + 1,
                 )
             )
-            _extend_ttl(conn, task_id, now + self.result_retention_ms)
+            sql.extend_ttl(conn, task_id, now + self.result_retention_ms)
             kind = "approval.execution_finished" if phase is Phase.FINISHED else "approval.fenced"
             self._event(conn, now, kind, task_id, status=outcome.status.value, disposition=outcome.disposition)
             return True
@@ -489,47 +418,13 @@ class ApprovalStore:
         return await self.database.write(write)
 
 
-def _refusal(
-    conn: Connection, intent: Intent, now: int, per_minute: int, max_pending: int
-) -> tuple[Admission, str | None] | None:
-    """Why ``intent`` may not be recorded (a live duplicate, or a limit), or ``None``."""
-    existing = _live_match(conn, intent.principal_digest, intent.tool_name, intent.arguments_digest)
-    if existing is not None:
-        return Admission.DUPLICATE, existing
-    owner = {"owner": intent.principal_digest}
-    if int(conn.execute(_RECENT_SUBMISSIONS, {**owner, "since": now - 60_000}).scalar_one()) >= per_minute:
-        return Admission.RATE_LIMITED, None
-    if int(conn.execute(_PENDING_WORKFLOWS, owner).scalar_one()) >= max_pending:
-        return Admission.TOO_MANY_PENDING, None
-    return None
-
-
-def _live_match(conn: Connection, principal_digest: str, tool: str, digest: str) -> str | None:
-    """A live workflow, else an in-flight intent, in the same (principal, tool, arguments) scope."""
-    scope = {"owner": principal_digest, "tool": tool, "digest": digest}
-    row = conn.execute(_LIVE_WORKFLOW, scope).first() or conn.execute(_IN_FLIGHT_INTENT, scope).first()
-    return None if row is None else str(row.task_id)
-
-
-def _reschedule_one(conn: Connection, item: Reschedule) -> bool:
-    values: dict[str, Any] = {"next_check_at": item.next_check_at, "lease_owner": None, "lease_expires_at": None}
-    for name in ("attempts", "request_deadline", "approval_expires_at"):
-        if getattr(item, name) is not None:
-            values[name] = getattr(item, name)
-    guard = and_(_W.c.task_id == item.task_id, _W.c.generation == item.generation, _W.c.phase == Phase.PENDING.value)
-    moved = conn.execute(update(_W).where(guard).values(**values, version=_W.c.version + 1)).rowcount == 1
-    if moved and item.min_ttl_end is not None:
-        _extend_ttl(conn, item.task_id, item.min_ttl_end)
-    return moved
-
-
-def _extend_ttl(conn: Connection, task_id: str, until_ms: int) -> None:
-    """Make the task's retention last at least until ``until_ms`` (never shortens it; null stays null)."""
-    row = conn.execute(select(_T.c.created_at, _T.c.ttl_ms).where(_T.c.task_id == task_id)).first()
-    if row is None or row.ttl_ms is None:
-        return
-    needed = until_ms - row.created_at
-    if needed > row.ttl_ms:
-        conn.execute(
-            update(_T).where(_T.c.task_id == task_id).values(ttl_ms=needed, expires_at=row.created_at + needed)
-        )
+__all__ = [
+    "APPROVAL_HANDLER",
+    "Admission",
+    "ApprovalStore",
+    "Intent",
+    "NewWorkflow",
+    "Reschedule",
+    "TaskOutcome",
+    "Workflow",
+]

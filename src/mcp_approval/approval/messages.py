@@ -1,0 +1,43 @@
+"""What approval tasks say: every text a client or a model reads, in one place.
+
+Final answers say what happened to the call (it did not run, or why); ``{tool}`` and ``{fields}``
+are filled in by the caller.
+"""
+
+from __future__ import annotations
+
+# -- answers to the tools/call itself ------------------------------------------------------
+
+LIMIT_MESSAGE = (
+    "Too many approval requests are open or were made recently for this caller, so {tool} was not submitted "
+    "for approval and did not run. Wait for pending requests to be decided before asking again."
+)
+PENDING_TEXT = "Calling {tool} needs approval. It has been submitted and will run only if approved."
+IMMEDIATE_TEXT = "{tool} has not run: it is waiting for approval. You can continue other work and check the task later."
+INPUTS_DECLINED = (
+    "Calling {tool} needs approval, and approvers need {fields}; none was given, so nothing was submitted "
+    "and the tool did not run. Call it again to provide them."
+)
+INPUTS_IN_TASK = "Calling {tool} needs approval; approvers need {fields} first. Nothing has been submitted yet."
+INPUTS_UNSUPPORTED = (
+    "Calling {tool} needs approval, and approvers need {fields}, which this client cannot be asked for "
+    "(it declared no form elicitation). Nothing was submitted and the tool did not run."
+)
+BACKEND_DOWN_MESSAGE = "The approval service is unavailable; the call was not submitted and did not run"
+REFUSED_MESSAGE = (
+    "Calling {tool} needs approval, but the approval service does not accept a request for it, "
+    "so nothing was submitted and the tool did not run."
+)
+
+# -- how a task ends without running its call ----------------------------------------------
+
+DENIED = "The approval request was denied."
+EXPIRED = "The approval request expired before anyone decided it."
+APPROVAL_EXPIRED = "The approval expired before the call could run."
+POLICY_DENIED = "Policy denied the call when it was re-checked after approval."
+PRINCIPAL_INVALID = "The caller is no longer authorized to act, so the approved call was not run."
+TOOL_CHANGED = "The tool changed after approval was requested, so the approved call was not run."
+BINDING_BROKEN = "The stored call could not be verified, so it was not run."
+TOO_MANY_ROUNDS = "The call needed more approval rounds than allowed."
+INPUTS_NOT_GIVEN = "The inputs the approvers need were not given, so nothing was submitted."
+BACKEND_FAILED = "The approval service failed; the call did not run"

@@ -1,0 +1,127 @@
+"""Submissions after the first: chained requests, and intents a crash left in flight.
+
+A chained request (the PDP asked for a new approval round) and the recovery of an interrupted
+submission both send an intent's exact sealed body under its own idempotency key, so a backend
+that already holds the request answers with the same handle instead of creating a second one.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from mcp_approval.approval.messages import BACKEND_FAILED
+from mcp_approval.approval.states import Phase
+from mcp_approval.approval.store import Intent, Reschedule, TaskOutcome
+from mcp_approval.backends import (
+    ApprovalBackend,
+    ApprovalBackendError,
+    ApprovalSubmission,
+    SubmissionRejectedError,
+    SupportsFindSubmitted,
+)
+from mcp_approval.protocol import INTERNAL_ERROR
+from mcp_approval.tasks.models import error_document
+from mcp_approval.tasks.states import TaskStatus
+
+if TYPE_CHECKING:
+    from mcp_approval.approval.service import ToolApproval
+
+logger = logging.getLogger("mcp_approval.approval")
+
+
+async def withdraw(backend: ApprovalBackend, handle: str) -> None:
+    """Cancel a request at the backend, where it can be cancelled; a failure is only logged.
+
+    The local fence alone keeps the tool from running, so a backend without cancel (or one that
+    is down) leaves a request that a late approval cannot act on.
+    """
+    if not backend.supports_cancel:
+        return
+    try:
+        await backend.cancel(handle)
+    except ApprovalBackendError as exc:
+        logger.warning("could not withdraw approval request (the task stays fenced): %s", exc)
+
+
+class Resubmission:
+    """Sends chained intents and settles the intents a crash left in flight, for one worker."""
+
+    def __init__(self, approval: ToolApproval) -> None:
+        self.approval = approval
+
+    async def submit_chained(self, intent: Intent, deadline: int | None) -> None:
+        """Submit a chained intent, bind its handle and schedule the task's next check.
+
+        A backend that refuses the request for good fails the task (before any claim); one that
+        cannot be reached leaves the intent for reconciliation to retry under the same key.
+        """
+        approval = self.approval
+        body = approval.cipher.open(intent.body_sealed, record=intent.key)
+        try:
+            handle = await approval.backend.submit(intent.key, ApprovalSubmission.from_json(body))
+        except SubmissionRejectedError as exc:
+            logger.warning("task %s: chained submission refused (%s)", intent.task_id[:8], exc)
+            outcome = TaskOutcome(
+                TaskStatus.FAILED, BACKEND_FAILED, error=error_document(INTERNAL_ERROR, BACKEND_FAILED)
+            )
+            await approval.store.fence(intent.task_id, outcome, generation=intent.generation)
+            return
+        except ApprovalBackendError as exc:
+            logger.warning("task %s: chained submission failed; reconciliation retries (%s)", intent.task_id[:8], exc)
+            return
+        await approval.store.bind_chained(intent.key, intent.task_id, intent.generation, handle)
+        await approval.store.reschedule(
+            Reschedule(
+                intent.task_id,
+                intent.generation,
+                approval.clock.now_ms(),
+                attempts=0,
+                request_deadline=deadline,
+                min_ttl_end=None if deadline is None else deadline + approval.store.result_retention_ms,
+            )
+        )
+
+    async def resume(self, intent: Intent) -> None:
+        """Recover an intent whose submission a crash interrupted (same key, same body)."""
+        body = self.approval.cipher.open(intent.body_sealed, record=intent.key)
+        await self.submit_chained(intent, ApprovalSubmission.from_json(body).deadline_ms)
+
+    async def reconcile(self) -> None:
+        """Settle intents a crash left in flight, and purge records whose task retention ended.
+
+        An initial intent with no task is withdrawn at the backend (found under its key) and
+        abandoned: its caller never got a task id, and a retry is a fresh call. An intent the
+        task is waiting for (a chained request, or the first submission of a task that collected
+        its inputs) is resubmitted under the same key, which recovers the request.
+        """
+        approval = self.approval
+        cutoff = approval.clock.now_ms() - round(approval.options.intent_grace_s * 1000)
+        for intent in await approval.store.stale_intents(cutoff):
+            await self._reconcile_intent(intent)
+        await approval.store.purge_orphans()
+
+    async def _find(self, intent: Intent) -> str | None:
+        """The handle of an intent's request: by key, or by resubmitting its exact body (ARAP)."""
+        backend = self.approval.backend
+        if isinstance(backend, SupportsFindSubmitted):
+            body = self.approval.cipher.open(intent.body_sealed, record=intent.key)
+            return await backend.find_submitted(intent.key, ApprovalSubmission.from_json(body))
+        return await backend.find(intent.key)
+
+    async def _reconcile_intent(self, intent: Intent) -> None:
+        approval = self.approval
+        workflow = await approval.store.get(intent.task_id)
+        current = workflow is not None and workflow.phase is Phase.PENDING and workflow.generation == intent.generation
+        if current:  # the task exists and waits for this very submission: recover it
+            await self.resume(intent)
+            return
+        try:
+            handle = intent.handle or await self._find(intent)
+        except ApprovalBackendError as exc:
+            logger.warning("reconciliation: backend unreachable for an orphaned intent (%s)", exc)
+            return
+        if handle is not None:
+            await withdraw(approval.backend, handle)
+        if await approval.store.abandon_intent(intent):
+            logger.info("reconciliation: withdrew an orphaned approval submission (task never created)")

@@ -1,0 +1,134 @@
+"""The approval store's SQL: statements built once, and the steps it runs inside a transaction.
+
+Statements take bound parameters, so SQLAlchemy compiles each only once and a task creation
+costs little more than its SQL. Functions here run on a connection the caller's transaction holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, and_, bindparam, func, select, update
+
+from mcp_approval.approval.records import Admission, Intent, Reschedule
+from mcp_approval.approval.states import IN_FLIGHT_INTENTS, IntentState, Phase, intent_sources
+from mcp_approval.storage.schema import approval_intents_table, approval_workflows_table, tasks_table
+from mcp_approval.tasks.states import ACTIVE
+
+_W = approval_workflows_table
+_I = approval_intents_table
+_T = tasks_table
+#: Workflow phases in which a call is still live (a duplicate joins it).
+LIVE_PHASES = sorted(phase.value for phase in (Phase.PENDING, Phase.CLAIMED))
+#: Intent states of a submission whose task does not exist yet.
+IN_FLIGHT = sorted(state.value for state in IN_FLIGHT_INTENTS)
+#: Task statuses that are not terminal.
+ACTIVE_TASK = sorted(status.value for status in ACTIVE)
+
+INSERT_INTENT = _I.insert()
+INSERT_TASK = _T.insert()
+INSERT_WORKFLOW = _W.insert()
+#: A live workflow for (``owner``, ``tool``, ``digest``).
+LIVE_WORKFLOW = (
+    select(_W.c.task_id)
+    .where(
+        _W.c.principal_digest == bindparam("owner"),
+        _W.c.tool_name == bindparam("tool"),
+        _W.c.arguments_digest == bindparam("digest"),
+        _W.c.phase.in_(LIVE_PHASES),
+    )
+    .limit(1)
+)
+#: A first-generation intent in flight for (``owner``, ``tool``, ``digest``).
+IN_FLIGHT_INTENT = (
+    select(_I.c.task_id)
+    .where(
+        _I.c.principal_digest == bindparam("owner"),
+        _I.c.tool_name == bindparam("tool"),
+        _I.c.arguments_digest == bindparam("digest"),
+        _I.c.state.in_(IN_FLIGHT),
+        _I.c.generation == 1,
+    )
+    .limit(1)
+)
+#: Intents ``owner`` recorded after ``since`` (the per-minute limit).
+RECENT_SUBMISSIONS = select(func.count()).where(
+    _I.c.principal_digest == bindparam("owner"), _I.c.created_at > bindparam("since")
+)
+#: Pending workflows of ``owner`` (the pending limit).
+PENDING_WORKFLOWS = select(func.count()).where(
+    _W.c.principal_digest == bindparam("owner"), _W.c.phase == Phase.PENDING.value
+)
+#: ``submitted → bound``: the intent's task now exists.
+BIND_INTENT = (
+    update(_I)
+    .where(_I.c.idempotency_key == bindparam("key"), _I.c.state == IntentState.SUBMITTED.value)
+    .values(state=IntentState.BOUND.value, updated_at=bindparam("now"))
+)
+
+#: Release a pending workflow's lease and set its next check (``t``, ``g``, ``n``).
+LOOK_AGAIN = (
+    update(_W)
+    .where(_W.c.task_id == bindparam("t"), _W.c.generation == bindparam("g"), _W.c.phase == Phase.PENDING.value)
+    .values(next_check_at=bindparam("n"), lease_owner=None, lease_expires_at=None, version=_W.c.version + 1)
+)
+
+
+def _move_intent_statement(target: IntentState) -> Any:
+    sources = sorted(state.value for state in intent_sources(target))
+    return (
+        update(_I)
+        .where(_I.c.idempotency_key == bindparam("key"), _I.c.state.in_(sources))
+        .values(state=target.value, updated_at=bindparam("now"), handle=func.coalesce(bindparam("handle"), _I.c.handle))
+    )
+
+
+#: ``intent → target`` from any state that may move there (``key``, ``now``, optional ``handle``).
+MOVE_INTENT = {target: _move_intent_statement(target) for target in IntentState}
+
+
+def refusal(
+    conn: Connection, intent: Intent, now: int, per_minute: int, max_pending: int
+) -> tuple[Admission, str | None] | None:
+    """Why ``intent`` may not be recorded (a live duplicate, or a limit), or ``None``."""
+    existing = live_match(conn, intent.principal_digest, intent.tool_name, intent.arguments_digest)
+    if existing is not None:
+        return Admission.DUPLICATE, existing
+    owner = {"owner": intent.principal_digest}
+    if int(conn.execute(RECENT_SUBMISSIONS, {**owner, "since": now - 60_000}).scalar_one()) >= per_minute:
+        return Admission.RATE_LIMITED, None
+    if int(conn.execute(PENDING_WORKFLOWS, owner).scalar_one()) >= max_pending:
+        return Admission.TOO_MANY_PENDING, None
+    return None
+
+
+def live_match(conn: Connection, principal_digest: str, tool: str, digest: str) -> str | None:
+    """A live workflow, else an in-flight intent, in the same (principal, tool, arguments) scope."""
+    scope = {"owner": principal_digest, "tool": tool, "digest": digest}
+    row = conn.execute(LIVE_WORKFLOW, scope).first() or conn.execute(IN_FLIGHT_INTENT, scope).first()
+    return None if row is None else str(row.task_id)
+
+
+def reschedule_one(conn: Connection, item: Reschedule) -> bool:
+    """Move a pending workflow's next check (and the counters ``item`` sets); ``False`` if it moved on."""
+    values: dict[str, Any] = {"next_check_at": item.next_check_at, "lease_owner": None, "lease_expires_at": None}
+    for name in ("attempts", "request_deadline", "approval_expires_at"):
+        if getattr(item, name) is not None:
+            values[name] = getattr(item, name)
+    guard = and_(_W.c.task_id == item.task_id, _W.c.generation == item.generation, _W.c.phase == Phase.PENDING.value)
+    moved = conn.execute(update(_W).where(guard).values(**values, version=_W.c.version + 1)).rowcount == 1
+    if moved and item.min_ttl_end is not None:
+        extend_ttl(conn, item.task_id, item.min_ttl_end)
+    return moved
+
+
+def extend_ttl(conn: Connection, task_id: str, until_ms: int) -> None:
+    """Make the task's retention last at least until ``until_ms`` (never shortens it; null stays null)."""
+    row = conn.execute(select(_T.c.created_at, _T.c.ttl_ms).where(_T.c.task_id == task_id)).first()
+    if row is None or row.ttl_ms is None:
+        return
+    needed = until_ms - row.created_at
+    if needed > row.ttl_ms:
+        conn.execute(
+            update(_T).where(_T.c.task_id == task_id).values(ttl_ms=needed, expires_at=row.created_at + needed)
+        )

@@ -20,7 +20,9 @@ Security: sessions are server-side (:mod:`mcp_approval.backends.console_sessions
 cookie is HttpOnly, SameSite=Strict, scoped to the console's path and Secure over https. Every
 form carries the session's CSRF token, checked in constant time, and a POST whose ``Origin``
 or ``Sec-Fetch-Site`` names another site is refused before anything is read. Pages are
-autoescaped and served with a Content-Security-Policy that allows no script at all.
+autoescaped and served with a Content-Security-Policy that allows no script at all. Failed
+sign-ins are limited per client address (:mod:`mcp_approval.backends.login_throttle`): over the
+limit, ``POST /login`` answers 429 with ``Retry-After`` and does not look at the token.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from mcp_approval.backends.console_views import EventView, RequestView, environm
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_records import AlreadyDecidedError, ApprovalRecord, NotEligibleError, ReviewError
+from mcp_approval.backends.login_throttle import FailedLoginThrottle, client_key
 from mcp_approval.backends.reviewer_api import MAX_COMMENT_CHARS, Authenticator
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.storage.audit import AuditEvent
@@ -82,6 +85,7 @@ def console_routes(
     clock: Clock | None = None,
     prefix: str = "/console",
     sessions: SessionStore | None = None,
+    throttle: FailedLoginThrottle | None = None,
 ) -> list[BaseRoute]:
     """The console's routes, all under ``prefix``.
 
@@ -92,11 +96,15 @@ def console_routes(
         clock: the source of time (ages, deadlines, session expiry).
         prefix: the path the pages live under (no trailing slash).
         sessions: the session table (by default a new in-memory one).
+        throttle: the limit on failed sign-ins (by default a new one on ``clock``); pass the
+            reviewer API's so that failures on either count against both.
     """
     if not prefix.startswith("/") or prefix.endswith("/"):
         raise ValueError(f"console prefix must start with '/' and not end with it, not {prefix!r}")
     clock = clock or SystemClock()
-    return _Console(backend, authenticate, audit, clock, prefix, sessions or SessionStore(clock)).routes()
+    sessions = sessions or SessionStore(clock)
+    throttle = throttle or FailedLoginThrottle(clock)
+    return _Console(backend, authenticate, audit, clock, prefix, sessions, throttle).routes()
 
 
 class _Refused(Exception):
@@ -117,6 +125,7 @@ class _Console:
         clock: Clock,
         prefix: str,
         sessions: SessionStore,
+        throttle: FailedLoginThrottle,
     ) -> None:
         self.backend = backend
         self.authenticate = authenticate
@@ -124,6 +133,7 @@ class _Console:
         self.clock = clock
         self.prefix = prefix
         self.sessions = sessions
+        self.throttle = throttle
         self.env = environment()
         self.css = resources.files("mcp_approval.backends").joinpath("static/console.css").read_bytes()
 
@@ -196,9 +206,15 @@ class _Console:
 
     async def login(self, request: Request) -> Response:
         _check_origin(request)
+        client = client_key(request)
+        # Checked before the form is read, so a throttled client learns nothing about the token it sends.
+        wait_s = self.throttle.retry_after_s(client)
+        if wait_s is not None:
+            return self._too_many_sign_ins(wait_s)
         token = (await _form(request)).get("token", "").strip()
         principal = await self.authenticate(token) if token else None
         if principal is None:
+            self.throttle.record_failure(client)
             return self._render("login.html", None, status=401, error="That token was not accepted.")
         self.sessions.drop(request.cookies.get(COOKIE))
         cookie, _session = self.sessions.create(principal, token)
@@ -291,6 +307,14 @@ class _Console:
             **context,
         )
         return HTMLResponse(html, status, _PAGE_HEADERS)
+
+    def _too_many_sign_ins(self, wait_s: int) -> Response:
+        minutes = -(-wait_s // 60)
+        when = f"{minutes} minute{'s' if minutes != 1 else ''}"
+        error = f"Too many failed sign-ins from your address. Try again in {when}; no token was checked."
+        response = self._render("login.html", None, status=429, error=error)
+        response.headers["Retry-After"] = str(wait_s)
+        return response
 
     def _to_login(self) -> Response:
         return RedirectResponse(f"{self.prefix}/login", 303, _PAGE_HEADERS)

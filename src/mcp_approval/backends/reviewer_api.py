@@ -3,6 +3,8 @@
 ``GET /approvals?status=pending|decided``, ``GET /approvals/{id}`` and
 ``POST /approvals/{id}/decide`` with ``{"decision": "approve"|"deny", "comment": "..."}``.
 Reviewers authenticate with a bearer token; errors are RFC 9457 ``application/problem+json``.
+A client whose missing or wrong tokens pass the :class:`~mcp_approval.backends.login_throttle.FailedLoginThrottle`
+limit is answered 429 with ``Retry-After`` until the limit lets it try again.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from starlette.routing import BaseRoute, Route
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_records import AlreadyDecidedError, NotEligibleError
+from mcp_approval.backends.login_throttle import FailedLoginThrottle, client_key
 
 Authenticator = Callable[[str], Awaitable[str | None]]
 #: The longest comment a reviewer may attach to a decision.
@@ -29,6 +32,7 @@ _TITLES = {
     404: "Not Found",
     409: "Conflict",
     415: "Unsupported Media Type",
+    429: "Too Many Requests",
 }
 
 
@@ -46,13 +50,26 @@ def problem(status: int, detail: str, headers: dict[str, str] | None = None) -> 
     return JSONResponse(body, status_code=status, headers=headers, media_type="application/problem+json")
 
 
-def reviewer_routes(backend: LocalApprovalBackend, authenticate: Authenticator) -> list[BaseRoute]:
-    """The reviewer API's routes; ``authenticate`` maps a bearer token to a reviewer (or ``None``)."""
+def reviewer_routes(
+    backend: LocalApprovalBackend, authenticate: Authenticator, *, throttle: FailedLoginThrottle | None = None
+) -> list[BaseRoute]:
+    """The reviewer API's routes; ``authenticate`` maps a bearer token to a reviewer (or ``None``).
+
+    ``throttle`` counts missing and wrong tokens per client (by default a new one on the system
+    clock); pass the console's so that failures on either count against both.
+    """
+    throttle = throttle or FailedLoginThrottle()
 
     async def reviewer_of(request: Request) -> str:
+        client = client_key(request)
+        # Checked before the token, so a throttled client learns nothing about the tokens it sends.
+        wait_s = throttle.retry_after_s(client)
+        if wait_s is not None:
+            raise _Problem(429, "too many failed authentications from this address", {"Retry-After": str(wait_s)})
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         reviewer = await authenticate(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
         if reviewer is None:
+            throttle.record_failure(client)
             raise _Problem(401, "a valid bearer token is required", {"WWW-Authenticate": "Bearer"})
         return reviewer
 

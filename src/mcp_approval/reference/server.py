@@ -29,6 +29,7 @@ from starlette.routing import BaseRoute
 
 from mcp_approval.backends.console import console_routes
 from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.login_throttle import FailedLoginThrottle
 from mcp_approval.backends.resolvers import AutoResolver, resolvers_from_config
 from mcp_approval.backends.reviewer_api import reviewer_routes
 from mcp_approval.clock import Clock, SystemClock
@@ -200,12 +201,13 @@ def build_arap_server(
         audit=audit,
         clock=time,
     )
+    throttle = FailedLoginThrottle(time)  # one limit on failed sign-ins for the reviewer API and console
     routes: list[BaseRoute] = [
         *pdp_routes(pdp, base_url=base, access_request_endpoint=endpoint, jwks_uri=base + JWKS_PATH),
         jwks_route(keys, prefix=prefix),
         *ars_routes(service, token_authenticator(config.client_tokens()), prefix=prefix),
-        *reviewer_routes(backend, token_authenticator(config.tokens())),
-        *console_routes(backend, token_authenticator(config.tokens()), audit, clock=time),
+        *reviewer_routes(backend, token_authenticator(config.tokens()), throttle=throttle),
+        *console_routes(backend, token_authenticator(config.tokens()), audit, clock=time, throttle=throttle),
         *extra_routes,
     ]
     return ArapServer(config, base, database, keys, store, backend, service, pdp, audit, routes)

@@ -38,9 +38,11 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from mcp_approval.hosts import is_loopback_host
 from mcp_approval.tasks.options import check_approval_url
 
 
@@ -200,11 +202,59 @@ class ArapSection(_Section):
     callback_url: str | None = None
 
 
-class PrincipalEntry(_Section):
-    """``[[principals]]``: a static bearer token (dev mode only)."""
+SignatureAlgorithm = Literal["ES256", "ES384", "ES512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "EdDSA"]
+"""The JWS algorithms ``[auth]`` may accept: asymmetric signatures only."""
+DEFAULT_ALGORITHMS: tuple[SignatureAlgorithm, ...] = ("ES256", "RS256")
 
-    #: The bearer token.
-    token: str = Field(min_length=8)
+
+class AuthSection(_Section):
+    """``[auth]``: bearer tokens are JWT access tokens (RFC 9068) from one authorization server.
+
+    Callers, reviewers and the console all present them. Roles for reviewer templates still come
+    from ``[[principals]]`` entries (``id`` and ``roles``, no token).
+    """
+
+    #: The authorization server's issuer identifier, compared exactly with each token's ``iss``.
+    issuer: str = Field(min_length=1)
+    #: This server's resource identifier, its public MCP URL (``https://mcp.example.com/mcp``): required
+    #: in each token's ``aud``, and the ``resource`` of the protected resource metadata clients discover.
+    audience: str = Field(min_length=1)
+    #: The issuer's JSON Web Key Set URL (https; plain http only on loopback in dev mode); not with ``jwks_file``.
+    jwks_url: str | None = None
+    #: A JSON Web Key Set file instead of ``jwks_url``: read at start, never refreshed.
+    jwks_file: Path | None = None
+    #: Accepted signature algorithms (asymmetric only: a public key never doubles as an HMAC secret).
+    algorithms: list[SignatureAlgorithm] = Field(default_factory=lambda: list(DEFAULT_ALGORITHMS), min_length=1)
+    #: Accepted ``typ`` header values (RFC 9068 access tokens are ``at+jwt``); add ``"JWT"`` for issuers
+    #: that do not type their access tokens.
+    token_types: list[str] = Field(default_factory=lambda: ["at+jwt", "application/at+jwt"], min_length=1)
+    #: The claim naming the principal: the policy subject, the task owner, the reviewer id.
+    principal_claim: str = "sub"
+    #: The claim holding granted scopes (a space-separated string, or a list such as ``scp``).
+    scopes_claim: str = "scope"
+    #: Scopes every MCP request's token must carry (a token without them gets 403 ``insufficient_scope``).
+    required_scopes: list[str] = Field(default_factory=list)
+    #: Tolerated clock skew for ``exp``, ``nbf`` and ``iat``, in seconds.
+    leeway_s: float = Field(default=30.0, ge=0, le=300)
+    #: How long a fetched key set is used before it is fetched again (an unknown ``kid`` fetches sooner).
+    jwks_refresh_s: float = Field(default=300.0, ge=30)
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> AuthSection:
+        if (self.jwks_url is None) == (self.jwks_file is None):
+            raise ValueError("set exactly one of jwks_url and jwks_file")
+        return self
+
+
+class PrincipalEntry(_Section):
+    """``[[principals]]``: a principal's reviewer roles, and in dev mode a static bearer token.
+
+    With ``[auth]`` the principal signs in with an access token whose principal claim is ``id``;
+    the entry then only gives it roles.
+    """
+
+    #: A static bearer token (dev mode only); omit it when ``[auth]`` authenticates the principal.
+    token: str | None = Field(default=None, min_length=8)
     #: The principal id policy sees and tasks belong to.
     id: str = Field(min_length=1)
     #: Roles, matched against a template's ``reviewer_role``.
@@ -269,7 +319,7 @@ class ConfigFile(_Section):
     @field_validator("principals")
     @classmethod
     def _unique_tokens(cls, principals: list[PrincipalEntry]) -> list[PrincipalEntry]:
-        tokens = [entry.token for entry in principals]
+        tokens = [entry.token for entry in principals if entry.token is not None]
         if len(tokens) != len(set(tokens)):
             raise ValueError("two principals share a token")
         return principals
@@ -304,7 +354,7 @@ class ConfigFile(_Section):
 
     def tokens(self) -> dict[str, str]:
         """Static bearer token → principal id."""
-        return {entry.token: entry.id for entry in self.principals}
+        return {entry.token: entry.id for entry in self.principals if entry.token is not None}
 
 
 class DeploymentConfig(ConfigFile):
@@ -316,16 +366,34 @@ class DeploymentConfig(ConfigFile):
     tasks: TasksSection = Field(default_factory=TasksSection)
     approval: ApprovalSection = Field(default_factory=ApprovalSection)
     arap: ArapSection | None = None
+    auth: AuthSection | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> DeploymentConfig:
-        if self.principals and not self.server.dev_mode:
-            raise ValueError("static [[principals]] tokens are allowed only with server.dev_mode = true")
+        if self.tokens() and not self.server.dev_mode:
+            raise ValueError(
+                "principals: static tokens are allowed only with server.dev_mode = true "
+                "(in production, authenticate with [auth] and keep id and roles here)"
+            )
+        if self.auth is not None:
+            self._check_auth_urls(self.auth)
         if self.approval.backend == "arap" and (self.arap is None or self.policy.pdp_url is None):
             raise ValueError('approval.backend = "arap" needs an [arap] section and policy.pdp_url')
         if self.arap is not None and self.arap.callback_url and not self.approval.callback_secret:
             raise ValueError("arap.callback_url needs approval.callback_secret (callbacks are signed)")
         return self
+
+    def _check_auth_urls(self, auth: AuthSection) -> None:
+        """The key set is fetched over https; plain http only on loopback, in dev mode."""
+        if auth.jwks_url is None:
+            return
+        url = urlsplit(auth.jwks_url)
+        loopback_dev = url.scheme == "http" and is_loopback_host(url.hostname) and self.server.dev_mode
+        if not (url.scheme == "https" and url.hostname) and not loopback_dev:
+            raise ValueError(
+                f"auth.jwks_url: {auth.jwks_url!r} must be an https URL (plain http only on a loopback host "
+                "with server.dev_mode = true): the keys it serves decide who is authenticated"
+            )
 
 
 ConfigT = TypeVar("ConfigT", bound=ConfigFile)

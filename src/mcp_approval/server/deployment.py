@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from mcp.server.auth.provider import TokenVerifier
 from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
@@ -32,14 +33,15 @@ from mcp_approval.backends import ApprovalBackend
 from mcp_approval.backends.arap import ArapBackend
 from mcp_approval.backends.console import console_routes
 from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.login_throttle import FailedLoginThrottle
 from mcp_approval.backends.reviewer_api import reviewer_routes
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.config import ConfigError, DeploymentConfig
 from mcp_approval.policy import ToolCallMapper
 from mcp_approval.policy.http import HttpPDP
 from mcp_approval.server.arap_backend import arap_backend_from_config, pdp_from_config
-from mcp_approval.server.auth import StaticTokenVerifier, local_auth_settings
-from mcp_approval.server.local_backend import local_backend_from_config, reviewer_authenticator
+from mcp_approval.server.auth import auth_from_config, reviewer_authenticator
+from mcp_approval.server.local_backend import local_backend_from_config
 from mcp_approval.storage import AuditLog, open_database
 from mcp_approval.tasks import TaskOptions, TasksExtension, task_routing_middleware
 from mcp_approval.tasks.server import LOCAL_PRINCIPAL
@@ -61,6 +63,8 @@ class Deployment:
     backend: ApprovalBackend
     audit: AuditLog
     clock: Clock = field(default_factory=SystemClock)
+    #: What checks bearer tokens on ``/mcp`` (and, the same way, for reviewers); ``None`` without auth.
+    token_verifier: TokenVerifier | None = None
 
 
 def build_deployment(
@@ -117,8 +121,9 @@ def build_deployment(
                     await pdp.aclose()
 
     auth: dict[str, Any] = {}
-    if config.principals and not stdio:
-        auth = {"token_verifier": StaticTokenVerifier(config.tokens()), "auth": local_auth_settings(base_url)}
+    verification = None if stdio else auth_from_config(config, base_url)
+    if verification is not None:
+        auth = {"token_verifier": verification[0], "auth": verification[1]}
     # Outermost: every call is decided before anything else runs.
     gate = PolicyGate(pdp, mapper=mapper, principal_resolver=resolver)
     server: MCPServer[Any] = MCPServer(
@@ -144,7 +149,8 @@ def build_deployment(
     holder["approval"] = approval
     gate.on_requestable = approval
     _register_tools(config, server)
-    return Deployment(config, server, tasks, gate, approval, backend, audit, clock or SystemClock())
+    verifier = verification[0] if verification is not None else None
+    return Deployment(config, server, tasks, gate, approval, backend, audit, clock or SystemClock(), verifier)
 
 
 def deployment_app(deployment: Deployment) -> Starlette:
@@ -153,9 +159,10 @@ def deployment_app(deployment: Deployment) -> Starlette:
     routes: list[BaseRoute] = []
     backend = deployment.backend
     if isinstance(backend, LocalApprovalBackend):  # an ARAP deployment's reviewers use the ARS
-        authenticate = reviewer_authenticator(deployment.config)
-        routes += reviewer_routes(backend, authenticate)
-        routes += console_routes(backend, authenticate, deployment.audit, clock=deployment.clock)
+        authenticate = reviewer_authenticator(deployment.config, deployment.token_verifier)
+        throttle = FailedLoginThrottle(deployment.clock)  # one limit on failed sign-ins for both
+        routes += reviewer_routes(backend, authenticate, throttle=throttle)
+        routes += console_routes(backend, authenticate, deployment.audit, clock=deployment.clock, throttle=throttle)
     secret = deployment.config.approval.callback_secret
     if secret:
         routes.insert(0, _callback_route(deployment, secret))
@@ -246,8 +253,12 @@ def _cipher(config: DeploymentConfig) -> BindingCipher:
 
 
 def _principal_check(config: DeploymentConfig) -> PrincipalCheck:
-    """A requester is still valid while the deployment still lists it (any, without static principals)."""
-    known = {entry.id for entry in config.principals}
+    """A static-token requester is still valid while the deployment still lists its token.
+
+    With ``[auth]`` (or without static tokens) every requester stays valid here: the token was
+    checked when the call was made, and revoking an identity is the authorization server's business.
+    """
+    known = set() if config.auth is not None else set(config.tokens().values())
 
     async def still_valid(principal: str) -> bool:
         return not known or principal in known

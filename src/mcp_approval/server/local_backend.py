@@ -1,9 +1,6 @@
-"""Building the local approval backend and its reviewer authentication from a deployment config."""
+"""Building the local approval backend from a deployment config."""
 
 from __future__ import annotations
-
-import hmac
-from collections.abc import Awaitable, Callable
 
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.resolvers import resolvers_from_config
@@ -37,18 +34,3 @@ def local_backend_from_config(
         audit=audit,
         clock=clock,
     )
-
-
-def reviewer_authenticator(config: DeploymentConfig) -> Callable[[str], Awaitable[str | None]]:
-    """Maps a bearer token to its principal through the config's static ``[[principals]]`` tokens."""
-    tokens = config.tokens()
-
-    async def authenticate(token: str) -> str | None:
-        # Compare every token in constant time, so timing reveals nothing about which one matched.
-        found = None
-        for known, principal in tokens.items():
-            if hmac.compare_digest(known.encode(), token.encode()):
-                found = principal
-        return found
-
-    return authenticate

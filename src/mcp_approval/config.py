@@ -132,6 +132,11 @@ class TasksSection(_Section):
     #: The reviewers' approval page, with ``{approval_id}``; https (http only on loopback).
     #: Clients that declare URL elicitation get it as a url-mode request of the approval task.
     approval_url: str | None = None
+    #: Above this many unfinished tasks in the store (approval tasks included), calls answer without a
+    #: task and a WARNING is logged; a requestable denial then gets a final denial instead.
+    max_tasks: int = Field(default=10_000, ge=0)
+    #: The same limit for one caller.
+    max_per_principal: int = Field(default=100, ge=0)
 
     @field_validator("approval_url")
     @classmethod

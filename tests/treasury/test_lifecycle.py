@@ -164,6 +164,26 @@ async def test_outstanding_pending_tasks_are_bounded(mode: str, tmp_path: Path) 
         assert second["_meta"][AUTHORIZATION]["remediation"] == "unavailable"
 
 
+@MODES
+async def test_approval_tasks_count_against_the_task_limits(mode: str, tmp_path: Path) -> None:
+    """``[tasks] max_per_principal`` bounds approval tasks too: over it, a final denial and no task."""
+    async with (
+        running(mode, tmp_path, {"tasks": {"max_per_principal": 1}}) as deployment,
+        httpx.AsyncClient(base_url=deployment.server.base_url, timeout=20) as http,
+    ):
+        alice, bob = principals(http)["alice"], principals(http)["bob"]
+        first = (await alice.call_tool("wire_transfer", {"to": "acct-l1", "amount": 30_000})).result
+        second = (await alice.call_tool("wire_transfer", {"to": "acct-l2", "amount": 30_000})).result
+        other = (await bob.call_tool("wire_transfer", {"to": "acct-l3", "amount": 30_000})).result
+    assert first["resultType"] == "task"
+    assert second.get("resultType") != "task"
+    assert second["isError"] is True
+    assert second["_meta"][AUTHORIZATION]["remediation"] == "unavailable"
+    assert "too many open tasks" in text_of(second)
+    assert other["resultType"] == "task"  # the limit is per caller
+    assert "task_limit" in deployment.server.log()  # the WARNING names the limit
+
+
 def test_serve_refuses_to_start_without_a_binding_key_outside_dev_mode(tmp_path: Path) -> None:
     directory = deployment_dir(tmp_path, {"server": {"dev_mode": False}, "approval": {"binding_keys": {}}})
     config = directory / "config.toml"

@@ -12,6 +12,10 @@ LIMIT_MESSAGE = (
     "Too many approval requests are open or were made recently for this caller, so {tool} was not submitted "
     "for approval and did not run. Wait for pending requests to be decided before asking again."
 )
+TASK_LIMIT_MESSAGE = (
+    "The server holds too many open tasks to take another approval request, so {tool} was not submitted "
+    "for approval and did not run. Try again later."
+)
 PENDING_TEXT = "Calling {tool} needs approval. It has been submitted and will run only if approved."
 IMMEDIATE_TEXT = "{tool} has not run: it is waiting for approval. You can continue other work and check the task later."
 INPUTS_DECLINED = (

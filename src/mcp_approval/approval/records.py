@@ -108,6 +108,7 @@ class Admission(StrEnum):
     DUPLICATE = "duplicate"  # the same call is already pending: reuse that task
     RATE_LIMITED = "rate_limited"
     TOO_MANY_PENDING = "too_many_pending"
+    TASK_LIMIT = "task_limit"  # the store holds max_tasks unfinished tasks (or max_per_principal of the caller's)
 
 
 @dataclass(frozen=True)

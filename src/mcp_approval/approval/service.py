@@ -40,6 +40,7 @@ from mcp_approval.approval.messages import (
     LIMIT_MESSAGE,
     PENDING_TEXT,
     REFUSED_MESSAGE,
+    TASK_LIMIT_MESSAGE,
 )
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.resolver import Resolver
@@ -227,6 +228,7 @@ class ToolApproval:
             intent,
             submissions_per_minute=self.options.submissions_per_minute,
             max_pending=self.options.max_pending_per_principal,
+            task_limits=self._task_limits(),
         )
         if admission is not Admission.RECORDED:
             return await self._admitted(admission, task_id, binding, owner)
@@ -297,8 +299,14 @@ class ToolApproval:
             draft,
             submissions_per_minute=self.options.submissions_per_minute,
             max_pending=self.options.max_pending_per_principal,
+            task_limits=self._task_limits(),
         )
         return await self._admitted(admission, existing, binding, owner)
+
+    def _task_limits(self) -> tuple[int | None, int | None]:
+        """The tasks extension's ``(max_tasks, max_per_principal)``: approval tasks count against them."""
+        options = self.tasks.options
+        return options.max_tasks, options.max_per_principal
 
     async def _admitted(
         self, admission: Admission, task_id: str | None, binding: CallBinding, owner: str
@@ -309,7 +317,8 @@ class ToolApproval:
             return await self._existing_task(task_id, binding)
         if admission is not Admission.RECORDED:
             logger.warning("approval submission refused for %s on %r: %s", owner[:8], binding.tool, admission.value)
-            return final_denial(LIMIT_MESSAGE.format(tool=binding.tool), remediation=Remediation.UNAVAILABLE)
+            message = TASK_LIMIT_MESSAGE if admission is Admission.TASK_LIMIT else LIMIT_MESSAGE
+            return final_denial(message.format(tool=binding.tool), remediation=Remediation.UNAVAILABLE)
         assert task_id is not None
         return await self._task_answer(task_id, binding.tool, immediate=True)
 

@@ -70,13 +70,21 @@ class ApprovalStore:
         return await self.database.read(lambda conn: sql.live_match(conn, principal_digest, tool, digest))
 
     async def record_intent(
-        self, intent: Intent, *, submissions_per_minute: int, max_pending: int
+        self,
+        intent: Intent,
+        *,
+        submissions_per_minute: int,
+        max_pending: int,
+        task_limits: tuple[int | None, int | None] = (None, None),
     ) -> tuple[Admission, str | None]:
-        """Persist ``intent`` unless a duplicate or a limit stops it; returns (admission, task id)."""
+        """Persist ``intent`` unless a duplicate or a limit stops it; returns (admission, task id).
+
+        ``task_limits``: the tasks extension's ``(max_tasks, max_per_principal)``.
+        """
         now = self.clock.now_ms()
 
         def record(conn: Connection) -> tuple[Admission, str | None]:
-            refused = sql.refusal(conn, intent, now, submissions_per_minute, max_pending)
+            refused = sql.refusal(conn, intent, now, submissions_per_minute, max_pending, task_limits)
             if refused is not None:
                 return refused
             conn.execute(sql.INSERT_INTENT, intent_row(intent, now))
@@ -107,7 +115,13 @@ class ApprovalStore:
         return await self.database.write(write)
 
     async def create_waiting_task(
-        self, new: NewWorkflow, draft: Intent, *, submissions_per_minute: int, max_pending: int
+        self,
+        new: NewWorkflow,
+        draft: Intent,
+        *,
+        submissions_per_minute: int,
+        max_pending: int,
+        task_limits: tuple[int | None, int | None] = (None, None),
     ) -> tuple[Admission, str | None]:
         """Create a task that waits in ``input_required`` for its submission inputs (generation 0).
 
@@ -118,7 +132,7 @@ class ApprovalStore:
         now = self.clock.now_ms()
 
         def create(conn: Connection) -> tuple[Admission, str | None]:
-            refused = sql.refusal(conn, draft, now, submissions_per_minute, max_pending)
+            refused = sql.refusal(conn, draft, now, submissions_per_minute, max_pending, task_limits)
             if refused is not None:
                 return refused
             conn.execute(sql.INSERT_TASK, task_row(new, now))

@@ -13,7 +13,9 @@ from sqlalchemy import Connection, and_, bindparam, func, select, update
 from mcp_approval.approval.records import Admission, Intent, Reschedule
 from mcp_approval.approval.states import IN_FLIGHT_INTENTS, IntentState, Phase, intent_sources
 from mcp_approval.storage.schema import approval_intents_table, approval_workflows_table, tasks_table
+from mcp_approval.tasks.sql_store import check_task_limits
 from mcp_approval.tasks.states import ACTIVE
+from mcp_approval.tasks.store import TaskLimitReachedError
 
 _W = approval_workflows_table
 _I = approval_intents_table
@@ -88,9 +90,18 @@ MOVE_INTENT = {target: _move_intent_statement(target) for target in IntentState}
 
 
 def refusal(
-    conn: Connection, intent: Intent, now: int, per_minute: int, max_pending: int
+    conn: Connection,
+    intent: Intent,
+    now: int,
+    per_minute: int,
+    max_pending: int,
+    task_limits: tuple[int | None, int | None] = (None, None),
 ) -> tuple[Admission, str | None] | None:
-    """Why ``intent`` may not be recorded (a live duplicate, or a limit), or ``None``."""
+    """Why ``intent`` may not be recorded (a live duplicate, or a limit), or ``None``.
+
+    ``task_limits`` are the tasks extension's ``(max_tasks, max_per_principal)``: an approval task
+    is a task like any other.
+    """
     existing = live_match(conn, intent.principal_digest, intent.tool_name, intent.arguments_digest)
     if existing is not None:
         return Admission.DUPLICATE, existing
@@ -99,6 +110,10 @@ def refusal(
         return Admission.RATE_LIMITED, None
     if int(conn.execute(PENDING_WORKFLOWS, owner).scalar_one()) >= max_pending:
         return Admission.TOO_MANY_PENDING, None
+    try:
+        check_task_limits(conn, intent.principal_digest, *task_limits)
+    except TaskLimitReachedError:
+        return Admission.TASK_LIMIT, None
     return None
 
 

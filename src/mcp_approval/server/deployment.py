@@ -203,6 +203,8 @@ def _task_options(config: DeploymentConfig, store: SqlTaskStore) -> TaskOptions:
         sweep_interval_s=min(1.0, section.poll_interval_s),
         store=store,
         approval_url=section.approval_url,
+        max_tasks=section.max_tasks,
+        max_per_principal=section.max_per_principal,
     )
 
 

@@ -168,7 +168,7 @@ class SqlTaskStore:
 
         def insert(conn: Connection) -> None:
             if not terminal and (max_active is not None or max_active_per_principal is not None):
-                _check_limits(conn, task.principal_digest, max_active, max_active_per_principal)
+                check_task_limits(conn, task.principal_digest, max_active, max_active_per_principal)
             conn.execute(_INSERT, values)
 
         await self.database.write(insert)
@@ -363,10 +363,13 @@ def _rewrite(conn: Connection, record: TaskRecord, now: int, **values: Any) -> N
     conn.execute(update(_T).where(_T.c.task_id == record.task_id).values(**values))
 
 
-def _check_limits(
+def check_task_limits(
     conn: Connection, principal_digest: str | None, max_active: int | None, max_per_principal: int | None
 ) -> None:
-    """Raise :class:`TaskLimitReachedError` if another unfinished task would exceed a limit."""
+    """Raise :class:`TaskLimitReachedError` if another unfinished task would exceed a limit.
+
+    Runs inside the caller's transaction (task creation here, approval admission in the approval store).
+    """
     total, own = conn.execute(_ACTIVE_COUNTS, {"principal": principal_digest}).one()
     if max_active is not None and total >= max_active:
         raise TaskLimitReachedError("max_tasks", int(total))

@@ -6,6 +6,7 @@ the configuration overrides a test needs, so tests never share a ledger or a dat
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -122,7 +123,9 @@ class TreasuryServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, *, env: dict[str, str] | None = None, timeout_s: float = 30.0) -> TreasuryServer:
-        command = [sys.executable, "-m", "mcp_approval", "serve", "--config", str(self.directory / "config.toml")]
+        # Through dump_on_signal, so a hung server can be asked where it waits (see wait_exit).
+        command = [sys.executable, "-m", "tests.support.dump_on_signal", "mcp_approval", "serve"]
+        command += ["--config", str(self.directory / "config.toml")]
         command += ["--port", str(self.port)]
         if self.db_url:
             command += ["--db", self.db_url]
@@ -159,8 +162,18 @@ class TreasuryServer:
         try:
             return self.process.wait(timeout_s)
         except subprocess.TimeoutExpired:
+            self.dump_stacks()
             self.kill()
-            raise AssertionError(f"server still running after {timeout_s}s; its log:\n{self.log()[-6000:]}") from None
+            raise AssertionError(f"server still running after {timeout_s}s; its log:\n{self.log()[-12000:]}") from None
+
+    def dump_stacks(self) -> None:
+        """Have a live server write its threads' and asyncio tasks' stacks to its log."""
+        assert self.process is not None
+        for signum in (signal.SIGUSR1, signal.SIGUSR2):
+            self.process.send_signal(signum)
+        # The dumps are written by the server itself; give it a moment (bounded) before it is killed.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(3)
 
     def ledger(self) -> list[dict[str, Any]]:
         """The executed operations, read from the ledger file (works while the server is down)."""
@@ -202,6 +215,7 @@ async def call_until_crash(server: TreasuryServer, wire: Wire, tool: str, argume
     try:
         return await wire.call_tool(tool, arguments)
     except httpx.TimeoutException:
-        raise AssertionError(f"the server neither answered nor died; its log:\n{server.log()[-6000:]}") from None
+        server.dump_stacks()
+        raise AssertionError(f"the server neither answered nor died; its log:\n{server.log()[-12000:]}") from None
     except httpx.TransportError:
         return None

@@ -11,7 +11,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from mcp_approval.approval.messages import BACKEND_FAILED
-from mcp_approval.approval.states import Phase
+from mcp_approval.approval.states import IntentState, Phase
 from mcp_approval.approval.store import Intent, Reschedule, TaskOutcome
 from mcp_approval.backends import (
     ApprovalBackend,
@@ -111,17 +111,30 @@ class Resubmission:
 
     async def _reconcile_intent(self, intent: Intent) -> None:
         approval = self.approval
-        workflow = await approval.store.get(intent.task_id)
-        current = workflow is not None and workflow.phase is Phase.PENDING and workflow.generation == intent.generation
-        if current:  # the task exists and waits for this very submission: recover it
-            await self.resume(intent)
-            return
-        try:
-            handle = intent.handle or await self._find(intent)
-        except ApprovalBackendError as exc:
-            logger.warning("reconciliation: backend unreachable for an orphaned intent (%s)", exc)
-            return
-        if handle is not None:
-            await withdraw(approval.backend, handle)
-        if await approval.store.abandon_intent(intent):
+        if intent.state is not IntentState.WITHDRAWING:
+            workflow = await approval.store.get(intent.task_id)
+            current = (
+                workflow is not None and workflow.phase is Phase.PENDING and workflow.generation == intent.generation
+            )
+            if current:  # the task exists and waits for this very submission: recover it
+                await self.resume(intent)
+                return
+            # Claim the orphan before touching the backend: a creation that bound the intent since
+            # the read above wins the compare-and-set, and then nothing is withdrawn.
+            if not await approval.store.claim_orphan(intent):
+                return
+        if await self._withdraw_request(intent) and await approval.store.abandon_intent(intent):
             logger.info("reconciliation: withdrew an orphaned approval submission (task never created)")
+
+    async def _withdraw_request(self, intent: Intent) -> bool:
+        """Cancel an orphan's backend request; ``False`` when the backend cannot be reached (retried later)."""
+        backend = self.approval.backend
+        try:
+            # A handle missing from the intent as read may have been recorded since: look it up by key.
+            handle = intent.handle or await self._find(intent)
+            if handle is not None and backend.supports_cancel:
+                await backend.cancel(handle)
+        except ApprovalBackendError as exc:
+            logger.warning("reconciliation: backend unreachable for an orphaned intent; retried later (%s)", exc)
+            return False
+        return True

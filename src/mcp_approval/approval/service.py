@@ -44,6 +44,7 @@ from mcp_approval.approval.messages import (
 )
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.resolver import Resolver
+from mcp_approval.approval.resubmission import withdraw
 from mcp_approval.approval.results import sanitize_model_text
 from mcp_approval.approval.states import IntentState
 from mcp_approval.approval.store import Admission, ApprovalStore, Intent, NewWorkflow
@@ -238,6 +239,9 @@ class ToolApproval:
             return final_denial(REFUSED_MESSAGE.format(tool=binding.tool), remediation=Remediation.UNAVAILABLE)
         crash_point("after_submit")
         if not await self.store.mark_submitted(intent.key, handle):
+            # Reconciliation claimed the intent as an orphan while the backend was being asked; it
+            # may have looked for this request before it existed, so withdraw it here too.
+            await withdraw(self.backend, handle)
             raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
         crash_point("after_handle")
         new = self._new_workflow(intent.task_id, intent.key, owner, binding, submission, handle)

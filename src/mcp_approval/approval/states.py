@@ -68,19 +68,25 @@ class IntentState(StrEnum):
     SUBMITTED = "submitted"  # the backend's handle is persisted; the task may not exist yet
     BOUND = "bound"  # the task holds it as its current generation
     CONSUMED = "consumed"  # superseded by a chained request; its callbacks are ignored
-    ABANDONED = "abandoned"  # reconciled after a crash: the backend request was withdrawn
+    # Claimed by reconciliation as an orphan (no task was created in time); its backend request is
+    # being withdrawn. The claim is what a late task creation loses to: it binds only a submitted intent.
+    WITHDRAWING = "withdrawing"
+    ABANDONED = "abandoned"  # settled without a task: refused by the backend, or withdrawn after a crash
 
 
 INTENT_TRANSITIONS: Final[dict[IntentState, frozenset[IntentState]]] = {
-    IntentState.OPEN: frozenset({IntentState.SUBMITTED, IntentState.ABANDONED}),
-    IntentState.SUBMITTED: frozenset({IntentState.BOUND, IntentState.ABANDONED}),
+    IntentState.OPEN: frozenset({IntentState.SUBMITTED, IntentState.WITHDRAWING, IntentState.ABANDONED}),
+    IntentState.SUBMITTED: frozenset({IntentState.BOUND, IntentState.WITHDRAWING, IntentState.ABANDONED}),
     IntentState.BOUND: frozenset({IntentState.CONSUMED}),
     IntentState.CONSUMED: frozenset(),
+    IntentState.WITHDRAWING: frozenset({IntentState.ABANDONED}),
     IntentState.ABANDONED: frozenset(),
 }
 
 #: Intents a dedup lookup matches: an approval that may still become (or already is) a task.
 IN_FLIGHT_INTENTS: Final = frozenset({IntentState.OPEN, IntentState.SUBMITTED})
+#: Intents reconciliation still has to settle: in flight, or being withdrawn.
+UNSETTLED_INTENTS: Final = IN_FLIGHT_INTENTS | {IntentState.WITHDRAWING}
 
 
 def intent_sources(target: IntentState) -> frozenset[IntentState]:

@@ -96,8 +96,16 @@ class ApprovalStore:
         """Persist the backend's handle for an open intent."""
         return await self._move_intent(key, IntentState.SUBMITTED, handle=handle)
 
+    async def claim_orphan(self, intent: Intent) -> bool:
+        """Claim an in-flight intent for withdrawal; ``False`` if it moved on (e.g. its task was created).
+
+        A compare-and-set on the intent: a task creation binds only a ``submitted`` intent, so of the
+        two, exactly one wins.
+        """
+        return await self._move_intent(intent.key, IntentState.WITHDRAWING)
+
     async def abandon_intent(self, intent: Intent) -> bool:
-        """Mark an in-flight intent abandoned (its backend request was withdrawn)."""
+        """Settle an intent without a task: its backend request was refused, or withdrawn."""
         now = self.clock.now_ms()
         sources = sorted(state.value for state in intent_sources(IntentState.ABANDONED))
         statement = (
@@ -362,14 +370,14 @@ class ApprovalStore:
     # -- reconciliation and retention ------------------------------------------------------
 
     async def stale_intents(self, older_than_ms: int, limit: int = 500) -> list[Intent]:
-        """In-flight intents recorded before ``older_than_ms`` whose submission never completed."""
-        statement = select(_I).where(_I.c.state.in_(sql.IN_FLIGHT), _I.c.created_at < older_than_ms).limit(limit)
+        """Unsettled intents (in flight, or being withdrawn) recorded before ``older_than_ms``."""
+        statement = select(_I).where(_I.c.state.in_(sql.UNSETTLED), _I.c.created_at < older_than_ms).limit(limit)
         return await self.database.read(lambda conn: [intent_from_row(row._mapping) for row in conn.execute(statement)])
 
     async def purge_orphans(self) -> int:
         """Delete workflows and settled intents whose task row is gone (retention ended)."""
         task_gone = ~exists().where(_T.c.task_id == _W.c.task_id)
-        intent_settled = and_(_I.c.state.not_in(sql.IN_FLIGHT), ~exists().where(_W.c.task_id == _I.c.task_id))
+        intent_settled = and_(_I.c.state.not_in(sql.UNSETTLED), ~exists().where(_W.c.task_id == _I.c.task_id))
 
         def purge(conn: Connection) -> int:
             removed = conn.execute(delete(_W).where(task_gone)).rowcount

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, bindparam, func, select, update
 
 from mcp_approval.approval.records import Admission, Intent, Reschedule
-from mcp_approval.approval.states import IN_FLIGHT_INTENTS, IntentState, Phase, intent_sources
+from mcp_approval.approval.states import IN_FLIGHT_INTENTS, UNSETTLED_INTENTS, IntentState, Phase, intent_sources
 from mcp_approval.storage.schema import approval_intents_table, approval_workflows_table, tasks_table
 from mcp_approval.tasks.sql_store import check_task_limits
 from mcp_approval.tasks.states import ACTIVE
@@ -24,6 +24,8 @@ _T = tasks_table
 LIVE_PHASES = sorted(phase.value for phase in (Phase.PENDING, Phase.CLAIMED))
 #: Intent states of a submission whose task does not exist yet.
 IN_FLIGHT = sorted(state.value for state in IN_FLIGHT_INTENTS)
+#: Intent states reconciliation still has to settle.
+UNSETTLED = sorted(state.value for state in UNSETTLED_INTENTS)
 #: Task statuses that are not terminal.
 ACTIVE_TASK = sorted(status.value for status in ACTIVE)
 

@@ -1,4 +1,4 @@
-"""Host names: which ones stay on this machine.
+"""Host names and ports on this machine: which hosts stay local, and loopback ports for local servers.
 
 Plain ``http`` is acceptable only where traffic never leaves the machine (development switches,
 loopback approval pages), so every such rule asks :func:`is_loopback_host`.
@@ -7,6 +7,8 @@ loopback approval pages), so every such rule asks :func:`is_loopback_host`.
 from __future__ import annotations
 
 import ipaddress
+import socket
+import threading
 
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 
@@ -21,3 +23,24 @@ def is_loopback_host(host: str | None) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+_HANDED_OUT: set[int] = set()
+_HANDED_OUT_LOCK = threading.Lock()
+
+
+def unused_loopback_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now and this process has not handed out before.
+
+    The port is free when returned, and the caller's server binds it later. Remembering every port
+    handed out keeps two servers this process starts at once from being given the same one (the
+    kernel may return a just-released port again), which would send one server's clients to the other.
+    """
+    with _HANDED_OUT_LOCK:
+        while True:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = int(sock.getsockname()[1])
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port

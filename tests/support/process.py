@@ -12,11 +12,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from mcp_approval.hosts import unused_loopback_port
+
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port no other server of this test session was given (see ``unused_loopback_port``)."""
+    return unused_loopback_port()
 
 
 class ServerProcess:

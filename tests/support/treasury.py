@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from mcp_approval.hosts import unused_loopback_port
 from tests.support.wire import Reply, Wire
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "treasury"
@@ -102,9 +103,8 @@ def _value(value: Any) -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port no other server of this test session was given (see ``unused_loopback_port``)."""
+    return unused_loopback_port()
 
 
 class TreasuryServer:
@@ -117,6 +117,8 @@ class TreasuryServer:
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = directory / "server.log"
+        #: What the test saw of the server (e.g. how a request ended), shown if it is found hung.
+        self.notes: list[str] = []
 
     @property
     def base_url(self) -> str:
@@ -164,7 +166,9 @@ class TreasuryServer:
         except subprocess.TimeoutExpired:
             self.dump_stacks()
             self.kill()
-            raise AssertionError(f"server still running after {timeout_s}s; its log:\n{self.log()[-12000:]}") from None
+            seen = "".join(f"\n  {note}" for note in self.notes) or " nothing"
+            message = f"server still running after {timeout_s}s; the test saw:{seen}\nits log:\n{self.log()[-12000:]}"
+            raise AssertionError(message) from None
 
     def dump_stacks(self) -> None:
         """Have a live server write its threads' and asyncio tasks' stacks to its log."""
@@ -217,5 +221,6 @@ async def call_until_crash(server: TreasuryServer, wire: Wire, tool: str, argume
     except httpx.TimeoutException:
         server.dump_stacks()
         raise AssertionError(f"the server neither answered nor died; its log:\n{server.log()[-12000:]}") from None
-    except httpx.TransportError:
+    except httpx.TransportError as exc:
+        server.notes.append(f"{tool}: {type(exc).__name__}: {exc}")
         return None

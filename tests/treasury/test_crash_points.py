@@ -13,7 +13,6 @@ Every run checks the two promises of SEP-2848 §Crash-consistent creation and §
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import sqlite3
 from pathlib import Path
@@ -52,6 +51,21 @@ def orphans(db_path: Path) -> dict[str, int]:
 
 async def one_run(point: str, directory: Path) -> None:
     crashing = TreasuryServer(directory, env={CRASH_ENV: point})
+    try:
+        created = await crash(point, crashing)
+    finally:
+        crashing.kill()  # a no-op after the crash; on a failure, no server outlives its run
+    restarted = TreasuryServer(directory)
+    await asyncio.to_thread(restarted.start)
+    try:
+        async with httpx.AsyncClient(base_url=restarted.base_url, timeout=20) as http:
+            await check_recovery(point, directory, restarted, http, created)
+    finally:
+        restarted.kill()
+
+
+async def crash(point: str, crashing: TreasuryServer) -> dict[str, Any] | None:
+    """Drive ``crashing`` into its crash point; returns the task it created first, if it answered."""
     await asyncio.to_thread(crashing.start)
     # A generous timeout: six servers start and crash at once on two cores.
     async with httpx.AsyncClient(base_url=crashing.base_url, timeout=CALL_TIMEOUT_S) as http:
@@ -64,16 +78,14 @@ async def one_run(point: str, directory: Path) -> None:
             assert created["status"] == "working"
             approval = await approval_for(Reviewer(http, "carol-token"), "wire_transfer", to="acct-crash")
             # The execution may kill the server before the decision's answer is sent.
-            with contextlib.suppress(httpx.TransportError):
-                await Reviewer(http, "carol-token").decide(approval["id"], "approve")
+            try:
+                decided = await Reviewer(http, "carol-token").decide(approval["id"], "approve")
+            except httpx.TransportError as exc:
+                crashing.notes.append(f"decide: {type(exc).__name__}: {exc}")
+            else:
+                crashing.notes.append(f"decide: HTTP {decided.status_code}")
     assert await asyncio.to_thread(crashing.wait_exit) == -9, f"{point}: not killed at the crash point"
-    restarted = TreasuryServer(directory)
-    await asyncio.to_thread(restarted.start)
-    try:
-        async with httpx.AsyncClient(base_url=restarted.base_url, timeout=20) as http:
-            await check_recovery(point, directory, restarted, http, created)
-    finally:
-        restarted.kill()
+    return created
 
 
 async def check_recovery(

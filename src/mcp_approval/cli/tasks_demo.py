@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import socket
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -32,6 +31,7 @@ from mcp_approval.client import (
     TaskPendingError,
     TasksClient,
 )
+from mcp_approval.hosts import unused_loopback_port
 from mcp_approval.server.tasks_demo import DEMO_MODES, DEMO_TOKENS, build_tasks_demo_server
 from mcp_approval.tasks import TaskOptions
 
@@ -45,12 +45,6 @@ class ScenarioResult:
     outcome: str
     ok: bool
     ms: int
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @asynccontextmanager
@@ -186,7 +180,7 @@ async def run_tasks_demo(*, db_url: str | None, as_json: bool, console: Console)
     with tempfile.TemporaryDirectory(prefix="mcp-approval-demo-") as scratch:
         url = db_url or f"sqlite:///{Path(scratch) / 'tasks.db'}"
         results: list[ScenarioResult] = []
-        async with _serve(url, _free_port()) as base_url:
+        async with _serve(url, unused_loopback_port()) as base_url:
             if not as_json:
                 console.print(f"[bold]mcp-approval tasks demo[/] server at {base_url}/mcp, store {url}")
             for name, expected, scenario in SCENARIOS:

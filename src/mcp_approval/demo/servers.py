@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,18 +21,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from mcp_approval.hosts import unused_loopback_port
+
 #: The package data folder holding the demo deployment.
 DEPLOYMENT_PACKAGE = "mcp_approval.demo"
 DEPLOYMENT_FOLDER = "treasury"
 #: How long a server may take to listen before the demo gives up on it.
 START_TIMEOUT_S = 60.0
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def materialize(target: Path) -> Path:
@@ -84,7 +78,7 @@ class ServerProcess:
         self.module = module
         self.args = list(args)
         self.log_path = log_path
-        self.port = port or free_port()
+        self.port = port or unused_loopback_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property

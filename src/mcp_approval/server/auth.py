@@ -15,6 +15,7 @@ from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from pydantic import AnyHttpUrl
 
+from mcp_approval.clock import Clock
 from mcp_approval.config import ConfigError, DeploymentConfig
 from mcp_approval.server.jwt_auth import JwksError, JwtTokenVerifier
 
@@ -64,7 +65,9 @@ class FirstAcceptingVerifier:
         return None
 
 
-def auth_from_config(config: DeploymentConfig, base_url: str) -> tuple[TokenVerifier, AuthSettings] | None:
+def auth_from_config(
+    config: DeploymentConfig, base_url: str, *, clock: Clock | None = None
+) -> tuple[TokenVerifier, AuthSettings] | None:
     """The token verifier and resource-server settings for ``config`` (``None``: no bearer auth).
 
     Static ``[[principals]]`` tokens (dev mode) and ``[auth]`` JWT access tokens may be combined;
@@ -78,7 +81,7 @@ def auth_from_config(config: DeploymentConfig, base_url: str) -> tuple[TokenVeri
         verifiers.append(StaticTokenVerifier(config.tokens()))
     if config.auth is None:
         return (verifiers[0], local_auth_settings(base_url)) if verifiers else None
-    verifiers.append(jwt_verifier(config))
+    verifiers.append(jwt_verifier(config, clock=clock))
     # Validated from strings, so an issuer without a path keeps its exact form (RFC 8414 compares
     # issuers as strings: no trailing slash may be added).
     settings = AuthSettings.model_validate(
@@ -93,8 +96,8 @@ def auth_from_config(config: DeploymentConfig, base_url: str) -> tuple[TokenVeri
     return FirstAcceptingVerifier(verifiers), settings
 
 
-def jwt_verifier(config: DeploymentConfig) -> JwtTokenVerifier:
-    """The ``[auth]`` section's :class:`JwtTokenVerifier`.
+def jwt_verifier(config: DeploymentConfig, *, clock: Clock | None = None) -> JwtTokenVerifier:
+    """The ``[auth]`` section's :class:`JwtTokenVerifier` (token times read from ``clock``).
 
     Raises:
         ConfigError: the key set file cannot be read or holds no usable key (naming the file).
@@ -120,6 +123,7 @@ def jwt_verifier(config: DeploymentConfig) -> JwtTokenVerifier:
             scopes_claim=auth.scopes_claim,
             leeway_s=auth.leeway_s,
             refresh_s=auth.jwks_refresh_s,
+            clock=clock,
         )
     except JwksError as exc:
         raise ConfigError(f"{config.path}: auth.jwks_file: {exc}") from None

@@ -121,7 +121,7 @@ def build_deployment(
                     await pdp.aclose()
 
     auth: dict[str, Any] = {}
-    verification = None if stdio else auth_from_config(config, base_url)
+    verification = None if stdio else auth_from_config(config, base_url, clock=clock)
     if verification is not None:
         auth = {"token_verifier": verification[0], "auth": verification[1]}
     # Outermost: every call is decided before anything else runs.

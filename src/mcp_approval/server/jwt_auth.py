@@ -131,7 +131,10 @@ class JwtTokenVerifier:
         except jwt.PyJWTError:
             return None
         alg, kid, typ = header.get("alg"), header.get("kid"), header.get("typ")
-        if alg not in self.algorithms or not isinstance(typ, str) or typ.lower() not in self.token_types:
+        # Header members are attacker-controlled JSON: anything but strings is refused before use.
+        if not isinstance(alg, str) or alg not in self.algorithms:
+            return None
+        if not isinstance(typ, str) or typ.lower() not in self.token_types:
             return None
         key = await self._key_for(kid if isinstance(kid, str) else None, alg)
         if key is None:

@@ -61,7 +61,12 @@ UNLIMITED = 1_000_000_000
 
 #: Config overrides of every server: the example's intervals, with the per-principal limits lifted.
 OVERRIDES: dict[str, dict[str, Any]] = {
-    "tasks": {"poll_interval_s": 1.0, "threshold_s": 5.0},
+    "tasks": {
+        "poll_interval_s": 1.0,
+        "threshold_s": 5.0,
+        "max_tasks": UNLIMITED,
+        "max_per_principal": UNLIMITED,
+    },
     "approval": {
         "poll_interval_s": POLL_INTERVAL_S,
         "lease_s": 15.0,

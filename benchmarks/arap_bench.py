@@ -50,7 +50,10 @@ from mcp_approval.policy.http import HttpPDP  # noqa: E402
 EXAMPLE = ROOT / "examples" / "treasury"
 GATED_AMOUNT = 50_000
 #: Room for every sample: no per-principal limit is what is measured here.
-LIMITS = {"approval": {"submissions_per_minute": 100_000, "max_pending_per_principal": 100_000}}
+LIMITS = {
+    "tasks": {"max_tasks": 100_000, "max_per_principal": 100_000},
+    "approval": {"submissions_per_minute": 100_000, "max_pending_per_principal": 100_000},
+}
 CONCURRENCY = 16
 
 

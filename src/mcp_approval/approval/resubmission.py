@@ -30,18 +30,20 @@ if TYPE_CHECKING:
 logger = logging.getLogger("mcp_approval.approval")
 
 
-async def withdraw(backend: ApprovalBackend, handle: str) -> None:
-    """Cancel a request at the backend, where it can be cancelled; a failure is only logged.
+async def withdraw(backend: ApprovalBackend, handle: str) -> bool:
+    """Cancel a request at the backend, where it can be cancelled; ``False`` (logged) if the backend failed.
 
     The local fence alone keeps the tool from running, so a backend without cancel (or one that
     is down) leaves a request that a late approval cannot act on.
     """
     if not backend.supports_cancel:
-        return
+        return True
     try:
         await backend.cancel(handle)
     except ApprovalBackendError as exc:
-        logger.warning("could not withdraw approval request (the task stays fenced): %s", exc)
+        logger.warning("could not withdraw approval request: %s", exc)
+        return False
+    return True
 
 
 class Resubmission:
@@ -128,13 +130,10 @@ class Resubmission:
 
     async def _withdraw_request(self, intent: Intent) -> bool:
         """Cancel an orphan's backend request; ``False`` when the backend cannot be reached (retried later)."""
-        backend = self.approval.backend
         try:
             # A handle missing from the intent as read may have been recorded since: look it up by key.
             handle = intent.handle or await self._find(intent)
-            if handle is not None and backend.supports_cancel:
-                await backend.cancel(handle)
         except ApprovalBackendError as exc:
             logger.warning("reconciliation: backend unreachable for an orphaned intent; retried later (%s)", exc)
             return False
-        return True
+        return handle is None or await withdraw(self.approval.backend, handle)

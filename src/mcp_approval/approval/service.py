@@ -445,9 +445,7 @@ class ToolApproval:
     def _deadline(self, expires_at: str | None) -> int:
         now = self.clock.now_ms()
         longest = now + round(self.options.max_pending_s * 1000)
-        if expires_at is None:
-            return min(longest, now + round(self.options.default_deadline_s * 1000))
-        parsed = parse_iso8601(expires_at)
+        parsed = parse_iso8601(expires_at)  # None when absent or unreadable: the default deadline
         if parsed is None:
             return min(longest, now + round(self.options.default_deadline_s * 1000))
         return max(now, min(longest, parsed))

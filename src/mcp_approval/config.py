@@ -38,11 +38,10 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from mcp_approval.hosts import is_loopback_host
+from mcp_approval.hosts import is_safe_transport
 from mcp_approval.tasks.options import check_approval_url
 
 
@@ -390,15 +389,12 @@ class DeploymentConfig(ConfigFile):
 
     def _check_auth_urls(self, auth: AuthSection) -> None:
         """The key set is fetched over https; plain http only on loopback, in dev mode."""
-        if auth.jwks_url is None:
+        if auth.jwks_url is None or is_safe_transport(auth.jwks_url, allow_loopback_http=self.server.dev_mode):
             return
-        url = urlsplit(auth.jwks_url)
-        loopback_dev = url.scheme == "http" and is_loopback_host(url.hostname) and self.server.dev_mode
-        if not (url.scheme == "https" and url.hostname) and not loopback_dev:
-            raise ValueError(
-                f"auth.jwks_url: {auth.jwks_url!r} must be an https URL (plain http only on a loopback host "
-                "with server.dev_mode = true): the keys it serves decide who is authenticated"
-            )
+        raise ValueError(
+            f"auth.jwks_url: {auth.jwks_url!r} must be an https URL (plain http only on a loopback host "
+            "with server.dev_mode = true): the keys it serves decide who is authenticated"
+        )
 
 
 ConfigT = TypeVar("ConfigT", bound=ConfigFile)

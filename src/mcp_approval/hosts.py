@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import threading
+from urllib.parse import urlsplit
 
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 
@@ -23,6 +24,22 @@ def is_loopback_host(host: str | None) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def is_safe_transport(url: str, *, allow_loopback_http: bool = True) -> bool:
+    """Whether what is sent to ``url`` stays off the network in clear.
+
+    That is ``https`` with a host, or, when ``allow_loopback_http``, plain ``http`` to this
+    machine. A URL that does not parse is not safe.
+    """
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:  # an unparsable netloc (a bad port, an unclosed bracket)
+        return False
+    if parts.scheme == "https":
+        return bool(host)
+    return allow_loopback_http and parts.scheme == "http" and is_loopback_host(host)
 
 
 _HANDED_OUT: set[int] = set()

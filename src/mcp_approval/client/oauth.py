@@ -20,13 +20,12 @@ requests the union of the scopes held and the scopes the challenge names.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from urllib.parse import urlsplit
 
 from mcp.client.auth import OAuthClientProvider, TokenStorage
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from pydantic import AnyUrl
 
-from mcp_approval.hosts import is_loopback_host
+from mcp_approval.hosts import is_safe_transport
 
 RedirectHandler = Callable[[str], Awaitable[None]]
 """Sends the user to the authorization URL it is given (opens a browser, prints a link)."""
@@ -117,14 +116,7 @@ def oauth_client(
 
 def _check_server_url(server_url: str) -> None:
     """Tokens never cross plain http: ``https``, or ``http`` to this machine only."""
-    try:
-        url = urlsplit(server_url)
-        host = url.hostname
-    except ValueError:  # an unparsable netloc (a bad port, an unclosed bracket)
-        host = None
-    if host and url.scheme == "https":
-        return
-    if url.scheme == "http" and is_loopback_host(host):
+    if is_safe_transport(server_url):
         return
     raise ValueError(
         f"server_url {server_url!r} must be an https URL (plain http only on a loopback host): "

@@ -356,9 +356,8 @@ def _terminal_write(outcome: Outcome) -> tuple[TaskStatus, str | None, dict[str,
     if outcome.error is not None:
         error = outcome.error.error
         return TaskStatus.FAILED, error.message, None, error_document(error.code, error.message, error.data)
-    if isinstance(outcome.result, types.InputRequiredResult):
-        message = "The tool asked for input through a retry after the call became a task"
-        return TaskStatus.FAILED, message, None, error_document(INTERNAL_ERROR, message)
+    # Never an input round: a promoted call asks it through its task (_run), and a round that
+    # finished before the promotion committed is answered inline (_promote_once).
     return TaskStatus.COMPLETED, None, result_document(outcome.result), None
 
 

@@ -14,13 +14,13 @@ import pytest
 
 from mcp_approval.clock import ManualClock
 from mcp_approval.config import ConfigError, StoreSection, load_config
+from mcp_approval.hosts import unused_loopback_port
 from mcp_approval.storage import StoreUnavailableError
 from mcp_approval.tasks import NewTask, TaskOptions, TasksExtension, TaskStatus
 from mcp_approval.tasks.models import new_task_id, principal_digest
 from mcp_approval.tasks.store import TaskLimitReachedError
 from mcp_approval.tasks.store_url import store_from_url
 from tests.support.polling import eventually
-from tests.support.process import free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -189,7 +189,7 @@ async def test_a_client_that_decodes_responses_works_too(redis_url):
 async def test_an_unreachable_redis_is_store_unavailable_not_unknown(redis_url):
     from mcp_approval.tasks.redis_store import RedisTaskStore
 
-    store = RedisTaskStore.from_url(f"redis://127.0.0.1:{free_port()}/0")
+    store = RedisTaskStore.from_url(f"redis://127.0.0.1:{unused_loopback_port()}/0")
     with pytest.raises(StoreUnavailableError, match="store unavailable: ConnectionError"):
         await store.open()
     with pytest.raises(StoreUnavailableError):

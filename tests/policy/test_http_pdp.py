@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from mcp_approval.hosts import unused_loopback_port
 from mcp_approval.policy import (
     CedarPDP,
     Decision,
@@ -330,15 +331,8 @@ def _started(uvicorn_server: uvicorn.Server) -> Callable[[], Awaitable[bool]]:
     return probe
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 async def test_fails_closed_when_nothing_listens():
-    async with HttpPDP(f"http://127.0.0.1:{free_port()}", timeout_s=2) as pdp:
+    async with HttpPDP(f"http://127.0.0.1:{unused_loopback_port()}", timeout_s=2) as pdp:
         decision = await pdp.evaluate(todo_request(RICK, "can_read_todos"))
         batch = await pdp.evaluate_many([todo_request(RICK, "can_read_todos")] * 2)
     assert (decision.decision, decision.reason) == (False, "pdp_unavailable")

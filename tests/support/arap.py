@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mcp_approval.hosts import unused_loopback_port
 from tests.support.fault_proxy import FaultProxy
-from tests.support.treasury import EXAMPLE, FAST, TreasuryServer, free_port, to_toml
+from tests.support.treasury import EXAMPLE, FAST, TreasuryServer, to_toml
 
 #: Test pacing for the ARS: the shortest Retry-After it allows, auto-resolvers answered at once.
 ARS_FAST: dict[str, Any] = {"retry_after_s": 1, "sync_wait_s": 1.0}
@@ -33,7 +34,7 @@ class ArapServerProcess:
 
     def __init__(self, directory: Path, *, port: int | None = None) -> None:
         self.directory = directory
-        self.port = port or free_port()
+        self.port = port or unused_loopback_port()
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = directory / "arap-server.log"
 

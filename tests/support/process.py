@@ -15,17 +15,12 @@ from pathlib import Path
 from mcp_approval.hosts import unused_loopback_port
 
 
-def free_port() -> int:
-    """A loopback port no other server of this test session was given (see ``unused_loopback_port``)."""
-    return unused_loopback_port()
-
-
 class ServerProcess:
     """``python -m mcp_approval.server.tasks_demo`` in a subprocess."""
 
     def __init__(self, db_url: str, *, log_path: Path, extra_args: list[str] | None = None) -> None:
         self.db_url = db_url
-        self.port = free_port()
+        self.port = unused_loopback_port()
         self.log_path = log_path
         self.extra_args = extra_args or []
         self.process: subprocess.Popen[bytes] | None = None

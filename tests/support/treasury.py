@@ -102,11 +102,6 @@ def _value(value: Any) -> str:
     raise TypeError(f"cannot write {value!r} as TOML")
 
 
-def free_port() -> int:
-    """A loopback port no other server of this test session was given (see ``unused_loopback_port``)."""
-    return unused_loopback_port()
-
-
 class TreasuryServer:
     """``python -m mcp_approval serve --config <copy>/config.toml`` on a free port."""
 
@@ -114,7 +109,7 @@ class TreasuryServer:
         self.directory = directory
         self.db_url = db_url
         self.env = env or {}
-        self.port = free_port()
+        self.port = unused_loopback_port()
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = directory / "server.log"
         #: What the test saw of the server (e.g. how a request ended), shown if it is found hung.

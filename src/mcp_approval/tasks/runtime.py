@@ -173,7 +173,9 @@ class TaskRuntime:
         return max(0.02, min(self.options.poll_interval_s, self.options.lease_ms / 4000))
 
     async def _heartbeat_loop(self) -> None:
-        while True:
+        # Checked as well as cancelled: a store client may turn the cancellation into a connection
+        # error (suppressed below), and the loop must still end when the runtime stops.
+        while not self._stopping:
             await asyncio.sleep(self.heartbeat_interval_s)
             with contextlib.suppress(StoreUnavailableError):
                 await self.heartbeat_once()
@@ -189,7 +191,7 @@ class TaskRuntime:
                 await self.deliver_input(signal.task_id)
 
     async def _sweep_loop(self) -> None:
-        while True:
+        while not self._stopping:  # see _heartbeat_loop
             await asyncio.sleep(self.options.sweep_interval_s)
             with contextlib.suppress(StoreUnavailableError):
                 await self.sweep_once()

@@ -151,17 +151,30 @@ def arap_deployment(
     return ArapDeployment(target, serve, ars, front)
 
 
-def handle_of(directory: Path, task_id: str) -> dict[str, str]:
-    """The ARAP handle ``serve`` stored for an MCP task (``{id, status_endpoint}``), read from its database."""
+def _stored_handle(directory: Path, task_id: str) -> tuple[bool, dict[str, str] | None]:
+    """Whether ``serve`` has a workflow for the task, and the ARAP handle it stored for it (if any yet)."""
     import json
     import sqlite3
 
     with sqlite3.connect(directory / "treasury-arap.db") as conn:
         row = conn.execute("SELECT handle FROM approval_workflows WHERE task_id = ?", (task_id,)).fetchone()
-    assert row is not None, f"no workflow for task {task_id}"
-    assert row[0], f"no handle stored for task {task_id}"
-    handle: dict[str, str] = json.loads(row[0])
+    if row is None:
+        return False, None
+    return True, (json.loads(row[0]) if row[0] else None)
+
+
+def handle_of(directory: Path, task_id: str) -> dict[str, str]:
+    """The ARAP handle ``serve`` stored for an MCP task (``{id, status_endpoint}``), read from its database."""
+    exists, handle = _stored_handle(directory, task_id)
+    assert exists, f"no workflow for task {task_id}"
+    assert handle, f"no handle stored for task {task_id}"
     return handle
+
+
+def stored_handle_id(directory: Path, task_id: str) -> str | None:
+    """The id of the ARAP handle stored for an MCP task, or None while its current request has none yet."""
+    _, handle = _stored_handle(directory, task_id)
+    return handle["id"] if handle else None
 
 
 def ars_view(directory: Path, task_id: str) -> dict[str, Any]:

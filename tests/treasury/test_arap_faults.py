@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.arap import ARS_CLIENT_TOKEN, ArapDeployment, arap_deployment, ars_view, handle_of
+from tests.support.arap import ARS_CLIENT_TOKEN, ArapDeployment, arap_deployment, ars_view, handle_of, stored_handle_id
 from tests.support.fault_proxy import Fault, FaultProxy
 from tests.support.polling import eventually
 from tests.support.treasury import Reviewer, TreasuryServer, principals
@@ -248,7 +248,12 @@ async def test_a_revoked_approval_opens_a_new_request_with_fresh_binding(deploym
         second = await approval_for(carol, "wire_transfer", to="acct-f10")  # the next generation's request
         assert second["id"] != first["id"]
         assert (await alice.get(created["taskId"])).result["status"] == "working"
-        assert handle_of(deployment.directory, created["taskId"])["id"] != first_task
+
+        # The ARS lists the request as soon as it is submitted; the PEP stores its handle just after.
+        async def stored_handle() -> str | None:
+            return stored_handle_id(deployment.directory, created["taskId"])
+
+        await eventually(stored_handle, lambda handle: handle not in (None, first_task))
         assert (await carol.decide(second["id"], "approve")).status_code == 200
         task = await settled(alice, created["taskId"], timeout_s=60)
     assert_approved_executed(task)

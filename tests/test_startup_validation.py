@@ -11,12 +11,18 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
+from mcp.server.mcpserver import MCPServer
 
 from mcp_approval.config import ConfigError, load_config
+from mcp_approval.policy.source import TextSource
 from mcp_approval.server.deployment import build_deployment
+from mcp_approval.server.validation import call_register, check_policy_tools, check_requestable_templates
+from tests.approval.inprocess import inprocess_treasury
 from tests.support.treasury import TreasuryServer, deployment_dir
+from tests.treasury.helpers import AUTHORIZATION
 
 BASE_URL = "http://127.0.0.1:8000"
 
@@ -154,3 +160,80 @@ def test_the_untouched_treasury_example_starts(tmp_path: Path) -> None:
         assert server.process.poll() is None
     finally:
         server.kill()
+
+
+# -- at run time, the local backend fails closed as well ------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_request_for_a_template_that_is_not_configured_is_a_final_denial(tmp_path: Path) -> None:
+    async with inprocess_treasury(tmp_path) as harness:
+        harness.pdp.gate("ledger", template="unconfigured")  # a PDP the startup checks cannot see
+        reply = (await harness.alice.call_tool("ledger", {})).result
+        pending = await harness.reviewer("carol").pending()
+    assert reply.get("resultType") != "task"
+    assert reply["isError"] is True
+    assert reply["_meta"][AUTHORIZATION]["remediation"] == "unavailable"
+    assert pending == []
+
+
+# -- the checks on their own --------------------------------------------------------------------
+
+TOOLS = frozenset({"ledger", "refund"})
+
+
+def policy_problem(text: str, **options: Any) -> str | None:
+    try:
+        check_policy_tools(TextSource(text, "p.cedar"), TOOLS, **options)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def test_tools_are_found_in_scopes_conditions_and_sets() -> None:
+    assert policy_problem('permit (principal, action, resource == tool::"ledger");') is None
+    assert policy_problem('permit (principal, action, resource == tool::"ledgr");') == (
+        'p.cedar:1: tool::"ledgr": the server has no such tool (its tools: ledger, refund)'
+    )
+    in_condition = 'permit (principal, action, resource)\nwhen {\n  resource in [tool::"refund", tool::"payroll"]\n};'
+    assert str(policy_problem(in_condition)).startswith('p.cedar:3: tool::"payroll": ')
+    grouped = 'permit (principal, action, resource in tool::"payments");'
+    assert policy_problem(grouped, groups={"payments"}) is None
+    assert policy_problem(grouped) is not None
+    other_type = 'permit (principal, action, resource == Repo::"payroll");'
+    assert policy_problem(other_type) is None
+    namespaced = 'permit (principal, action, resource == Bank::tool::"payroll");'
+    assert str(policy_problem(namespaced, tool_type="Bank::tool")).startswith('p.cedar:1: Bank::tool::"payroll": ')
+
+
+def test_a_requestable_without_a_template_uses_the_default_and_passes() -> None:
+    text = (
+        '@requestable\nforbid (principal, action, resource);\n@requestable("")\nforbid (principal, action, resource);'
+    )
+    check_requestable_templates(TextSource(text, "p.cedar"), (), config_path=Path("c.toml"))
+    named = (
+        'permit (principal, action, resource);\n\n@id("big")\n@requestable("t")\nforbid (principal, action, resource);'
+    )
+    with pytest.raises(ConfigError) as caught:
+        check_requestable_templates(TextSource(named, "p.cedar"), ("u",), config_path=Path("c.toml"))
+    assert str(caught.value) == (
+        'p.cedar:4: @requestable("t"): no [templates.t] in c.toml to say who decides its requests (configured: u)'
+    )
+
+
+def test_register_may_take_more_parameters_with_defaults() -> None:
+    seen: list[Any] = []
+
+    def register(server: Any, settings: Any, base_dir: Any, extra: int = 1, **more: Any) -> None:
+        seen.append((server, settings, base_dir, extra))
+
+    call_register(register, cast("MCPServer[Any]", "server"), {"a": 1}, Path("/d"))
+    assert seen == [("server", {"a": 1}, Path("/d"), 1)]
+
+
+def test_an_async_register_is_refused() -> None:
+    async def register(server: Any, settings: Any, base_dir: Any) -> None:
+        raise AssertionError("never awaited")
+
+    with pytest.raises(ConfigError, match=r"test_startup_validation.py:\d+: register: must be a plain function"):
+        call_register(register, cast("MCPServer[Any]", "server"), {}, Path("/d"))

@@ -151,8 +151,8 @@ def call_register(
     """Call a tools module's ``register(server, settings, base_dir)``, checking its signature first.
 
     Raises:
-        ConfigError: ``register`` does not accept those three arguments, or raised (naming its
-            file, the line it was raised from, and the exception).
+        ConfigError: ``register`` does not accept those three arguments, is async, or raised
+            (naming its file, the line it was raised from, and the exception).
     """
     file, first_line = _where_defined(register)
     try:
@@ -164,6 +164,8 @@ def call_register(
         ) from None
     except ValueError:
         pass  # no signature to inspect (a builtin): the call below says what is wrong
+    if inspect.iscoroutinefunction(register):
+        raise ConfigError(f"{file}:{first_line}: register: must be a plain function (it is async, so it would not run)")
     try:
         register(server, settings, base_dir)
     except Exception as exc:

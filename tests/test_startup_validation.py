@@ -162,6 +162,19 @@ def test_the_untouched_treasury_example_starts(tmp_path: Path) -> None:
         server.kill()
 
 
+def test_the_arap_server_refuses_a_requestable_template_it_does_not_configure(tmp_path: Path) -> None:
+    directory = deployment_dir(tmp_path)
+    policy = directory / "policy.cedar"
+    edit(policy, '@requestable("treasury")', '@requestable("treasurey")')
+    config = directory / "arap-server.toml"
+    command = [sys.executable, "-m", "mcp_approval", "arap-server", "--config", str(config), "--port", "0"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    assert done.returncode == 2, done.stderr
+    where = f'{policy}:{line_of(policy, "treasurey")}: @requestable("treasurey"): no [templates.treasurey] in {config}'
+    configured = "(configured: close_quarter, refund, treasury)"
+    assert done.stderr.strip() == f"mcp-approval arap-server: {where} to say who decides its requests {configured}"
+
+
 # -- at run time, the local backend fails closed as well ------------------------------------------
 
 

@@ -18,16 +18,24 @@ Pages:
 - ``exclusions.txt``: the excluded rows of every SEP yaml, included by ``docs/deviations.md``;
   ``console-screenshot.txt``: the console image for ``docs/reviewers.md`` once ``docs/img/console.png`` exists.
 
+The pages are committed as generated without a report, so that links to them resolve on a fresh
+clone; ``--check`` fails when they are stale (CI runs it before generating from its own report).
+
+    .venv/bin/python scripts/gen_docs.py --check
+
 Exit status: 0 on success; 1 with ``--strict`` when there is no report, a SEP row is failing,
-untested or unlisted; 2 when an input cannot be read.
+untested or unlisted, and with ``--check`` when a committed page is stale, missing or extra;
+2 when an input cannot be read.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import filecmp
 import re
 import sys
+import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -237,6 +245,23 @@ def generate(out: Path, junit: Path | None) -> bool:
     return ok
 
 
+def stale_pages(out: Path) -> list[str]:
+    """How the pages under ``out`` differ from pages generated now without a report (empty: current)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        fresh = Path(scratch)
+        generate(fresh, None)
+        wanted = {path.name for path in fresh.iterdir()}
+        present = {path.name for path in out.iterdir()} if out.is_dir() else set()
+        problems = [f"{name}: missing" for name in sorted(wanted - present)]
+        problems += [f"{name}: not generated any more" for name in sorted(present - wanted)]
+        problems += [
+            f"{name}: stale"
+            for name in sorted(wanted & present)
+            if not filecmp.cmp(fresh / name, out / name, shallow=False)
+        ]
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     """Generate the pages; see the module docstring for the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -245,7 +270,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--strict", action="store_true", help="fail without a report, or when a SEP row is not passing (CI)"
     )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; fail when the pages in --out differ from pages generated without a report",
+    )
     args = parser.parse_args(argv)
+    if args.check:
+        return _check(args.out)
     try:
         ok = generate(args.out, args.junit)
     except (OSError, sep_matrix.MatrixError, docs_config.DocsConfigError) as exc:
@@ -260,6 +292,22 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    return 0
+
+
+def _check(out: Path) -> int:
+    try:
+        problems = stale_pages(out)
+    except (OSError, sep_matrix.MatrixError, docs_config.DocsConfigError) as exc:
+        print(f"gen_docs: {exc}", file=sys.stderr)
+        return 2
+    for problem in problems:
+        print(f"gen_docs: --check: {out / problem}", file=sys.stderr)
+    if problems:
+        advice = "regenerate with `python scripts/gen_docs.py` and commit docs/generated/"
+        print(f"gen_docs: --check: {advice}", file=sys.stderr)
+        return 1
+    print(f"gen_docs: {out} is current")
     return 0
 
 

@@ -15,7 +15,7 @@ Every path in the file is relative to the file itself. A bad file fails with
     entities = "entities.json"
 
     [tools]
-    module = "tools.py"                # defines register(server, settings)
+    module = "tools.py"                # defines register(server, settings, base_dir)
     settings = { ledger = "ledger.jsonl" }
 
     [[principals]]                     # static bearer tokens (dev_mode only)

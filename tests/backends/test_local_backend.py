@@ -10,6 +10,7 @@ import pytest
 from mcp_approval.backends.contract import (
     ApprovalStatus,
     IdempotencyConflictError,
+    SubmissionRejectedError,
     UnknownRequestError,
 )
 from mcp_approval.backends.local import (
@@ -18,9 +19,10 @@ from mcp_approval.backends.local import (
     NotEligibleError,
     RequestExpiredError,
 )
+from mcp_approval.backends.resolvers import RuleResolver
 from mcp_approval.clock import ManualClock, iso8601
 from mcp_approval.storage import AuditLog, Database
-from tests.backends.conftest import BackendFactory, submission
+from tests.backends.conftest import TEMPLATES, BackendFactory, submission
 
 pytestmark = pytest.mark.anyio
 
@@ -190,14 +192,37 @@ async def test_a_reviewer_without_the_role_is_refused(backend: LocalApprovalBack
     assert (await backend.decide(handle, "dave", "approve", None)).status is ApprovalStatus.APPROVED
 
 
-async def test_unknown_template_needs_one_approver_role(backend: LocalApprovalBackend) -> None:
-    handle = await backend.submit(new_key(), submission(template="nowhere"))
+async def test_a_template_that_is_not_configured_is_refused(backend: LocalApprovalBackend) -> None:
+    with pytest.raises(SubmissionRejectedError, match="'nowhere' is not configured"):
+        await backend.submit(new_key(), submission(template="nowhere"))
+    assert await backend.list_requests() == []
+
+
+async def test_no_template_needs_one_approver_role(backend: LocalApprovalBackend) -> None:
+    handle = await backend.submit(new_key(), submission(template=None))
     assert (await backend.get_request(handle)).approvals_required == 1  # type: ignore[union-attr]
     with pytest.raises(NotEligibleError):
         await backend.decide(handle, "dave", "approve", None)
     with pytest.raises(NotEligibleError):
         await backend.decide(handle, "alice", "approve", None)  # the requester
     assert (await backend.decide(handle, "bob", "approve", None)).status is ApprovalStatus.APPROVED
+
+
+async def test_a_request_whose_template_left_the_configuration_cannot_be_decided(
+    make_backend: BackendFactory,
+) -> None:
+    before = make_backend()
+    handle = await before.submit(new_key(), submission(template="pair", requester="dave"))
+    after = make_backend(templates={name: t for name, t in TEMPLATES.items() if name != "pair"})
+    for reviewer in ("alice", "bob", "carol"):
+        with pytest.raises(NotEligibleError, match="'pair' is not configured"):
+            await after.decide(handle, reviewer, "approve", None)
+    assert (await after.status(handle)).status is ApprovalStatus.PENDING
+
+
+async def test_a_resolver_for_a_template_that_is_not_configured_is_refused(make_backend: BackendFactory) -> None:
+    with pytest.raises(ValueError, match="not configured: refund"):
+        make_backend(templates={"single": TEMPLATES["single"]}, resolvers=[RuleResolver("refund", "amount", 1)])
 
 
 async def test_concurrent_decisions_count_exactly_once(make_backend: BackendFactory) -> None:

@@ -48,6 +48,8 @@ token = "dave-token"
 id = "dave"
 roles = []
 
+[templates.single]
+
 [templates.pair]
 approvals_required = 2
 

@@ -27,7 +27,13 @@ ROLES = {
     "carol": frozenset({"approver"}),
     "mallory": frozenset[str](),
 }
-TEMPLATES = {"single": TemplateSection(), "pair": TemplateSection(approvals_required=2)}
+#: A template named like markup, configured so that the escaping test can submit under it.
+HOSTILE_TEMPLATE = "</textarea><svg onload=alert(2)>"
+TEMPLATES = {
+    "single": TemplateSection(),
+    "pair": TemplateSection(approvals_required=2),
+    HOSTILE_TEMPLATE: TemplateSection(),
+}
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
 

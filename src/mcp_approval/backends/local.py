@@ -26,6 +26,7 @@ from mcp_approval.backends.contract import (
     ApprovalStatus,
     ApprovalSubmission,
     StatusListener,
+    SubmissionRejectedError,
     UnknownRequestError,
 )
 from mcp_approval.backends.local_records import (
@@ -63,7 +64,8 @@ __all__ = [
 
 _R = approval_requests_table
 _log = logging.getLogger(__name__)
-#: Requests without a configured template: one approver holding "approver", no self-approval.
+#: Requests that name no template: one approver holding "approver", no self-approval. A request
+#: naming a template that is not configured is refused (it never falls back to this one).
 _DEFAULT_TEMPLATE = TemplateSection()
 #: How often a decision transaction is retried when a concurrent one won the compare-and-set.
 _CAS_ATTEMPTS = 5
@@ -83,10 +85,13 @@ class LocalApprovalBackend:
         database: an already migrated database.
         templates: approval templates by name (who decides, how many approvers).
         roles: the roles a reviewer holds.
-        resolvers: automatic deciders, at most one per template.
+        resolvers: automatic deciders, at most one per template, each for a configured template.
         redact: argument names reviewers see as ``"[redacted]"``.
         audit: where audit events go (by default, the same database).
         clock: the source of time.
+
+    Raises:
+        ValueError: a resolver decides a template that is not in ``templates``.
     """
 
     name = "local"
@@ -107,6 +112,9 @@ class LocalApprovalBackend:
         self._templates = dict(templates)
         self._roles = roles
         self._resolvers = {resolver.template: resolver for resolver in resolvers}
+        unknown = sorted(set(self._resolvers) - set(self._templates))
+        if unknown:
+            raise ValueError(f"resolvers for templates that are not configured: {', '.join(unknown)}")
         self._redact = frozenset(redact)
         self._clock = clock or SystemClock()
         self._audit = audit or AuditLog(database, self._clock)
@@ -136,7 +144,14 @@ class LocalApprovalBackend:
     # -- the backend contract -------------------------------------------------------------------
 
     async def submit(self, key: str, submission: ApprovalSubmission) -> str:
-        """Open a request under ``key``, or return the one an equivalent earlier submission opened."""
+        """Open a request under ``key``, or return the one an equivalent earlier submission opened.
+
+        Raises:
+            SubmissionRejectedError: the submission names a template that is not configured.
+        """
+        if submission.template and submission.template not in self._templates:
+            # Fail closed: no fallback to the default template's reviewers.
+            raise SubmissionRejectedError(f"approval template {submission.template!r} is not configured")
         digest = submission.digest()
         try:
             request_id, created = await self._db.write(lambda conn: self._insert(conn, key, digest, submission))
@@ -230,7 +245,11 @@ class LocalApprovalBackend:
     # -- internals ------------------------------------------------------------------------------
 
     def _template(self, name: str | None) -> TemplateSection:
-        return self._templates.get(name, _DEFAULT_TEMPLATE) if name is not None else _DEFAULT_TEMPLATE
+        """The rules of a configured template (callers check :meth:`_configured` first)."""
+        return self._templates[name] if name else _DEFAULT_TEMPLATE
+
+    def _configured(self, name: str | None) -> bool:
+        return not name or name in self._templates
 
     def _record(self, row: Row, decisions: Sequence[Row]) -> ApprovalRecord:
         mine = [d for d in decisions if d["request_id"] == row["request_id"]]
@@ -370,6 +389,9 @@ class LocalApprovalBackend:
         again, together with the request's current state, when the decision is recorded.
         """
         name = template or "(default)"
+        if not self._configured(template):
+            # A request stored before its template left the configuration: nobody may decide it.
+            return f"template {name!r} is not configured, so nobody may decide this request"
         rules = self._template(template)
         if reviewer == requester and not rules.allow_self_approval:
             return f"{reviewer} made this request and template {name!r} forbids self-approval"

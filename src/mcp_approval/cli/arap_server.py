@@ -20,7 +20,7 @@ import uvicorn
 from sqlalchemy.engine import make_url
 
 from mcp_approval.config import ConfigError
-from mcp_approval.policy.source import PolicyLoadError
+from mcp_approval.policy.source import PolicyLoadError, TextSource
 
 
 def arap_server(
@@ -36,6 +36,7 @@ def arap_server(
     """Serve the reference AuthZEN PDP, ARAP Access Request Service and reviewer API on one origin."""
     from mcp_approval.reference.config import load_arap_config
     from mcp_approval.reference.server import build_arap_server
+    from mcp_approval.server.validation import check_requestable_templates
 
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
@@ -45,6 +46,8 @@ def arap_server(
     actual = sock.getsockname()[1]
     try:
         loaded = load_arap_config(config)
+        policy = TextSource.read(loaded.resolve(loaded.policy.cedar))
+        check_requestable_templates(policy, loaded.templates, config_path=loaded.path)
         url = base_url or loaded.arap.base_url or f"{scheme}://{_url_host(host)}:{actual}"
         server = build_arap_server(loaded, store_url=db, base_url=url)
     except (ConfigError, PolicyLoadError, ValueError) as exc:

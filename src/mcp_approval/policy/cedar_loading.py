@@ -205,7 +205,7 @@ def _annotation_problem(effect: str, annotations: Mapping[str, str]) -> tuple[tu
 def load_entities(
     source: TextSource, schema: cedarpy.Schema | None
 ) -> tuple[dict[tuple[str, str], dict[str, Any]], cedarpy.Entities]:
-    items = _entity_items(source)
+    items = entity_items(source)
     stored: dict[tuple[str, str], dict[str, Any]] = {}
     for line, entity in items:
         stored[_entity_key(source, line, entity)] = {
@@ -220,7 +220,7 @@ def load_entities(
         raise PolicyLoadError([_entity_issue(source, items, schema, str(exc))]) from exc
 
 
-def _entity_items(source: TextSource) -> list[tuple[int, dict[str, Any]]]:
+def entity_items(source: TextSource) -> list[tuple[int, dict[str, Any]]]:
     """The entities of a JSON list, each with the line it starts on."""
     text = source.text
     try:

@@ -26,7 +26,13 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from mcp_approval.backends.contract import ApprovalState, ApprovalStatus, ApprovalSubmission, IdempotencyConflictError
+from mcp_approval.backends.contract import (
+    ApprovalState,
+    ApprovalStatus,
+    ApprovalSubmission,
+    IdempotencyConflictError,
+    SubmissionRejectedError,
+)
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.clock import Clock, iso8601, parse_iso8601
 from mcp_approval.protocol import (
@@ -184,6 +190,8 @@ class AccessRequestService:
             return found
         try:
             return await self.backend.submit(key, submission)
+        except SubmissionRejectedError as exc:  # e.g. a template this service does not configure
+            raise ArapError(None, f"the request cannot be opened: {exc}", status=422) from exc
         except IdempotencyConflictError:
             # A concurrent identical submission won; its deadline differs by milliseconds.
             found = await self.backend.find(key)

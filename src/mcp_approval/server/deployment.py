@@ -42,6 +42,7 @@ from mcp_approval.policy.http import HttpPDP
 from mcp_approval.server.arap_backend import arap_backend_from_config, pdp_from_config
 from mcp_approval.server.auth import auth_from_config, reviewer_authenticator
 from mcp_approval.server.local_backend import local_backend_from_config
+from mcp_approval.server.validation import call_register, validate_deployment
 from mcp_approval.storage import AuditLog, open_database
 from mcp_approval.tasks import TaskOptions, TasksExtension, task_routing_middleware
 from mcp_approval.tasks.server import LOCAL_PRINCIPAL
@@ -82,7 +83,8 @@ def build_deployment(
 
     Raises:
         ConfigError: a setting that cannot work (no binding key outside dev mode, a tools module
-            that does not load), naming the file and field.
+            that does not load, a policy naming a template or tool the deployment lacks), naming
+            the file, line and field.
         PolicyLoadError: the policy files do not load (naming file and line).
     """
     url = store_url or config.store_url()
@@ -149,6 +151,7 @@ def build_deployment(
     holder["approval"] = approval
     gate.on_requestable = approval
     _register_tools(config, server)
+    validate_deployment(config, server, pdp)
     verifier = verification[0] if verification is not None else None
     return Deployment(config, server, tasks, gate, approval, backend, audit, clock or SystemClock(), verifier)
 
@@ -282,4 +285,4 @@ def _register_tools(config: DeploymentConfig, server: MCPServer[Any]) -> None:
     register = getattr(module, "register", None)
     if not callable(register):
         raise ConfigError(f"{config.path}: tools.module: {path} defines no register(server, settings, base_dir)")
-    register(server, dict(config.tools.settings), Path(config.base_dir))
+    call_register(register, server, dict(config.tools.settings), Path(config.base_dir))

@@ -177,6 +177,38 @@ def test_the_package_has_no_import_cycle() -> None:
     assert not cycles, f"import cycles in {PACKAGE}:\n{describe(cycles)}"
 
 
+def names_used(path: Path) -> set[str]:
+    """Every name a module's code uses: imported, read, or reached as an attribute (not in docstrings)."""
+    used: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Name):
+            used.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            used.add(node.attr)
+        elif isinstance(node, ast.alias):
+            used.update((node.name.rsplit(".", 1)[-1], node.asname or ""))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+            used.add(node.value)  # a quoted annotation
+    return used
+
+
+def test_only_the_composition_knows_tool_approval() -> None:
+    """The workflow's parts get their collaborators passed in; none reaches back into ``ToolApproval``."""
+    composition = {f"{PACKAGE}.approval", f"{PACKAGE}.approval.service"}
+    modules = module_names(SOURCE, PACKAGE)
+    parts = {name: path for name, path in modules.items() if name.startswith(f"{PACKAGE}.approval.")}
+    assert len(parts) > 10, "the approval package was not found"
+    knowing = sorted(
+        name for name, path in parts.items() if name not in composition and "ToolApproval" in names_used(path)
+    )
+    assert knowing == []
+    graph = import_graph(SOURCE, PACKAGE)
+    importing = sorted(
+        name for name in parts if f"{PACKAGE}.approval.service" in graph[name] and name not in composition
+    )
+    assert importing == []
+
+
 def _write(root: Path, files: Mapping[str, str]) -> None:
     for name, text in files.items():
         path = root / name

@@ -144,16 +144,9 @@ class ToolApproval:
     # -- lifecycle -------------------------------------------------------------------------
 
     @property
-    def deps(self) -> ApprovalDependencies:
-        """What the workflow runs with (available once started)."""
-        if self._deps is None:
-            raise RuntimeError("ToolApproval is not started")
-        return self._deps
-
-    @property
     def store(self) -> ApprovalStore:
         """The workflow store (available once started)."""
-        return self.deps.store
+        return self._started().store
 
     @property
     def resolver(self) -> Resolver:
@@ -191,6 +184,12 @@ class ToolApproval:
         if self._resolver is not None:
             await self._resolver.stop()
         await self.backend.stop()
+
+    def _started(self) -> ApprovalDependencies:
+        """What the workflow runs with, fixed by :meth:`start`."""
+        if self._deps is None:
+            raise RuntimeError("ToolApproval is not started")
+        return self._deps
 
     async def wake(self, handle: str) -> None:
         """A backend callback or listener says ``handle`` may have changed (a wake-up, never a verdict)."""
@@ -240,7 +239,7 @@ class ToolApproval:
         ``inputs`` are the submission inputs the requester supplied; ``linked``: the request
         declared URL elicitation, so with ``TaskOptions.approval_url`` the task links the approval page.
         """
-        deps = self.deps
+        deps = self._started()
         submission = replace(self._submission(binding, decision), inputs=inputs or None)
         intent = self._new_intent(new_task_id(), 1, binding, submission, owner=owner)
         admission, task_id = await deps.store.record_intent(
@@ -307,7 +306,7 @@ class ToolApproval:
         self, binding: CallBinding, decision: Decision, *, owner: str, fields: tuple[str, ...]
     ) -> HandlerResult:
         """A task that asks for the submission inputs itself; it is submitted once they arrive."""
-        deps = self.deps
+        deps = self._started()
         submission = self._submission(binding, decision)
         task_id = new_task_id()
         draft = replace(self._new_intent(task_id, 0, binding, submission, owner=owner), state=IntentState.BOUND)
@@ -354,13 +353,13 @@ class ToolApproval:
         return self.options.submission_inputs.get(template, ()) if template else ()
 
     def _submission(self, binding: CallBinding, decision: Decision) -> ApprovalSubmission:
-        deps = self.deps
+        deps = self._started()
         return submission_for(binding, decision, mapper=deps.mapper, options=deps.options, now=deps.clock.now_ms())
 
     def _new_intent(
         self, task_id: str, generation: int, binding: CallBinding, submission: ApprovalSubmission, *, owner: str
     ) -> Intent:
-        deps = self.deps
+        deps = self._started()
         return new_intent(
             task_id, generation, binding, submission, owner=owner, cipher=deps.cipher, now=deps.clock.now_ms()
         )
@@ -375,7 +374,7 @@ class ToolApproval:
         owner: str,
         handle: str | None,
     ) -> NewWorkflow:
-        deps = self.deps
+        deps = self._started()
         return new_workflow(
             task_id,
             binding,
@@ -399,7 +398,7 @@ class ToolApproval:
 
     async def _submit(self, intent: Intent, submission: ApprovalSubmission) -> str | None:
         """The backend's handle; ``None`` when it refused the request for good (nothing to retry)."""
-        deps = self.deps
+        deps = self._started()
         try:
             return await deps.backend.submit(intent.key, submission)
         except SubmissionRejectedError as exc:

@@ -2,17 +2,16 @@
 
 The graph is read from the source (``ast``), nothing is imported. What counts as an edge:
 
-- every module-level import, including those under ``if TYPE_CHECKING:`` and in module-level
-  ``try``/``if`` blocks: a cycle that only type checking sees is still two modules that each
-  need the other, and the next runtime import along it fails;
+- every import, wherever it is: at module level, under ``if TYPE_CHECKING:``, and inside
+  functions. A cycle that only type checking sees is still two modules that each need the
+  other, and the next runtime import along it fails; an import deferred into a function (the
+  CLI's subcommands, the optional Redis store) changes when a module loads, not which modules
+  depend on which;
 - ``from pkg import name`` points at the module ``pkg.name`` when that is a module, else at
   ``pkg`` itself (its ``__init__``, which re-exports ``name``): importing a re-exported name
   runs the package's ``__init__`` and everything it imports;
 - importing ``a.b.c`` from outside the package ``a.b`` also runs ``a.b``'s ``__init__``, so it
-  points at ``a.b`` too (a module inside ``a.b`` does not: the package is already importing);
-- imports inside functions do not count: they run when called, after every module has loaded,
-  which is how a module defers an optional or heavy dependency (the CLI's subcommands, the
-  Redis store).
+  points at ``a.b`` too (a module inside ``a.b`` does not: the package is already importing).
 """
 
 from __future__ import annotations
@@ -38,15 +37,11 @@ def module_names(root: Path, package: str) -> dict[str, Path]:
     return modules
 
 
-def _module_level_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Imports run when the module loads: at top level or nested in top-level statements, not in functions."""
-    pending: list[ast.AST] = list(tree.body)
-    while pending:
-        node = pending.pop()
+def _imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement of a module, at any depth."""
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node
-        elif not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            pending.extend(ast.iter_child_nodes(node))
 
 
 def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
@@ -75,7 +70,7 @@ def import_graph(root: Path, package: str) -> Graph:
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         is_package = path.name == "__init__.py"
-        for node in _module_level_imports(tree):
+        for node in _imports(tree):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
@@ -228,16 +223,18 @@ def test_the_checker_finds_cycles_of_every_kind_it_counts(tmp_path: Path) -> Non
             "pkg/sub/__init__.py": "from pkg.sub.impl import Thing\n",
             "pkg/sub/impl.py": "import pkg.c\n",
             "pkg/c.py": "from pkg.sub import Thing\n",
-            # A function-local import is not an edge; a layered pair is not a cycle.
+            # An import deferred into a function closes a cycle all the same.
             "pkg/d.py": "import pkg.e\n",
-            "pkg/e.py": "def later():\n    import pkg.d\n",
+            "pkg/e.py": "def later():\n    from pkg import d\n",
+            # A layered pair is no cycle.
+            "pkg/f.py": "import pkg.g\n",
+            "pkg/g.py": "import os\n",
         },
     )
     graph = import_graph(tmp_path, "pkg")
-    assert graph["pkg.e"] == set()
     assert graph["pkg.sub.impl"] == {"pkg.c"}  # inside ``pkg.sub``: no edge to its own ``__init__``
     assert describe(import_cycles(graph)) == "\n".join(
-        ["pkg.a -> pkg.b -> pkg.a", "pkg.c -> pkg.sub -> pkg.sub.impl -> pkg.c"]
+        ["pkg.a -> pkg.b -> pkg.a", "pkg.c -> pkg.sub -> pkg.sub.impl -> pkg.c", "pkg.d -> pkg.e -> pkg.d"]
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from mcp_approval.approval.dependencies import PrincipalCheck
 from mcp_approval.backends import ApprovalBackend
 from mcp_approval.clock import Clock
 from mcp_approval.config import load_config
@@ -94,12 +95,18 @@ async def inprocess_treasury(
     *,
     clock: Clock | None = None,
     backend: ApprovalBackend | None = None,
+    principal_valid: PrincipalCheck | None = None,
 ) -> AsyncIterator[Harness]:
-    """Serve a private copy of the treasury example in this process (optionally on another backend)."""
+    """Serve a private copy of the treasury example in this process (optionally on another backend).
+
+    ``principal_valid`` replaces the deployment's check of whether a requester may still act.
+    """
     directory = deployment_dir(tmp_path, overrides)
     deployment = build_deployment(load_config(directory / "config.toml"), base_url=BASE_URL, clock=clock)
     if backend is not None:
         deployment.approval.backend = backend
+    if principal_valid is not None:
+        deployment.approval.principal_valid = principal_valid
     pdp = ScriptedPDP(deployment.gate.pdp)
     deployment.gate.pdp = pdp
     deployment.approval.pdp = pdp

@@ -110,12 +110,10 @@ async def test_re_evaluation_deny_is_a_terminal_denial(tmp_path: Path) -> None:
 
 @pytest.mark.sep_check("sep-2848-current-state-at-execution", "sep-2848-invalid-principal-not-executed")
 async def test_a_principal_no_longer_valid_does_not_run(tmp_path: Path) -> None:
-    async with inprocess_treasury(tmp_path) as harness:
+    async def revoked(principal: str) -> bool:
+        return principal != "alice"
 
-        async def revoked(principal: str) -> bool:
-            return principal != "alice"
-
-        harness.deployment.approval.principal_valid = revoked
+    async with inprocess_treasury(tmp_path, principal_valid=revoked) as harness:
         created = await approve_transfer(harness, "acct-revoked")
         task = await settled(harness.alice, created["taskId"])
         assert_denied_not_executed(task)

@@ -13,8 +13,10 @@ A requestable denial goes to the gate's :class:`RequestableHandler`. Without app
 guidance); with :class:`ToolApproval` it becomes a durable task that an approval backend
 resolves, after which the call is re-evaluated, claimed once and run from its sealed binding.
 
-Modules: ``gate`` (the PEP), ``service`` (task creation, cancellation), ``resolver`` (following
-pending approvals, re-evaluation), ``execution`` (the claim and the single run), ``store`` and
+Modules: ``gate`` (the PEP), ``service`` (task creation, cancellation; the composition of the
+rest), ``dependencies`` (what the workflow runs with), ``requests`` (a new request, its intent
+and its task rows), ``resolver`` (following pending approvals, re-evaluation), ``resubmission``
+(chained requests, crash recovery), ``execution`` (the claim and the single run), ``store`` and
 ``records`` (the workflow tables), ``states`` (phase and intent tables), ``binding`` (the sealed
 call), ``inputs`` (submission inputs), ``results`` (dispositions), ``callbacks`` (HMAC wake-ups),
 ``crashpoints`` (test-only kill points).
@@ -30,11 +32,12 @@ from mcp_approval.approval.gate import (
     token_subject,
 )
 from mcp_approval.approval.options import ApprovalOptions
-from mcp_approval.approval.service import ToolApproval, ToolApprovalExtension
+from mcp_approval.approval.service import APPROVAL_HANDLER, ToolApproval, ToolApprovalExtension
 from mcp_approval.approval.states import Disposition
 from mcp_approval.approval.tools import ServerTools, ToolInvoker
 
 __all__ = [
+    "APPROVAL_HANDLER",
     "ApprovalOptions",
     "BindingCipher",
     "CallBinding",

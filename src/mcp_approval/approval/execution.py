@@ -12,18 +12,19 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from mcp_approval.approval.binding import CallBinding
 from mcp_approval.approval.crashpoints import crash_point
 from mcp_approval.approval.records import TaskOutcome, Workflow
 from mcp_approval.approval.results import executed_result, outcome_unknown_result
 from mcp_approval.approval.states import Disposition
+from mcp_approval.approval.store import ApprovalStore
+from mcp_approval.approval.tools import ToolInvoker
+from mcp_approval.clock import Clock
 from mcp_approval.storage import StoreUnavailableError
 from mcp_approval.tasks.states import TaskStatus
 
-if TYPE_CHECKING:
-    from mcp_approval.approval.service import ToolApproval
+__all__ = ["Executor"]
 
 logger = logging.getLogger("mcp_approval.approval")
 
@@ -32,12 +33,33 @@ _STORE_RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0, *([2.0] * 30))
 
 
 class Executor:
-    """Claims and runs approved calls for one worker."""
+    """Claims and runs approved calls for one worker.
 
-    def __init__(self, approval: ToolApproval, *, worker_id: str, lease_ms: int) -> None:
-        self.approval = approval
+    Args:
+        store: the approval workflow store (the claim, its lease, the result).
+        tools: runs the call.
+        clock: the source of time.
+        worker_id: this worker, the claim's holder.
+        lease_ms: how long a claim holds without renewal.
+        execution_deadline_ms: how long after its claim an unconfirmed execution ends ``outcome-unknown``.
+    """
+
+    def __init__(
+        self,
+        store: ApprovalStore,
+        tools: ToolInvoker,
+        clock: Clock,
+        *,
+        worker_id: str,
+        lease_ms: int,
+        execution_deadline_ms: int,
+    ) -> None:
+        self.store = store
+        self.tools = tools
+        self.clock = clock
         self.worker_id = worker_id
         self.lease_ms = lease_ms
+        self.execution_deadline_ms = execution_deadline_ms
 
     async def run(self, workflow: Workflow, binding: CallBinding, valid_until: int | None) -> bool:
         """Claim, run once, store the result. ``False`` when the approval had already expired.
@@ -45,12 +67,11 @@ class Executor:
         A lost claim (another worker won it, or a cancel or expiry fenced the task) is not an
         error: whoever won decides the outcome, and this returns ``True`` without running.
         """
-        approval = self.approval
-        now = approval.clock.now_ms()
+        now = self.clock.now_ms()
         if valid_until is not None and now >= valid_until:
             return False
-        deadline = now + round(approval.options.execution_deadline_s * 1000)
-        claimed = await approval.store.claim(
+        deadline = now + self.execution_deadline_ms
+        claimed = await self.store.claim(
             workflow.task_id,
             workflow.generation,
             self.worker_id,
@@ -62,13 +83,13 @@ class Executor:
         crash_point("after_claim")
         renewal = asyncio.create_task(self._renew(workflow.task_id, deadline))
         try:
-            result = await approval.tools.invoke(binding.tool, dict(binding.arguments))
+            result = await self.tools.invoke(binding.tool, dict(binding.arguments))
         finally:
             renewal.cancel()
         crash_point("after_side_effect")
         document, disposition = executed_result(result)
         outcome = TaskOutcome(TaskStatus.COMPLETED, result=document, disposition=disposition.value)
-        await _persist(lambda: approval.store.finish(workflow.task_id, outcome))
+        await _persist(lambda: self.store.finish(workflow.task_id, outcome))
         logger.info("task %s: approved call ran (%s)", workflow.task_id[:8], disposition.value)
         return True
 
@@ -77,15 +98,15 @@ class Executor:
         outcome = TaskOutcome(
             TaskStatus.COMPLETED, result=outcome_unknown_result(), disposition=Disposition.OUTCOME_UNKNOWN.value
         )
-        if await self.approval.store.finish(workflow.task_id, outcome):
+        if await self.store.finish(workflow.task_id, outcome):
             logger.warning("task %s: its execution could not be confirmed; outcome-unknown", workflow.task_id[:8])
 
     async def _renew(self, task_id: str, deadline: int) -> None:
         while True:
             await asyncio.sleep(max(0.05, self.lease_ms / 3000))
-            now = self.approval.clock.now_ms()
+            now = self.clock.now_ms()
             with contextlib.suppress(StoreUnavailableError):
-                await self.approval.store.renew_execution(task_id, self.worker_id, min(now + self.lease_ms, deadline))
+                await self.store.renew_execution(task_id, self.worker_id, min(now + self.lease_ms, deadline))
 
 
 async def _persist(operation: Callable[[], Awaitable[bool]]) -> None:

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import random
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from mcp_approval.approval import inputs as submission_inputs
 from mcp_approval.approval.binding import BindingIntegrityError, CallBinding
+from mcp_approval.approval.dependencies import ApprovalDependencies
 from mcp_approval.approval.execution import Executor
 from mcp_approval.approval.messages import (
     APPROVAL_EXPIRED,
@@ -45,10 +45,11 @@ from mcp_approval.approval.messages import (
     TOO_MANY_ROUNDS,
     TOOL_CHANGED,
 )
+from mcp_approval.approval.requests import new_intent, submission_for
 from mcp_approval.approval.resubmission import Resubmission, withdraw
 from mcp_approval.approval.results import denied_result
 from mcp_approval.approval.states import IN_FLIGHT_INTENTS, Disposition, IntentState
-from mcp_approval.approval.store import Reschedule, TaskOutcome, Workflow
+from mcp_approval.approval.store import Intent, Reschedule, TaskOutcome, Workflow
 from mcp_approval.backends import (
     ApprovalBackendError,
     ApprovalState,
@@ -66,38 +67,70 @@ from mcp_approval.storage import StoreUnavailableError
 from mcp_approval.tasks.models import error_document
 from mcp_approval.tasks.states import TaskStatus
 
-if TYPE_CHECKING:
-    from mcp_approval.approval.service import ToolApproval
+__all__ = ["CheckPass", "Resolver"]
 
 logger = logging.getLogger("mcp_approval.approval")
 
 _BATCH = 200
 _EARLY_WAKES = 4096
-# The reschedules of the resolver pass running in this context, written together at its end.
-_BATCHED: contextvars.ContextVar[list[Reschedule] | None] = contextvars.ContextVar("approval_batch", default=None)
-# Backend states read for the whole pass at once (see SupportsStatusMany).
-_PREFETCHED: contextvars.ContextVar[dict[str, ApprovalState] | None] = contextvars.ContextVar(
-    "approval_states", default=None
-)
 _CONCURRENCY = 32
 # Denials a PEP-side PDP client makes up when the PDP cannot be asked: transient, never a verdict.
 _PDP_FAILURES = frozenset({REASON_PDP_UNAVAILABLE, REASON_PDP_ERROR, REASON_PDP_INVALID_RESPONSE})
 
 
-class Resolver:
-    """Drives one worker's share of pending approvals (see the module docstring)."""
+@dataclass(frozen=True)
+class CheckPass:
+    """What the checks of one resolver pass share.
 
-    def __init__(self, approval: ToolApproval, *, worker_id: str) -> None:
-        self.approval = approval
+    A pass over a leased batch (:meth:`batch`) reads the backend states of the whole batch at
+    once (when the backend offers :class:`SupportsStatusMany`) and writes its "look again later"
+    decisions together at its end; ``CheckPass()``, for a single check (a wake-up), asks the
+    backend and writes each decision at once.
+    """
+
+    states: Mapping[str, ApprovalState] = field(default_factory=dict)
+    """Backend states read for the whole pass, by handle; a handle not here is asked on its own."""
+    deferred: list[Reschedule] | None = None
+    """The pass's reschedules, written together at its end; ``None``: each is written as decided."""
+
+    @classmethod
+    def batch(cls, states: Mapping[str, ApprovalState]) -> CheckPass:
+        """A pass over a batch: ``states`` read up front, reschedules collected for one write."""
+        return cls(states, [])
+
+
+class Resolver:
+    """Drives one worker's share of pending approvals (see the module docstring).
+
+    Args:
+        deps: the store, backend, policy and the rest it works with.
+        worker_id: this worker, the holder of the leases and claims it takes.
+    """
+
+    def __init__(self, deps: ApprovalDependencies, *, worker_id: str) -> None:
+        self.deps = deps
         self.worker_id = worker_id
-        options = approval.options
+        options = deps.options
         self.lease_ms = round(options.lease_s * 1000)
-        self.executor = Executor(approval, worker_id=worker_id, lease_ms=self.lease_ms)
+        self.executor = Executor(
+            deps.store,
+            deps.tools,
+            deps.clock,
+            worker_id=worker_id,
+            lease_ms=self.lease_ms,
+            execution_deadline_ms=round(options.execution_deadline_s * 1000),
+        )
         self.tick_s = max(0.02, min(1.0, options.poll_interval_s / 2))
         self._loop: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._limit = asyncio.Semaphore(_CONCURRENCY)
-        self._resubmission = Resubmission(approval)
+        self._resubmission = Resubmission(
+            deps.store,
+            deps.backend,
+            deps.cipher,
+            deps.clock,
+            intent_grace_ms=round(options.intent_grace_s * 1000),
+        )
         self._last_reconcile = 0
         # Workflows this worker is checking, and those woken meanwhile (checked once more after).
         self._checking: set[str] = set()
@@ -132,7 +165,7 @@ class Resolver:
 
     async def tick(self) -> None:
         """One pass: lost executions, due checks (batch after batch), and now and then reconciliation."""
-        store = self.approval.store
+        store = self.deps.store
         for workflow in await store.lapsed_claims():
             await self.executor.finish_unknown(workflow)
         while True:
@@ -140,25 +173,19 @@ class Resolver:
             await self._check_batch(due)
             if len(due) < _BATCH:
                 break
-        now = self.approval.clock.now_ms()
-        if now - self._last_reconcile >= max(1000, round(self.approval.options.intent_grace_s * 500)):
+        now = self.deps.clock.now_ms()
+        if now - self._last_reconcile >= max(1000, round(self.deps.options.intent_grace_s * 500)):
             await self.reconcile()
 
     async def _check_batch(self, due: list[Workflow]) -> None:
         """Check leased workflows together: one status read if the backend can, one reschedule write."""
-        pending: list[Reschedule] = []
-        token = _BATCHED.set(pending)
-        prefetch = _PREFETCHED.set(await self._statuses(due))
-        try:
-            await asyncio.gather(*(self._guarded(workflow) for workflow in due))
-        finally:
-            _BATCHED.reset(token)
-            _PREFETCHED.reset(prefetch)
-        await self.approval.store.reschedule_many(pending)
+        batch = CheckPass.batch(await self._statuses(due))
+        await asyncio.gather(*(self._guarded(workflow, batch) for workflow in due))
+        await self.deps.store.reschedule_many(batch.deferred or [])
 
     async def _statuses(self, due: list[Workflow]) -> dict[str, ApprovalState]:
         """The batch's backend states in one call, when the backend offers it (else each is asked)."""
-        backend = self.approval.backend
+        backend = self.deps.backend
         handles = [workflow.handle for workflow in due if workflow.handle is not None]
         if len(handles) < 2 or not isinstance(backend, SupportsStatusMany):
             return {}
@@ -172,7 +199,7 @@ class Resolver:
 
     async def wake(self, handle: str) -> None:
         """A backend says ``handle`` may have changed: check it now (its status decides, not this)."""
-        intent = await self.approval.store.by_handle(handle)
+        intent = await self.deps.store.by_handle(handle)
         if intent is None or intent.state in IN_FLIGHT_INTENTS:
             self._remember_early(handle)  # the task is still being created: see task_created
             return
@@ -202,17 +229,17 @@ class Resolver:
 
     async def _check_now(self, task_id: str) -> None:
         with contextlib.suppress(StoreUnavailableError):
-            for workflow in await self.approval.store.lease_due(self.worker_id, self.lease_ms, 1, task_id=task_id):
-                await self._guarded(workflow)
+            for workflow in await self.deps.store.lease_due(self.worker_id, self.lease_ms, 1, task_id=task_id):
+                await self._guarded(workflow, CheckPass())
 
-    async def _guarded(self, workflow: Workflow) -> None:
+    async def _guarded(self, workflow: Workflow, batch: CheckPass) -> None:
         task_id = workflow.task_id
         if task_id in self._checking:
             return
         self._checking.add(task_id)
         try:
             async with self._limit:
-                await self.check(workflow)
+                await self.check(workflow, batch)
         except StoreUnavailableError:
             logger.warning("task %s: store unavailable; checked again later", task_id[:8])
         except Exception:
@@ -227,26 +254,29 @@ class Resolver:
 
     async def cancel(self, task_id: str) -> bool:
         """Fence a pending task as ``cancelled`` and withdraw its request; a no-op once claimed."""
-        store = self.approval.store
+        store = self.deps.store
         won = await store.fence(task_id, TaskOutcome(TaskStatus.CANCELLED, "Cancelled"))
         if not won:
             return False
         workflow = await store.get(task_id)
         if workflow is not None and workflow.handle is not None:
-            await withdraw(self.approval.backend, workflow.handle)
+            await withdraw(self.deps.backend, workflow.handle)
         return True
 
     # -- one check ---------------------------------------------------------------------------
 
-    async def check(self, workflow: Workflow) -> None:
-        """Fetch the backend's status for a leased workflow and act on it."""
-        now = self.approval.clock.now_ms()
+    async def check(self, workflow: Workflow, batch: CheckPass) -> None:
+        """Fetch the backend's status for a leased workflow and act on it, as part of ``batch``.
+
+        ``CheckPass()`` checks it on its own: the backend is asked, and the next check written at once.
+        """
+        now = self.deps.clock.now_ms()
         if workflow.handle is None:
-            await self._unsubmitted(workflow, now)
+            await self._unsubmitted(workflow, now, batch)
             return
         try:
-            prefetched = (_PREFETCHED.get() or {}).get(workflow.handle)
-            state = prefetched or await self.approval.backend.status(workflow.handle)
+            prefetched = batch.states.get(workflow.handle)
+            state = prefetched or await self.deps.backend.status(workflow.handle)
         except UnknownRequestError:
             await self._fail(workflow)
             return
@@ -255,79 +285,82 @@ class Resolver:
             if workflow.request_deadline is not None and now >= workflow.request_deadline:
                 await self._deny(workflow, EXPIRED)
             else:
-                await self._later(workflow, now + self._backoff_ms(workflow.attempts), attempts=workflow.attempts + 1)
+                await self._later(
+                    workflow, batch, now + self._backoff_ms(workflow.attempts), attempts=workflow.attempts + 1
+                )
             return
-        await self._act(workflow, state, now)
+        await self._act(workflow, state, now, batch)
 
-    async def _unsubmitted(self, workflow: Workflow, now: int) -> None:
+    async def _unsubmitted(self, workflow: Workflow, now: int, batch: CheckPass) -> None:
         """A workflow with nothing at the backend yet: waiting for its inputs, or mid-chain."""
         if workflow.request_deadline is not None and now >= workflow.request_deadline:
             await self._deny(workflow, EXPIRED)
         elif workflow.generation == 0:
-            await self._submit_with_inputs(workflow, now)
+            await self._submit_with_inputs(workflow, now, batch)
         else:  # a chained request still being submitted: reconciliation resubmits it
-            await self._later(workflow, now + self.lease_ms)
+            await self._later(workflow, batch, now + self.lease_ms)
 
-    async def _submit_with_inputs(self, workflow: Workflow, now: int) -> None:
+    async def _submit_with_inputs(self, workflow: Workflow, now: int, batch: CheckPass) -> None:
         """Submit a task that waited for its inputs, once ``tasks/update`` supplied them."""
-        approval = self.approval
-        record = await approval.tasks.store.get(workflow.task_id)
+        deps = self.deps
+        record = await deps.task_store.get(workflow.task_id)
         binding = self._binding(workflow)
-        fields = approval.options.submission_inputs.get(workflow.template or "", ())
+        fields = deps.options.submission_inputs.get(workflow.template or "", ())
         answers = list(record.input_responses.values()) if record is not None else []
         if binding is None or not answers:
-            await self._later(workflow, now + round(approval.options.poll_interval_s * 1000))
+            await self._later(workflow, batch, now + round(deps.options.poll_interval_s * 1000))
             return
         supplied = submission_inputs.supplied(answers[-1], fields)
         if not isinstance(supplied, dict):
             await self._deny(workflow, INPUTS_NOT_GIVEN)
             return
-        draft = await approval.store.intent(workflow.task_id, 0)
+        draft = await deps.store.intent(workflow.task_id, 0)
         if draft is None:
             await self._deny(workflow, BINDING_BROKEN)
             return
-        body = approval.cipher.open(draft.body_sealed, record=draft.key)
+        body = deps.cipher.open(draft.body_sealed, record=draft.key)
         submission = replace(ApprovalSubmission.from_json(body), inputs=supplied)
-        intent = approval.new_intent(workflow.task_id, 1, binding, submission, owner=workflow.principal_digest)
-        if await approval.store.chain(workflow.task_id, 0, intent):
+        intent = self._new_intent(workflow, 1, binding, submission)
+        if await deps.store.chain(workflow.task_id, 0, intent):
             await self._resubmission.submit_chained(intent, submission.deadline_ms)
 
-    async def _act(self, workflow: Workflow, state: ApprovalState, now: int) -> None:
+    async def _act(self, workflow: Workflow, state: ApprovalState, now: int, batch: CheckPass) -> None:
         status = state.status
         if status is ApprovalStatus.PENDING:
-            await self._still_pending(workflow, state, now)
+            await self._still_pending(workflow, state, now, batch)
         elif status is ApprovalStatus.APPROVED:
-            await self._approved(workflow, state, now)
+            await self._approved(workflow, state, now, batch)
         elif status in (ApprovalStatus.DENIED, ApprovalStatus.EXPIRED):
             await self._deny(workflow, DENIED if status is ApprovalStatus.DENIED else EXPIRED)
         elif status is ApprovalStatus.CANCELLED:
-            await self.approval.store.fence(
+            await self.deps.store.fence(
                 workflow.task_id, TaskOutcome(TaskStatus.CANCELLED, "The approval request was withdrawn")
             )
         else:
             await self._fail(workflow)
 
-    async def _still_pending(self, workflow: Workflow, state: ApprovalState, now: int) -> None:
+    async def _still_pending(self, workflow: Workflow, state: ApprovalState, now: int, batch: CheckPass) -> None:
         deadline = workflow.request_deadline
         if state.deadline_ms is not None:
-            longest = workflow.created_at + round(self.approval.options.max_pending_s * 1000)
+            longest = workflow.created_at + round(self.deps.options.max_pending_s * 1000)
             deadline = min(state.deadline_ms, longest)
         if deadline is not None and now >= deadline:
             await self._deny(workflow, EXPIRED)
             return
-        poll_ms = round(self.approval.options.poll_interval_s * 1000)
+        poll_ms = round(self.deps.options.poll_interval_s * 1000)
         wait = round(state.retry_after_s * 1000) if state.retry_after_s else poll_ms
         moved = deadline is not None and deadline != workflow.request_deadline
         next_check = now + max(wait, 1)
         await self._later(
             workflow,
+            batch,
             next_check if deadline is None else min(next_check, deadline),
             # Retention already covers the deadline the task was created with; only a moved one extends it.
             request_deadline=deadline if moved else None,
-            min_ttl_end=deadline + self.approval.store.result_retention_ms if moved and deadline else None,
+            min_ttl_end=deadline + self.deps.store.result_retention_ms if moved and deadline else None,
         )
 
-    async def _approved(self, workflow: Workflow, state: ApprovalState, now: int) -> None:
+    async def _approved(self, workflow: Workflow, state: ApprovalState, now: int, batch: CheckPass) -> None:
         until = state.approved_until_ms
         if until is not None and now >= until:
             await self._deny(workflow, APPROVAL_EXPIRED)
@@ -340,9 +373,9 @@ class Resolver:
         if refusal is not None:
             await self._deny(workflow, refusal)
             return
-        approval = self.approval
+        deps = self.deps
         try:
-            request = approval.mapper.map_call(
+            request = deps.mapper.map_call(
                 principal=binding.principal, tool=binding.tool, arguments=binding.arguments, client=binding.client
             )
         except ToolMappingError:
@@ -350,10 +383,10 @@ class Resolver:
             return
         context = {**(request.context or {}), "approval": dict(state.approval or {})}
         try:
-            decision = await approval.pdp.evaluate(request.with_context(context))
+            decision = await deps.pdp.evaluate(request.with_context(context))
         except Exception:
             logger.exception("task %s: re-evaluation failed; tried again later", workflow.task_id[:8])
-            await self._retry(workflow, until, None, now)
+            await self._retry(workflow, batch, until, None, now)
             return
         if decision.decision:
             until = _earliest(until, _permit_expiry_ms(decision))
@@ -362,7 +395,7 @@ class Resolver:
             return
         action = NextAction.RETRY if decision.reason in _PDP_FAILURES else decision.next_action()
         if action is NextAction.RETRY:
-            await self._retry(workflow, until, decision.retry_after, now)
+            await self._retry(workflow, batch, until, decision.retry_after, now)
         elif action is NextAction.REQUEST:
             await self._chain(workflow, binding, decision)
         else:
@@ -370,35 +403,38 @@ class Resolver:
 
     async def _current_state_refusal(self, binding: CallBinding) -> str | None:
         """Why the binding may not run now (principal gone, tool changed), or ``None``."""
-        if not await self.approval.principal_valid(binding.principal):
+        if not await self.deps.principal_valid(binding.principal):
             return PRINCIPAL_INVALID
-        if await self.approval.tools.fingerprint(binding.tool) != binding.tool_fingerprint:
+        if await self.deps.tools.fingerprint(binding.tool) != binding.tool_fingerprint:
             return TOOL_CHANGED
         return None
 
-    async def _retry(self, workflow: Workflow, until: int | None, retry_after: int | None, now: int) -> None:
+    async def _retry(
+        self, workflow: Workflow, batch: CheckPass, until: int | None, retry_after: int | None, now: int
+    ) -> None:
         """``retry``: wait, then re-evaluate; never past the approval's expiry (it then ends as expired)."""
         wait = retry_after * 1000 if retry_after is not None else self._backoff_ms(workflow.attempts)
         next_check = now + wait if until is None else min(now + wait, until)
         await self._later(
             workflow,
+            batch,
             next_check,
             attempts=workflow.attempts + 1,
             approval_expires_at=until,
-            min_ttl_end=None if until is None else until + self.approval.store.result_retention_ms,
+            min_ttl_end=None if until is None else until + self.deps.store.result_retention_ms,
         )
 
     async def _chain(self, workflow: Workflow, binding: CallBinding, decision: Decision) -> None:
         """``request``: consume this generation, then submit a fresh request (bounded)."""
-        approval = self.approval
-        if workflow.generation >= approval.options.max_generations:
+        deps = self.deps
+        if workflow.generation >= deps.options.max_generations:
             await self._deny(workflow, TOO_MANY_ROUNDS)
             return
-        submission = approval.submission_for(binding, decision)
-        intent = approval.new_intent(
-            workflow.task_id, workflow.generation + 1, binding, submission, owner=workflow.principal_digest
+        submission = submission_for(
+            binding, decision, mapper=deps.mapper, options=deps.options, now=deps.clock.now_ms()
         )
-        if not await approval.store.chain(workflow.task_id, workflow.generation, intent):
+        intent = self._new_intent(workflow, workflow.generation + 1, binding, submission)
+        if not await deps.store.chain(workflow.task_id, workflow.generation, intent):
             return
         await self._resubmission.submit_chained(intent, submission.deadline_ms)
 
@@ -406,7 +442,7 @@ class Resolver:
 
     async def reconcile(self) -> None:
         """Settle what a crash left in flight (see :meth:`Resubmission.reconcile`)."""
-        self._last_reconcile = self.approval.clock.now_ms()
+        self._last_reconcile = self.deps.clock.now_ms()
         await self._resubmission.reconcile()
 
     # -- endings -----------------------------------------------------------------------------
@@ -417,26 +453,38 @@ class Resolver:
             result=denied_result(workflow.tool_name, why),
             disposition=Disposition.DENIED_NOT_EXECUTED.value,
         )
-        if await self.approval.store.fence(workflow.task_id, outcome, generation=workflow.generation):
+        if await self.deps.store.fence(workflow.task_id, outcome, generation=workflow.generation):
             logger.info("task %s: denied-not-executed (%s)", workflow.task_id[:8], why)
 
     async def _fail(self, workflow: Workflow) -> None:
         outcome = TaskOutcome(TaskStatus.FAILED, BACKEND_FAILED, error=error_document(INTERNAL_ERROR, BACKEND_FAILED))
-        await self.approval.store.fence(workflow.task_id, outcome, generation=workflow.generation)
+        await self.deps.store.fence(workflow.task_id, outcome, generation=workflow.generation)
 
-    async def _later(self, workflow: Workflow, next_check_at: int, **changes: int | None) -> None:
+    async def _later(self, workflow: Workflow, batch: CheckPass, next_check_at: int, **changes: int | None) -> None:
         item = Reschedule(workflow.task_id, workflow.generation, next_check_at, **changes)
-        batch = _BATCHED.get()
-        if batch is not None:
-            batch.append(item)  # written with the rest of the pass
+        if batch.deferred is not None:
+            batch.deferred.append(item)  # written with the rest of the pass
         else:
-            await self.approval.store.reschedule(item)
+            await self.deps.store.reschedule(item)
+
+    def _new_intent(
+        self, workflow: Workflow, generation: int, binding: CallBinding, submission: ApprovalSubmission
+    ) -> Intent:
+        return new_intent(
+            workflow.task_id,
+            generation,
+            binding,
+            submission,
+            owner=workflow.principal_digest,
+            cipher=self.deps.cipher,
+            now=self.deps.clock.now_ms(),
+        )
 
     def _binding(self, workflow: Workflow) -> CallBinding | None:
         if workflow.binding_sealed is None:
             return None
         try:
-            binding = CallBinding.from_json(self.approval.cipher.open(workflow.binding_sealed, record=workflow.task_id))
+            binding = CallBinding.from_json(self.deps.cipher.open(workflow.binding_sealed, record=workflow.task_id))
         except (BindingIntegrityError, KeyError, TypeError, ValueError):
             logger.error("task %s: call binding does not open or parse; failing closed", workflow.task_id[:8])
             return None
@@ -447,7 +495,7 @@ class Resolver:
 
     def _backoff_ms(self, attempts: int) -> int:
         """Exponential backoff with jitter, capped."""
-        options = self.approval.options
+        options = self.deps.options
         base = options.poll_interval_s * float(2 ** min(attempts, 16))
         capped = min(base, options.max_retry_backoff_s)
         return max(1, round(capped * random.uniform(0.8, 1.2) * 1000))  # noqa: S311 (jitter, not security)

@@ -8,11 +8,11 @@ that already holds the request answers with the same handle instead of creating 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
+from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.approval.messages import BACKEND_FAILED
 from mcp_approval.approval.states import IntentState, Phase
-from mcp_approval.approval.store import Intent, Reschedule, TaskOutcome
+from mcp_approval.approval.store import ApprovalStore, Intent, Reschedule, TaskOutcome
 from mcp_approval.backends import (
     ApprovalBackend,
     ApprovalBackendError,
@@ -20,12 +20,12 @@ from mcp_approval.backends import (
     SubmissionRejectedError,
     SupportsFindSubmitted,
 )
+from mcp_approval.clock import Clock
 from mcp_approval.protocol import INTERNAL_ERROR
 from mcp_approval.tasks.models import error_document
 from mcp_approval.tasks.states import TaskStatus
 
-if TYPE_CHECKING:
-    from mcp_approval.approval.service import ToolApproval
+__all__ = ["Resubmission", "withdraw"]
 
 logger = logging.getLogger("mcp_approval.approval")
 
@@ -47,10 +47,30 @@ async def withdraw(backend: ApprovalBackend, handle: str) -> bool:
 
 
 class Resubmission:
-    """Sends chained intents and settles the intents a crash left in flight, for one worker."""
+    """Sends chained intents and settles the intents a crash left in flight, for one worker.
 
-    def __init__(self, approval: ToolApproval) -> None:
-        self.approval = approval
+    Args:
+        store: the approval workflow store.
+        backend: where the requests go.
+        cipher: opens the sealed submission bodies.
+        clock: the source of time.
+        intent_grace_ms: an intent this old with no task is an orphan of a crash.
+    """
+
+    def __init__(
+        self,
+        store: ApprovalStore,
+        backend: ApprovalBackend,
+        cipher: BindingCipher,
+        clock: Clock,
+        *,
+        intent_grace_ms: int,
+    ) -> None:
+        self.store = store
+        self.backend = backend
+        self.cipher = cipher
+        self.clock = clock
+        self.intent_grace_ms = intent_grace_ms
 
     async def submit_chained(self, intent: Intent, deadline: int | None) -> None:
         """Submit a chained intent, bind its handle and schedule the task's next check.
@@ -58,35 +78,34 @@ class Resubmission:
         A backend that refuses the request for good fails the task (before any claim); one that
         cannot be reached leaves the intent for reconciliation to retry under the same key.
         """
-        approval = self.approval
-        body = approval.cipher.open(intent.body_sealed, record=intent.key)
+        body = self.cipher.open(intent.body_sealed, record=intent.key)
         try:
-            handle = await approval.backend.submit(intent.key, ApprovalSubmission.from_json(body))
+            handle = await self.backend.submit(intent.key, ApprovalSubmission.from_json(body))
         except SubmissionRejectedError as exc:
             logger.warning("task %s: chained submission refused (%s)", intent.task_id[:8], exc)
             outcome = TaskOutcome(
                 TaskStatus.FAILED, BACKEND_FAILED, error=error_document(INTERNAL_ERROR, BACKEND_FAILED)
             )
-            await approval.store.fence(intent.task_id, outcome, generation=intent.generation)
+            await self.store.fence(intent.task_id, outcome, generation=intent.generation)
             return
         except ApprovalBackendError as exc:
             logger.warning("task %s: chained submission failed; reconciliation retries (%s)", intent.task_id[:8], exc)
             return
-        await approval.store.bind_chained(intent.key, intent.task_id, intent.generation, handle)
-        await approval.store.reschedule(
+        await self.store.bind_chained(intent.key, intent.task_id, intent.generation, handle)
+        await self.store.reschedule(
             Reschedule(
                 intent.task_id,
                 intent.generation,
-                approval.clock.now_ms(),
+                self.clock.now_ms(),
                 attempts=0,
                 request_deadline=deadline,
-                min_ttl_end=None if deadline is None else deadline + approval.store.result_retention_ms,
+                min_ttl_end=None if deadline is None else deadline + self.store.result_retention_ms,
             )
         )
 
     async def resume(self, intent: Intent) -> None:
         """Recover an intent whose submission a crash interrupted (same key, same body)."""
-        body = self.approval.cipher.open(intent.body_sealed, record=intent.key)
+        body = self.cipher.open(intent.body_sealed, record=intent.key)
         await self.submit_chained(intent, ApprovalSubmission.from_json(body).deadline_ms)
 
     async def reconcile(self) -> None:
@@ -97,24 +116,22 @@ class Resubmission:
         task is waiting for (a chained request, or the first submission of a task that collected
         its inputs) is resubmitted under the same key, which recovers the request.
         """
-        approval = self.approval
-        cutoff = approval.clock.now_ms() - round(approval.options.intent_grace_s * 1000)
-        for intent in await approval.store.stale_intents(cutoff):
+        cutoff = self.clock.now_ms() - self.intent_grace_ms
+        for intent in await self.store.stale_intents(cutoff):
             await self._reconcile_intent(intent)
-        await approval.store.purge_orphans()
+        await self.store.purge_orphans()
 
     async def _find(self, intent: Intent) -> str | None:
         """The handle of an intent's request: by key, or by resubmitting its exact body (ARAP)."""
-        backend = self.approval.backend
+        backend = self.backend
         if isinstance(backend, SupportsFindSubmitted):
-            body = self.approval.cipher.open(intent.body_sealed, record=intent.key)
+            body = self.cipher.open(intent.body_sealed, record=intent.key)
             return await backend.find_submitted(intent.key, ApprovalSubmission.from_json(body))
         return await backend.find(intent.key)
 
     async def _reconcile_intent(self, intent: Intent) -> None:
-        approval = self.approval
         if intent.state is not IntentState.WITHDRAWING:
-            workflow = await approval.store.get(intent.task_id)
+            workflow = await self.store.get(intent.task_id)
             current = (
                 workflow is not None and workflow.phase is Phase.PENDING and workflow.generation == intent.generation
             )
@@ -123,9 +140,9 @@ class Resubmission:
                 return
             # Claim the orphan before touching the backend: a creation that bound the intent since
             # the read above wins the compare-and-set, and then nothing is withdrawn.
-            if not await approval.store.claim_orphan(intent):
+            if not await self.store.claim_orphan(intent):
                 return
-        if await self._withdraw_request(intent) and await approval.store.abandon_intent(intent):
+        if await self._withdraw_request(intent) and await self.store.abandon_intent(intent):
             logger.info("reconciliation: withdrew an orphaned approval submission (task never created)")
 
     async def _withdraw_request(self, intent: Intent) -> bool:
@@ -136,4 +153,4 @@ class Resubmission:
         except ApprovalBackendError as exc:
             logger.warning("reconciliation: backend unreachable for an orphaned intent; retried later (%s)", exc)
             return False
-        return handle is None or await withdraw(self.approval.backend, handle)
+        return handle is None or await withdraw(self.backend, handle)

@@ -1,10 +1,11 @@
 """``ToolApproval``: a requestable denial becomes a durable, approvable task (SEP-2848).
 
 Install it as the policy gate's requestable handler and as the tasks extension's handler for
-approval tasks (the composition root does both)::
+approval tasks (the composition root does both), then start it after the tasks runtime::
 
     approval = ToolApproval(backend, pdp=pdp, mapper=mapper, tools=ServerTools(server),
                             tasks=tasks, cipher=BindingCipher.from_base64(keys))
+    tasks.register_handler(APPROVAL_HANDLER, approval)
     gate = PolicyGate(pdp, mapper=mapper, on_requestable=approval)
 
 Creation is crash-consistent (§Crash-consistent creation): dedup first; then a durable intent
@@ -17,8 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -30,6 +30,7 @@ from mcp_approval.approval import inputs as submission_inputs
 from mcp_approval.approval import url_approval
 from mcp_approval.approval.binding import BindingCipher, CallBinding
 from mcp_approval.approval.crashpoints import crash_point
+from mcp_approval.approval.dependencies import ApprovalDependencies, PrincipalCheck, always_valid
 from mcp_approval.approval.gate import DegradedRequestable, GatedCall
 from mcp_approval.approval.messages import (
     BACKEND_DOWN_MESSAGE,
@@ -38,11 +39,12 @@ from mcp_approval.approval.messages import (
     INPUTS_IN_TASK,
     INPUTS_UNSUPPORTED,
     LIMIT_MESSAGE,
-    PENDING_TEXT,
     REFUSED_MESSAGE,
     TASK_LIMIT_MESSAGE,
 )
 from mcp_approval.approval.options import ApprovalOptions
+from mcp_approval.approval.records import APPROVAL_HANDLER
+from mcp_approval.approval.requests import new_intent, new_workflow, submission_for
 from mcp_approval.approval.resolver import Resolver
 from mcp_approval.approval.resubmission import withdraw
 from mcp_approval.approval.results import sanitize_model_text
@@ -53,13 +55,11 @@ from mcp_approval.backends import (
     ApprovalBackend,
     ApprovalBackendError,
     ApprovalSubmission,
-    DeniedEvaluation,
     SubmissionRejectedError,
 )
-from mcp_approval.clock import Clock, SystemClock, parse_iso8601
-from mcp_approval.denials import Remediation, TaskHint, denial_envelope, final_denial
+from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.denials import Remediation, final_denial
 from mcp_approval.policy import Decision, PolicyDecisionPoint, ToolCallMapper
-from mcp_approval.policy.mapping import ToolMappingError
 from mcp_approval.protocol import (
     INTERNAL_ERROR,
     META_MODEL_IMMEDIATE_RESPONSE,
@@ -72,17 +72,12 @@ from mcp_approval.tasks.models import create_task_result, new_task_id
 from mcp_approval.tasks.server import TasksExtension, declares_tasks
 from mcp_approval.tasks.sql_store import SqlTaskStore
 
-logger = logging.getLogger("mcp_approval.approval")
+__all__ = ["APPROVAL_HANDLER", "PrincipalCheck", "ToolApproval", "ToolApprovalExtension"]
 
-PrincipalCheck = Callable[[str], Awaitable[bool]]
-"""Whether a principal is still valid when its approved call is about to run."""
+logger = logging.getLogger("mcp_approval.approval")
 
 # How long a retry waits for the task of an identical call whose submission is in flight.
 _DUPLICATE_WAIT_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
-
-
-async def _always_valid(_principal: str) -> bool:
-    return True
 
 
 class ToolApprovalExtension(Extension):
@@ -97,6 +92,13 @@ class ToolApprovalExtension(Extension):
 
 class ToolApproval:
     """The SEP-2848 enforcement point: task creation, cancellation, and the resolver's lifecycle.
+
+    It composes the approval workflow: on :meth:`start` (after the tasks runtime, whose open
+    database the approval store shares) it builds the store and one
+    :class:`~mcp_approval.approval.dependencies.ApprovalDependencies` value from its arguments,
+    and the resolver from that. Until then :attr:`store` and :attr:`resolver` raise, and so does
+    every call that needs them. Register it for ``tasks/cancel`` and ``tasks/update`` on approval
+    tasks with ``tasks.register_handler(APPROVAL_HANDLER, approval)``.
 
     Args:
         backend: where approval requests go.
@@ -132,22 +134,19 @@ class ToolApproval:
         self.tasks = tasks
         self.cipher = cipher
         self.options = options or ApprovalOptions()
-        self.principal_valid = principal_valid or _always_valid
+        self.principal_valid = principal_valid or always_valid
         self.audit = audit
         self.clock = clock or tasks.runtime.clock or SystemClock()
         self._degraded = DegradedRequestable()
-        self._store: ApprovalStore | None = None
+        self._deps: ApprovalDependencies | None = None
         self._resolver: Resolver | None = None
-        tasks.register_handler("approval", self)
 
     # -- lifecycle -------------------------------------------------------------------------
 
     @property
     def store(self) -> ApprovalStore:
         """The workflow store (available once started)."""
-        if self._store is None:
-            raise RuntimeError("ToolApproval is not started")
-        return self._store
+        return self._started().store
 
     @property
     def resolver(self) -> Resolver:
@@ -162,18 +161,35 @@ class ToolApproval:
         if not isinstance(task_store, SqlTaskStore):
             raise TypeError("ToolApproval needs the tasks extension's SQL store (approval state shares its database)")
         retention_ms = round(self.options.result_retention_s * 1000)
-        self._store = ApprovalStore(
-            task_store.database, result_retention_ms=retention_ms, clock=self.clock, audit=self.audit
+        store = ApprovalStore(task_store.database, result_retention_ms=retention_ms, clock=self.clock, audit=self.audit)
+        deps = ApprovalDependencies(
+            store=store,
+            backend=self.backend,
+            pdp=self.pdp,
+            mapper=self.mapper,
+            tools=self.tools,
+            cipher=self.cipher,
+            options=self.options,
+            clock=self.clock,
+            principal_valid=self.principal_valid,
+            task_store=task_store,
         )
-        self._resolver = Resolver(self, worker_id=self.tasks.runtime.worker_id)
-        await self.backend.start(self._resolver.wake)
-        await self._resolver.start()
+        resolver = Resolver(deps, worker_id=self.tasks.runtime.worker_id)
+        self._deps, self._resolver = deps, resolver
+        await deps.backend.start(resolver.wake)
+        await resolver.start()
 
     async def stop(self) -> None:
         """Stop resolving (work in progress is left for the next start or another worker)."""
         if self._resolver is not None:
             await self._resolver.stop()
         await self.backend.stop()
+
+    def _started(self) -> ApprovalDependencies:
+        """What the workflow runs with, fixed by :meth:`start`."""
+        if self._deps is None:
+            raise RuntimeError("ToolApproval is not started")
+        return self._deps
 
     async def wake(self, handle: str) -> None:
         """A backend callback or listener says ``handle`` may have changed (a wake-up, never a verdict)."""
@@ -223,12 +239,13 @@ class ToolApproval:
         ``inputs`` are the submission inputs the requester supplied; ``linked``: the request
         declared URL elicitation, so with ``TaskOptions.approval_url`` the task links the approval page.
         """
-        submission = replace(self.submission_for(binding, decision), inputs=inputs or None)
-        intent = self.new_intent(new_task_id(), 1, binding, submission, owner=owner)
-        admission, task_id = await self.store.record_intent(
+        deps = self._started()
+        submission = replace(self._submission(binding, decision), inputs=inputs or None)
+        intent = self._new_intent(new_task_id(), 1, binding, submission, owner=owner)
+        admission, task_id = await deps.store.record_intent(
             intent,
-            submissions_per_minute=self.options.submissions_per_minute,
-            max_pending=self.options.max_pending_per_principal,
+            submissions_per_minute=deps.options.submissions_per_minute,
+            max_pending=deps.options.max_pending_per_principal,
             task_limits=self._task_limits(),
         )
         if admission is not Admission.RECORDED:
@@ -238,16 +255,16 @@ class ToolApproval:
         if handle is None:
             return final_denial(REFUSED_MESSAGE.format(tool=binding.tool), remediation=Remediation.UNAVAILABLE)
         crash_point("after_submit")
-        if not await self.store.mark_submitted(intent.key, handle):
+        if not await deps.store.mark_submitted(intent.key, handle):
             # Reconciliation claimed the intent as an orphan while the backend was being asked; it
             # may have looked for this request before it existed, so withdraw it here too.
-            await withdraw(self.backend, handle)
+            await withdraw(deps.backend, handle)
             raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
         crash_point("after_handle")
-        new = self._new_workflow(intent.task_id, intent.key, owner, binding, submission, handle)
+        new = self._new_workflow(intent.task_id, binding, submission, intent_key=intent.key, owner=owner, handle=handle)
         if linked:
-            new = url_approval.with_approval_link(new, options=self.tasks.options, backend=self.backend, handle=handle)
-        created = await self.store.create_task(new)
+            new = url_approval.with_approval_link(new, options=self.tasks.options, backend=deps.backend, handle=handle)
+        created = await deps.store.create_task(new)
         if not created:
             raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
         crash_point("after_task")
@@ -289,20 +306,21 @@ class ToolApproval:
         self, binding: CallBinding, decision: Decision, *, owner: str, fields: tuple[str, ...]
     ) -> HandlerResult:
         """A task that asks for the submission inputs itself; it is submitted once they arrive."""
-        submission = self.submission_for(binding, decision)
+        deps = self._started()
+        submission = self._submission(binding, decision)
         task_id = new_task_id()
-        draft = replace(self.new_intent(task_id, 0, binding, submission, owner=owner), state=IntentState.BOUND)
+        draft = replace(self._new_intent(task_id, 0, binding, submission, owner=owner), state=IntentState.BOUND)
         new = replace(
-            self._new_workflow(task_id, "", owner, binding, submission, None),
+            self._new_workflow(task_id, binding, submission, intent_key="", owner=owner, handle=None),
             status_message=sanitize_model_text(INPUTS_IN_TASK.format(tool=binding.tool, fields=", ".join(fields))),
             input_requests=submission_inputs.in_task_requests(binding.tool, fields),
-            next_check_at=self.clock.now_ms() + round(self.options.poll_interval_s * 1000),
+            next_check_at=deps.clock.now_ms() + round(deps.options.poll_interval_s * 1000),
         )
-        admission, existing = await self.store.create_waiting_task(
+        admission, existing = await deps.store.create_waiting_task(
             new,
             draft,
-            submissions_per_minute=self.options.submissions_per_minute,
-            max_pending=self.options.max_pending_per_principal,
+            submissions_per_minute=deps.options.submissions_per_minute,
+            max_pending=deps.options.max_pending_per_principal,
             task_limits=self._task_limits(),
         )
         return await self._admitted(admission, existing, binding, owner)
@@ -334,51 +352,40 @@ class ToolApproval:
         template = _template_of(decision)
         return self.options.submission_inputs.get(template, ()) if template else ()
 
-    def submission_for(self, binding: CallBinding, decision: Decision) -> ApprovalSubmission:
-        """The backend request for a call the policy denied requestably."""
-        denial = decision.requestable_denial
-        hint = denial.access_request if denial is not None else None
-        display = (hint.display if hint is not None else None) or {}
-        title = display.get("title")
-        description = display.get("description")
-        return ApprovalSubmission(
-            tool=binding.tool,
-            arguments=dict(binding.arguments),
-            requester=binding.principal,
-            template=hint.template if hint is not None else None,
-            title=title if isinstance(title, str) else None,
-            description=description if isinstance(description, str) else None,
-            deadline_ms=self._deadline(hint.expires_at if hint is not None else None),
-            reason=decision.reason,
-            evaluation=self._denied_evaluation(binding, decision),
-        )
+    def _submission(self, binding: CallBinding, decision: Decision) -> ApprovalSubmission:
+        deps = self._started()
+        return submission_for(binding, decision, mapper=deps.mapper, options=deps.options, now=deps.clock.now_ms())
 
-    def _denied_evaluation(self, binding: CallBinding, decision: Decision) -> DeniedEvaluation | None:
-        """The denied evaluation (the call's policy request, unchanged) and the raw denial members."""
-        try:
-            request = self.mapper.map_call(
-                principal=binding.principal, tool=binding.tool, arguments=binding.arguments, client=binding.client
-            )
-        except ToolMappingError:
-            return None
-        return DeniedEvaluation.from_decision(request.to_wire(), decision.context)
-
-    def new_intent(
+    def _new_intent(
         self, task_id: str, generation: int, binding: CallBinding, submission: ApprovalSubmission, *, owner: str
     ) -> Intent:
-        """A fresh submission intent: a new 256-bit key and the sealed exact body."""
-        key = secrets.token_urlsafe(32)
-        return Intent(
-            key=key,
-            task_id=task_id,
-            generation=generation,
-            principal_digest=owner,
-            tool_name=binding.tool,
-            arguments_digest=binding.digest,
-            body_sealed=self.cipher.seal(submission.to_json(), record=key),
-            state=IntentState.OPEN,
-            handle=None,
-            created_at=self.clock.now_ms(),
+        deps = self._started()
+        return new_intent(
+            task_id, generation, binding, submission, owner=owner, cipher=deps.cipher, now=deps.clock.now_ms()
+        )
+
+    def _new_workflow(
+        self,
+        task_id: str,
+        binding: CallBinding,
+        submission: ApprovalSubmission,
+        *,
+        intent_key: str,
+        owner: str,
+        handle: str | None,
+    ) -> NewWorkflow:
+        deps = self._started()
+        return new_workflow(
+            task_id,
+            binding,
+            submission,
+            intent_key=intent_key,
+            owner=owner,
+            handle=handle,
+            backend=deps.backend.name,
+            cipher=deps.cipher,
+            options=deps.options,
+            now=deps.clock.now_ms(),
         )
 
     # -- tasks/cancel ------------------------------------------------------------------------
@@ -391,64 +398,17 @@ class ToolApproval:
 
     async def _submit(self, intent: Intent, submission: ApprovalSubmission) -> str | None:
         """The backend's handle; ``None`` when it refused the request for good (nothing to retry)."""
+        deps = self._started()
         try:
-            return await self.backend.submit(intent.key, submission)
+            return await deps.backend.submit(intent.key, submission)
         except SubmissionRejectedError as exc:
             logger.warning("approval backend refused the submission for good: %s", exc)
-            await self.store.abandon_intent(intent)
+            await deps.store.abandon_intent(intent)
             return None
         except ApprovalBackendError as exc:
             # The intent stays open: the reconciler finds out whether the backend got it.
             logger.warning("approval backend refused or failed the submission: %s", exc)
             raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE) from exc
-
-    def _new_workflow(
-        self,
-        task_id: str,
-        intent_key: str,
-        owner: str,
-        binding: CallBinding,
-        submission: ApprovalSubmission,
-        handle: str | None,
-    ) -> NewWorkflow:
-        """The task and workflow rows of a new approval task (``handle`` is ``None`` until submitted)."""
-        now = self.clock.now_ms()
-        deadline = submission.deadline_ms or now + round(self.options.default_deadline_s * 1000)
-        envelope = denial_envelope(Remediation.AVAILABLE, hints=[TaskHint()])
-        return NewWorkflow(
-            task_id=task_id,
-            intent_key=intent_key,
-            principal_digest=owner,
-            tool_name=binding.tool,
-            arguments_digest=binding.digest,
-            binding_sealed=self.cipher.seal(binding.to_json(), record=task_id),
-            tool_fingerprint=binding.tool_fingerprint,
-            backend=self.backend.name,
-            handle=handle,
-            template=submission.template,
-            request_deadline=deadline,
-            # The first look waits a poll interval: a backend that decides sooner (an automatic
-            # resolver, a reviewer) wakes the resolver itself.
-            next_check_at=now + round(self.options.poll_interval_s * 1000),
-            ttl_ms=deadline - now + round(self.options.result_retention_s * 1000),
-            poll_interval_ms=max(1, round(self.options.task_poll_interval_s * 1000)),
-            status_message=self._status_message(binding.tool, submission),
-            meta=envelope.meta(),
-        )
-
-    def _status_message(self, tool: str, submission: ApprovalSubmission) -> str:
-        described = submission.description or submission.title
-        if described:
-            return sanitize_model_text(f"{described.rstrip('.')}. {PENDING_TEXT.format(tool=tool)}")
-        return sanitize_model_text(PENDING_TEXT.format(tool=tool))
-
-    def _deadline(self, expires_at: str | None) -> int:
-        now = self.clock.now_ms()
-        longest = now + round(self.options.max_pending_s * 1000)
-        parsed = parse_iso8601(expires_at)  # None when absent or unreadable: the default deadline
-        if parsed is None:
-            return min(longest, now + round(self.options.default_deadline_s * 1000))
-        return max(now, min(longest, parsed))
 
     async def _existing_task(self, task_id: str, binding: CallBinding) -> HandlerResult:
         """The live task of an identical call (SEP-2848 §At-most-once and deduplication)."""

@@ -27,7 +27,7 @@ from mcp_approval.approval import PolicyGate, PrincipalResolver
 from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.approval.callbacks import callback_route
 from mcp_approval.approval.options import ApprovalOptions
-from mcp_approval.approval.service import PrincipalCheck, ToolApproval, ToolApprovalExtension
+from mcp_approval.approval.service import APPROVAL_HANDLER, PrincipalCheck, ToolApproval, ToolApprovalExtension
 from mcp_approval.approval.tools import ServerTools
 from mcp_approval.backends import ApprovalBackend
 from mcp_approval.backends.arap import ArapBackend
@@ -148,6 +148,7 @@ def build_deployment(
         audit=audit,
         clock=clock,
     )
+    tasks.register_handler(APPROVAL_HANDLER, approval)
     holder["approval"] = approval
     gate.on_requestable = approval
     _register_tools(config, server)

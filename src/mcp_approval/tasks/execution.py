@@ -8,7 +8,7 @@ import logging
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import mcp_types as types
 from mcp.server.context import HandlerResult
@@ -23,11 +23,9 @@ from mcp_approval.protocol import (
 )
 from mcp_approval.storage import StoreUnavailableError
 from mcp_approval.tasks.models import TaskRecord, error_document, new_task_id, result_document
+from mcp_approval.tasks.options import TaskOptions
 from mcp_approval.tasks.states import TaskStatus
-from mcp_approval.tasks.store import NewTask, TaskLimitReachedError
-
-if TYPE_CHECKING:
-    from mcp_approval.tasks.runtime import TaskRuntime
+from mcp_approval.tasks.store import NewTask, TaskLimitReachedError, TaskStore
 
 logger = logging.getLogger("mcp_approval.tasks")
 
@@ -93,6 +91,48 @@ class Outcome:
         return self.result
 
 
+class ExecutionHost(Protocol):
+    """What an :class:`Execution` needs from the worker running it (the tasks runtime)."""
+
+    @property
+    def options(self) -> TaskOptions:
+        """The tasks options (TTL, poll interval, lease, limits)."""
+        ...
+
+    @property
+    def worker_id(self) -> str:
+        """This worker's id, the owner of the tasks it promotes."""
+        ...
+
+    @property
+    def store(self) -> TaskStore:
+        """Where task rows live."""
+        ...
+
+    def adopt(self, execution: Execution) -> None:
+        """Track a promoted execution so signals and shutdown reach it."""
+        ...
+
+    def release(self, task_id: str) -> None:
+        """Forget a finished execution."""
+        ...
+
+    async def persist_terminal(
+        self,
+        task_id: str,
+        status: TaskStatus,
+        status_message: str | None,
+        result: dict[str, Any] | None,
+        error: dict[str, Any] | None,
+    ) -> None:
+        """Write a task's final status, retrying while the store is unreachable."""
+        ...
+
+    async def deliver_input(self, task_id: str) -> None:
+        """Move answers recorded in the store to the local execution waiting for them."""
+        ...
+
+
 class Execution:
     """A running call: answered inline if it finishes in time, otherwise promoted to a task.
 
@@ -104,7 +144,7 @@ class Execution:
 
     def __init__(
         self,
-        runtime: TaskRuntime,
+        runtime: ExecutionHost,
         *,
         tool_name: str,
         principal_digest: str | None,

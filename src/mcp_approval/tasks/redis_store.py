@@ -24,8 +24,7 @@ from mcp_approval.tasks import redis_scripts
 from mcp_approval.tasks.models import TaskRecord
 from mcp_approval.tasks.redis_scripts import blank, decode_record, dumps, json_hash, opt, task_fields, text
 from mcp_approval.tasks.states import ACTIVE, TERMINAL, TaskStatus, sources_of
-from mcp_approval.tasks.store import NewTask, TaskLimitReachedError, TaskSignal
-from mcp_approval.tasks.store_url import REDIS_URL_SCHEMES
+from mcp_approval.tasks.store import REDIS_URL_SCHEMES, NewTask, TaskLimitReachedError, TaskSignal
 
 #: The key prefix used when none is given.
 DEFAULT_PREFIX: Final = "mcp-approval:"

@@ -142,3 +142,8 @@ class TaskStore(Protocol):
     async def count_active(self, principal_digest: str | None = None) -> int:
         """Count non-terminal tasks, overall or for one principal."""
         ...
+
+
+#: URL schemes served by :class:`~mcp_approval.tasks.redis_store.RedisTaskStore` (TLS with ``rediss``).
+#: Defined here, below both the Redis store and :mod:`~mcp_approval.tasks.store_url`, which use it.
+REDIS_URL_SCHEMES = frozenset({"redis", "rediss"})

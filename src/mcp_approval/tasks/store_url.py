@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from mcp_approval.clock import Clock
 from mcp_approval.tasks.sql_store import SqlTaskStore
-
-if TYPE_CHECKING:
-    from mcp_approval.tasks.store import TaskStore
-
-#: URL schemes served by :class:`~mcp_approval.tasks.redis_store.RedisTaskStore` (TLS with ``rediss``).
-REDIS_URL_SCHEMES = frozenset({"redis", "rediss"})
+from mcp_approval.tasks.store import REDIS_URL_SCHEMES, TaskStore
 
 
 def is_redis_url(url: str) -> bool:

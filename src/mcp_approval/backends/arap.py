@@ -62,6 +62,8 @@ from mcp_approval.backends.contract import (
     UnknownRequestError,
 )
 
+__all__ = ["ArapBackend", "ArapSettings", "EndpointSource"]
+
 logger = logging.getLogger("mcp_approval.backends")
 
 #: Problem codes that refuse a submission for good (ARAP §2.9).

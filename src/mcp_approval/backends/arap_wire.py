@@ -30,6 +30,22 @@ import rfc8785
 from mcp_approval.backends.contract import ApprovalState, ApprovalStatus, ApprovalSubmission
 from mcp_approval.clock import parse_iso8601
 
+__all__ = [
+    "MAX_POLL_DELAY_S",
+    "MODE_REEVALUATE",
+    "PROBLEM_PREFIX",
+    "ArapProtocolError",
+    "TaskResponse",
+    "callback_state",
+    "decode_handle",
+    "encode_handle",
+    "parse_task_response",
+    "poll_delay_s",
+    "problem_code",
+    "retry_after_seconds",
+    "submission_body",
+]
+
 #: The problem ``type`` prefix of Access Request errors (ARAP §2.9).
 PROBLEM_PREFIX: Final = "urn:openid:authzen:access-request:error:"
 #: The only completion mode of ARAP core (§2.6); anything else is not approval.

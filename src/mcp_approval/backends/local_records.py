@@ -13,6 +13,27 @@ from mcp_approval.backends.contract import ApprovalStatus, IdempotencyConflictEr
 from mcp_approval.clock import iso8601
 from mcp_approval.storage.schema import approval_decisions_table, approval_requests_table
 
+__all__ = [
+    "REDACTED",
+    "AlreadyDecidedError",
+    "ApprovalRecord",
+    "DecisionRecord",
+    "NotEligibleError",
+    "RequestExpiredError",
+    "ReviewError",
+    "Row",
+    "StaleError",
+    "cas",
+    "decision_rows",
+    "due",
+    "existing_request",
+    "fetch",
+    "insert_decision",
+    "record_from_rows",
+    "redact",
+    "resulting_status",
+]
+
 REDACTED = "[redacted]"
 _R = approval_requests_table
 _D = approval_decisions_table

@@ -8,6 +8,8 @@ from mcp_approval.cli.arap_server import arap_server
 from mcp_approval.cli.review import review_app
 from mcp_approval.cli.serve import serve
 
+__all__ = ["app", "main"]
+
 app = typer.Typer(
     name="mcp-approval",
     help="Durable MCP tasks, structured authorization denials and approval-gated tool calls.",

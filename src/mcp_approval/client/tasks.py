@@ -27,6 +27,24 @@ from mcp_approval.client.inputs import answer_through_callbacks
 from mcp_approval.client.journal import TaskJournal
 from mcp_approval.protocol import METHOD_TASKS_CANCEL, METHOD_TASKS_GET, METHOD_TASKS_UPDATE, TASKS_EXTENSION
 
+__all__ = [
+    "CancelTaskRequest",
+    "CreateTaskResult",
+    "DetailedTask",
+    "GetTaskRequest",
+    "InputHandler",
+    "TaskCancelledError",
+    "TaskError",
+    "TaskExpiredError",
+    "TaskFailedError",
+    "TaskIdParams",
+    "TaskInputRequiredError",
+    "TaskPendingError",
+    "TasksClient",
+    "UpdateTaskParams",
+    "UpdateTaskRequest",
+]
+
 InputHandler = Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
 """Answers one input request ``{"method": ..., "params": ...}`` with the client's result."""
 

@@ -41,6 +41,19 @@ from mcp_approval.policy.source import (
     statement_at_line,
 )
 
+__all__ = [
+    "ANNOTATION_DEADLINE",
+    "ANNOTATION_DESCRIPTION",
+    "ANNOTATION_DISPLAY",
+    "ANNOTATION_REASON",
+    "ANNOTATION_REQUESTABLE",
+    "PolicyInfo",
+    "as_source",
+    "load_entities",
+    "load_policies",
+    "load_schema",
+]
+
 ANNOTATION_REQUESTABLE: Final = "requestable"
 ANNOTATION_DEADLINE: Final = "deadline"
 ANNOTATION_DISPLAY: Final = "display"

@@ -28,6 +28,8 @@ from mcp_approval.approval.callbacks import SIGNATURE_HEADER, sign_callback
 from mcp_approval.clock import Clock
 from mcp_approval.hosts import is_loopback_host
 
+__all__ = ["RETRY_DELAYS_S", "CallbackSender", "callback_problem", "origin"]
+
 logger = logging.getLogger("mcp_approval.reference")
 
 #: Delays before each retry of a failed delivery.

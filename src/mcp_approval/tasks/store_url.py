@@ -10,6 +10,8 @@ from mcp_approval.tasks.sql_store import SqlTaskStore
 if TYPE_CHECKING:
     from mcp_approval.tasks.store import TaskStore
 
+__all__ = ["REDIS_URL_SCHEMES", "is_redis_url", "store_from_url"]
+
 #: URL schemes served by :class:`~mcp_approval.tasks.redis_store.RedisTaskStore` (TLS with ``rediss``).
 REDIS_URL_SCHEMES = frozenset({"redis", "rediss"})
 

@@ -26,6 +26,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 from mcp_approval.client.inputs import answer_through_callbacks
 from mcp_approval.client.journal import TaskJournal
 from mcp_approval.protocol import METHOD_TASKS_CANCEL, METHOD_TASKS_GET, METHOD_TASKS_UPDATE, TASKS_EXTENSION
+from mcp_approval.tasks.models import TaskIdParams, UpdateTaskParams  # the params the server validates
 
 __all__ = [
     "CancelTaskRequest",
@@ -37,11 +38,9 @@ __all__ = [
     "TaskError",
     "TaskExpiredError",
     "TaskFailedError",
-    "TaskIdParams",
     "TaskInputRequiredError",
     "TaskPendingError",
     "TasksClient",
-    "UpdateTaskParams",
     "UpdateTaskRequest",
 ]
 
@@ -77,18 +76,6 @@ class DetailedTask(types.Result):
     result: dict[str, Any] | None = None
     error: types.ErrorData | None = None
     input_requests: dict[str, dict[str, Any]] | None = None
-
-
-class TaskIdParams(types.RequestParams):
-    """Params naming a task."""
-
-    task_id: str
-
-
-class UpdateTaskParams(TaskIdParams):
-    """Params of ``tasks/update``."""
-
-    input_responses: dict[str, Any]
 
 
 class GetTaskRequest(types.Request[TaskIdParams, Literal["tasks/get"]]):

@@ -103,6 +103,7 @@ class PolicyInfo:
 
 
 def as_source(value: TextSource | str) -> TextSource:
+    """``value`` as a :class:`TextSource` (a bare string is inline text)."""
     return value if isinstance(value, TextSource) else TextSource(value)
 
 
@@ -111,6 +112,11 @@ def _is_syntax_error(message: str) -> bool:
 
 
 def load_schema(source: TextSource) -> cedarpy.Schema:
+    """Parse a Cedar schema, human-readable or JSON.
+
+    Raises:
+        PolicyLoadError: naming the source and line of the problem.
+    """
     text = source.text
     is_json = text.lstrip().startswith("{")
     if is_json:
@@ -131,6 +137,14 @@ def load_schema(source: TextSource) -> cedarpy.Schema:
 def load_policies(
     source: TextSource, schema: cedarpy.Schema | None
 ) -> tuple[cedarpy.PolicySet, cedarpy.PolicySet, dict[str, PolicyInfo]]:
+    """Parse and check the policies.
+
+    Returns:
+        Every policy; every policy except the ``@requestable`` forbids; each policy's info by id.
+
+    Raises:
+        PolicyLoadError: naming the source and line of each problem.
+    """
     text = source.text
     statements = split_statements(text)
     try:
@@ -218,6 +232,11 @@ def _annotation_problem(effect: str, annotations: Mapping[str, str]) -> tuple[tu
 def load_entities(
     source: TextSource, schema: cedarpy.Schema | None
 ) -> tuple[dict[tuple[str, str], dict[str, Any]], cedarpy.Entities]:
+    """Parse the entities file: the stored entities by ``(type, id)`` and the Cedar ``Entities``.
+
+    Raises:
+        PolicyLoadError: naming the source and line of each problem.
+    """
     items = _entity_items(source)
     stored: dict[tuple[str, str], dict[str, Any]] = {}
     for line, entity in items:

@@ -14,6 +14,14 @@ import pytest
 import mcp_approval
 
 HEAVY = ("mcp_approval.demo", "mcp_approval.reference", "mcp_approval.server.conformance")
+# What the command line loads before it knows the command: no layer below it.
+COMMAND_LINE = [
+    "mcp_approval",
+    "mcp_approval.cli",
+    "mcp_approval.cli.arap_server",
+    "mcp_approval.cli.main",
+    "mcp_approval.cli.serve",
+]
 
 
 def _loaded_after(statement: str) -> list[str]:
@@ -45,3 +53,7 @@ def test_the_demo_fixtures_and_reference_services_load_only_when_asked_for(state
     loaded = _loaded_after(statement)
     assert "mcp_approval" in loaded
     assert _heavy(loaded) == []
+
+
+def test_the_command_line_loads_a_command_s_modules_only_to_run_it() -> None:
+    assert _loaded_after("import mcp_approval.cli.main") == COMMAND_LINE

@@ -19,9 +19,10 @@ from mcp_approval.client import (
     TaskPendingError,
     TasksClient,
 )
-from mcp_approval.client.tasks import GetTaskRequest, TaskIdParams
+from mcp_approval.client.tasks import GetTaskRequest
 from mcp_approval.server.tasks_demo import build_tasks_demo_server
 from mcp_approval.tasks import TaskOptions
+from mcp_approval.tasks.models import TaskIdParams
 
 pytestmark = pytest.mark.anyio
 

@@ -4,9 +4,61 @@ The package is layered; each subpackage depends only on the ones below it:
 
 - :mod:`mcp_approval.storage` - database engines, schema and migrations.
 - :mod:`mcp_approval.tasks` - the SEP-2663 tasks runtime (server extension, store contract).
+- :mod:`mcp_approval.denials` - SEP-2643 structured authorization denials.
+- :mod:`mcp_approval.policy` - AuthZEN models, the Cedar and HTTP PDPs, the tool-call mapping.
+- :mod:`mcp_approval.backends` - approval backends (local, ARAP) and the reviewer routes.
+- :mod:`mcp_approval.approval` - the SEP-2848 policy enforcement point.
 - :mod:`mcp_approval.client` - the agent side (tasks-aware tool calls).
 - :mod:`mcp_approval.server` - the composition root that builds servers from configuration.
 - :mod:`mcp_approval.cli` - the ``mcp-approval`` command.
+
+Each subpackage's ``__all__`` is its public surface; a module's ``__all__`` is what it offers to
+the rest of the package. The names most programs start from are also importable from here,
+loaded on first access so that ``import mcp_approval`` stays cheap.
 """
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcp_approval.backends import ArapBackend, LocalApprovalBackend
+    from mcp_approval.client import TasksClient
+    from mcp_approval.policy import CedarPDP, HttpPDP, PolicyDecisionPoint
+    from mcp_approval.server import JwtTokenVerifier
+
 __version__ = "0.1.0"
+
+# Name -> the subpackage that defines it.
+_LAZY = {
+    "ArapBackend": "mcp_approval.backends",
+    "CedarPDP": "mcp_approval.policy",
+    "HttpPDP": "mcp_approval.policy",
+    "JwtTokenVerifier": "mcp_approval.server",
+    "LocalApprovalBackend": "mcp_approval.backends",
+    "PolicyDecisionPoint": "mcp_approval.policy",
+    "TasksClient": "mcp_approval.client",
+}
+
+__all__ = [
+    "ArapBackend",
+    "CedarPDP",
+    "HttpPDP",
+    "JwtTokenVerifier",
+    "LocalApprovalBackend",
+    "PolicyDecisionPoint",
+    "TasksClient",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a name of ``__all__`` from its subpackage on first access."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later accesses skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

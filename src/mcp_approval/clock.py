@@ -10,6 +10,8 @@ import time
 from datetime import datetime
 from typing import Protocol
 
+__all__ = ["Clock", "ManualClock", "SystemClock", "iso8601", "parse_iso8601"]
+
 
 class Clock(Protocol):
     """A source of wall-clock time in integer milliseconds since the Unix epoch."""

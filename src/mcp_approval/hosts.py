@@ -11,6 +11,8 @@ import socket
 import threading
 from urllib.parse import urlsplit
 
+__all__ = ["is_loopback_host", "is_safe_transport", "unused_loopback_port"]
+
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 
 

@@ -1,5 +1,19 @@
-"""Approval backends: the SEP-2848 backend contract and its implementations."""
+"""Approval backends: the SEP-2848 backend contract and its implementations.
 
+A backend takes an approval submission and answers its status; the approval layer follows it:
+
+- :class:`ApprovalBackend` is the contract (:mod:`mcp_approval.backends.contract`).
+- :class:`LocalApprovalBackend` keeps requests in the deployment's own database; reviewers decide
+  through the HTTP API of :func:`reviewer_routes`, the pages of :func:`console_routes` or
+  ``mcp-approval review``, and :class:`RuleResolver`/:class:`CallableResolver` decide some
+  requests automatically.
+- :class:`ArapBackend` submits to an ARAP Access Request Service (:class:`ArapSettings`).
+
+Everything else in the subpackage's modules is an implementation detail of these.
+"""
+
+from mcp_approval.backends.arap import ArapBackend, ArapSettings
+from mcp_approval.backends.console import console_routes
 from mcp_approval.backends.contract import (
     ApprovalBackend,
     ApprovalBackendError,
@@ -14,18 +28,44 @@ from mcp_approval.backends.contract import (
     SupportsStatusMany,
     UnknownRequestError,
 )
+from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.local_records import (
+    AlreadyDecidedError,
+    ApprovalRecord,
+    DecisionRecord,
+    NotEligibleError,
+    RequestExpiredError,
+    ReviewError,
+)
+from mcp_approval.backends.resolvers import AutoResolver, CallableResolver, RuleResolver
+from mcp_approval.backends.reviewer_api import Authenticator, reviewer_routes
 
 __all__ = [
+    "AlreadyDecidedError",
     "ApprovalBackend",
     "ApprovalBackendError",
+    "ApprovalRecord",
     "ApprovalState",
     "ApprovalStatus",
     "ApprovalSubmission",
+    "ArapBackend",
+    "ArapSettings",
+    "Authenticator",
+    "AutoResolver",
+    "CallableResolver",
+    "DecisionRecord",
     "DeniedEvaluation",
     "IdempotencyConflictError",
+    "LocalApprovalBackend",
+    "NotEligibleError",
+    "RequestExpiredError",
+    "ReviewError",
+    "RuleResolver",
     "StatusListener",
     "SubmissionRejectedError",
     "SupportsFindSubmitted",
     "SupportsStatusMany",
     "UnknownRequestError",
+    "console_routes",
+    "reviewer_routes",
 ]

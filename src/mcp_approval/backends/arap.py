@@ -61,13 +61,24 @@ from mcp_approval.backends.contract import (
     SubmissionRejectedError,
     UnknownRequestError,
 )
+from mcp_approval.protocol import (
+    ARAP_DUPLICATE_REQUEST,
+    ARAP_EXPIRED_DENIAL,
+    ARAP_INVALID_DENIAL_BINDING,
+    ARAP_INVALID_TASK_STATE,
+    ARAP_NOT_REQUESTABLE,
+    ARAP_TASK_EXPIRED,
+    ARAP_UNKNOWN_TASK,
+)
+
+__all__ = ["ArapBackend", "ArapSettings", "EndpointSource"]
 
 logger = logging.getLogger("mcp_approval.backends")
 
 #: Problem codes that refuse a submission for good (ARAP §2.9).
-_REJECTING: Final = frozenset({"not_requestable", "invalid_denial_binding", "expired_denial"})
+_REJECTING: Final = frozenset({ARAP_NOT_REQUESTABLE, ARAP_INVALID_DENIAL_BINDING, ARAP_EXPIRED_DENIAL})
 #: Problem codes after which a cancel has nothing left to do.
-_CANCEL_DONE: Final = frozenset({"invalid_task_state", "unknown_task", "task_expired"})
+_CANCEL_DONE: Final = frozenset({ARAP_INVALID_TASK_STATE, ARAP_UNKNOWN_TASK, ARAP_TASK_EXPIRED})
 _MAX_TRACKED: Final = 10_000
 
 EndpointSource = Callable[[], Awaitable[str | None]]
@@ -260,7 +271,7 @@ class ArapBackend:
 
     def _submission_error(self, response: httpx2.Response, key: str) -> ApprovalBackendError:
         code = problem_code(_json_or_none(response))
-        if code == "duplicate_request":
+        if code == ARAP_DUPLICATE_REQUEST:
             return IdempotencyConflictError(key[:8])
         if code in _REJECTING or (400 <= response.status_code < 500 and response.status_code not in (401, 403, 429)):
             return SubmissionRejectedError(f"the ARS refused the request: HTTP {response.status_code} {code or ''}")
@@ -317,9 +328,9 @@ class ArapBackend:
 
     def _status_error(self, response: httpx2.Response) -> ApprovalBackendError:
         code = problem_code(_json_or_none(response))
-        if code == "unknown_task":
+        if code == ARAP_UNKNOWN_TASK:
             return UnknownRequestError("the ARS does not know the task")
-        if code == "task_expired":
+        if code == ARAP_TASK_EXPIRED:
             return _ExpiredTask("the task expired at the ARS")
         return ApprovalBackendError(f"HTTP {response.status_code} from the task status endpoint")
 

@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 
 from mcp_approval.hosts import is_loopback_host
 
+__all__ = ["Origin", "OriginPolicy", "UntrustedURLError", "origin_of"]
+
 logger = logging.getLogger("mcp_approval.backends")
 
 Origin = tuple[str, str, int]

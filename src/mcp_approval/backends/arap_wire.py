@@ -29,11 +29,22 @@ import rfc8785
 
 from mcp_approval.backends.contract import ApprovalState, ApprovalStatus, ApprovalSubmission
 from mcp_approval.clock import parse_iso8601
+from mcp_approval.protocol import ARAP_ERROR_PREFIX, ARAP_MODE_REEVALUATE
 
-#: The problem ``type`` prefix of Access Request errors (ARAP §2.9).
-PROBLEM_PREFIX: Final = "urn:openid:authzen:access-request:error:"
-#: The only completion mode of ARAP core (§2.6); anything else is not approval.
-MODE_REEVALUATE: Final = "reevaluate"
+__all__ = [
+    "MAX_POLL_DELAY_S",
+    "ArapProtocolError",
+    "TaskResponse",
+    "callback_state",
+    "decode_handle",
+    "encode_handle",
+    "parse_task_response",
+    "poll_delay_s",
+    "problem_code",
+    "retry_after_seconds",
+    "submission_body",
+]
+
 #: The longest wait between two status polls (ARAP §2.5: backoff "capped at 60 s").
 MAX_POLL_DELAY_S: Final = 60.0
 _STATUSES: Final = {status.value: status for status in ApprovalStatus}
@@ -127,7 +138,7 @@ def parse_task_response(document: Any, *, retry_after_s: float | None = None) ->
 
 def _approved_state(result: Any, deadline: int | None) -> ApprovalState:
     """``approved`` with an enforceable result, or ``failed`` (never approval without one)."""
-    if not isinstance(result, Mapping) or result.get("mode") != MODE_REEVALUATE:
+    if not isinstance(result, Mapping) or result.get("mode") != ARAP_MODE_REEVALUATE:
         mode = result.get("mode") if isinstance(result, Mapping) else None
         return ApprovalState(ApprovalStatus.FAILED, details={"unusable_result": f"mode {mode!r}"})
     approval = result.get("approval")
@@ -155,8 +166,8 @@ def retry_after_seconds(header: str | None) -> float | None:
 def problem_code(document: Any) -> str | None:
     """The ARAP error code of a problem document (``not_requestable``, ...), if it names one."""
     kind = document.get("type") if isinstance(document, Mapping) else None
-    if isinstance(kind, str) and kind.startswith(PROBLEM_PREFIX):
-        return kind[len(PROBLEM_PREFIX) :]
+    if isinstance(kind, str) and kind.startswith(ARAP_ERROR_PREFIX):
+        return kind[len(ARAP_ERROR_PREFIX) :]
     return None
 
 

@@ -20,6 +20,8 @@ from typing import Literal
 
 from mcp_approval.clock import Clock
 
+__all__ = ["DEFAULT_CAPACITY", "DEFAULT_IDLE_S", "DEFAULT_MAX_AGE_S", "FlashKind", "Session", "SessionStore"]
+
 #: A session unused this long ends.
 DEFAULT_IDLE_S = 3600.0
 #: A session ends this long after login, however busy.

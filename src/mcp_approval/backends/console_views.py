@@ -20,6 +20,8 @@ from mcp_approval.backends.local_records import REDACTED, ApprovalRecord
 from mcp_approval.clock import iso8601
 from mcp_approval.storage.audit import AuditEvent
 
+__all__ = ["SUMMARY_CHARS", "EventView", "RequestView", "environment", "human_duration", "json_value", "timestamp"]
+
 #: Characters a reviewer could not see or that reorder text: C0/C1 controls (but tab and newline),
 #: zero-width and bidi formatting characters, the byte order mark.
 _INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff]")

@@ -19,6 +19,21 @@ from typing import Any, Protocol, runtime_checkable
 
 import rfc8785
 
+__all__ = [
+    "ApprovalBackend",
+    "ApprovalBackendError",
+    "ApprovalState",
+    "ApprovalStatus",
+    "ApprovalSubmission",
+    "DeniedEvaluation",
+    "IdempotencyConflictError",
+    "StatusListener",
+    "SubmissionRejectedError",
+    "SupportsFindSubmitted",
+    "SupportsStatusMany",
+    "UnknownRequestError",
+]
+
 
 class ApprovalStatus(StrEnum):
     """Where an approval request stands. Everything but ``pending`` is terminal."""

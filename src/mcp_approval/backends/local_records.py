@@ -13,6 +13,27 @@ from mcp_approval.backends.contract import ApprovalStatus, IdempotencyConflictEr
 from mcp_approval.clock import iso8601
 from mcp_approval.storage.schema import approval_decisions_table, approval_requests_table
 
+__all__ = [
+    "REDACTED",
+    "AlreadyDecidedError",
+    "ApprovalRecord",
+    "DecisionRecord",
+    "NotEligibleError",
+    "RequestExpiredError",
+    "ReviewError",
+    "Row",
+    "StaleError",
+    "cas",
+    "decision_rows",
+    "due",
+    "existing_request",
+    "fetch",
+    "insert_decision",
+    "record_from_rows",
+    "redact",
+    "resulting_status",
+]
+
 REDACTED = "[redacted]"
 _R = approval_requests_table
 _D = approval_decisions_table
@@ -138,6 +159,7 @@ class StaleError(Exception):
 
 
 def fetch(conn: Connection, request_id: str, *, lock: bool = False) -> Row | None:
+    """The request's row, or ``None``; ``lock`` takes a row lock on PostgreSQL for a decision."""
     query = select(_R).where(_R.c.request_id == request_id)
     # FOR UPDATE serializes decisions on PostgreSQL; SQLite's BEGIN IMMEDIATE already does.
     row = conn.execute(query.with_for_update() if lock else query).mappings().first()
@@ -145,6 +167,7 @@ def fetch(conn: Connection, request_id: str, *, lock: bool = False) -> Row | Non
 
 
 def decision_rows(conn: Connection, request_ids: Sequence[str]) -> list[Row]:
+    """The decision rows of ``request_ids``, oldest first."""
     query = select(_D).where(_D.c.request_id.in_(request_ids)).order_by(_D.c.decided_at, _D.c.reviewer)
     return [dict(row) for row in conn.execute(query).mappings()]
 

@@ -15,6 +15,8 @@ from typing import Literal, Protocol
 from mcp_approval.backends.contract import ApprovalSubmission
 from mcp_approval.config import ResolverEntry
 
+__all__ = ["AutoResolver", "CallableResolver", "ResolverFunction", "RuleResolver", "Verdict", "resolvers_from_config"]
+
 Verdict = Literal["approve", "deny"]
 #: A resolver function: sync or async, taking the submission, returning a verdict or ``None``.
 ResolverFunction = Callable[[ApprovalSubmission], "Verdict | Awaitable[Verdict | None] | None"]

@@ -22,6 +22,8 @@ from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_records import AlreadyDecidedError, NotEligibleError
 from mcp_approval.backends.login_throttle import FailedLoginThrottle, client_key
 
+__all__ = ["MAX_COMMENT_CHARS", "Authenticator", "problem", "reviewer_routes"]
+
 Authenticator = Callable[[str], Awaitable[str | None]]
 #: The longest comment a reviewer may attach to a decision.
 MAX_COMMENT_CHARS = 2000

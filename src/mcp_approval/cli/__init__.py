@@ -1,1 +1,3 @@
-"""The ``mcp-approval`` command line."""
+"""The ``mcp-approval`` command line (:mod:`mcp_approval.cli.main`)."""
+
+__all__: list[str] = []

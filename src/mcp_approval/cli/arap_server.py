@@ -19,13 +19,19 @@ import typer
 import uvicorn
 from sqlalchemy.engine import make_url
 
+<<<<<<< HEAD
 from mcp_approval.config import ConfigError
 from mcp_approval.policy.source import PolicyLoadError, TextSource
+=======
+__all__ = ["arap_server"]
+>>>>>>> surface
 
 
 def arap_server(
     config: str = typer.Option(..., "--config", help="The arap-server configuration file (TOML)."),
-    port: int = typer.Option(..., help="TCP port; 0 lets the OS choose (the URL is printed)."),
+    port: int = typer.Option(
+        8181, help="TCP port (8181: where the treasury example's PEP looks); 0 lets the OS choose (URL printed)."
+    ),
     host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
     db: str | None = typer.Option(None, help="Store URL (sqlite:///PATH or postgresql://...); overrides [store]."),
     base_url: str | None = typer.Option(None, help="The public base URL; overrides [arap] base_url."),
@@ -34,6 +40,9 @@ def arap_server(
     log_level: str = typer.Option("info", help="Log level."),
 ) -> None:
     """Serve the reference AuthZEN PDP, ARAP Access Request Service and reviewer API on one origin."""
+    # Imported here so that `mcp-approval --help` and the other commands do not load the reference services.
+    from mcp_approval.config import ConfigError
+    from mcp_approval.policy.source import PolicyLoadError
     from mcp_approval.reference.config import load_arap_config
     from mcp_approval.reference.server import build_arap_server
     from mcp_approval.server.validation import check_requestable_templates

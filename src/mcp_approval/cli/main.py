@@ -2,19 +2,61 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
+from typer.core import TyperGroup
 
 from mcp_approval.cli.arap_server import arap_server
-from mcp_approval.cli.review import review_app
 from mcp_approval.cli.serve import serve
+
+__all__ = ["app", "main"]
+
+
+class _LazyReview(TyperGroup):
+    """``review``, whose module (local backend, configuration, store) loads only when it runs."""
+
+    def __init__(self) -> None:
+        # review_app's help text, repeated so that `mcp-approval --help` need not import it.
+        super().__init__(
+            name="review",
+            help="Review approval requests of the local backend: list, show, approve, deny.",
+            no_args_is_help=True,
+        )
+        self._loaded: TyperGroup | None = None
+
+    def _group(self) -> TyperGroup:
+        if self._loaded is None:
+            from mcp_approval.cli.review import review_app
+
+            self._loaded = typer.main.get_group(review_app)
+        return self._loaded
+
+    # Context and command types are typer's internal click classes: Any keeps them out of sight.
+    def list_commands(self, ctx: Any) -> list[str]:
+        """The subcommands of ``review``."""
+        return self._group().list_commands(ctx)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """One subcommand of ``review``."""
+        return self._group().get_command(ctx, cmd_name)
+
+
+class _CommandLine(TyperGroup):
+    """The top-level group, with ``review`` added lazily."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.add_command(_LazyReview())
+
 
 app = typer.Typer(
     name="mcp-approval",
     help="Durable MCP tasks, structured authorization denials and approval-gated tool calls.",
     no_args_is_help=True,
     add_completion=False,
+    cls=_CommandLine,
 )
-app.add_typer(review_app, name="review")
 
 
 @app.command("conformance-server")

@@ -20,6 +20,8 @@ from mcp_approval.config import ConfigError, load_config
 from mcp_approval.server.local_backend import local_backend_from_config
 from mcp_approval.storage import Database, StoreUnavailableError, migrate, open_database
 
+__all__ = ["review_app"]
+
 T = TypeVar("T")
 
 review_app = typer.Typer(

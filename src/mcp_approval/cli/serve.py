@@ -8,8 +8,7 @@ import sys
 import typer
 from sqlalchemy.engine import make_url
 
-from mcp_approval.config import ConfigError, load_config
-from mcp_approval.policy.source import PolicyLoadError
+__all__ = ["serve"]
 
 
 def serve(
@@ -21,8 +20,11 @@ def serve(
     log_level: str = typer.Option("info", help="Log level."),
 ) -> None:
     """Serve an approval-gated MCP server: MCP at /mcp, the reviewer API and console (or MCP on stdio)."""
+    # Imported here so that `mcp-approval --help` and the other commands do not load the server.
     import uvicorn
 
+    from mcp_approval.config import ConfigError, load_config
+    from mcp_approval.policy.source import PolicyLoadError
     from mcp_approval.server.deployment import build_deployment, deployment_app
 
     # Logs go to stderr: on --stdio, stdout carries the protocol.

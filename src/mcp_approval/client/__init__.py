@@ -1,6 +1,16 @@
-"""The agent side: tasks-aware tool calls, acting on authorization denials, reading approval outcomes."""
+"""The agent side: tasks-aware tool calls, reading and acting on authorization denials, reading approval outcomes."""
 
 from mcp_approval.client.authorization import AuthorizationDenied, AuthorizingCaller, CredentialRemediator
+from mcp_approval.client.denials import (
+    AuthorizationDenial,
+    ChallengeDenial,
+    ChallengeReading,
+    DenialReading,
+    ResultKind,
+    denial_of,
+    read_challenge,
+    read_denial,
+)
 from mcp_approval.client.dispositions import ExecutionDisposition, read_disposition
 from mcp_approval.client.journal import OpenTask, TaskJournal
 from mcp_approval.client.oauth import MemoryTokenStorage, oauth_client
@@ -17,14 +27,19 @@ from mcp_approval.client.tasks import (
 )
 
 __all__ = [
+    "AuthorizationDenial",
     "AuthorizationDenied",
     "AuthorizingCaller",
+    "ChallengeDenial",
+    "ChallengeReading",
     "CreateTaskResult",
     "CredentialRemediator",
+    "DenialReading",
     "DetailedTask",
     "ExecutionDisposition",
     "MemoryTokenStorage",
     "OpenTask",
+    "ResultKind",
     "TaskCancelledError",
     "TaskError",
     "TaskExpiredError",
@@ -33,6 +48,9 @@ __all__ = [
     "TaskJournal",
     "TaskPendingError",
     "TasksClient",
+    "denial_of",
     "oauth_client",
+    "read_challenge",
+    "read_denial",
     "read_disposition",
 ]

@@ -18,6 +18,14 @@ from mcp_approval.protocol import (
     REASON_INSUFFICIENT_AUTHORIZATION,
 )
 
+__all__ = [
+    "CHALLENGE_TRANSACTION_AUTHORIZATION",
+    "MAX_CHALLENGE_LENGTH",
+    "ChallengeDenial",
+    "ChallengeReading",
+    "read_challenge",
+]
+
 #: ``error`` of the OAuth transaction authorization challenge (draft-rosomakho-oauth-txn-challenge).
 CHALLENGE_TRANSACTION_AUTHORIZATION: Final = "transaction_authorization_required"
 _TOKEN: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")

@@ -22,6 +22,8 @@ from mcp_approval.protocol import (
     META_TOOL_APPROVAL_DISPOSITION,
 )
 
+__all__ = ["KNOWN_DISPOSITIONS", "ExecutionDisposition", "read_disposition"]
+
 KNOWN_DISPOSITIONS = frozenset(
     {
         DISPOSITION_APPROVED_EXECUTED,

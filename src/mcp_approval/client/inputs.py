@@ -5,6 +5,8 @@ from __future__ import annotations
 import mcp_types as types
 from mcp.client.session import ClientRequestContext, ClientSession
 
+__all__ = ["answer_through_callbacks"]
+
 
 async def answer_through_callbacks(
     session: ClientSession, key: str, request: types.InputRequest

@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+__all__ = ["OpenTask", "TaskJournal"]
+
 
 @dataclass(frozen=True)
 class OpenTask:

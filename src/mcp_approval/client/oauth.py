@@ -27,6 +27,8 @@ from pydantic import AnyUrl
 
 from mcp_approval.hosts import is_safe_transport
 
+__all__ = ["CallbackHandler", "MemoryTokenStorage", "RedirectHandler", "oauth_client"]
+
 RedirectHandler = Callable[[str], Awaitable[None]]
 """Sends the user to the authorization URL it is given (opens a browser, prints a link)."""
 

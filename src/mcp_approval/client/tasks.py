@@ -26,6 +26,24 @@ from pydantic import Field, TypeAdapter, ValidationError
 from mcp_approval.client.inputs import answer_through_callbacks
 from mcp_approval.client.journal import TaskJournal
 from mcp_approval.protocol import METHOD_TASKS_CANCEL, METHOD_TASKS_GET, METHOD_TASKS_UPDATE, TASKS_EXTENSION
+from mcp_approval.tasks.models import TaskIdParams, UpdateTaskParams  # the params the server validates
+from mcp_approval.tasks.states import TaskStatus
+
+__all__ = [
+    "CancelTaskRequest",
+    "CreateTaskResult",
+    "DetailedTask",
+    "GetTaskRequest",
+    "InputHandler",
+    "TaskCancelledError",
+    "TaskError",
+    "TaskExpiredError",
+    "TaskFailedError",
+    "TaskInputRequiredError",
+    "TaskPendingError",
+    "TasksClient",
+    "UpdateTaskRequest",
+]
 
 InputHandler = Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
 """Answers one input request ``{"method": ..., "params": ...}`` with the client's result."""
@@ -50,7 +68,7 @@ class DetailedTask(types.Result):
     """What ``tasks/get`` returns: the task with its status-specific fields."""
 
     task_id: str
-    status: Literal["working", "input_required", "completed", "failed", "cancelled"]
+    status: TaskStatus
     status_message: str | None = None
     created_at: str
     last_updated_at: str
@@ -59,18 +77,6 @@ class DetailedTask(types.Result):
     result: dict[str, Any] | None = None
     error: types.ErrorData | None = None
     input_requests: dict[str, dict[str, Any]] | None = None
-
-
-class TaskIdParams(types.RequestParams):
-    """Params naming a task."""
-
-    task_id: str
-
-
-class UpdateTaskParams(TaskIdParams):
-    """Params of ``tasks/update``."""
-
-    input_responses: dict[str, Any]
 
 
 class GetTaskRequest(types.Request[TaskIdParams, Literal["tasks/get"]]):
@@ -203,16 +209,16 @@ class TasksClient(ClientExtension):
         interval_ms = poll_interval_ms
         while True:
             task = await self.get(session, task_id)
-            if task.status == "completed":
+            if task.status is TaskStatus.COMPLETED:
                 self._forget(task_id)
                 return types.CallToolResult.model_validate(task.result or {"content": []})
-            if task.status == "failed":
+            if task.status is TaskStatus.FAILED:
                 self._forget(task_id)
                 raise TaskFailedError(task_id, task.error)
-            if task.status == "cancelled":
+            if task.status is TaskStatus.CANCELLED:
                 self._forget(task_id)
                 raise TaskCancelledError(task_id, "task cancelled")
-            if task.status == "input_required":
+            if task.status is TaskStatus.INPUT_REQUIRED:
                 await self._answer(session, task, answered)
             interval_ms = task.poll_interval_ms or interval_ms
             delay = self._delay(interval_ms, deadline)

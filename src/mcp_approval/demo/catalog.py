@@ -11,6 +11,8 @@ from mcp_approval.demo import scenarios_more as more
 from mcp_approval.demo.context import Demo, ScenarioState
 from mcp_approval.demo.services import NEED_ARAP, NEED_CREDENTIALS
 
+__all__ = ["SCENARIOS", "Run", "ScenarioSpec"]
+
 Run = Callable[[Demo, ScenarioState], Awaitable[str]]
 """A scenario: drives its calls, raises on the first expectation that fails, returns a one-line detail."""
 

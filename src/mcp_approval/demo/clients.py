@@ -18,6 +18,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_approval.client import read_disposition
 from mcp_approval.client.denials import read_denial
 
+__all__ = ["Reviewer", "disposition_of", "envelope_of", "mcp_client", "reviewer_http", "short", "text_of", "until"]
+
 T = TypeVar("T")
 
 #: Generous bound on one HTTP request; scenarios bound their own waits.

@@ -27,6 +27,8 @@ from mcp_approval.demo.clients import (
 from mcp_approval.demo.narration import Narrator
 from mcp_approval.demo.servers import ServerProcess, count_ledger
 
+__all__ = ["TOKENS", "Demo", "ScenarioFailed", "ScenarioState", "describe", "is_task"]
+
 #: The demo deployment's static bearer tokens (its ``[[principals]]``).
 TOKENS = {name: f"{name}-token" for name in ("alice", "bob", "carol", "dave", "erin")}
 

@@ -44,6 +44,8 @@ from mcp_approval.denials import (
     remediation_for,
 )
 
+__all__ = ["READ", "TRANSFER", "WRITE", "DemoIssuer", "main"]
+
 READ = "payments:read"
 WRITE = "payments:write"
 #: The transfer scenario 11 makes, and the authorization details it needs.

@@ -20,6 +20,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+__all__ = ["Narrator", "Outcome", "ScenarioResult", "results_json"]
+
 Outcome = Literal["pass", "fail"]
 #: Terminal width from which the summary table also shows each scenario's detail.
 WIDE_TABLE_COLUMNS = 120

@@ -22,6 +22,8 @@ from mcp_approval.demo.scenarios import open_request
 from mcp_approval.demo.servers import ServerProcess, materialize, remove_tree
 from mcp_approval.demo.services import start_services
 
+__all__ = ["DemoOptions", "parse_only", "run_demo"]
+
 #: The last line ``--keep-running`` prints once the servers are ready for use.
 KEEP_RUNNING_LINE = "servers are running; press Ctrl-C to stop them"
 #: The most one scenario may take before it is reported as failed.

@@ -13,6 +13,21 @@ from mcp_approval.demo.clients import disposition_of, envelope_of, text_of
 from mcp_approval.demo.context import Demo, ScenarioFailed, ScenarioState, is_task
 from mcp_approval.protocol import DISPOSITION_APPROVED_EXECUTED, DISPOSITION_DENIED_NOT_EXECUTED
 
+__all__ = [
+    "LARGE",
+    "TASK_WAIT_S",
+    "approved_transfer",
+    "automatic_refund",
+    "cancel_pending",
+    "denied_transfer",
+    "expiry",
+    "four_eyes",
+    "open_request",
+    "small_transfer",
+    "tasks_client",
+    "without_tasks",
+]
+
 LARGE = 50_000
 #: How long a scenario waits for a task to end once it was decided.
 TASK_WAIT_S = 20.0

@@ -15,6 +15,8 @@ from mcp_approval.demo.scenarios import LARGE, TASK_WAIT_S, tasks_client
 from mcp_approval.demo.services import ARAP_TREASURY, NEED_ARAP
 from mcp_approval.protocol import DISPOSITION_APPROVED_EXECUTED
 
+__all__ = ["arap_approval", "url_mode_approval"]
+
 #: The task status of an approval task that carries the reviewers' link.
 LINKED_STATUS = "input_required"
 

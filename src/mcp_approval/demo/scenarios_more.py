@@ -19,6 +19,8 @@ from mcp_approval.demo.services import NEED_CREDENTIALS
 from mcp_approval.denials.models import AuthorizationRemediationHint
 from mcp_approval.protocol import CHALLENGE_INSUFFICIENT_SCOPE, DISPOSITION_APPROVED_EXECUTED
 
+__all__ = ["credential_remediation", "restart_while_pending"]
+
 
 async def restart_while_pending(demo: Demo, state: ScenarioState) -> str:
     """8. SIGKILL the server while a task is pending; after a restart the client resumes with the taskId alone."""

@@ -23,6 +23,17 @@ from typing import Any
 
 from mcp_approval.hosts import unused_loopback_port
 
+__all__ = [
+    "ARAP_SERVER_ADDRESS",
+    "ARAP_TREASURY_ADDRESS",
+    "TREASURY_ADDRESS",
+    "ServerProcess",
+    "count_ledger",
+    "materialize",
+    "point_at",
+    "remove_tree",
+]
+
 #: The package data folder holding the demo deployment.
 DEPLOYMENT_PACKAGE = "mcp_approval.demo"
 DEPLOYMENT_FOLDER = "treasury"

@@ -17,6 +17,8 @@ from mcp_approval.demo.servers import (
     point_at,
 )
 
+__all__ = ["ARAP_TREASURY", "NEED_ARAP", "NEED_CREDENTIALS", "start_services"]
+
 #: Scenario needs (``ScenarioSpec.needs``) the runner knows how to start.
 NEED_CREDENTIALS = "credentials"
 NEED_ARAP = "arap"

@@ -42,6 +42,21 @@ from mcp_approval.denials.models import (
 from mcp_approval.protocol import META_AUTHORIZATION, RESULT_TYPE_TASK
 from mcp_approval.tasks.states import TERMINAL
 
+__all__ = [
+    "DEFAULT_INPUT_KEY",
+    "EnvelopeAfterExecutionError",
+    "challenge_result",
+    "credential_remediation",
+    "denial_envelope",
+    "final_denial",
+    "operation_executing",
+    "operation_started",
+    "ordinary_failure",
+    "task_created",
+    "task_status",
+    "url_interaction",
+]
+
 logger = logging.getLogger("mcp_approval.denials")
 
 _EXECUTING: ContextVar[bool] = ContextVar("mcp_approval_operation_executing", default=False)

@@ -27,6 +27,17 @@ from mcp_approval.protocol import (
     CHALLENGE_INVALID_TOKEN,
 )
 
+__all__ = [
+    "MAX_REMEDIATION_PARAMETER",
+    "authentication_required",
+    "bearer_challenge",
+    "decode_remediation",
+    "encode_remediation",
+    "insufficient_authorization",
+    "insufficient_scope",
+    "scope_tokens",
+]
+
 #: Longest ``authorization_remediation`` parameter a client decodes (base64url characters).
 MAX_REMEDIATION_PARAMETER = 24 * 1024
 #: RFC 6749 §3.3 scope-token characters (NQCHAR).

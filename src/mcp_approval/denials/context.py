@@ -17,6 +17,15 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
 from mcp_approval.protocol import META_AUTHORIZATION_CONTEXT_ID, METHOD_TOOLS_CALL
 
+__all__ = [
+    "MAX_CONTEXT_ID_LENGTH",
+    "context_correlation_middleware",
+    "echoed_context_id",
+    "is_usable_context_id",
+    "new_context_id",
+    "note_retry",
+]
+
 logger = logging.getLogger("mcp_approval.denials")
 
 #: Longest context id either side accepts; longer ones are ignored (never rejected).

@@ -49,6 +49,16 @@ from mcp_approval.protocol import (
     METHOD_TOOLS_CALL,
 )
 
+__all__ = [
+    "AuthorizationCheck",
+    "Shortfall",
+    "ToolAuthorizationMiddleware",
+    "ToolRequirement",
+    "assess",
+    "install_tool_authorization",
+    "shortfall_result",
+]
+
 logger = logging.getLogger("mcp_approval.denials")
 
 AuthorizationCheck = Callable[[Mapping[str, Any], AccessToken], Awaitable[AuthorizationRemediation | None]]

@@ -38,6 +38,23 @@ from mcp_approval.protocol import (
     REMEDIATION_UNDISCLOSED,
 )
 
+__all__ = [
+    "MAX_AUTHORIZATION_DETAILS",
+    "MAX_DETAILS_BYTES",
+    "MAX_DETAILS_DEPTH",
+    "MAX_REFERENCE_LENGTH",
+    "MAX_TYPE_LENGTH",
+    "AnyHint",
+    "AuthorizationDenialEnvelope",
+    "AuthorizationRemediation",
+    "AuthorizationRemediationHint",
+    "Remediation",
+    "RemediationHint",
+    "TaskHint",
+    "UrlHint",
+    "validate_authorization_details",
+]
+
 #: Most authorization details objects one remediation may carry.
 MAX_AUTHORIZATION_DETAILS = 32
 #: Deepest nesting of objects and arrays inside one authorization details object.

@@ -16,6 +16,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_approval.protocol import TASKS_EXTENSION
 
+__all__ = ["Interaction", "Placement", "choose_placement", "declared_interactions"]
+
 
 class Interaction(StrEnum):
     """An interaction that can remedy a denial by establishing server-side state."""

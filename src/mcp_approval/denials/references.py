@@ -11,6 +11,8 @@ from typing import Any
 
 from mcp_approval.denials.models import AuthorizationRemediation, validate_authorization_details
 
+__all__ = ["MIN_KEY_BYTES", "AuthorizationReferences", "canonical_details", "remediation_for"]
+
 #: Shortest key :class:`AuthorizationReferences` accepts.
 MIN_KEY_BYTES = 32
 

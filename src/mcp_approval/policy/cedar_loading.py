@@ -41,6 +41,19 @@ from mcp_approval.policy.source import (
     statement_at_line,
 )
 
+__all__ = [
+    "ANNOTATION_DEADLINE",
+    "ANNOTATION_DESCRIPTION",
+    "ANNOTATION_DISPLAY",
+    "ANNOTATION_REASON",
+    "ANNOTATION_REQUESTABLE",
+    "PolicyInfo",
+    "as_source",
+    "load_entities",
+    "load_policies",
+    "load_schema",
+]
+
 ANNOTATION_REQUESTABLE: Final = "requestable"
 ANNOTATION_DEADLINE: Final = "deadline"
 ANNOTATION_DISPLAY: Final = "display"
@@ -90,6 +103,7 @@ class PolicyInfo:
 
 
 def as_source(value: TextSource | str) -> TextSource:
+    """``value`` as a :class:`TextSource` (a bare string is inline text)."""
     return value if isinstance(value, TextSource) else TextSource(value)
 
 
@@ -98,6 +112,11 @@ def _is_syntax_error(message: str) -> bool:
 
 
 def load_schema(source: TextSource) -> cedarpy.Schema:
+    """Parse a Cedar schema, human-readable or JSON.
+
+    Raises:
+        PolicyLoadError: naming the source and line of the problem.
+    """
     text = source.text
     is_json = text.lstrip().startswith("{")
     if is_json:
@@ -118,6 +137,14 @@ def load_schema(source: TextSource) -> cedarpy.Schema:
 def load_policies(
     source: TextSource, schema: cedarpy.Schema | None
 ) -> tuple[cedarpy.PolicySet, cedarpy.PolicySet, dict[str, PolicyInfo]]:
+    """Parse and check the policies.
+
+    Returns:
+        Every policy; every policy except the ``@requestable`` forbids; each policy's info by id.
+
+    Raises:
+        PolicyLoadError: naming the source and line of each problem.
+    """
     text = source.text
     statements = split_statements(text)
     try:
@@ -205,7 +232,16 @@ def _annotation_problem(effect: str, annotations: Mapping[str, str]) -> tuple[tu
 def load_entities(
     source: TextSource, schema: cedarpy.Schema | None
 ) -> tuple[dict[tuple[str, str], dict[str, Any]], cedarpy.Entities]:
+<<<<<<< HEAD
     items = entity_items(source)
+=======
+    """Parse the entities file: the stored entities by ``(type, id)`` and the Cedar ``Entities``.
+
+    Raises:
+        PolicyLoadError: naming the source and line of each problem.
+    """
+    items = _entity_items(source)
+>>>>>>> surface
     stored: dict[tuple[str, str], dict[str, Any]] = {}
     for line, entity in items:
         stored[_entity_key(source, line, entity)] = {

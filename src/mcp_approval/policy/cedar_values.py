@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+__all__ = ["EntityMapping", "to_cedar_record", "to_cedar_value"]
+
 _IDENTIFIER = re.compile(r"^[_a-zA-Z][_a-zA-Z0-9]*$")
 _RESERVED = frozenset({"true", "false", "if", "then", "else", "in", "is", "like", "has", "__cedar"})
 _ESCAPE_KEYS = frozenset({"__entity", "__extn", "__expr"})

@@ -43,6 +43,16 @@ from mcp_approval.policy.models import (
 )
 from mcp_approval.policy.pdp import evaluate_in_order, stops_batch
 
+__all__ = [
+    "EVALUATIONS_PATH",
+    "EVALUATION_PATH",
+    "REQUEST_ID_HEADER",
+    "WELL_KNOWN",
+    "HttpPDP",
+    "PDPError",
+    "batch_body",
+]
+
 logger = logging.getLogger("mcp_approval.policy")
 
 WELL_KNOWN: Final = "/.well-known/authzen-configuration"

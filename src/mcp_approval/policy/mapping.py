@@ -22,6 +22,8 @@ from typing import Any, Final
 from mcp_approval.policy.models import Context, EvaluationRequest
 from mcp_approval.protocol import METHOD_TOOLS_CALL
 
+__all__ = ["TOOLS_CALL_ACTION", "ToolCallMapper", "ToolMappingError", "ToolRule", "argument_at"]
+
 TOOLS_CALL_ACTION: Final = METHOD_TOOLS_CALL  # the AuthZEN action names the MCP method
 _MISSING: Final = object()
 

@@ -14,6 +14,15 @@ from mcp_approval.policy.models import (
     EvaluationsSemantic,
 )
 
+__all__ = [
+    "PolicyDecisionPoint",
+    "decide_resolved",
+    "evaluate_batch",
+    "evaluate_in_order",
+    "item_error_decision",
+    "stops_batch",
+]
+
 
 class PolicyDecisionPoint(Protocol):
     """Something that answers AuthZEN Access Evaluations.

@@ -22,6 +22,19 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+__all__ = [
+    "LoadIssue",
+    "PolicyLoadError",
+    "Statement",
+    "TextSource",
+    "error_line",
+    "find_line",
+    "names_in_message",
+    "parse_duration",
+    "split_statements",
+    "statement_at_line",
+]
+
 _EOF_MESSAGE = "unexpected end of input"
 _QUOTED_NAME = re.compile(r"`([^`]+)`")
 _ANNOTATION_NAME = re.compile(r"@[A-Za-z_][A-Za-z0-9_]*")

@@ -22,11 +22,13 @@ from collections.abc import Sequence
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-import httpx
+import httpx2
 
 from mcp_approval.approval.callbacks import SIGNATURE_HEADER, sign_callback
 from mcp_approval.clock import Clock
 from mcp_approval.hosts import is_loopback_host
+
+__all__ = ["RETRY_DELAYS_S", "CallbackSender", "callback_problem", "origin"]
 
 logger = logging.getLogger("mcp_approval.reference")
 
@@ -82,7 +84,7 @@ class CallbackSender:
     def __init__(self, secret: str, clock: Clock) -> None:
         self._secret = secret
         self._clock = clock
-        self._client = httpx.AsyncClient(timeout=10, follow_redirects=False)
+        self._client = httpx2.AsyncClient(timeout=10, follow_redirects=False)
         self._tasks: set[asyncio.Task[None]] = set()
         #: Deliveries that got a 2xx answer (endpoint, body), for inspection.
         self.delivered: list[tuple[str, dict[str, Any]]] = []
@@ -110,7 +112,7 @@ class CallbackSender:
             headers = {"Content-Type": "application/json", SIGNATURE_HEADER: signature}
             try:
                 response = await self._client.post(endpoint, content=raw, headers=headers)
-            except httpx.HTTPError as exc:
+            except httpx2.HTTPError as exc:
                 logger.warning("callback to %s failed: %s", origin(endpoint), exc)
                 continue
             if response.is_success:

@@ -35,6 +35,8 @@ from mcp_approval.reference.ars_store import ArapStore, EvaluationRecord
 from mcp_approval.reference.binding import binding_hash, valid_members
 from mcp_approval.reference.signing import KeySet, TokenError
 
+__all__ = ["BindingPDP", "IssuedApprovalVerifier", "request_hash"]
+
 
 def request_hash(request: EvaluationRequest, members: Sequence[str]) -> str:
     """The ``binding_hash`` of an evaluation request."""

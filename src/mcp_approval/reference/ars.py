@@ -50,6 +50,8 @@ from mcp_approval.reference.config import ArapSection
 from mcp_approval.reference.signing import KeySet
 from mcp_approval.storage.audit import AuditLog
 
+__all__ = ["AccessRequestService", "Answer"]
+
 
 @dataclass(frozen=True)
 class Answer:

@@ -26,6 +26,8 @@ from mcp_approval.reference.ars import AccessRequestService, Answer
 from mcp_approval.reference.ars_submission import ArapError, parse_submission
 from mcp_approval.reference.signing import KeySet
 
+__all__ = ["JWKS_PATH", "MAX_BODY_BYTES", "REQUESTS_PATH", "ars_routes", "jwks_route", "token_authenticator"]
+
 REQUESTS_PATH: Final = "/access/v1/requests"
 JWKS_PATH: Final = "/.well-known/jwks.json"
 #: The largest submission body accepted.

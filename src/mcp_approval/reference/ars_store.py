@@ -18,6 +18,8 @@ from sqlalchemy.exc import IntegrityError
 from mcp_approval.storage.database import Database
 from mcp_approval.storage.schema import arap_approvals_table, arap_evaluations_table, arap_jti_table, arap_tasks_table
 
+__all__ = ["ApprovalRecord", "ArapStore", "EvaluationRecord", "TaskRecord"]
+
 _E, _T, _A, _J = arap_evaluations_table, arap_tasks_table, arap_approvals_table, arap_jti_table
 
 

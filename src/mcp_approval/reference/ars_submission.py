@@ -28,6 +28,8 @@ from mcp_approval.reference.ars_store import ArapStore
 from mcp_approval.reference.binding import binding_hash, valid_members
 from mcp_approval.reference.signing import KeySet, TokenError
 
+__all__ = ["ArapError", "BoundDenial", "DenialChecker", "Submission", "parse_submission"]
+
 
 class ArapError(Exception):
     """An ARAP error answered as ``application/problem+json`` (``code`` = ``about:blank`` for plain 4xx)."""

@@ -16,6 +16,8 @@ from typing import Any, Final
 
 import rfc8785
 
+__all__ = ["MACHINERY_MEMBERS", "binding_hash", "binding_input", "project", "valid_members"]
+
 #: Decision-context "machinery" members that are never authorization-relevant (ARAP §2.10).
 MACHINERY_MEMBERS: Final = frozenset({"access_request", "evaluation_id", "evaluated_at", "reason", "approval"})
 

@@ -39,6 +39,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from mcp_approval.config import ApprovalSection, ConfigFile, PolicySection, load_config_file
 
+__all__ = ["ArapSection", "ArapServerConfig", "ClientEntry", "load_arap_config"]
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -59,6 +59,16 @@ from mcp_approval.policy.models import (
 from mcp_approval.policy.pdp import PolicyDecisionPoint, decide_resolved
 from mcp_approval.protocol import ARAP_CAPABILITY
 
+__all__ = [
+    "ACCESS_REQUEST_CAPABILITY",
+    "MAX_LISTED_ERRORS",
+    "EchoRequestIdMiddleware",
+    "pdp_app",
+    "pdp_metadata",
+    "pdp_routes",
+    "problem",
+]
+
 logger = logging.getLogger("mcp_approval.reference")
 
 #: The ARAP capability advertised when an Access Request endpoint is named (ARAP §5, discovery).

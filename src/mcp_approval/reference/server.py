@@ -46,6 +46,8 @@ from mcp_approval.reference.pdp_api import EchoRequestIdMiddleware, pdp_routes
 from mcp_approval.reference.signing import KeySet, load_key_set
 from mcp_approval.storage import AuditLog, Database, migrate, open_database
 
+__all__ = ["ArapServer", "build_arap_server", "check_base_url", "reviewer_backend"]
+
 logger = logging.getLogger("mcp_approval.reference")
 
 

@@ -20,6 +20,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from jwt.algorithms import ECAlgorithm
 
+__all__ = ["ALGORITHM", "KeySet", "SigningKey", "TokenError", "load_key_set"]
+
 logger = logging.getLogger("mcp_approval.reference")
 
 ALGORITHM: Final = "ES256"

@@ -19,6 +19,15 @@ from mcp_approval.clock import Clock
 from mcp_approval.config import ConfigError, DeploymentConfig
 from mcp_approval.server.jwt_auth import JwksError, JwtTokenVerifier
 
+__all__ = [
+    "FirstAcceptingVerifier",
+    "StaticTokenVerifier",
+    "auth_from_config",
+    "jwt_verifier",
+    "local_auth_settings",
+    "reviewer_authenticator",
+]
+
 
 class StaticTokenVerifier:
     """Accepts a fixed set of bearer tokens, each naming one principal.

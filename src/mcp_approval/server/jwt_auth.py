@@ -38,6 +38,17 @@ from mcp.server.auth.provider import AccessToken
 
 from mcp_approval.clock import Clock, SystemClock
 
+__all__ = [
+    "ACCESS_TOKEN_TYPES",
+    "ASYMMETRIC_ALGORITHMS",
+    "JwksError",
+    "JwtTokenVerifier",
+    "VerificationKey",
+    "fetch_keys",
+    "keys_of",
+    "scopes_of",
+]
+
 logger = logging.getLogger("mcp_approval.auth")
 
 #: The signature algorithms a verifier may accept: asymmetric only, so a public key can never

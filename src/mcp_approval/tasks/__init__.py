@@ -8,7 +8,12 @@ Typical use::
     tasks = TasksExtension(TaskOptions(store_url="sqlite:///tasks.db"))
     server = MCPServer("demo", extensions=[tasks], lifespan=tasks.lifespan,
                        middleware=[task_routing_middleware])
+
+Several workers share task state through :class:`RedisTaskStore` (the ``mcp-approval[redis]``
+extra; imported on first access, so a plain install never loads ``redis``).
 """
+
+from typing import TYPE_CHECKING, Any
 
 from mcp_approval.tasks.execution import Execution, current_task
 from mcp_approval.tasks.middleware import task_routing_middleware
@@ -19,9 +24,13 @@ from mcp_approval.tasks.sql_store import SqlTaskStore
 from mcp_approval.tasks.states import TaskStatus
 from mcp_approval.tasks.store import NewTask, TaskSignal, TaskStore
 
+if TYPE_CHECKING:
+    from mcp_approval.tasks.redis_store import RedisTaskStore
+
 __all__ = [
     "Execution",
     "NewTask",
+    "RedisTaskStore",
     "SqlTaskStore",
     "TaskMode",
     "TaskOptions",
@@ -33,3 +42,12 @@ __all__ = [
     "current_task",
     "task_routing_middleware",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import :class:`RedisTaskStore` on first access (it needs the ``mcp-approval[redis]`` extra)."""
+    if name == "RedisTaskStore":
+        from mcp_approval.tasks.redis_store import RedisTaskStore
+
+        return RedisTaskStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,6 +29,8 @@ from mcp_approval.protocol import (
     TASKS_EXTENSION,
 )
 
+__all__ = ["task_routing_middleware"]
+
 
 async def task_routing_middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
     """Enforce ``Mcp-Name`` on ``tasks/*`` and drop the legacy ``params.task`` of ``tools/call``."""

@@ -15,6 +15,20 @@ from mcp_approval.clock import iso8601
 from mcp_approval.protocol import RESULT_TYPE_COMPLETE, RESULT_TYPE_TASK
 from mcp_approval.tasks.states import TERMINAL, TaskStatus
 
+__all__ = [
+    "MAX_TASK_ID_LENGTH",
+    "TaskIdParams",
+    "TaskRecord",
+    "UpdateTaskParams",
+    "create_task_result",
+    "detailed_task",
+    "error_document",
+    "new_task_id",
+    "principal_digest",
+    "result_document",
+    "task_fields",
+]
+
 #: Task ids longer than this are rejected before any lookup.
 MAX_TASK_ID_LENGTH = 128
 

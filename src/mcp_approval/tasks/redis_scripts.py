@@ -30,6 +30,30 @@ from typing import Any, Final
 from mcp_approval.tasks.models import TaskRecord
 from mcp_approval.tasks.states import TaskStatus
 
+__all__ = [
+    "ADD_INPUT",
+    "CREATE",
+    "EXTEND_TTL",
+    "FAIL_LAPSED",
+    "HEARTBEAT",
+    "INT_FIELDS",
+    "JSON_FIELDS",
+    "PURGE",
+    "READ",
+    "SUBMIT_INPUT",
+    "TAKE_INPUT",
+    "TRANSITION",
+    "blank",
+    "decode_record",
+    "dumps",
+    "input_order",
+    "json_hash",
+    "opt",
+    "pairs",
+    "task_fields",
+    "text",
+]
+
 _COMMON = r"""
 local function opt(v)
   if v == '' then return nil end

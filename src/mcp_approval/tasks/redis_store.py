@@ -12,11 +12,16 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from redis.asyncio import Redis
-from redis.commands.core import AsyncScript
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ReadOnlyError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+try:
+    from redis.asyncio import Redis
+    from redis.commands.core import AsyncScript
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import ReadOnlyError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+except ModuleNotFoundError as exc:  # redis is an optional extra: say which one
+    raise ModuleNotFoundError(
+        f"RedisTaskStore needs the redis package ({exc}): pip install 'mcp-approval[redis]'", name=exc.name
+    ) from exc
 
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.storage import StoreUnavailableError
@@ -25,6 +30,8 @@ from mcp_approval.tasks.models import TaskRecord
 from mcp_approval.tasks.redis_scripts import blank, decode_record, dumps, json_hash, opt, task_fields, text
 from mcp_approval.tasks.states import ACTIVE, TERMINAL, TaskStatus, sources_of
 from mcp_approval.tasks.store import REDIS_URL_SCHEMES, NewTask, TaskLimitReachedError, TaskSignal
+
+__all__ = ["DEFAULT_PREFIX", "EXPIRY_MARGIN_MS", "RedisTaskStore"]
 
 #: The key prefix used when none is given.
 DEFAULT_PREFIX: Final = "mcp-approval:"

@@ -23,6 +23,8 @@ from mcp_approval.tasks.options import TaskOptions
 from mcp_approval.tasks.states import TaskStatus
 from mcp_approval.tasks.store import TaskStore
 
+__all__ = ["TaskRuntime", "new_worker_id"]
+
 logger = logging.getLogger("mcp_approval.tasks")
 
 _LOST_WORKER_MESSAGE = "The worker running this task stopped responding"

@@ -40,6 +40,16 @@ from mcp_approval.tasks.states import TaskStatus
 from mcp_approval.tasks.store import TaskStore
 from mcp_approval.tasks.store_url import store_from_url
 
+__all__ = [
+    "ANONYMOUS",
+    "LOCAL_PRINCIPAL",
+    "Caller",
+    "TaskHandler",
+    "TasksExtension",
+    "declares_tasks",
+    "default_principal",
+]
+
 logger = logging.getLogger("mcp_approval.tasks")
 
 _MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Final
 
+__all__ = ["ACTIVE", "TERMINAL", "TRANSITIONS", "TaskStatus", "can_transition", "sources_of"]
+
 
 class TaskStatus(StrEnum):
     """The five wire statuses of a task."""

@@ -14,6 +14,8 @@ from typing import Any, Protocol
 from mcp_approval.tasks.models import TaskRecord
 from mcp_approval.tasks.states import TaskStatus
 
+__all__ = ["NewTask", "TaskLimitReachedError", "TaskSignal", "TaskStore"]
+
 
 @dataclass(frozen=True)
 class NewTask:

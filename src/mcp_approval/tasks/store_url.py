@@ -6,6 +6,8 @@ from mcp_approval.clock import Clock
 from mcp_approval.tasks.sql_store import SqlTaskStore
 from mcp_approval.tasks.store import REDIS_URL_SCHEMES, TaskStore
 
+__all__ = ["REDIS_URL_SCHEMES", "is_redis_url", "store_from_url"]
+
 
 def is_redis_url(url: str) -> bool:
     """Whether ``url`` names a Redis store (``redis://`` or ``rediss://``)."""

@@ -15,6 +15,8 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
+__all__ = ["Ledger", "register"]
+
 
 class Ledger:
     """An append-only, fsynced record of executed operations."""

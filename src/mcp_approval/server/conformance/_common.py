@@ -7,6 +7,20 @@ from typing import Any
 import mcp_types as types
 from mcp.server.mcpserver import Context
 
+__all__ = [
+    "PNG_BASE64",
+    "WAV_BASE64",
+    "AnyContext",
+    "accepted_content",
+    "declares",
+    "elicit_request",
+    "form_schema",
+    "response_for",
+    "roots_request",
+    "sampling_request",
+    "text",
+]
+
 #: A 1x1 transparent PNG, the image every image fixture returns.
 PNG_BASE64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 #: A minimal WAV header with two bytes of silence, the audio every audio fixture returns.

@@ -12,6 +12,8 @@ from mcp_approval.server.conformance import catalog, content, diagnostics, legac
 from mcp_approval.server.conformance.events import MemoryEventStore
 from mcp_approval.tasks import TaskMode, TaskOptions, TasksExtension, task_routing_middleware
 
+__all__ = ["HOST", "build_conformance_server", "run_conformance_server"]
+
 SERVER_NAME = "mcp-approval-conformance"
 HOST = "127.0.0.1"
 MCP_PATH = "/mcp"

@@ -15,6 +15,8 @@ from mcp.server.mcpserver.prompts import Prompt
 
 from mcp_approval.server.conformance._common import PNG_BASE64, text
 
+__all__ = ["register"]
+
 logger = logging.getLogger(__name__)
 
 #: URIs subscribed through 2025-era ``resources/subscribe`` (the fixture only records them).

@@ -12,6 +12,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from mcp_approval.server.conformance._common import PNG_BASE64, WAV_BASE64, AnyContext, text
 
+__all__ = ["CONTENT_TOOLS", "register"]
+
 
 def _image() -> types.ImageContent:
     return types.ImageContent(type="image", data=PNG_BASE64, mime_type="image/png")

@@ -25,6 +25,8 @@ from mcp_approval.server.conformance._common import (
     sampling_request,
 )
 
+__all__ = ["DIAGNOSTIC_TOOLS", "json_schema_2020_12_tool", "register", "schema_tool"]
+
 JSON_SCHEMA_2020_12: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",

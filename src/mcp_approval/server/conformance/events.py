@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 from mcp_types import JSONRPCMessage
 
+__all__ = ["MemoryEventStore"]
+
 
 @dataclass(frozen=True)
 class _Event:

@@ -16,6 +16,8 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_approval.server.conformance._common import AnyContext, form_schema, text
 
+__all__ = ["LEGACY_TOOLS", "register"]
+
 _SEP1034_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {

@@ -26,6 +26,8 @@ from mcp_approval.server.conformance._common import (
     sampling_request,
 )
 
+__all__ = ["MRTR_TOOLS", "register"]
+
 _ASK_NAME = elicit_request("What is your name?", {"name": "string"})
 _ASK_CONFIRM = elicit_request("Please confirm", {"ok": "boolean"})
 

@@ -20,6 +20,8 @@ from mcp_approval.protocol import INTERNAL_ERROR
 from mcp_approval.server.conformance._common import AnyContext, accepted_content, elicit_request, form_schema
 from mcp_approval.tasks import TaskMode, current_task
 
+__all__ = ["TASK_MODES", "TASK_TOOLS", "failing_job", "greet", "protocol_error_job", "register"]
+
 #: How long the failing fixtures work before they fail; longer than any promotion threshold.
 FAILURE_DELAY_S = 1.0
 

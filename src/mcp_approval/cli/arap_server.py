@@ -19,12 +19,7 @@ import typer
 import uvicorn
 from sqlalchemy.engine import make_url
 
-<<<<<<< HEAD
-from mcp_approval.config import ConfigError
-from mcp_approval.policy.source import PolicyLoadError, TextSource
-=======
 __all__ = ["arap_server"]
->>>>>>> surface
 
 
 def arap_server(
@@ -42,7 +37,7 @@ def arap_server(
     """Serve the reference AuthZEN PDP, ARAP Access Request Service and reviewer API on one origin."""
     # Imported here so that `mcp-approval --help` and the other commands do not load the reference services.
     from mcp_approval.config import ConfigError
-    from mcp_approval.policy.source import PolicyLoadError
+    from mcp_approval.policy.source import PolicyLoadError, TextSource
     from mcp_approval.reference.config import load_arap_config
     from mcp_approval.reference.server import build_arap_server
     from mcp_approval.server.validation import check_requestable_templates

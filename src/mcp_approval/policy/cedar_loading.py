@@ -49,6 +49,7 @@ __all__ = [
     "ANNOTATION_REQUESTABLE",
     "PolicyInfo",
     "as_source",
+    "entity_items",
     "load_entities",
     "load_policies",
     "load_schema",
@@ -232,16 +233,12 @@ def _annotation_problem(effect: str, annotations: Mapping[str, str]) -> tuple[tu
 def load_entities(
     source: TextSource, schema: cedarpy.Schema | None
 ) -> tuple[dict[tuple[str, str], dict[str, Any]], cedarpy.Entities]:
-<<<<<<< HEAD
-    items = entity_items(source)
-=======
     """Parse the entities file: the stored entities by ``(type, id)`` and the Cedar ``Entities``.
 
     Raises:
         PolicyLoadError: naming the source and line of each problem.
     """
-    items = _entity_items(source)
->>>>>>> surface
+    items = entity_items(source)
     stored: dict[tuple[str, str], dict[str, Any]] = {}
     for line, entity in items:
         stored[_entity_key(source, line, entity)] = {

@@ -1,0 +1,1 @@
+"""Alembic revisions of this layer's tables, oldest first; each spells out its own DDL."""

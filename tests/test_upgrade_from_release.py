@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import Boolean, Connection, MetaData, func, inspect, select
+from sqlalchemy import Boolean, Connection, MetaData, func, inspect, select, text
 
 from mcp_approval.approval.schema import APPROVAL_MIGRATIONS
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
@@ -149,3 +149,39 @@ async def test_a_pending_approval_of_the_release_completes_after_the_upgrade(db_
         assert [(entry["to"], entry["amount"]) for entry in server.ledger()] == [("acct-upgrade", 26_000)]
     finally:
         server.kill()
+
+
+def _release_v1_tasks(conn: Connection) -> None:
+    """A database at the release's schema version 1: the tasks table before ``handler``/``meta_json``."""
+    ddl = (RELEASE / f"schema.{conn.dialect.name}.sql").read_text()
+    tasks_ddl = [part.strip() for part in ddl.split(";") if " tasks " in part or "TABLE tasks " in part]
+    for statement in tasks_ddl:
+        conn.exec_driver_sql("\n".join(line for line in statement.splitlines() if not _v2_column(line)))
+    conn.exec_driver_sql("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)")
+    conn.exec_driver_sql("INSERT INTO schema_version VALUES (1, 0)")
+    row = {key: value for key, value in FIXTURE["rows"]["tasks"][0].items() if key not in ("handler", "meta_json")}
+    names, binds = ", ".join(row), ", ".join(f":{key}" for key in row)
+    insert = text(f"INSERT INTO tasks ({names}) VALUES ({binds})")
+    conn.execute(insert, {**row, "cancel_requested": bool(row["cancel_requested"])})
+
+
+def _v2_column(line: str) -> bool:
+    return line.strip().startswith(("handler ", "meta_json "))
+
+
+async def test_a_database_at_release_version_1_gains_the_later_columns_and_tables(db_url: str) -> None:
+    database = open_database(db_url)
+    try:
+        await database.write(_release_v1_tasks)
+        found = await migrate(database, *DEPLOYMENT)
+        heads = await database.read(_heads)
+        counts = await database.read(_counts)
+        columns = await database.read(lambda conn: {c["name"] for c in inspect(conn).get_columns("tasks")})
+    finally:
+        await database.close()
+    assert found == {name: () for name in HEADS}
+    assert heads == {name: [revision] for name, revision in HEADS.items()}
+    # tasks stamped at tasks_0001 and upgraded (the row kept); the tables version 2 added, created.
+    assert {"handler", "meta_json"} <= columns
+    assert counts["tasks"] == 1
+    assert counts["approval_workflows"] == counts["approval_requests"] == counts["audit_events"] == 0

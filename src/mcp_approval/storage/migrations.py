@@ -27,14 +27,15 @@ import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic.operations import Operations
-from alembic.runtime.migration import MigrationContext, RevisionStep
-from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect, text
 
 from mcp_approval.storage.database import Database
+
+if TYPE_CHECKING:
+    from alembic.runtime.migration import MigrationContext, RevisionStep
+    from alembic.script import ScriptDirectory
 
 __all__ = ["LEGACY_VERSION_TABLE", "Migrations", "SchemaTooNewError", "migrate"]
 
@@ -93,6 +94,9 @@ class Migrations:
 
 @functools.cache
 def _script_directory(location: Path) -> ScriptDirectory:
+    # Alembic is imported when a database is first migrated, not with the package.
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory(str(location), version_locations=[str(location)])
 
 
@@ -129,6 +133,9 @@ def _legacy_version(conn: Connection) -> int | None:
 
 
 def _upgrade(conn: Connection, history: Migrations, release_version: int | None) -> tuple[str, ...]:
+    from alembic.operations import Operations
+    from alembic.runtime.migration import MigrationContext
+
     script = history.script()
     context = MigrationContext.configure(
         connection=conn,

@@ -41,11 +41,11 @@ from sqlalchemy import Connection, func, select, update  # noqa: E402
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir  # noqa: E402
 from tests.support.wire import Wire  # noqa: E402
 
+from mcp_approval.approval.schema import approval_workflows_table  # noqa: E402
 from mcp_approval.config import load_config  # noqa: E402
 from mcp_approval.server.local_backend import local_backend_from_config  # noqa: E402
 from mcp_approval.storage import open_database  # noqa: E402
 from mcp_approval.storage.database import Database  # noqa: E402
-from mcp_approval.storage.schema import approval_workflows_table  # noqa: E402
 
 _W = approval_workflows_table
 

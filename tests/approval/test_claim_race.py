@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, select
 
+from mcp_approval.approval.schema import APPROVAL_MIGRATIONS, approval_workflows_table
 from mcp_approval.approval.states import Disposition, IntentState, Phase
 from mcp_approval.approval.store import Admission, ApprovalStore, Intent, NewWorkflow, TaskOutcome
 from mcp_approval.storage import Database, StoreUnavailableError, migrate, open_database
-from mcp_approval.storage.schema import approval_workflows_table, tasks_table
+from mcp_approval.tasks.schema import TASKS_MIGRATIONS, tasks_table
 from mcp_approval.tasks.states import TaskStatus
 
 pytestmark = pytest.mark.anyio
@@ -163,7 +164,7 @@ def assert_no_errors(task_id: str, errors: list[str]) -> None:
 @pytest.fixture
 async def store(db_url: str) -> AsyncIterator[ApprovalStore]:
     database = open_database(db_url)
-    await migrate(database)
+    await migrate(database, TASKS_MIGRATIONS, APPROVAL_MIGRATIONS)
     try:
         yield ApprovalStore(database, result_retention_ms=60_000)
     finally:
@@ -261,7 +262,7 @@ async def test_claim_vs_claim(store: ApprovalStore) -> None:
 @pytest.mark.sep_check("sep-2848-single-atomic-claim")
 async def test_claim_vs_cancel_in_two_processes(postgres_url: str, tmp_path: Path) -> None:
     database = open_database(postgres_url)
-    await migrate(database)
+    await migrate(database, TASKS_MIGRATIONS, APPROVAL_MIGRATIONS)
     store = ApprovalStore(database, result_retention_ms=60_000)
     try:
         task_ids = await create_workflows(store, "proc", PROCESS_TASKS)

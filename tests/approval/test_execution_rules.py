@@ -10,8 +10,8 @@ import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 from sqlalchemy import update
 
+from mcp_approval.approval.schema import approval_workflows_table
 from mcp_approval.clock import ManualClock
-from mcp_approval.storage.schema import approval_workflows_table
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.support.polling import eventually
 from tests.support.wire import envelope

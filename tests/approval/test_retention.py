@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
+from mcp_approval.approval.schema import approval_intents_table, approval_workflows_table
 from mcp_approval.backends import ApprovalState, ApprovalStatus, ApprovalSubmission, StatusListener
 from mcp_approval.clock import ManualClock, iso8601
-from mcp_approval.storage.schema import approval_intents_table, approval_workflows_table
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.support.polling import eventually
 

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, precondition, rule
 
+from mcp_approval.approval.schema import APPROVAL_MIGRATIONS, approval_workflows_table
 from mcp_approval.approval.states import (
     IN_FLIGHT_INTENTS,
     INTENT_TRANSITIONS,
@@ -38,7 +39,7 @@ from mcp_approval.approval.states import (
 from mcp_approval.approval.store import Admission, ApprovalStore, Intent, NewWorkflow, Reschedule, TaskOutcome
 from mcp_approval.clock import ManualClock
 from mcp_approval.storage import migrate, open_database
-from mcp_approval.storage.schema import approval_workflows_table, tasks_table
+from mcp_approval.tasks.schema import TASKS_MIGRATIONS, tasks_table
 from mcp_approval.tasks.states import TERMINAL, TaskStatus
 
 T = TypeVar("T")
@@ -169,7 +170,7 @@ class WorkflowMachine(RuleBasedStateMachine):
         self.loop = asyncio.new_event_loop()
         self.clock = ManualClock()
         self.database = open_database(f"sqlite:///{Path(self.directory) / 'store.db'}")
-        self.run(migrate(self.database))
+        self.run(migrate(self.database, TASKS_MIGRATIONS, APPROVAL_MIGRATIONS))
         self.store = ApprovalStore(self.database, result_retention_ms=60_000, clock=self.clock)
         self.model: dict[str, Model] = {}
         self.executions: Counter[str] = Counter()

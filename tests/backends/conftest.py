@@ -9,10 +9,11 @@ import pytest
 
 from mcp_approval.backends.contract import ApprovalSubmission
 from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.backends.resolvers import AutoResolver
 from mcp_approval.clock import ManualClock
 from mcp_approval.config import TemplateSection
-from mcp_approval.storage import AuditLog, Database, migrate, open_database
+from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
 
 ROLES = {
     "alice": frozenset({"approver"}),
@@ -49,7 +50,7 @@ def submission(**fields: Any) -> ApprovalSubmission:
 @pytest.fixture
 async def database(db_url: str) -> AsyncIterator[Database]:
     db = open_database(db_url)
-    await migrate(db)
+    await migrate(db, AUDIT_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS)
     yield db
     await db.close()
 

@@ -11,10 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from mcp_approval.backends.contract import ApprovalStatus, ApprovalSubmission
+from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.cli.main import app
 from mcp_approval.config import load_config
 from mcp_approval.server.local_backend import local_backend_from_config
-from mcp_approval.storage import AuditLog, migrate, open_database
+from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, migrate, open_database
 from tests.backends.conftest import submission
 
 CONFIG = """
@@ -74,7 +75,7 @@ def seed(config_path: Path, db: str, *submissions: ApprovalSubmission) -> list[s
     async def run() -> list[str]:
         database = open_database(db)
         try:
-            await migrate(database)
+            await migrate(database, AUDIT_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS)
             backend = local_backend_from_config(load_config(config_path), database, with_resolvers=False)
             return [await backend.submit(secrets.token_urlsafe(32), s) for s in submissions]
         finally:

@@ -16,9 +16,10 @@ from starlette.applications import Starlette
 from mcp_approval.backends.console import console_routes
 from mcp_approval.backends.contract import ApprovalSubmission
 from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.clock import ManualClock
 from mcp_approval.config import TemplateSection
-from mcp_approval.storage import AuditLog, migrate, open_database
+from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, migrate, open_database
 from tests.support.polling import eventually
 
 ROLES = {
@@ -67,7 +68,7 @@ class Console:
 async def console(tmp_path: Path) -> AsyncIterator[Console]:
     """The console on a fresh SQLite database, with a manual clock."""
     database = open_database(f"sqlite:///{tmp_path / 'console.db'}")
-    await migrate(database)
+    await migrate(database, AUDIT_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS)
     clock = ManualClock()
     audit = AuditLog(database, clock)
     backend = LocalApprovalBackend(

@@ -189,33 +189,6 @@ def intent_row(intent: Intent, now: int) -> dict[str, Any]:
     }
 
 
-def task_row(new: NewWorkflow, now: int) -> dict[str, Any]:
-    waiting = bool(new.input_requests)
-    return {
-        "task_id": new.task_id,
-        "principal_digest": new.principal_digest,
-        "tool_name": new.tool_name,
-        "status": (TaskStatus.INPUT_REQUIRED if waiting else TaskStatus.WORKING).value,
-        "status_message": new.status_message,
-        "created_at": now,
-        "updated_at": now,
-        "ttl_ms": new.ttl_ms,
-        "expires_at": None if new.ttl_ms is None else now + new.ttl_ms,
-        "poll_interval_ms": new.poll_interval_ms,
-        "result_json": None,
-        "error_json": None,
-        "input_requests_json": dumps(new.input_requests or {}),
-        "input_responses_json": "{}",
-        "input_seq": len(new.input_requests or {}),
-        "cancel_requested": False,
-        "owner": None,
-        "lease_expires_at": None,
-        "version": 0,
-        "handler": APPROVAL_HANDLER,
-        "meta_json": dumps(new.meta),
-    }
-
-
 def workflow_row(new: NewWorkflow, now: int) -> dict[str, Any]:
     return {
         "task_id": new.task_id,

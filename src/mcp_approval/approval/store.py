@@ -3,7 +3,8 @@
 Each operation is one transaction. The claim (``pending → claimed``) and the fence (``pending →
 fenced``) are compare-and-sets on the same column, so cancellation, expiry and denial exclude
 execution whichever worker gets there first; each also writes the task row in the same
-transaction, so a task's wire status and its workflow never disagree.
+transaction, so a task's wire status and its workflow never disagree. The task row is written
+through the tasks layer's :class:`~mcp_approval.tasks.sql_store.TaskRows`, never directly.
 """
 
 from __future__ import annotations
@@ -22,41 +23,49 @@ from mcp_approval.approval.records import (
     Reschedule,
     TaskOutcome,
     Workflow,
-    dumps,
     intent_from_row,
     intent_row,
-    task_row,
     workflow_from_row,
     workflow_row,
 )
+from mcp_approval.approval.schema import approval_intents_table, approval_workflows_table
 from mcp_approval.approval.states import IntentState, Phase, intent_sources, phase_sources
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.storage import AuditLog, Database
-from mcp_approval.storage.schema import approval_intents_table, approval_workflows_table, tasks_table
-from mcp_approval.tasks.states import sources_of
+from mcp_approval.tasks.sql_store import TaskRows
+from mcp_approval.tasks.states import TaskStatus
+from mcp_approval.tasks.store import NewTask
 
 _W = approval_workflows_table
 _I = approval_intents_table
-_T = tasks_table
 
 
 class ApprovalStore:
     """The approval workflow tables, on the task store's database.
 
     Args:
-        database: the (migrated) database that also holds the tasks.
+        database: the database that also holds the tasks, migrated with
+            :data:`~mcp_approval.approval.schema.APPROVAL_MIGRATIONS`.
         result_retention_ms: how long a terminal approval task stays retrievable.
         clock: the source of time.
         audit: where each step is recorded, in the step's own transaction.
+        tasks: the task row operations each step runs in its own transaction.
     """
 
     def __init__(
-        self, database: Database, *, result_retention_ms: int, clock: Clock | None = None, audit: AuditLog | None = None
+        self,
+        database: Database,
+        *,
+        result_retention_ms: int,
+        clock: Clock | None = None,
+        audit: AuditLog | None = None,
+        tasks: TaskRows | None = None,
     ) -> None:
         self.database = database
         self.result_retention_ms = result_retention_ms
         self.clock = clock or SystemClock()
         self.audit = audit
+        self.tasks = tasks or TaskRows()
 
     def _event(self, conn: Connection, now: int, kind: str, task_id: str, **data: Any) -> None:
         """An audit event in the transaction of the step it records."""
@@ -143,7 +152,7 @@ class ApprovalStore:
             refused = sql.refusal(conn, draft, now, submissions_per_minute, max_pending, task_limits)
             if refused is not None:
                 return refused
-            conn.execute(sql.INSERT_TASK, task_row(new, now))
+            self.tasks.insert(conn, _new_task(new), now, input_requests=new.input_requests)
             conn.execute(sql.INSERT_WORKFLOW, {**workflow_row(new, now), "generation": 0})
             conn.execute(sql.INSERT_INTENT, intent_row(draft, now))
             self._event(conn, now, "approval.task_created", new.task_id, tool=new.tool_name, template=new.template)
@@ -162,7 +171,7 @@ class ApprovalStore:
         def create(conn: Connection) -> bool:
             if conn.execute(sql.BIND_INTENT, {"key": new.intent_key, "now": now}).rowcount != 1:
                 return False
-            conn.execute(sql.INSERT_TASK, task_row(new, now))
+            self.tasks.insert(conn, _new_task(new), now, input_requests=new.input_requests)
             conn.execute(sql.INSERT_WORKFLOW, workflow_row(new, now))
             self._event(conn, now, "approval.task_created", new.task_id, tool=new.tool_name, template=new.template)
             return True
@@ -223,7 +232,7 @@ class ApprovalStore:
 
     async def reschedule(self, item: Reschedule) -> bool:
         """Release the lease and set when to look again; optionally record moved deadlines."""
-        return await self.database.write(lambda conn: sql.reschedule_one(conn, item))
+        return await self.database.write(lambda conn: sql.reschedule_one(conn, item, self.tasks))
 
     async def reschedule_many(self, items: Sequence[Reschedule]) -> None:
         """:meth:`reschedule` for a resolver pass, in one transaction.
@@ -241,7 +250,7 @@ class ApprovalStore:
             if params:
                 conn.execute(sql.LOOK_AGAIN, params)
             for item in other:
-                sql.reschedule_one(conn, item)
+                sql.reschedule_one(conn, item, self.tasks)
 
         await self.database.write(write)
 
@@ -269,7 +278,7 @@ class ApprovalStore:
             )
             conn.execute(sql.INSERT_INTENT, intent_row(intent, now))
             if generation == 0:
-                conn.execute(update(_T).where(_T.c.task_id == task_id).values(input_responses_json="{}"))
+                self.tasks.take_input_responses(conn, task_id, now)
             self._event(conn, now, "approval.generation_chained", task_id, generation=generation + 1)
             return True
 
@@ -313,10 +322,8 @@ class ApprovalStore:
         )
 
         def write(conn: Connection) -> bool:
-            task = conn.execute(
-                select(_T.c.status, _T.c.cancel_requested).where(_T.c.task_id == task_id).with_for_update()
-            ).first()
-            if task is None or task.status not in sql.ACTIVE_TASK or task.cancel_requested:
+            task = self.tasks.lock(conn, task_id)
+            if task is None or task.terminal or task.cancel_requested:
                 return False
             claimed = conn.execute(
                 update(_W)
@@ -332,7 +339,7 @@ class ApprovalStore:
             )
             if claimed.rowcount != 1:
                 return False
-            sql.extend_ttl(conn, task_id, deadline + self.result_retention_ms)
+            self.tasks.retain_until(conn, task_id, deadline + self.result_retention_ms)
             self._event(conn, now, "approval.execution_claimed", task_id, generation=generation, worker=worker)
             return True
 
@@ -376,7 +383,7 @@ class ApprovalStore:
 
     async def purge_orphans(self) -> int:
         """Delete workflows and settled intents whose task row is gone (retention ended)."""
-        task_gone = ~exists().where(_T.c.task_id == _W.c.task_id)
+        task_gone = ~self.tasks.exists(_W.c.task_id)
         intent_settled = and_(_I.c.state.not_in(sql.UNSETTLED), ~exists().where(_W.c.task_id == _I.c.task_id))
 
         def purge(conn: Connection) -> int:
@@ -396,12 +403,11 @@ class ApprovalStore:
         guard = and_(_W.c.task_id == task_id, _W.c.phase.in_(sorted(p.value for p in phase_sources(phase))))
         if generation is not None:
             guard = and_(guard, _W.c.generation == generation)
-        task_guard = and_(_T.c.task_id == task_id, _T.c.status.in_(sorted(s.value for s in sources_of(outcome.status))))
 
         def write(conn: Connection) -> bool:
             # Task row first, as the claim does: one lock order, so a fence racing a claim on
             # PostgreSQL waits for it instead of deadlocking.
-            conn.execute(select(_T.c.task_id).where(_T.c.task_id == task_id).with_for_update())
+            self.tasks.lock(conn, task_id)
             moved = conn.execute(
                 update(_W)
                 .where(guard)
@@ -416,28 +422,39 @@ class ApprovalStore:
             )
             if moved.rowcount != 1:
                 return False
-            conn.execute(
-                update(_T)
-                .where(task_guard)
-                .values(
-                    status=outcome.status.value,
-                    status_message=outcome.status_message,
-                    result_json=None if outcome.result is None else dumps(outcome.result),
-                    error_json=None if outcome.error is None else dumps(outcome.error),
-                    input_requests_json="{}",
-                    input_responses_json="{}",
-                    owner=None,
-                    lease_expires_at=None,
-                    updated_at=now,
-                    version=_T.c.version + 1,
-                )
+            self.tasks.transition(
+                conn,
+                task_id,
+                outcome.status,
+                now,
+                status_message=outcome.status_message,
+                result=outcome.result,
+                error=outcome.error,
             )
-            sql.extend_ttl(conn, task_id, now + self.result_retention_ms)
+            self.tasks.retain_until(conn, task_id, now + self.result_retention_ms)
             kind = "approval.execution_finished" if phase is Phase.FINISHED else "approval.fenced"
             self._event(conn, now, kind, task_id, status=outcome.status.value, disposition=outcome.disposition)
             return True
 
         return await self.database.write(write)
+
+
+def _new_task(new: NewWorkflow) -> NewTask:
+    """The approval task's row: waiting for its inputs, else working; driven by the approval layer."""
+    status = TaskStatus.INPUT_REQUIRED if new.input_requests else TaskStatus.WORKING
+    return NewTask(
+        task_id=new.task_id,
+        principal_digest=new.principal_digest,
+        tool_name=new.tool_name,
+        ttl_ms=new.ttl_ms,
+        poll_interval_ms=new.poll_interval_ms,
+        owner=None,
+        lease_ms=None,
+        status=status,
+        status_message=new.status_message,
+        handler=APPROVAL_HANDLER,
+        meta=new.meta,
+    )
 
 
 __all__ = [

@@ -11,26 +11,35 @@ from typing import Any
 from sqlalchemy import Connection, and_, bindparam, func, select, update
 
 from mcp_approval.approval.records import Admission, Intent, Reschedule
+from mcp_approval.approval.schema import approval_intents_table, approval_workflows_table
 from mcp_approval.approval.states import IN_FLIGHT_INTENTS, UNSETTLED_INTENTS, IntentState, Phase, intent_sources
-from mcp_approval.storage.schema import approval_intents_table, approval_workflows_table, tasks_table
-from mcp_approval.tasks.sql_store import check_task_limits
-from mcp_approval.tasks.states import ACTIVE
+from mcp_approval.tasks.sql_store import TaskRows, check_task_limits
 from mcp_approval.tasks.store import TaskLimitReachedError
+
+__all__ = [
+    "BIND_INTENT",
+    "INSERT_INTENT",
+    "INSERT_WORKFLOW",
+    "IN_FLIGHT",
+    "LIVE_PHASES",
+    "LOOK_AGAIN",
+    "MOVE_INTENT",
+    "UNSETTLED",
+    "live_match",
+    "refusal",
+    "reschedule_one",
+]
 
 _W = approval_workflows_table
 _I = approval_intents_table
-_T = tasks_table
 #: Workflow phases in which a call is still live (a duplicate joins it).
 LIVE_PHASES = sorted(phase.value for phase in (Phase.PENDING, Phase.CLAIMED))
 #: Intent states of a submission whose task does not exist yet.
 IN_FLIGHT = sorted(state.value for state in IN_FLIGHT_INTENTS)
 #: Intent states reconciliation still has to settle.
 UNSETTLED = sorted(state.value for state in UNSETTLED_INTENTS)
-#: Task statuses that are not terminal.
-ACTIVE_TASK = sorted(status.value for status in ACTIVE)
 
 INSERT_INTENT = _I.insert()
-INSERT_TASK = _T.insert()
 INSERT_WORKFLOW = _W.insert()
 #: A live workflow for (``owner``, ``tool``, ``digest``).
 LIVE_WORKFLOW = (
@@ -126,7 +135,7 @@ def live_match(conn: Connection, principal_digest: str, tool: str, digest: str) 
     return None if row is None else str(row.task_id)
 
 
-def reschedule_one(conn: Connection, item: Reschedule) -> bool:
+def reschedule_one(conn: Connection, item: Reschedule, tasks: TaskRows) -> bool:
     """Move a pending workflow's next check (and the counters ``item`` sets); ``False`` if it moved on."""
     values: dict[str, Any] = {"next_check_at": item.next_check_at, "lease_owner": None, "lease_expires_at": None}
     for name in ("attempts", "request_deadline", "approval_expires_at"):
@@ -135,17 +144,5 @@ def reschedule_one(conn: Connection, item: Reschedule) -> bool:
     guard = and_(_W.c.task_id == item.task_id, _W.c.generation == item.generation, _W.c.phase == Phase.PENDING.value)
     moved = conn.execute(update(_W).where(guard).values(**values, version=_W.c.version + 1)).rowcount == 1
     if moved and item.min_ttl_end is not None:
-        extend_ttl(conn, item.task_id, item.min_ttl_end)
+        tasks.retain_until(conn, item.task_id, item.min_ttl_end)
     return moved
-
-
-def extend_ttl(conn: Connection, task_id: str, until_ms: int) -> None:
-    """Make the task's retention last at least until ``until_ms`` (never shortens it; null stays null)."""
-    row = conn.execute(select(_T.c.created_at, _T.c.ttl_ms).where(_T.c.task_id == task_id)).first()
-    if row is None or row.ttl_ms is None:
-        return
-    needed = until_ms - row.created_at
-    if needed > row.ttl_ms:
-        conn.execute(
-            update(_T).where(_T.c.task_id == task_id).values(ttl_ms=needed, expires_at=row.created_at + needed)
-        )

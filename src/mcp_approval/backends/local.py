@@ -46,12 +46,12 @@ from mcp_approval.backends.local_records import (
     record_from_rows,
     resulting_status,
 )
+from mcp_approval.backends.local_schema import approval_requests_table
 from mcp_approval.backends.resolvers import AutoResolver
 from mcp_approval.clock import Clock, SystemClock, iso8601
 from mcp_approval.config import TemplateSection
 from mcp_approval.storage.audit import AuditLog
 from mcp_approval.storage.database import Database
-from mcp_approval.storage.schema import approval_requests_table
 
 __all__ = [
     "AlreadyDecidedError",

@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import Connection, func, select, update
 
 from mcp_approval.backends.contract import ApprovalStatus, IdempotencyConflictError
+from mcp_approval.backends.local_schema import approval_decisions_table, approval_requests_table
 from mcp_approval.clock import iso8601
-from mcp_approval.storage.schema import approval_decisions_table, approval_requests_table
 
 __all__ = [
     "REDACTED",

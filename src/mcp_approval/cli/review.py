@@ -16,6 +16,7 @@ from rich.table import Table
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_records import ApprovalRecord, ReviewError
+from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.config import ConfigError, load_config
 from mcp_approval.server.local_backend import local_backend_from_config
 from mcp_approval.storage import Database, StoreUnavailableError, migrate, open_database
@@ -51,7 +52,7 @@ def _run(config_path: Path, db: str | None, operation: Callable[[LocalApprovalBa
     async def run() -> T:
         database = open_database(db or store_url)
         try:
-            await migrate(database)
+            await migrate(database, LOCAL_BACKEND_MIGRATIONS)
             return await operation(backend_of(database))
         finally:
             await database.close()

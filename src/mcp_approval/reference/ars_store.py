@@ -15,8 +15,13 @@ from typing import Any
 from sqlalchemy import Connection, delete, select, update
 from sqlalchemy.exc import IntegrityError
 
+from mcp_approval.reference.ars_schema import (
+    arap_approvals_table,
+    arap_evaluations_table,
+    arap_jti_table,
+    arap_tasks_table,
+)
 from mcp_approval.storage.database import Database
-from mcp_approval.storage.schema import arap_approvals_table, arap_evaluations_table, arap_jti_table, arap_tasks_table
 
 __all__ = ["ApprovalRecord", "ArapStore", "EvaluationRecord", "TaskRecord"]
 

@@ -29,6 +29,7 @@ from starlette.routing import BaseRoute
 
 from mcp_approval.backends.console import console_routes
 from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.backends.login_throttle import FailedLoginThrottle
 from mcp_approval.backends.resolvers import AutoResolver, resolvers_from_config
 from mcp_approval.backends.reviewer_api import reviewer_routes
@@ -39,12 +40,13 @@ from mcp_approval.reference.arap_callbacks import CallbackSender
 from mcp_approval.reference.arap_pdp import BindingPDP, IssuedApprovalVerifier
 from mcp_approval.reference.ars import AccessRequestService
 from mcp_approval.reference.ars_routes import JWKS_PATH, REQUESTS_PATH, ars_routes, jwks_route, token_authenticator
+from mcp_approval.reference.ars_schema import ARS_MIGRATIONS
 from mcp_approval.reference.ars_store import ArapStore
 from mcp_approval.reference.ars_submission import DenialChecker
 from mcp_approval.reference.config import ArapServerConfig
 from mcp_approval.reference.pdp_api import EchoRequestIdMiddleware, pdp_routes
 from mcp_approval.reference.signing import KeySet, load_key_set
-from mcp_approval.storage import AuditLog, Database, migrate, open_database
+from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
 
 __all__ = ["ArapServer", "build_arap_server", "check_base_url", "reviewer_backend"]
 
@@ -76,8 +78,12 @@ class ArapServer:
         return self.service.endpoint
 
     async def start(self) -> None:
-        """Migrate the store and start the backend (resolvers left pending by a previous process resume)."""
-        await migrate(self.database)
+        """Migrate the store and start the backend (resolvers left pending by a previous process resume).
+
+        The service's database holds the reviewer workflow (the local backend's tables), the audit
+        log and the ARS's own tables; no task or PEP-side approval tables.
+        """
+        await migrate(self.database, AUDIT_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS, ARS_MIGRATIONS)
         await self.backend.start(self.service.on_backend_change)
 
     async def stop(self) -> None:

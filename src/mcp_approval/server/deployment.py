@@ -27,12 +27,14 @@ from mcp_approval.approval import PolicyGate, PrincipalResolver
 from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.approval.callbacks import callback_route
 from mcp_approval.approval.options import ApprovalOptions
+from mcp_approval.approval.schema import APPROVAL_MIGRATIONS
 from mcp_approval.approval.service import APPROVAL_HANDLER, PrincipalCheck, ToolApproval, ToolApprovalExtension
 from mcp_approval.approval.tools import ServerTools
 from mcp_approval.backends import ApprovalBackend
 from mcp_approval.backends.arap import ArapBackend
 from mcp_approval.backends.console import console_routes
 from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.backends.login_throttle import FailedLoginThrottle
 from mcp_approval.backends.reviewer_api import reviewer_routes
 from mcp_approval.clock import Clock, SystemClock
@@ -43,7 +45,7 @@ from mcp_approval.server.arap_backend import arap_backend_from_config, pdp_from_
 from mcp_approval.server.auth import auth_from_config, reviewer_authenticator
 from mcp_approval.server.local_backend import local_backend_from_config
 from mcp_approval.server.validation import call_register, validate_deployment
-from mcp_approval.storage import AuditLog, open_database
+from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Migrations, migrate, open_database
 from mcp_approval.tasks import TaskOptions, TasksExtension, task_routing_middleware
 from mcp_approval.tasks.server import LOCAL_PRINCIPAL
 from mcp_approval.tasks.sql_store import SqlTaskStore
@@ -103,17 +105,21 @@ def build_deployment(
     pdp = pdp_from_config(config, clock=clock)
     mapper = ToolCallMapper()
     backend: ApprovalBackend
+    # The tables beside the tasks' that this deployment uses (an ARAP one has no local-backend tables).
+    histories: tuple[Migrations, ...] = (AUDIT_MIGRATIONS, APPROVAL_MIGRATIONS)
     if config.approval.backend == "arap":
         backend = arap_backend_from_config(config, pdp)
     else:
         backend = local_backend_from_config(config, database, clock=clock, audit=audit)
+        histories += (LOCAL_BACKEND_MIGRATIONS,)
     # The approval layer needs the server (to run tools) and the server's lifespan needs it: the
     # lifespan looks it up here once both exist.
     holder: dict[str, ToolApproval] = {}
 
     @asynccontextmanager
     async def lifespan(_server: object) -> AsyncIterator[dict[str, Any]]:
-        async with tasks.lifespan(_server):
+        async with tasks.lifespan(_server):  # opens the task store, which migrates the tasks table
+            await migrate(database, *histories)
             await holder["approval"].start()
             try:
                 yield {}

@@ -1,11 +1,12 @@
-"""Storage: databases, the schema and its versioned migrations.
+"""Storage: databases, transactions, the migration runner, and the audit log.
 
-One SQLAlchemy Core schema serves SQLite (the default, a file database in WAL mode) and
-PostgreSQL. Higher layers own the meaning of the rows; this layer owns how they are kept and
-how a transaction runs (:class:`Database`).
+One SQLAlchemy Core calling convention serves SQLite (the default, a file database in WAL mode)
+and PostgreSQL. Higher layers own their tables and the meaning of their rows; this layer owns
+how a transaction runs (:class:`Database`) and how each layer's migration history is applied
+(:func:`migrate`).
 """
 
-from mcp_approval.storage.audit import AuditEvent, AuditLog
+from mcp_approval.storage.audit import AUDIT_MIGRATIONS, AuditEvent, AuditLog
 from mcp_approval.storage.database import (
     Database,
     PostgresDatabase,
@@ -14,20 +15,19 @@ from mcp_approval.storage.database import (
     normalize_url,
     open_database,
 )
-from mcp_approval.storage.migrations import SCHEMA_VERSION, migrate
-from mcp_approval.storage.schema import metadata, tasks_table
+from mcp_approval.storage.migrations import Migrations, SchemaTooNewError, migrate
 
 __all__ = [
-    "SCHEMA_VERSION",
+    "AUDIT_MIGRATIONS",
     "AuditEvent",
     "AuditLog",
     "Database",
+    "Migrations",
     "PostgresDatabase",
+    "SchemaTooNewError",
     "SqliteDatabase",
     "StoreUnavailableError",
-    "metadata",
     "migrate",
     "normalize_url",
     "open_database",
-    "tasks_table",
 ]

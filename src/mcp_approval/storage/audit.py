@@ -1,5 +1,8 @@
 """An append-only audit log of approval events, kept in the ``audit_events`` table.
 
+The audit log belongs to the storage layer (every layer above records into it); its table has
+its own migration history (:data:`AUDIT_MIGRATIONS`, revisions in ``audit_schema_versions/``).
+
 Events are only ever inserted. :meth:`AuditLog.record_in` writes inside a transaction the
 caller already holds, so a state change and the event describing it commit (or roll back)
 together; :meth:`AuditLog.record` is the stand-alone form.
@@ -10,13 +13,35 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import BigInteger, Column, Connection, Index, Integer, MetaData, String, Table, Text, select
 
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.storage.database import Database
-from mcp_approval.storage.schema import audit_events_table
+from mcp_approval.storage.migrations import Migrations
+
+__all__ = ["AUDIT_MIGRATIONS", "AuditEvent", "AuditLog", "audit_events_table"]
+
+#: The audit table's history; release schema version 2 created it.
+AUDIT_MIGRATIONS = Migrations("audit", Path(__file__).with_name("audit_schema_versions"), legacy=((2, "audit_0001"),))
+
+_metadata = MetaData()
+
+audit_events_table = Table(
+    "audit_events",
+    _metadata,
+    Column("event_id", Integer, primary_key=True, autoincrement=True),
+    Column("at", BigInteger, nullable=False),
+    Column("kind", String(64), nullable=False),
+    # The approval request or task the event is about.
+    Column("subject", String(128), nullable=True),
+    Column("actor", String(256), nullable=True),
+    Column("data_json", Text, nullable=False, default="{}"),
+)
+
+Index("ix_audit_events_subject", audit_events_table.c.subject, audit_events_table.c.event_id)
 
 _A = audit_events_table
 
@@ -46,7 +71,7 @@ class AuditLog:
     """Appends audit events to a database and reads them back.
 
     Args:
-        database: a migrated database.
+        database: a database migrated with :data:`AUDIT_MIGRATIONS`.
         clock: the source of event times for :meth:`record`.
     """
 

@@ -1,100 +1,161 @@
-"""An explicit, versioned migration scheme.
+"""Versioned schema migrations: each layer's tables are one Alembic history, applied programmatically.
 
-Each migration is a numbered function that moves the schema from ``n - 1`` to ``n``. The
-applied version lives in ``schema_version``. Migrating runs in one write transaction that holds
-a database-wide lock (an advisory lock on PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite), so several
-workers starting together apply each step exactly once.
+Every layer that keeps rows owns its tables and their history (:class:`Migrations`): the tasks
+layer (``tasks``), the approval layer (``approval_workflows``, ``approval_intents``), the local
+approval backend (``approval_requests``, ``approval_decisions``), the audit log (``audit_events``)
+and the reference Access Request Service (``arap_*``). A history is a folder of Alembic revision
+files shipped inside the package, next to the module that declares the tables; each revision
+spells out its DDL (``op.create_table`` with every column), so a column added later never
+changes an earlier step. Each history records its position in its own version table
+(``alembic_version_<name>``): histories are independent, and a database holds the tables of the
+components that were opened on it and nothing else.
+
+:func:`migrate` brings the histories it is given to their heads in one write transaction that
+holds a database-wide lock (an advisory lock on PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite), so
+several workers starting together apply each step exactly once. No ``alembic.ini`` or ``env.py``
+is involved: the runner configures Alembic's migration context on the transaction's connection.
+
+Databases created before the histories existed carry a ``schema_version`` table (versions 1 to
+3). A history with no version table yet on such a database is first stamped at the revision that
+release version corresponds to (:attr:`Migrations.legacy`), then upgraded; ``schema_version`` is
+kept, read-only, so a history opened later on the same database is recognised the same way.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Index, MetaData, Table, func, select, text
+from sqlalchemy import Connection, inspect, text
 
 from mcp_approval.storage.database import Database
-from mcp_approval.storage.schema import (
-    approval_decisions_table,
-    approval_intents_table,
-    approval_requests_table,
-    approval_workflows_table,
-    arap_approvals_table,
-    arap_evaluations_table,
-    arap_jti_table,
-    arap_tasks_table,
-    audit_events_table,
-    schema_version_table,
-    tasks_table,
-)
 
-Migration = Callable[[Connection], None]
+if TYPE_CHECKING:
+    from alembic.runtime.migration import MigrationContext, RevisionStep
+    from alembic.script import ScriptDirectory
 
-# An arbitrary constant naming this project's migration lock on PostgreSQL.
+__all__ = ["LEGACY_VERSION_TABLE", "Migrations", "SchemaTooNewError", "migrate"]
+
+#: The single version table of the releases before per-layer histories (versions 1 to 3).
+LEGACY_VERSION_TABLE = "schema_version"
+#: The newest version that table ever held.
+_LAST_LEGACY_VERSION = 3
+
+# An arbitrary constant naming this project's migration lock on PostgreSQL (the releases before
+# per-layer histories took the same one, so an old and a new worker never migrate at once).
 _PG_MIGRATION_LOCK = 0x6D6370_61707072
 
 
-#: Columns added to ``tasks`` by version 2; version 1 creates the table without them.
-_TASKS_V2_COLUMNS = ("handler", "meta_json")
+class SchemaTooNewError(RuntimeError):
+    """The database was migrated by a newer mcp-approval than this one (a downgrade is never applied)."""
 
 
-def _as_created_by_v1(table: Table) -> Table:
-    """``table`` as version 1 created it: without the columns later versions add."""
-    copy = Table(table.name, MetaData(), *(c._copy() for c in table.columns if c.name not in _TASKS_V2_COLUMNS))
-    for index in table.indexes:
-        Index(index.name, *(copy.c[column.name] for column in index.columns), unique=index.unique)
-    return copy
+@dataclass(frozen=True)
+class Migrations:
+    """One layer's tables as a versioned history of Alembic revisions.
+
+    Attributes:
+        name: the history's name; its version table is ``alembic_version_<name>``.
+        location: the folder of revision files (shipped inside the package).
+        legacy: for databases made before per-layer histories: ``(release version, revision)``
+            pairs, ascending; a database whose ``schema_version`` reached that release version
+            already has this history's tables as of that revision. Empty when no release
+            created them.
+    """
+
+    name: str
+    location: Path
+    legacy: tuple[tuple[int, str], ...] = ()
+
+    @property
+    def version_table(self) -> str:
+        """Where this history's current revision is recorded."""
+        return f"alembic_version_{self.name}"
+
+    def legacy_revision(self, release_version: int) -> str | None:
+        """The revision a database at ``release_version`` of the old single history is at."""
+        found: str | None = None
+        for since, revision in self.legacy:
+            if release_version >= since:
+                found = revision
+        return found
+
+    def script(self) -> ScriptDirectory:
+        """The revision files (read once per process)."""
+        return _script_directory(self.location)
+
+    def revisions(self) -> frozenset[str]:
+        """Every revision this code ships for the history."""
+        return frozenset(script.revision for script in self.script().walk_revisions())
 
 
-def _v1_tasks(conn: Connection) -> None:
-    _as_created_by_v1(tasks_table).create(conn)  # with its indexes
+@functools.cache
+def _script_directory(location: Path) -> ScriptDirectory:
+    # Alembic is imported when a database is first migrated, not with the package.
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory(str(location), version_locations=[str(location)])
 
 
-def _v2_tool_approval(conn: Connection) -> None:
-    # Which component drives a task no in-process execution runs, and the _meta it repeats.
-    conn.execute(text("ALTER TABLE tasks ADD COLUMN handler VARCHAR(32)"))
-    conn.execute(text("ALTER TABLE tasks ADD COLUMN meta_json TEXT"))
-    for table in (
-        approval_workflows_table,
-        approval_intents_table,
-        approval_requests_table,
-        approval_decisions_table,
-        audit_events_table,
-    ):
-        table.create(conn)
-
-
-def _v3_arap_service(conn: Connection) -> None:
-    # The reference ARAP Access Request Service's own state (mcp_approval.reference).
-    for table in (arap_evaluations_table, arap_tasks_table, arap_approvals_table, arap_jti_table):
-        table.create(conn)
-
-
-MIGRATIONS: tuple[Migration, ...] = (_v1_tasks, _v2_tool_approval, _v3_arap_service)
-#: The schema version this code expects.
-SCHEMA_VERSION = len(MIGRATIONS)
-
-
-async def migrate(database: Database) -> int:
-    """Bring the database to :data:`SCHEMA_VERSION` and return the version found before.
+async def migrate(database: Database, *histories: Migrations) -> dict[str, tuple[str, ...]]:
+    """Bring each of ``histories`` to its head; return the revisions each was at before.
 
     Raises:
-        RuntimeError: if the database is newer than this code (a downgrade is never applied).
+        SchemaTooNewError: a history is at a revision this code does not know (a newer release
+            migrated the database); nothing is changed.
+        TypeError: no history was given.
     """
-    return await database.write(_apply_pending)
+    if not histories:
+        raise TypeError("migrate() needs the histories of the tables to create (e.g. TASKS_MIGRATIONS)")
+    return await database.write(lambda conn: _apply(conn, histories))
 
 
-def _apply_pending(conn: Connection) -> int:
+def _apply(conn: Connection, histories: tuple[Migrations, ...]) -> dict[str, tuple[str, ...]]:
     if conn.dialect.name == "postgresql":
         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
-    schema_version_table.create(conn, checkfirst=True)
-    current = int(conn.execute(select(func.coalesce(func.max(schema_version_table.c.version), 0))).scalar_one())
-    if current > SCHEMA_VERSION:
-        raise RuntimeError(
-            f"database schema version {current} is newer than this mcp-approval ({SCHEMA_VERSION}); "
-            "upgrade mcp-approval instead"
+    release_version = _legacy_version(conn)
+    return {history.name: _upgrade(conn, history, release_version) for history in histories}
+
+
+def _legacy_version(conn: Connection) -> int | None:
+    """The old single history's version, or ``None`` on a database that never had it."""
+    if not inspect(conn).has_table(LEGACY_VERSION_TABLE):
+        return None
+    version = conn.execute(text(f"SELECT MAX(version) FROM {LEGACY_VERSION_TABLE}")).scalar_one()  # noqa: S608
+    if version is not None and int(version) > _LAST_LEGACY_VERSION:
+        raise SchemaTooNewError(
+            f"database {LEGACY_VERSION_TABLE} is {version}, newer than any release this mcp-approval knows"
         )
-    for version in range(current + 1, SCHEMA_VERSION + 1):
-        MIGRATIONS[version - 1](conn)
-        conn.execute(schema_version_table.insert().values(version=version, applied_at=time.time_ns() // 1_000_000))
-    return current
+    return None if version is None else int(version)
+
+
+def _upgrade(conn: Connection, history: Migrations, release_version: int | None) -> tuple[str, ...]:
+    from alembic.operations import Operations
+    from alembic.runtime.migration import MigrationContext
+
+    script = history.script()
+    context = MigrationContext.configure(
+        connection=conn,
+        opts={"version_table": history.version_table, "fn": functools.partial(_steps_to_head, script)},
+    )
+    before = context.get_current_heads()
+    unknown = [revision for revision in before if revision not in history.revisions()]
+    if unknown:
+        raise SchemaTooNewError(
+            f"the database's {history.name!r} tables are at revision {', '.join(unknown)}, which this "
+            "mcp-approval does not know: a newer release migrated it; upgrade mcp-approval instead"
+        )
+    if not before and release_version is not None:
+        stamped = history.legacy_revision(release_version)
+        if stamped is not None:
+            context.stamp(script, stamped)
+    with Operations.context(context):
+        context.run_migrations()
+    return before
+
+
+def _steps_to_head(script: ScriptDirectory, heads: Any, _context: MigrationContext) -> Iterator[RevisionStep]:
+    return iter(script._upgrade_revs("heads", heads))

@@ -5,6 +5,11 @@ Each operation is a synchronous function of a connection, run as one transaction
 changes are conditional UPDATEs guarded by the state table; read-modify-write operations lock
 the row first (``SELECT ... FOR UPDATE`` on PostgreSQL, the ``BEGIN IMMEDIATE`` write lock on
 SQLite).
+
+:class:`TaskRows` is the same set of row operations for a transaction the caller holds: a layer
+that keeps its own rows beside a task (the approval workflow) creates, locks and finishes the
+task through it, so its rows and the task row commit together while this module stays the only
+writer of the ``tasks`` table.
 """
 
 from __future__ import annotations
@@ -13,13 +18,30 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Update, and_, bindparam, case, delete, func, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Exists,
+    Update,
+    and_,
+    bindparam,
+    case,
+    delete,
+    exists,
+    func,
+    or_,
+    select,
+    update,
+)
 
 from mcp_approval.clock import Clock, SystemClock
-from mcp_approval.storage import Database, migrate, normalize_url, open_database, tasks_table
+from mcp_approval.storage import Database, migrate, normalize_url, open_database
 from mcp_approval.tasks.models import TaskRecord
+from mcp_approval.tasks.schema import TASKS_MIGRATIONS, tasks_table
 from mcp_approval.tasks.states import ACTIVE, TERMINAL, TaskStatus, sources_of
 from mcp_approval.tasks.store import NewTask, TaskLimitReachedError, TaskSignal
+
+__all__ = ["SqlTaskStore", "TaskRows", "check_task_limits"]
 
 _T = tasks_table
 _ACTIVE_VALUES = sorted(status.value for status in ACTIVE)
@@ -99,6 +121,113 @@ def _fetch(conn: Connection, task_id: str, *, lock: bool = False) -> TaskRecord 
     return None if row is None else _record(dict(row._mapping))
 
 
+class TaskRows:
+    """The task row operations, run inside a transaction the caller holds.
+
+    Each method takes the caller's open connection and never commits: what it writes commits or
+    rolls back with the caller's other writes. Times are the caller's (epoch ms), so one step of
+    the caller stamps all its rows alike. :class:`SqlTaskStore` runs its own operations through
+    these same methods.
+    """
+
+    def insert(
+        self,
+        conn: Connection,
+        task: NewTask,
+        now_ms: int,
+        *,
+        input_requests: Mapping[str, Mapping[str, Any]] | None = None,
+        limits: tuple[int | None, int | None] = (None, None),
+    ) -> TaskRecord:
+        """Insert ``task``; ``input_requests`` are outstanding from the start (under their own keys).
+
+        ``limits`` are ``(max_active, max_active_per_principal)``, counted in this transaction.
+
+        Raises:
+            TaskLimitReachedError: an unfinished task would exceed a limit (nothing is written).
+        """
+        values = _new_row(task, now_ms, input_requests or {})
+        if task.status not in TERMINAL and limits != (None, None):
+            check_task_limits(conn, task.principal_digest, *limits)
+        conn.execute(_INSERT, values)
+        return _record(values)
+
+    def lock(self, conn: Connection, task_id: str) -> TaskRecord | None:
+        """Read the task and hold its row lock until the caller's transaction ends."""
+        return _fetch(conn, task_id, lock=True)
+
+    def transition(
+        self,
+        conn: Connection,
+        task_id: str,
+        target: TaskStatus,
+        now_ms: int,
+        *,
+        status_message: str | None = None,
+        result: Mapping[str, Any] | None = None,
+        error: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Compare-and-set the status against the state table; ``False`` if it may not move there.
+
+        A terminal ``target`` also records the result or error and clears inputs and lease.
+        """
+        params = {"b_task_id": task_id, "b_message": status_message, "b_now": now_ms}
+        if target in TERMINAL:
+            params["b_result"] = None if result is None else _dumps(result)
+            params["b_error"] = None if error is None else _dumps(error)
+        return bool(conn.execute(_TRANSITIONS[target], params).rowcount == 1)
+
+    def take_input_responses(self, conn: Connection, task_id: str, now_ms: int) -> dict[str, Any]:
+        """Remove and return the recorded answers to the task's input requests."""
+        record = _fetch(conn, task_id, lock=True)
+        if record is None or not record.input_responses:
+            return {}
+        _rewrite(conn, record, now_ms, input_responses_json="{}")
+        return dict(record.input_responses)
+
+    def retain_until(self, conn: Connection, task_id: str, until_ms: int) -> None:
+        """Make the task's retention last at least until ``until_ms`` (never shorter; unlimited stays so)."""
+        row = conn.execute(select(_T.c.created_at, _T.c.ttl_ms).where(_T.c.task_id == task_id)).first()
+        if row is None or row.ttl_ms is None:
+            return
+        needed = until_ms - row.created_at
+        if needed > row.ttl_ms:
+            conn.execute(
+                update(_T).where(_T.c.task_id == task_id).values(ttl_ms=needed, expires_at=row.created_at + needed)
+            )
+
+    def exists(self, task_id: ColumnElement[Any]) -> Exists:
+        """A clause true while a task row with id ``task_id`` (a column of the caller's query) exists."""
+        return exists().where(_T.c.task_id == task_id)
+
+
+def _new_row(task: NewTask, now: int, input_requests: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    terminal = task.status in TERMINAL
+    return {
+        "task_id": task.task_id,
+        "principal_digest": task.principal_digest,
+        "tool_name": task.tool_name,
+        "status": task.status.value,
+        "status_message": task.status_message,
+        "created_at": now,
+        "updated_at": now,
+        "ttl_ms": task.ttl_ms,
+        "expires_at": None if task.ttl_ms is None else now + task.ttl_ms,
+        "poll_interval_ms": task.poll_interval_ms,
+        "result_json": None if task.result is None else _dumps(task.result),
+        "error_json": None if task.error is None else _dumps(task.error),
+        "input_requests_json": _dumps({key: dict(request) for key, request in input_requests.items()}),
+        "input_responses_json": "{}",
+        "input_seq": len(input_requests),
+        "cancel_requested": False,
+        "owner": None if terminal else task.owner,
+        "lease_expires_at": None if terminal or task.lease_ms is None else now + task.lease_ms,
+        "version": 0,
+        "handler": task.handler,
+        "meta_json": None if task.meta is None else _dumps(task.meta),
+    }
+
+
 class SqlTaskStore:
     """A durable task store on SQLite or PostgreSQL.
 
@@ -108,6 +237,9 @@ class SqlTaskStore:
         clock: the source of time for timestamps, leases and expiry.
         database: an already opened database for ``url`` to use instead of opening one.
     """
+
+    #: The row operations, also for a transaction another layer holds (see :class:`TaskRows`).
+    rows = TaskRows()
 
     def __init__(self, url: str = "sqlite://", *, clock: Clock | None = None, database: Database | None = None) -> None:
         normalize_url(url)  # a bad URL fails here, naming its scheme, not at the first request
@@ -125,10 +257,10 @@ class SqlTaskStore:
         return self._db
 
     async def open(self) -> None:
-        """Connect and migrate the schema."""
+        """Connect and migrate the tasks table (:data:`~mcp_approval.tasks.schema.TASKS_MIGRATIONS`)."""
         if self._db is None:
             self._db = open_database(self.url)
-        await migrate(self._db)
+        await migrate(self._db, TASKS_MIGRATIONS)
 
     async def close(self) -> None:
         """Release connections."""
@@ -141,38 +273,8 @@ class SqlTaskStore:
     ) -> TaskRecord:
         """Insert a task and commit it; the limits count unfinished tasks (checked in the same transaction)."""
         now = self._clock.now_ms()
-        terminal = task.status in TERMINAL
-        values: dict[str, Any] = {
-            "task_id": task.task_id,
-            "principal_digest": task.principal_digest,
-            "tool_name": task.tool_name,
-            "status": task.status.value,
-            "status_message": task.status_message,
-            "created_at": now,
-            "updated_at": now,
-            "ttl_ms": task.ttl_ms,
-            "expires_at": None if task.ttl_ms is None else now + task.ttl_ms,
-            "poll_interval_ms": task.poll_interval_ms,
-            "result_json": None if task.result is None else _dumps(task.result),
-            "error_json": None if task.error is None else _dumps(task.error),
-            "input_requests_json": "{}",
-            "input_responses_json": "{}",
-            "input_seq": 0,
-            "cancel_requested": False,
-            "owner": None if terminal else task.owner,
-            "lease_expires_at": None if terminal or task.lease_ms is None else now + task.lease_ms,
-            "version": 0,
-            "handler": task.handler,
-            "meta_json": None if task.meta is None else _dumps(task.meta),
-        }
-
-        def insert(conn: Connection) -> None:
-            if not terminal and (max_active is not None or max_active_per_principal is not None):
-                check_task_limits(conn, task.principal_digest, max_active, max_active_per_principal)
-            conn.execute(_INSERT, values)
-
-        await self.database.write(insert)
-        return _record(values)
+        limits = (max_active, max_active_per_principal)
+        return await self.database.write(lambda conn: self.rows.insert(conn, task, now, limits=limits))
 
     async def get(self, task_id: str) -> TaskRecord | None:
         """Read one task."""
@@ -188,17 +290,12 @@ class SqlTaskStore:
         error: dict[str, Any] | None = None,
     ) -> bool:
         """Compare-and-set the status against the state table."""
-        params = {
-            "b_task_id": task_id,
-            "b_message": status_message,
-            "b_now": self._clock.now_ms(),
-            "b_result": None if result is None else _dumps(result),
-            "b_error": None if error is None else _dumps(error),
-        }
-        if target not in TERMINAL:
-            del params["b_result"], params["b_error"]
-        statement = _TRANSITIONS[target]
-        return await self.database.write(lambda conn: conn.execute(statement, params).rowcount == 1)
+        now = self._clock.now_ms()
+        return await self.database.write(
+            lambda conn: self.rows.transition(
+                conn, task_id, target, now, status_message=status_message, result=result, error=error
+            )
+        )
 
     async def add_input_requests(self, task_id: str, requests: Sequence[Mapping[str, Any]]) -> list[str] | None:
         """Issue requests under fresh keys ``in-<n>`` and move to ``input_required``."""
@@ -254,15 +351,7 @@ class SqlTaskStore:
     async def take_input_responses(self, task_id: str) -> dict[str, Any]:
         """Remove and return recorded answers."""
         now = self._clock.now_ms()
-
-        def take(conn: Connection) -> dict[str, Any]:
-            record = _fetch(conn, task_id, lock=True)
-            if record is None or not record.input_responses:
-                return {}
-            _rewrite(conn, record, now, input_responses_json="{}")
-            return dict(record.input_responses)
-
-        return await self.database.write(take)
+        return await self.database.write(lambda conn: self.rows.take_input_responses(conn, task_id, now))
 
     async def request_cancel(self, task_id: str) -> TaskRecord | None:
         """Flag a non-terminal task for cancellation."""

@@ -1,0 +1,54 @@
+"""The local approval backend's tables (requests, decisions) and their migration history.
+
+The revisions live in ``local_schema_versions/``; the table objects here describe the head
+revision. A deployment whose backend is ARAP never creates these tables.
+"""
+
+from pathlib import Path
+
+from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Table, Text
+
+from mcp_approval.storage.migrations import Migrations
+
+__all__ = ["LOCAL_BACKEND_MIGRATIONS", "approval_decisions_table", "approval_requests_table", "metadata"]
+
+#: The local backend's history; release schema version 2 created its tables.
+LOCAL_BACKEND_MIGRATIONS = Migrations(
+    "local_backend", Path(__file__).with_name("local_schema_versions"), legacy=((2, "local_0001"),)
+)
+
+metadata = MetaData()
+
+approval_requests_table = Table(
+    "approval_requests",
+    metadata,
+    # The local backend's durable handle.
+    Column("request_id", String(64), primary_key=True),
+    Column("idempotency_key", String(64), nullable=False, unique=True),
+    # SHA-256 of the canonical submission body: a repeat with another body is a conflict.
+    Column("body_digest", String(64), nullable=False),
+    Column("body_json", Text, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("tool_name", String(256), nullable=False),
+    Column("requester", String(256), nullable=False),
+    Column("template", String(256), nullable=True),
+    Column("approvals_required", Integer, nullable=False, default=1),
+    Column("created_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=True),
+    Column("approved_until", BigInteger, nullable=True),
+    Column("decided_at", BigInteger, nullable=True),
+    Column("updated_at", BigInteger, nullable=False),
+    Column("version", Integer, nullable=False, default=0),
+)
+
+Index("ix_approval_requests_status", approval_requests_table.c.status, approval_requests_table.c.created_at)
+
+approval_decisions_table = Table(
+    "approval_decisions",
+    metadata,
+    Column("request_id", String(64), primary_key=True),
+    Column("reviewer", String(256), primary_key=True),
+    Column("decision", String(16), nullable=False),
+    Column("comment", Text, nullable=True),
+    Column("decided_at", BigInteger, nullable=False),
+)

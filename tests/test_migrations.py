@@ -1,0 +1,145 @@
+"""Each layer's migration history: head DDL matches the tables the code queries, a database holds
+only the tables of what uses it, and a database migrated by a newer release is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection, MetaData, create_engine, inspect
+
+from mcp_approval.approval.schema import APPROVAL_MIGRATIONS
+from mcp_approval.approval.schema import metadata as approval_metadata
+from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
+from mcp_approval.backends.local_schema import metadata as local_metadata
+from mcp_approval.reference.ars_schema import ARS_MIGRATIONS
+from mcp_approval.reference.ars_schema import metadata as ars_metadata
+from mcp_approval.storage import AUDIT_MIGRATIONS, SchemaTooNewError, migrate, open_database
+from mcp_approval.storage.audit import audit_events_table
+from mcp_approval.tasks.schema import TASKS_MIGRATIONS
+from mcp_approval.tasks.schema import metadata as tasks_metadata
+from tests.support.arap import arap_deployment
+from tests.support.treasury import TreasuryServer, deployment_dir
+
+pytestmark = pytest.mark.anyio
+
+ALL = (TASKS_MIGRATIONS, AUDIT_MIGRATIONS, APPROVAL_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS, ARS_MIGRATIONS)
+VERSION_TABLES = {history.version_table for history in ALL}
+
+
+def _declared() -> MetaData:
+    """Every table the code queries, as declared beside its layer's history."""
+    combined = MetaData()
+    for metadata in (tasks_metadata, approval_metadata, local_metadata, ars_metadata, audit_events_table.metadata):
+        for table in metadata.tables.values():
+            table.to_metadata(combined)
+    return combined
+
+
+def _drift(conn: Connection) -> list[object]:
+    context = MigrationContext.configure(conn, opts={"compare_type": True})
+    declared = _declared()
+    return [diff for diff in compare_metadata(context, declared) if not _is_version_table(diff)]
+
+
+def _is_version_table(diff: object) -> bool:
+    return isinstance(diff, tuple) and diff[0] == "remove_table" and diff[1].name in VERSION_TABLES
+
+
+async def test_the_head_revisions_create_exactly_the_tables_the_code_declares(db_url: str) -> None:
+    database = open_database(db_url)
+    try:
+        await migrate(database, *ALL)
+        drift = await database.read(_drift)
+    finally:
+        await database.close()
+    assert drift == []
+
+
+async def test_migrating_again_changes_nothing_and_reports_the_heads(db_url: str) -> None:
+    database = open_database(db_url)
+    try:
+        first = await migrate(database, TASKS_MIGRATIONS)
+        second = await migrate(database, TASKS_MIGRATIONS)
+    finally:
+        await database.close()
+    assert first == {"tasks": ()}
+    assert second == {"tasks": ("tasks_0002",)}
+
+
+async def test_a_database_migrated_by_a_newer_release_is_refused(db_url: str) -> None:
+    database = open_database(db_url)
+    try:
+        await migrate(database, TASKS_MIGRATIONS)
+        await database.write(
+            lambda conn: conn.exec_driver_sql("UPDATE alembic_version_tasks SET version_num = 'tasks_9999'")
+        )
+        with pytest.raises(SchemaTooNewError, match=r"'tasks' tables are at revision .*tasks_9999.*newer release"):
+            await migrate(database, TASKS_MIGRATIONS, APPROVAL_MIGRATIONS)
+        tables = await database.read(lambda conn: set(inspect(conn).get_table_names()))
+    finally:
+        await database.close()
+    assert "approval_workflows" not in tables  # the refusal rolled the whole migration back
+
+
+async def test_migrate_needs_the_histories_to_apply() -> None:
+    database = open_database("sqlite://")
+    try:
+        with pytest.raises(TypeError, match="TASKS_MIGRATIONS"):
+            await migrate(database)
+    finally:
+        await database.close()
+
+
+def _tables(path: Path) -> set[str]:
+    engine = create_engine(f"sqlite:///{path}")
+    try:
+        with engine.connect() as conn:
+            return set(inspect(conn).get_table_names())
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.slow
+def test_each_deployment_holds_only_the_tables_it_uses(tmp_path: Path) -> None:
+    local = TreasuryServer(deployment_dir(tmp_path / "local")).start()
+    local.kill()
+    pair = arap_deployment(tmp_path / "arap").start()
+    pair.kill()
+    assert _tables(local.directory / "treasury.db") == {
+        "tasks",
+        "approval_workflows",
+        "approval_intents",
+        "approval_requests",
+        "approval_decisions",
+        "audit_events",
+        "alembic_version_tasks",
+        "alembic_version_approval",
+        "alembic_version_local_backend",
+        "alembic_version_audit",
+    }
+    # The PEP with the ARAP backend: no local-backend tables, no ARS tables.
+    assert _tables(pair.directory / "treasury-arap.db") == {
+        "tasks",
+        "approval_workflows",
+        "approval_intents",
+        "audit_events",
+        "alembic_version_tasks",
+        "alembic_version_approval",
+        "alembic_version_audit",
+    }
+    # The arap-server: the reviewer workflow, the audit log and its own tables; no tasks.
+    assert _tables(pair.directory / "arap-server.db") == {
+        "approval_requests",
+        "approval_decisions",
+        "audit_events",
+        "arap_evaluations",
+        "arap_tasks",
+        "arap_approvals",
+        "arap_jti",
+        "alembic_version_local_backend",
+        "alembic_version_audit",
+        "alembic_version_ars",
+    }

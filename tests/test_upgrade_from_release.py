@@ -1,0 +1,187 @@
+"""A database made by the first release (commit d16cd99) upgrades to head, and its pending approval completes.
+
+The release's database is rebuilt from ``tests/data/release_d16cd99``: the release's own DDL for
+each dialect and the rows its treasury deployment wrote for one call waiting for approval (a
+``working`` approval task, its workflow, the bound intent, the local backend's pending request,
+two audit events, ``schema_version`` 1 to 3); ``generate.py`` there says how they were made.
+Times in the rows are moved forward by the fixture's age, so the request is as fresh as when it
+was written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import Boolean, Connection, MetaData, func, inspect, select, text
+
+from mcp_approval.approval.schema import APPROVAL_MIGRATIONS
+from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
+from mcp_approval.storage import AUDIT_MIGRATIONS, Database, migrate, open_database
+from mcp_approval.tasks.schema import TASKS_MIGRATIONS
+from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
+from tests.treasury.helpers import approval_for, assert_approved_executed, settled
+
+pytestmark = pytest.mark.anyio
+
+RELEASE = Path(__file__).parent / "data" / "release_d16cd99"
+FIXTURE = json.loads((RELEASE / "rows.json").read_text())
+#: What a local-backend deployment opens: the tables it uses, each at its head.
+DEPLOYMENT = (TASKS_MIGRATIONS, AUDIT_MIGRATIONS, APPROVAL_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS)
+HEADS = {"tasks": "tasks_0002", "audit": "audit_0001", "approval": "approval_0001", "local_backend": "local_0001"}
+
+
+def _is_time(column: str) -> bool:
+    return column == "at" or column.endswith(("_at", "_until", "deadline"))
+
+
+def _release_database(conn: Connection) -> None:
+    """The release's tables and rows (times moved forward by the fixture's age)."""
+    ddl = (RELEASE / f"schema.{conn.dialect.name}.sql").read_text()
+    for statement in filter(None, (part.strip() for part in ddl.split(";"))):
+        conn.exec_driver_sql(statement)
+    tables = MetaData()
+    tables.reflect(conn)
+    age = int(time.time() * 1000) - FIXTURE["written_at"]
+    for name, rows in FIXTURE["rows"].items():
+        table = tables.tables[name]
+        booleans = {column.name for column in table.columns if isinstance(column.type, Boolean)}
+        shifted = [
+            {
+                key: (bool(value) if key in booleans else value + age if value is not None and _is_time(key) else value)
+                for key, value in row.items()
+            }
+            for row in rows
+        ]
+        if shifted:
+            conn.execute(table.insert(), shifted)
+    if conn.dialect.name == "postgresql":
+        # The rows came with their ids; a database the release filled itself has its sequence past them.
+        conn.exec_driver_sql(
+            "SELECT setval(pg_get_serial_sequence('audit_events', 'event_id'), MAX(event_id)) FROM audit_events"
+        )
+
+
+def _counts(conn: Connection) -> dict[str, int]:
+    tables = MetaData()
+    tables.reflect(conn)
+    return {
+        name: int(conn.execute(select(func.count()).select_from(table)).scalar_one())
+        for name, table in tables.tables.items()
+        if not name.startswith("alembic_version_")
+    }
+
+
+def _heads(conn: Connection) -> dict[str, list[str]]:
+    names = [name for name in inspect(conn).get_table_names() if name.startswith("alembic_version_")]
+    query = "SELECT version_num FROM {}"
+    return {
+        name.removeprefix("alembic_version_"): [row[0] for row in conn.exec_driver_sql(query.format(name))]
+        for name in names
+    }
+
+
+async def _loaded(url: str) -> Database:
+    database = open_database(url)
+    await database.write(_release_database)
+    return database
+
+
+async def test_the_release_database_upgrades_to_head_without_losing_a_row(db_url: str) -> None:
+    database = await _loaded(db_url)
+    try:
+        before = await database.read(_counts)
+        found = await migrate(database, *DEPLOYMENT)
+        after = await database.read(_counts)
+        heads = await database.read(_heads)
+        columns = await database.read(lambda conn: {c["name"] for c in inspect(conn).get_columns("tasks")})
+    finally:
+        await database.close()
+    # Recognised from schema_version 3: stamped where the release left each history, nothing re-created.
+    assert found == {"tasks": (), "audit": (), "approval": (), "local_backend": ()}
+    assert heads == {name: [revision] for name, revision in HEADS.items()}
+    assert before == after
+    assert after["tasks"] == after["approval_workflows"] == after["approval_requests"] == 1
+    assert {"handler", "meta_json"} <= columns
+    # The reference ARS's tables the release created stay (nothing stored is lost), unversioned:
+    # only an arap-server opening this database would take them over.
+    assert after["arap_tasks"] == 0
+
+
+async def test_workers_upgrading_the_release_database_together_apply_each_step_once(db_url: str) -> None:
+    setup = await _loaded(db_url)
+    await setup.close()
+    workers = [open_database(db_url) for _ in range(4)]
+    try:
+        results = await asyncio.gather(*(migrate(worker, *DEPLOYMENT) for worker in workers))
+        heads = await workers[0].read(_heads)
+    finally:
+        for worker in workers:
+            await worker.close()
+    # Exactly one worker found the histories unversioned; the others found them at head.
+    at_head = {name: (revision,) for name, revision in HEADS.items()}
+    unversioned = {name: () for name in HEADS}
+    assert sorted(results, key=lambda found: found["tasks"]) == [unversioned] + [at_head] * 3
+    assert heads == {name: [revision] for name, revision in HEADS.items()}
+
+
+@pytest.mark.slow
+async def test_a_pending_approval_of_the_release_completes_after_the_upgrade(db_url: str, tmp_path: Path) -> None:
+    database = await _loaded(db_url)
+    await database.close()
+    task_id: str = FIXTURE["task_id"]
+    server = TreasuryServer(deployment_dir(tmp_path), db_url=db_url).start()
+    try:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+            alice = principals(http)["alice"]
+            task: dict[str, Any] = (await alice.get(task_id)).result
+            assert task["status"] == "working"
+            carol = Reviewer(http, "carol-token")
+            approval = await approval_for(carol, "wire_transfer", to="acct-upgrade")
+            decided = await carol.decide(approval["id"], "approve")
+            assert decided.status_code == 200, decided.text
+            assert_approved_executed(await settled(alice, task_id))
+        assert [(entry["to"], entry["amount"]) for entry in server.ledger()] == [("acct-upgrade", 26_000)]
+    finally:
+        server.kill()
+
+
+def _release_v1_tasks(conn: Connection) -> None:
+    """A database at the release's schema version 1: the tasks table before ``handler``/``meta_json``."""
+    ddl = (RELEASE / f"schema.{conn.dialect.name}.sql").read_text()
+    tasks_ddl = [part.strip() for part in ddl.split(";") if " tasks " in part or "TABLE tasks " in part]
+    for statement in tasks_ddl:
+        conn.exec_driver_sql("\n".join(line for line in statement.splitlines() if not _v2_column(line)))
+    conn.exec_driver_sql("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)")
+    conn.exec_driver_sql("INSERT INTO schema_version VALUES (1, 0)")
+    row = {key: value for key, value in FIXTURE["rows"]["tasks"][0].items() if key not in ("handler", "meta_json")}
+    names, binds = ", ".join(row), ", ".join(f":{key}" for key in row)
+    insert = text(f"INSERT INTO tasks ({names}) VALUES ({binds})")
+    conn.execute(insert, {**row, "cancel_requested": bool(row["cancel_requested"])})
+
+
+def _v2_column(line: str) -> bool:
+    return line.strip().startswith(("handler ", "meta_json "))
+
+
+async def test_a_database_at_release_version_1_gains_the_later_columns_and_tables(db_url: str) -> None:
+    database = open_database(db_url)
+    try:
+        await database.write(_release_v1_tasks)
+        found = await migrate(database, *DEPLOYMENT)
+        heads = await database.read(_heads)
+        counts = await database.read(_counts)
+        columns = await database.read(lambda conn: {c["name"] for c in inspect(conn).get_columns("tasks")})
+    finally:
+        await database.close()
+    assert found == {name: () for name in HEADS}
+    assert heads == {name: [revision] for name, revision in HEADS.items()}
+    # tasks stamped at tasks_0001 and upgraded (the row kept); the tables version 2 added, created.
+    assert {"handler", "meta_json"} <= columns
+    assert counts["tasks"] == 1
+    assert counts["approval_workflows"] == counts["approval_requests"] == counts["audit_events"] == 0

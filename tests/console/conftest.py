@@ -16,8 +16,8 @@ from starlette.applications import Starlette
 from mcp_approval.backends.console import console_routes
 from mcp_approval.backends.contract import ApprovalSubmission
 from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.local_rules import ApprovalTemplate
 from mcp_approval.clock import ManualClock
-from mcp_approval.config import TemplateSection
 from mcp_approval.storage import AuditLog, migrate, open_database
 from tests.support.polling import eventually
 
@@ -27,7 +27,7 @@ ROLES = {
     "carol": frozenset({"approver"}),
     "mallory": frozenset[str](),
 }
-TEMPLATES = {"single": TemplateSection(), "pair": TemplateSection(approvals_required=2)}
+TEMPLATES = {"single": ApprovalTemplate(), "pair": ApprovalTemplate(approvals_required=2)}
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
 

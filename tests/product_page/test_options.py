@@ -77,7 +77,7 @@ def test_the_deployment_file_takes_approval_url_and_wires_it(tmp_path: Path) -> 
     config = load_config(directory / "config.toml")
     assert config.tasks.approval_url == url
     deployment = build_deployment(config, base_url="http://127.0.0.1:8000")
-    assert deployment.tasks.options.approval_url == url
+    assert deployment.approval.options.approval_url == url
     assert load_config(deployment_dir(tmp_path / "plain") / "config.toml").tasks.approval_url is None
 
 

@@ -221,7 +221,7 @@ class ToolApproval:
 
         ``owner`` is the task owner's digest, as the tasks extension computes it for the caller;
         ``inputs`` are the submission inputs the requester supplied; ``linked``: the request
-        declared URL elicitation, so with ``TaskOptions.approval_url`` the task links the approval page.
+        declared URL elicitation, so with ``ApprovalOptions.approval_url`` the task links the approval page.
         """
         submission = replace(self.submission_for(binding, decision), inputs=inputs or None)
         intent = self.new_intent(new_task_id(), 1, binding, submission, owner=owner)
@@ -246,7 +246,7 @@ class ToolApproval:
         crash_point("after_handle")
         new = self._new_workflow(intent.task_id, intent.key, owner, binding, submission, handle)
         if linked:
-            new = url_approval.with_approval_link(new, options=self.tasks.options, backend=self.backend, handle=handle)
+            new = url_approval.with_approval_link(new, options=self.options, backend=self.backend, handle=handle)
         created = await self.store.create_task(new)
         if not created:
             raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)

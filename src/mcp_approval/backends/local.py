@@ -45,9 +45,9 @@ from mcp_approval.backends.local_records import (
     record_from_rows,
     resulting_status,
 )
+from mcp_approval.backends.local_rules import ApprovalTemplate
 from mcp_approval.backends.resolvers import AutoResolver
 from mcp_approval.clock import Clock, SystemClock, iso8601
-from mcp_approval.config import TemplateSection
 from mcp_approval.storage.audit import AuditLog
 from mcp_approval.storage.database import Database
 from mcp_approval.storage.schema import approval_requests_table
@@ -64,7 +64,7 @@ __all__ = [
 _R = approval_requests_table
 _log = logging.getLogger(__name__)
 #: Requests without a configured template: one approver holding "approver", no self-approval.
-_DEFAULT_TEMPLATE = TemplateSection()
+_DEFAULT_TEMPLATE = ApprovalTemplate()
 #: How often a decision transaction is retried when a concurrent one won the compare-and-set.
 _CAS_ATTEMPTS = 5
 
@@ -96,7 +96,7 @@ class LocalApprovalBackend:
         self,
         database: Database,
         *,
-        templates: Mapping[str, TemplateSection],
+        templates: Mapping[str, ApprovalTemplate],
         roles: Callable[[str], frozenset[str]],
         resolvers: Sequence[AutoResolver] = (),
         redact: Collection[str] = (),
@@ -229,7 +229,7 @@ class LocalApprovalBackend:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _template(self, name: str | None) -> TemplateSection:
+    def _template(self, name: str | None) -> ApprovalTemplate:
         return self._templates.get(name, _DEFAULT_TEMPLATE) if name is not None else _DEFAULT_TEMPLATE
 
     def _record(self, row: Row, decisions: Sequence[Row]) -> ApprovalRecord:

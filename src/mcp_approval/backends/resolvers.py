@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal, Protocol
 
 from mcp_approval.backends.contract import ApprovalSubmission
-from mcp_approval.config import ResolverEntry
+from mcp_approval.backends.local_rules import ResolverRule
 
 Verdict = Literal["approve", "deny"]
 #: A resolver function: sync or async, taking the submission, returning a verdict or ``None``.
@@ -86,7 +86,7 @@ def _load(target: str) -> ResolverFunction:
     return function  # type: ignore[no-any-return]
 
 
-def resolvers_from_config(entries: Sequence[ResolverEntry]) -> list[AutoResolver]:
+def resolvers_from_config(entries: Sequence[ResolverRule]) -> list[AutoResolver]:
     """The resolvers ``[[resolvers]]`` entries describe.
 
     Raises:

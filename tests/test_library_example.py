@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -128,3 +129,11 @@ async def test_the_review_cli_lists_and_decides_with_only_the_database(example: 
         assert decided.returncode == 0, decided.stderr
         assert_approved_executed(await settled(alice, created["taskId"]))
     assert example.payments_to("carl") == [{"to": "carl", "amount": 300}]
+
+
+@pytest.mark.parametrize(("fence", "name"), [("python", "server.py"), ("cedar", "policy.cedar")])
+def test_the_quickstart_shows_the_example_verbatim(fence: str, name: str) -> None:
+    page = (EXAMPLE.parents[1] / "docs" / "quickstart.md").read_text(encoding="utf-8")
+    section = page[page.index("## As a library") :]
+    blocks = re.findall(rf"^```{fence}\n(.*?)^```$", section, flags=re.MULTILINE | re.DOTALL)
+    assert (EXAMPLE / name).read_text(encoding="utf-8") in blocks

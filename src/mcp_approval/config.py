@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.backends.local_rules import ApprovalTemplate, ResolverRule
 from mcp_approval.hosts import is_safe_transport
-from mcp_approval.tasks.options import check_approval_url
+from mcp_approval.tasks.options import TaskOptions, check_approval_url
 
 
 class ConfigError(ValueError):
@@ -119,25 +119,12 @@ class ToolsSection(_Section):
     settings: dict[str, Any] = Field(default_factory=dict)
 
 
-class TasksSection(_Section):
-    """``[tasks]``: the tasks runtime."""
+class TasksSection(TaskOptions):
+    """``[tasks]``: the tasks runtime, :class:`~mcp_approval.tasks.TaskOptions` (every option, under
+    the same name)."""
 
-    #: The ``pollIntervalMs`` suggested to clients, and the pace of lease renewal.
-    poll_interval_s: float = Field(default=2.0, gt=0)
-    #: An ``optional`` tool still running after this long becomes a task.
-    threshold_s: float | None = Field(default=5.0, ge=0)
-    #: How long a task is kept after its creation (approval tasks extend it as they need).
-    ttl_s: float | None = Field(default=3600.0, gt=0)
-    #: A worker silent for ``3 * poll_interval_s`` plus this long is dead; its running tasks become ``failed``.
-    lease_grace_s: float = Field(default=5.0, ge=0)
-    #: The reviewers' approval page, with ``{approval_id}``; https (http only on loopback).
-    #: Clients that declare URL elicitation get it as a url-mode request of the approval task.
+    #: Older files' place for ``[approval] approval_url`` (used when that one is unset).
     approval_url: str | None = None
-    #: Above this many unfinished tasks in the store (approval tasks included), calls answer without a
-    #: task and a WARNING is logged; a requestable denial then gets a final denial instead.
-    max_tasks: int = Field(default=10_000, ge=0)
-    #: The same limit for one caller.
-    max_per_principal: int = Field(default=100, ge=0)
 
     @field_validator("approval_url")
     @classmethod

@@ -138,7 +138,10 @@ class Approvals:
         self.auth = auth if verifier is not None else None
         self.audit = AuditLog(database, clock=clock)
         self.tasks = TasksExtension(
-            _with_store(task_options, SqlTaskStore(clock=clock, database=database), resolver), clock=clock
+            task_options,
+            store=SqlTaskStore(clock=clock, database=database),
+            principal_resolver=resolver,
+            clock=clock,
         )
         mapper = ToolCallMapper()
         self._tools = _ServedTools()
@@ -260,12 +263,6 @@ def _split_principals(
     if hasattr(principals, "verify_token"):
         return principals, None
     return None, principals
-
-
-def _with_store(options: TaskOptions, store: SqlTaskStore, resolver: PrincipalResolver | None) -> TaskOptions:
-    from dataclasses import replace
-
-    return replace(options, store=store, principal_resolver=resolver)
 
 
 def _verified_subject(verifier: TokenVerifier) -> ReviewerAuthenticator:

@@ -154,16 +154,11 @@ def _stdio_principal(config: DeploymentConfig) -> PrincipalResolver:
 
 
 def _task_options(config: DeploymentConfig) -> TaskOptions:
+    """``[tasks]`` itself; unless the file sets it, expired tasks are swept at least every second."""
     section = config.tasks
-    return TaskOptions(
-        threshold_s=section.threshold_s,
-        ttl_s=section.ttl_s,
-        poll_interval_s=section.poll_interval_s,
-        lease_grace_s=section.lease_grace_s,
-        sweep_interval_s=min(1.0, section.poll_interval_s),
-        max_tasks=section.max_tasks,
-        max_per_principal=section.max_per_principal,
-    )
+    if "sweep_interval_s" in section.model_fields_set:
+        return section
+    return section.model_copy(update={"sweep_interval_s": min(1.0, section.poll_interval_s)})
 
 
 def _approval_options(config: DeploymentConfig) -> ApprovalOptions:

@@ -76,3 +76,15 @@ def test_every_option_of_code_is_a_key_of_the_file() -> None:
 
     assert set(ApprovalOptions.model_fields) <= set(ApprovalSection.model_fields)
     assert set(TaskOptions.model_fields) <= set(TasksSection.model_fields)
+
+
+def test_an_arap_server_file_still_compares_its_secret_principal_tokens(tmp_path: Path) -> None:
+    from mcp_approval.reference.config import load_arap_config
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "treasury" / "arap-server.toml"
+    shared = "a-token-both-use-0001"
+    text = example.read_text(encoding="utf-8")
+    text = text.replace('"treasury-mcp-client-token-dev"', f'"{shared}"').replace('"alice-token"', f'"{shared}"')
+    (tmp_path / "arap-server.toml").write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match="a client token is also a principal token"):
+        load_arap_config(tmp_path / "arap-server.toml")

@@ -110,7 +110,7 @@ class ArapServerConfig(ConfigFile):
 
     @model_validator(mode="after")
     def _client_tokens_are_not_principal_tokens(self) -> ArapServerConfig:
-        if {p.token for p in self.principals} & {c.token for c in self.arap.clients}:
+        if set(self.tokens()) & {c.token for c in self.arap.clients}:
             raise ValueError("a client token is also a principal token")
         return self
 

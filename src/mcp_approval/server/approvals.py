@@ -59,21 +59,31 @@ class Approvals:
 
     Build it once, hand its :meth:`server_options` to your server, register your tools as
     usual, and serve :meth:`http_app` (MCP at ``/mcp``, the reviewer API at ``/approvals``, the
-    console at ``/console``)::
+    console at ``/console``). ``examples/library/server.py`` is a complete server; in short::
+
+        import uvicorn
+        from mcp.server.mcpserver import MCPServer
+
+        from mcp_approval.approval.options import ApprovalOptions
+        from mcp_approval.backends.local import LocalApprovalBackend
+        from mcp_approval.policy import CedarPDP
+        from mcp_approval.server import Approvals, StaticTokenVerifier, local_auth_settings
+        from mcp_approval.storage import open_database
 
         database = open_database("sqlite:///app.db")
         approvals = Approvals(
             CedarPDP.from_files("policy.cedar", "entities.json"),
-            LocalApprovalBackend(database, templates={}, roles=lambda who: frozenset({"approver"})),
+            LocalApprovalBackend(database, templates={}, roles={"carol": frozenset({"approver"})}.get),
             database=database,
             principals=StaticTokenVerifier({"alice-token": "alice", "carol-token": "carol"}),
             auth=local_auth_settings("http://127.0.0.1:8000"),
-            options=ApprovalOptions(ephemeral_binding_key=True),
+            options=ApprovalOptions(ephemeral_binding_key=True),  # development: binding_keys in production
         )
         server = MCPServer("bank", **approvals.server_options())
 
         @server.tool()
-        def pay(amount: int) -> str: ...
+        def pay(to: str, amount: int) -> str:
+            return f"paid {amount} to {to}"
 
         uvicorn.run(approvals.http_app(server), port=8000)
 
@@ -128,6 +138,8 @@ class Approvals:
         verifier, resolver = _split_principals(principals)
         if verifier is not None and auth is None:
             raise ValueError("Approvals: a TokenVerifier needs auth=AuthSettings(...) (local_auth_settings(base_url))")
+        if verifier is None and auth is not None:
+            raise ValueError("Approvals: auth settings come with a TokenVerifier as principals")
         if "task_poll_interval_s" not in options.model_fields_set:
             options = options.model_copy(update={"task_poll_interval_s": task_options.poll_interval_s})
         self.clock: Clock = clock or SystemClock()
@@ -135,7 +147,7 @@ class Approvals:
         self.backend = backend
         self.options = options
         self.token_verifier = verifier
-        self.auth = auth if verifier is not None else None
+        self.auth = auth
         self.audit = AuditLog(database, clock=clock)
         self.tasks = TasksExtension(
             task_options,
@@ -181,6 +193,7 @@ class Approvals:
     @asynccontextmanager
     async def lifespan(self, server: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
         """Open the store and run the approval runtime for as long as ``server`` runs."""
+        # Startup checks that need the server's tools (all registered by now) belong here, before the store opens.
         with self._tools.serving(server):
             async with self.tasks.lifespan(server):
                 await self.approval.start()

@@ -46,6 +46,28 @@ from mcp_approval.backends.local_rules import ApprovalTemplate, ResolverRule
 from mcp_approval.hosts import is_safe_transport
 from mcp_approval.tasks.options import TaskOptions, check_approval_url
 
+__all__ = [
+    "DEFAULT_ALGORITHMS",
+    "ApprovalSection",
+    "ApprovalTemplate",
+    "ArapSection",
+    "AuthSection",
+    "ConfigError",
+    "ConfigFile",
+    "DeploymentConfig",
+    "PolicySection",
+    "PrincipalEntry",
+    "ResolverRule",
+    "ServePolicySection",
+    "ServerSection",
+    "SignatureAlgorithm",
+    "StoreSection",
+    "TasksSection",
+    "ToolsSection",
+    "load_config",
+    "load_config_file",
+]
+
 
 class ConfigError(ValueError):
     """The configuration file is missing, unreadable or invalid; the message names file and field."""

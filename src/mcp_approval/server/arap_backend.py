@@ -16,6 +16,8 @@ from mcp_approval.config import ConfigError, DeploymentConfig
 from mcp_approval.policy import CedarPDP, PolicyDecisionPoint
 from mcp_approval.policy.http import HttpPDP
 
+__all__ = ["arap_backend_from_config", "pdp_from_config"]
+
 logger = logging.getLogger("mcp_approval.server")
 
 

@@ -28,6 +28,8 @@ from mcp_approval.tasks import (
     task_routing_middleware,
 )
 
+__all__ = ["DEMO_MODES", "DEMO_TOKENS", "build_tasks_demo_server", "main"]
+
 #: Tokens of the demo principals.
 DEMO_TOKENS = {"alice-token": "alice", "bob-token": "bob"}
 

@@ -12,6 +12,8 @@ from mcp_approval.server.conformance import catalog, content, diagnostics, legac
 from mcp_approval.server.conformance.events import MemoryEventStore
 from mcp_approval.tasks import TaskMode, TaskOptions, TasksExtension, store_from_url, task_routing_middleware
 
+__all__ = ["SERVER_NAME", "build_conformance_server", "run_conformance_server", "task_modes", "task_options"]
+
 SERVER_NAME = "mcp-approval-conformance"
 HOST = "127.0.0.1"
 MCP_PATH = "/mcp"

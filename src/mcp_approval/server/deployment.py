@@ -3,8 +3,8 @@
 :func:`build_deployment` maps a :class:`~mcp_approval.config.DeploymentConfig` onto the same
 entry point a library user builds by hand: the file's policy, backend, store, principals and
 options become ``Approvals``'s arguments, and the file's tools module registers its tools on
-the server ``Approvals`` configures. :func:`deployment_app` serves
-it over HTTP: MCP at ``/mcp``, the reviewer API at ``/approvals``, backend callbacks at
+the server ``Approvals`` configures. :func:`deployment_app` serves it over HTTP: MCP at ``/mcp``,
+the reviewer API at ``/approvals``, the console at ``/console``, backend callbacks at
 ``/approvals/callback``.
 """
 

@@ -232,6 +232,8 @@ def _default(field: FieldInfo) -> str:
         return f"`{str(value).lower()}`"
     if isinstance(value, str):
         return f'`"{value}"`'
+    if isinstance(value, tuple | frozenset | set):
+        value = sorted(value)  # TOML writes every sequence as an array
     if isinstance(value, list | dict):
         return f"`{value!r}`".replace("'", '"')
     return f"`{value}`"

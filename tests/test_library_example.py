@@ -131,7 +131,9 @@ async def test_the_review_cli_lists_and_decides_with_only_the_database(example: 
     assert example.payments_to("carl") == [{"to": "carl", "amount": 300}]
 
 
-@pytest.mark.parametrize(("fence", "name"), [("python", "server.py"), ("cedar", "policy.cedar"), ("json", "entities.json")])
+@pytest.mark.parametrize(
+    ("fence", "name"), [("python", "server.py"), ("cedar", "policy.cedar"), ("json", "entities.json")]
+)
 def test_the_quickstart_shows_the_example_verbatim(fence: str, name: str) -> None:
     page = (EXAMPLE.parents[1] / "docs" / "quickstart.md").read_text(encoding="utf-8")
     section = page[page.index("## As a library") :]

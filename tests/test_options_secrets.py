@@ -88,3 +88,15 @@ def test_an_arap_server_file_still_compares_its_secret_principal_tokens(tmp_path
     (tmp_path / "arap-server.toml").write_text(text, encoding="utf-8")
     with pytest.raises(ConfigError, match="a client token is also a principal token"):
         load_arap_config(tmp_path / "arap-server.toml")
+
+
+def test_an_arap_server_file_prints_no_client_token_or_callback_secret() -> None:
+    from mcp_approval.reference.config import load_arap_config
+
+    config = load_arap_config(Path(__file__).resolve().parents[1] / "examples" / "treasury" / "arap-server.toml")
+    secrets = [*config.client_tokens(), *config.tokens()]
+    assert config.arap.callback_secret is not None
+    secrets.append(config.arap.callback_secret.get_secret_value())
+    for text in (repr(config), str(config), config.model_dump_json()):
+        for secret in secrets:
+            assert secret not in text

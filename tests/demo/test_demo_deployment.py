@@ -68,4 +68,5 @@ def test_the_arap_pair_configs_load_with_the_addresses_filled_in(tmp_path: Path)
     assert ars.arap.callback_allowlist == ["http://127.0.0.1:41002"]
     assert treasury.arap.token.get_secret_value() in ars.client_tokens()
     assert treasury.approval.callback_secret is not None
-    assert ars.arap.callback_secret == treasury.approval.callback_secret.get_secret_value()
+    assert ars.arap.callback_secret is not None
+    assert ars.arap.callback_secret.get_secret_value() == treasury.approval.callback_secret.get_secret_value()

@@ -44,7 +44,7 @@ from measure import Row, log, median, paired_calls, print_table, settle, through
 from mcp_approval.client import CreateTaskResult, TasksClient
 from mcp_approval.server import tasks_demo
 from mcp_approval.server.tasks_demo import build_tasks_demo_server
-from mcp_approval.tasks import NewTask, SqlTaskStore, TaskMode, TaskOptions, TasksExtension, TaskStatus
+from mcp_approval.tasks import NewTask, SqlTaskStore, TaskMode, TaskOptions, TasksExtension, TaskStatus, store_from_url
 from mcp_approval.tasks.models import new_task_id, principal_digest
 from mcp_approval.tasks.server import LOCAL_PRINCIPAL
 
@@ -131,8 +131,8 @@ def rss_mib() -> float:
 # -- servers and databases -------------------------------------------------------------------
 
 
-def tasks_options(store_url: str) -> TaskOptions:
-    return TaskOptions(threshold_s=THRESHOLD_S, store_url=store_url, modes=MODES)
+def tasks_options() -> TaskOptions:
+    return TaskOptions(threshold_s=THRESHOLD_S, modes=MODES)
 
 
 def plain_server() -> MCPServer[Any]:
@@ -150,13 +150,13 @@ def tasks_client() -> TasksClient:
 @asynccontextmanager
 async def tasks_server(store_url: str) -> AsyncIterator[tuple[Client, TasksClient, TasksExtension]]:
     """The tasks demo server on ``store_url`` with a client that declares the tasks extension."""
-    server, extension = build_tasks_demo_server(tasks_options(store_url))
+    server, extension = build_tasks_demo_server(tasks_options(), store=store_from_url(store_url))
     client_extension = tasks_client()
     async with Client(server, extensions=[client_extension]) as client:
         yield client, client_extension, extension
 
 
-_OPTIONS = tasks_options("sqlite://")
+_OPTIONS = tasks_options()
 _LOCAL_DIGEST = principal_digest(LOCAL_PRINCIPAL)
 
 
@@ -221,7 +221,9 @@ async def bench_latency(scale: Scale, workdir: Path, report: Report, transport: 
         "forbidden `echo`": ("echo", {"text": "hello"}),
         "optional `slow_job(seconds=0)`": ("slow_job", {"seconds": 0, "label": "bench"}),
     }
-    ext_server, _ = build_tasks_demo_server(tasks_options(f"sqlite:///{workdir / f'latency-{transport}.db'}"))
+    ext_server, _ = build_tasks_demo_server(
+        tasks_options(), store=store_from_url(f"sqlite:///{workdir / f'latency-{transport}.db'}")
+    )
     async with connected(ext_server, transport) as ext_client, connected(plain_server(), transport) as plain_client:
         clients = {"ext": ext_client, "plain": plain_client}
         stats = {(case, side): LatencyStats() for case in cases for side in clients}

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import annotated_types
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
 #: (module, title, anchor prefix, command) of each configuration file, in page order.
@@ -32,7 +32,15 @@ FILES = (
     ("mcp_approval.reference.config", "The arap-server file", "arap-", "mcp-approval arap-server --config FILE"),
 )
 _ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
-_SCALARS = {str: "string", bool: "boolean", int: "integer", float: "number", Path: "path", Any: "any"}
+_SCALARS = {
+    str: "string",
+    SecretStr: "string (secret: never printed)",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    Path: "path",
+    Any: "any",
+}
 
 
 class DocsConfigError(Exception):
@@ -168,7 +176,17 @@ def _section_lines(section: Section, undocumented: list[str], file_title: str) -
 
 
 def field_comments(model: type[BaseModel]) -> dict[str, str]:
-    """Field name → the ``#:`` comment lines directly above its declaration in the class body."""
+    """Field name → the ``#:`` comment lines directly above its declaration in the class body
+    (or in the body of the model class it inherits the field from)."""
+    found: dict[str, str] = {}
+    for base in reversed(model.__mro__):
+        if isinstance(base, type) and issubclass(base, BaseModel) and base.__module__ != "pydantic.main":
+            found.update(_own_field_comments(base))
+    return found
+
+
+def _own_field_comments(model: type[BaseModel]) -> dict[str, str]:
+    """The ``#:`` comments of the fields ``model``'s own class body declares."""
     try:
         source = textwrap.dedent(inspect.getsource(model))
     except (OSError, TypeError) as exc:
@@ -196,7 +214,7 @@ def _type_name(annotation: Any) -> str:
     if origin in (types.UnionType, typing.Union):
         names = [_type_name(arg) for arg in args if arg is not type(None)]
         return " or ".join(names)
-    if origin is list:
+    if origin in (list, tuple, frozenset):
         return f"list of {_type_name(args[0])}" if args else "list"
     if origin is dict:
         return "table" if not args or args[1] is Any else f"table of {_type_name(args[1])}"
@@ -214,6 +232,8 @@ def _default(field: FieldInfo) -> str:
         return f"`{str(value).lower()}`"
     if isinstance(value, str):
         return f'`"{value}"`'
+    if isinstance(value, tuple | frozenset | set):
+        value = sorted(value)  # TOML writes every sequence as an array
     if isinstance(value, list | dict):
         return f"`{value!r}`".replace("'", '"')
     return f"`{value}`"

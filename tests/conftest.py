@@ -15,7 +15,7 @@ import pytest
 
 from mcp_approval.clock import Clock
 from mcp_approval.server.tasks_demo import DEMO_TOKENS, build_tasks_demo_server
-from mcp_approval.tasks import TaskOptions, TasksExtension
+from mcp_approval.tasks import TaskOptions, TasksExtension, store_from_url
 from tests.support.wire import Wire
 
 #: Set in CI: a database test that cannot reach its server fails instead of skipping.
@@ -148,7 +148,7 @@ ServerFactory = Callable[..., AbstractAsyncContextManager[tuple[Wire, TasksExten
 def serve_inprocess() -> ServerFactory:
     """Start the tasks demo server in this process over HTTP (ASGI); yields a Wire and the extension.
 
-    Keyword arguments are :class:`TaskOptions` fields; ``tokens=True`` turns on bearer auth
+    Keyword arguments are :class:`TaskOptions` fields and ``store_url``; ``tokens=True`` turns on bearer auth
     (the Wire then speaks as alice).
     """
 
@@ -160,9 +160,14 @@ def serve_inprocess() -> ServerFactory:
         option_fields.setdefault("poll_interval_s", 0.05)
         option_fields.setdefault("modes", {"echo": "forbidden", "required_job": "required"})
         option_fields.setdefault("allow_anonymous_tasks", not tokens)
+        store_url = option_fields.pop("store_url", "sqlite://")
         options = TaskOptions(**option_fields)
         server, tasks = build_tasks_demo_server(
-            options, base_url=BASE_URL, tokens=DEMO_TOKENS if tokens else None, clock=clock
+            options,
+            store=store_from_url(store_url, clock=clock),
+            base_url=BASE_URL,
+            tokens=DEMO_TOKENS if tokens else None,
+            clock=clock,
         )
         app = server.streamable_http_app(json_response=True)
         transport = httpx.ASGITransport(app=app)

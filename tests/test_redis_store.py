@@ -71,7 +71,7 @@ async def raw(redis_url):
 async def test_store_url_picks_redis_and_takes_the_prefix_out_of_the_url(redis_url):
     from mcp_approval.tasks.redis_store import RedisTaskStore
 
-    extension = TasksExtension(TaskOptions(store_url=redis_url))
+    extension = TasksExtension(TaskOptions(), store=store_from_url(redis_url))
     assert isinstance(extension.store, RedisTaskStore)
     assert extension.store.prefix == prefix_of(redis_url)
     assert RedisTaskStore.from_url("redis://127.0.0.1:6379/0").prefix == "mcp-approval:"

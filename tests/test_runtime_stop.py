@@ -41,7 +41,7 @@ class CancellationEatingStore(SqlTaskStore):
 
 async def test_stop_ends_a_loop_whose_store_turned_the_cancellation_into_an_outage(tmp_path: Path) -> None:
     store = CancellationEatingStore(f"sqlite:///{tmp_path / 'tasks.db'}")
-    runtime = TaskRuntime(store, TaskOptions(store=store, poll_interval_s=0.05))
+    runtime = TaskRuntime(store, TaskOptions(poll_interval_s=0.05))
     await runtime.start()
     await store.heartbeat_started.wait()
     with anyio.fail_after(10):  # a bound that fails the test, not a synchronization

@@ -21,7 +21,7 @@ from mcp_approval.client import (
 )
 from mcp_approval.client.tasks import GetTaskRequest
 from mcp_approval.server.tasks_demo import build_tasks_demo_server
-from mcp_approval.tasks import TaskOptions
+from mcp_approval.tasks import TaskOptions, store_from_url
 from mcp_approval.tasks.models import TaskIdParams
 
 pytestmark = pytest.mark.anyio
@@ -32,7 +32,8 @@ MODES = {"echo": "forbidden", "required_job": "required", "protocol_error_job": 
 def demo_server(**fields: Any):
     fields.setdefault("threshold_s", 0.05)
     fields.setdefault("poll_interval_s", 0.02)
-    server, tasks = build_tasks_demo_server(TaskOptions(modes=MODES, **fields))
+    store = store_from_url(fields.pop("store_url", "sqlite://"))
+    server, tasks = build_tasks_demo_server(TaskOptions(modes=MODES, **fields), store=store)
     return server, tasks
 
 

@@ -532,9 +532,9 @@ async def test_input_request_needs_the_capability_declared_on_the_creating_call(
 
 async def test_an_unreachable_store_fails_startup_with_a_clear_error(tmp_path):
     from mcp_approval.storage import StoreUnavailableError
-    from mcp_approval.tasks import TaskOptions, TasksExtension
+    from mcp_approval.tasks import TasksExtension, store_from_url
 
-    tasks = TasksExtension(TaskOptions(store_url="postgresql://nobody@127.0.0.1:1/none"))
+    tasks = TasksExtension(store=store_from_url("postgresql://nobody@127.0.0.1:1/none"))
     with pytest.raises(StoreUnavailableError, match="store unavailable"):
         async with tasks.lifespan():
             pass
@@ -544,7 +544,7 @@ async def test_an_unreachable_store_fails_startup_with_a_clear_error(tmp_path):
 
 
 def test_a_bad_store_url_names_the_scheme():
-    from mcp_approval.tasks import TaskOptions, TasksExtension
+    from mcp_approval.tasks import store_from_url
 
     with pytest.raises(ValueError, match="unsupported database URL scheme 'mysql'"):
-        TasksExtension(TaskOptions(store_url="mysql://x/y"))
+        store_from_url("mysql://x/y")

@@ -39,10 +39,34 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from mcp_approval.approval.options import ApprovalOptions
+from mcp_approval.backends.local_rules import ApprovalTemplate, ResolverRule
 from mcp_approval.hosts import is_safe_transport
-from mcp_approval.tasks.options import check_approval_url
+from mcp_approval.tasks.options import TaskOptions, check_approval_url
+
+__all__ = [
+    "DEFAULT_ALGORITHMS",
+    "ApprovalSection",
+    "ApprovalTemplate",
+    "ArapSection",
+    "AuthSection",
+    "ConfigError",
+    "ConfigFile",
+    "DeploymentConfig",
+    "PolicySection",
+    "PrincipalEntry",
+    "ResolverRule",
+    "ServePolicySection",
+    "ServerSection",
+    "SignatureAlgorithm",
+    "StoreSection",
+    "TasksSection",
+    "ToolsSection",
+    "load_config",
+    "load_config_file",
+]
 
 
 class ConfigError(ValueError):
@@ -97,7 +121,7 @@ class ServePolicySection(_Section):
     #: plain ``http`` only on loopback.
     pdp_url: str | None = None
     #: Bearer token sent to the remote PDP, if it wants one.
-    pdp_token: str | None = None
+    pdp_token: SecretStr | None = None
     #: Bound on one whole exchange with the remote PDP (a timeout is a deny).
     pdp_timeout_s: float = Field(default=5.0, gt=0)
 
@@ -117,25 +141,12 @@ class ToolsSection(_Section):
     settings: dict[str, Any] = Field(default_factory=dict)
 
 
-class TasksSection(_Section):
-    """``[tasks]``: the tasks runtime."""
+class TasksSection(TaskOptions):
+    """``[tasks]``: the tasks runtime, :class:`~mcp_approval.tasks.TaskOptions` (every option, under
+    the same name)."""
 
-    #: The ``pollIntervalMs`` suggested to clients, and the pace of lease renewal.
-    poll_interval_s: float = Field(default=2.0, gt=0)
-    #: An ``optional`` tool still running after this long becomes a task.
-    threshold_s: float | None = Field(default=5.0, ge=0)
-    #: How long a task is kept after its creation (approval tasks extend it as they need).
-    ttl_s: float | None = Field(default=3600.0, gt=0)
-    #: A worker silent for ``3 * poll_interval_s`` plus this long is dead; its running tasks become ``failed``.
-    lease_grace_s: float = Field(default=5.0, ge=0)
-    #: The reviewers' approval page, with ``{approval_id}``; https (http only on loopback).
-    #: Clients that declare URL elicitation get it as a url-mode request of the approval task.
+    #: Older files' place for ``[approval] approval_url`` (used when that one is unset).
     approval_url: str | None = None
-    #: Above this many unfinished tasks in the store (approval tasks included), calls answer without a
-    #: task and a WARNING is logged; a requestable denial then gets a final denial instead.
-    max_tasks: int = Field(default=10_000, ge=0)
-    #: The same limit for one caller.
-    max_per_principal: int = Field(default=100, ge=0)
 
     @field_validator("approval_url")
     @classmethod
@@ -145,39 +156,12 @@ class TasksSection(_Section):
         return url
 
 
-class ApprovalSection(_Section):
-    """``[approval]``: the SEP-2848 enforcement point."""
+class ApprovalSection(ApprovalOptions):
+    """``[approval]``: the SEP-2848 enforcement point, :class:`~mcp_approval.approval.options.ApprovalOptions`
+    (every option, under the same name), plus the choice of backend."""
 
-    #: How long a terminal approval task's result stays retrievable.
-    result_retention_s: float = Field(default=86_400.0, gt=0)
-    #: The longest pending window accepted from a policy or backend.
-    max_pending_s: float = Field(default=7 * 86_400.0, gt=0)
-    #: The request deadline when the policy sets none.
-    default_deadline_s: float = Field(default=86_400.0, gt=0)
-    #: How long an execution may run after its claim before it is reported ``outcome-unknown``.
-    execution_deadline_s: float = Field(default=300.0, gt=0)
-    #: Bound on chained approval requests per task.
-    max_generations: int = Field(default=3, ge=1)
-    #: Submissions a principal may make per minute (then a non-requestable denial).
-    submissions_per_minute: int = Field(default=30, ge=1)
-    #: Pending approval tasks a principal may hold at once.
-    max_pending_per_principal: int = Field(default=50, ge=1)
-    #: How often the resolver polls the backend for pending requests.
-    poll_interval_s: float = Field(default=2.0, gt=0)
-    #: Requestable denials of clients without tasks: the degraded result, or -32021.
-    without_tasks: Literal["degraded", "error"] = "degraded"
-    #: Argument names whose values reviewers see as "[redacted]".
+    #: Argument names whose values reviewers see as "[redacted]" (local backend).
     redact_arguments: list[str] = Field(default_factory=list)
-    #: Call-binding encryption keys, key id → base64 of 32 bytes; the first one seals new records.
-    binding_keys: dict[str, str] = Field(default_factory=dict)
-    #: A file holding such keys as TOML (``key_id = "base64"``), instead of inline.
-    binding_key_file: Path | None = None
-    #: Shared secret authenticating backend callbacks (HMAC-SHA256).
-    callback_secret: str | None = None
-    #: An intent this old with no task is a crash leftover and is reconciled.
-    intent_grace_s: float = Field(default=30.0, ge=0)
-    #: How long a worker holds a workflow it checks or executes before another may take over.
-    lease_s: float = Field(default=15.0, gt=0)
     #: Where approval requests go: ``local`` (this server's database) or ``arap`` (see ``[arap]``).
     backend: Literal["local", "arap"] = "local"
 
@@ -189,7 +173,7 @@ class ArapSection(_Section):
     """
 
     #: The PEP's bearer token at the Access Request Service.
-    token: str = Field(min_length=1)
+    token: SecretStr = Field(min_length=1)
     #: Origins trusted besides the metadata's ``access_request_endpoint`` (https).
     allowed_origins: list[str] = Field(default_factory=list)
     #: Development only: accept plain http on 127.0.0.1 / localhost (logs a WARNING).
@@ -258,56 +242,11 @@ class PrincipalEntry(_Section):
     """
 
     #: A static bearer token (dev mode only); omit it when ``[auth]`` authenticates the principal.
-    token: str | None = Field(default=None, min_length=8)
+    token: SecretStr | None = Field(default=None, min_length=8)
     #: The principal id policy sees and tasks belong to.
     id: str = Field(min_length=1)
     #: Roles, matched against a template's ``reviewer_role``.
     roles: list[str] = Field(default_factory=list)
-
-
-class TemplateSection(_Section):
-    """``[templates.NAME]``: who may decide requests of one policy template."""
-
-    #: Distinct approvers a request needs; one denial ends it.
-    approvals_required: int = Field(default=1, ge=1)
-    #: The role a reviewer must hold to decide.
-    reviewer_role: str = "approver"
-    #: Whether the requester may decide their own request.
-    allow_self_approval: bool = False
-    #: How long an approval stays usable once granted.
-    approval_valid_s: float = Field(default=3600.0, gt=0)
-    #: Text fields the requester must supply before the request is submitted (e.g. a justification);
-    #: asked through an MRTR ``input_required`` round on the original ``tools/call``.
-    inputs: list[str] = Field(default_factory=list)
-    #: When to ask for them: ``before`` (an MRTR round before the task exists) or ``during`` (the task
-    #: starts ``input_required``; the answers arrive through ``tasks/update``, then it is submitted).
-    collect_inputs: Literal["before", "during"] = "before"
-
-
-class ResolverEntry(_Section):
-    """``[[resolvers]]``: an automatic decider for one template.
-
-    Either a rule (approve when ``arguments[approve_if_argument] <= at_most``, deny otherwise) or
-    a Python callable (``callable = "module:function"``).
-    """
-
-    #: The ``[templates.NAME]`` whose requests it decides.
-    template: str
-    #: Rule: the argument compared with ``at_most`` (missing or non-numeric: deny).
-    approve_if_argument: str | None = None
-    #: Rule: the largest value approved.
-    at_most: float | None = None
-    #: ``module:function`` returning ``"approve"``, ``"deny"`` or ``None`` (leave it to reviewers).
-    callable: str | None = None
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> ResolverEntry:
-        rule = self.approve_if_argument is not None or self.at_most is not None
-        if rule and (self.approve_if_argument is None or self.at_most is None):
-            raise ValueError("a rule resolver needs both approve_if_argument and at_most")
-        if rule == (self.callable is not None):
-            raise ValueError("a resolver is either a rule (approve_if_argument, at_most) or a callable")
-        return self
 
 
 class ConfigFile(_Section):
@@ -317,13 +256,13 @@ class ConfigFile(_Section):
     path: Path = Field(exclude=True)
     store: StoreSection = Field(default_factory=StoreSection)
     principals: list[PrincipalEntry] = Field(default_factory=list)
-    templates: dict[str, TemplateSection] = Field(default_factory=dict)
-    resolvers: list[ResolverEntry] = Field(default_factory=list)
+    templates: dict[str, ApprovalTemplate] = Field(default_factory=dict)
+    resolvers: list[ResolverRule] = Field(default_factory=list)
 
     @field_validator("principals")
     @classmethod
     def _unique_tokens(cls, principals: list[PrincipalEntry]) -> list[PrincipalEntry]:
-        tokens = [entry.token for entry in principals if entry.token is not None]
+        tokens = [entry.token.get_secret_value() for entry in principals if entry.token is not None]
         if len(tokens) != len(set(tokens)):
             raise ValueError("two principals share a token")
         return principals
@@ -358,7 +297,7 @@ class ConfigFile(_Section):
 
     def tokens(self) -> dict[str, str]:
         """Static bearer token → principal id."""
-        return {entry.token: entry.id for entry in self.principals if entry.token is not None}
+        return {entry.token.get_secret_value(): entry.id for entry in self.principals if entry.token is not None}
 
 
 class DeploymentConfig(ConfigFile):

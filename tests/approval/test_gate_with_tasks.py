@@ -11,7 +11,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_approval.approval import PolicyGate
 from mcp_approval.client.denials import read_denial
 from mcp_approval.denials import Remediation
-from mcp_approval.tasks import TaskOptions, TasksExtension
+from mcp_approval.tasks import TaskOptions, TasksExtension, store_from_url
 from tests.approval.support import FixedPDP, cedar_pdp, http_wire
 from tests.support.polling import eventually
 from tests.support.wire import envelope
@@ -20,7 +20,8 @@ pytestmark = pytest.mark.anyio
 
 
 def gated_tasks_server(pdp: Any, ran: Counter[str], db: str) -> MCPServer[Any]:
-    tasks = TasksExtension(TaskOptions(store_url=db, modes={"deploy": "required"}, allow_anonymous_tasks=True))
+    options = TaskOptions(modes={"deploy": "required"}, allow_anonymous_tasks=True)
+    tasks = TasksExtension(options, store=store_from_url(db))
     gate = PolicyGate(pdp, anonymous_principal="alice")
     server: MCPServer[Any] = MCPServer("gated-tasks", extensions=[gate, tasks], lifespan=tasks.lifespan)
 

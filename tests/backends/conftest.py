@@ -9,10 +9,10 @@ import pytest
 
 from mcp_approval.backends.contract import ApprovalSubmission
 from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.local_rules import ApprovalTemplate
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.backends.resolvers import AutoResolver
 from mcp_approval.clock import ManualClock
-from mcp_approval.config import TemplateSection
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
 
 ROLES = {
@@ -23,11 +23,11 @@ ROLES = {
     "mallory": frozenset(),
 }
 TEMPLATES = {
-    "single": TemplateSection(),
-    "pair": TemplateSection(approvals_required=2, approval_valid_s=600),
-    "treasury": TemplateSection(reviewer_role="treasurer"),
-    "self": TemplateSection(allow_self_approval=True),
-    "refund": TemplateSection(),
+    "single": ApprovalTemplate(),
+    "pair": ApprovalTemplate(approvals_required=2, approval_valid_s=600),
+    "treasury": ApprovalTemplate(reviewer_role="treasurer"),
+    "self": ApprovalTemplate(allow_self_approval=True),
+    "refund": ApprovalTemplate(),
 }
 
 
@@ -70,7 +70,7 @@ def make_backend(database: Database, clock: ManualClock) -> BackendFactory:
     def make(
         *,
         resolvers: Sequence[AutoResolver] = (),
-        templates: Mapping[str, TemplateSection] = TEMPLATES,
+        templates: Mapping[str, ApprovalTemplate] = TEMPLATES,
         **fields: Any,
     ) -> LocalApprovalBackend:
         fields.setdefault("redact", ("secret",))

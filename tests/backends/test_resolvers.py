@@ -9,9 +9,9 @@ import pytest
 
 from mcp_approval.backends.contract import ApprovalStatus
 from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.local_rules import ResolverRule
 from mcp_approval.backends.resolvers import CallableResolver, RuleResolver, resolvers_from_config
 from mcp_approval.clock import ManualClock
-from mcp_approval.config import ResolverEntry
 from mcp_approval.storage import AuditLog, Database
 from tests.backends import resolver_targets
 from tests.backends.conftest import BackendFactory, submission
@@ -71,8 +71,8 @@ async def test_callable_resolver_rejects_an_answer_that_is_not_a_verdict() -> No
 def test_resolvers_from_config_builds_both_kinds() -> None:
     rule, call = resolvers_from_config(
         [
-            ResolverEntry(template="refund", approve_if_argument="amount", at_most=500),
-            ResolverEntry(template="single", callable="tests.backends.resolver_targets:by_recipient"),
+            ResolverRule(template="refund", approve_if_argument="amount", at_most=500),
+            ResolverRule(template="single", callable="tests.backends.resolver_targets:by_recipient"),
         ]
     )
     assert isinstance(rule, RuleResolver)

@@ -16,9 +16,9 @@ from starlette.applications import Starlette
 from mcp_approval.backends.console import console_routes
 from mcp_approval.backends.contract import ApprovalSubmission
 from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.local_rules import ApprovalTemplate
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.clock import ManualClock
-from mcp_approval.config import TemplateSection
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, migrate, open_database
 from tests.support.polling import eventually
 
@@ -31,9 +31,9 @@ ROLES = {
 #: A template named like markup, configured so that the escaping test can submit under it.
 HOSTILE_TEMPLATE = "</textarea><svg onload=alert(2)>"
 TEMPLATES = {
-    "single": TemplateSection(),
-    "pair": TemplateSection(approvals_required=2),
-    HOSTILE_TEMPLATE: TemplateSection(),
+    "single": ApprovalTemplate(),
+    "pair": ApprovalTemplate(approvals_required=2),
+    HOSTILE_TEMPLATE: ApprovalTemplate(),
 }
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 

@@ -66,5 +66,7 @@ def test_the_arap_pair_configs_load_with_the_addresses_filled_in(tmp_path: Path)
     assert treasury.arap.callback_url == "http://127.0.0.1:41002/approvals/callback"
     ars = load_arap_config(folder / "arap-server.toml")
     assert ars.arap.callback_allowlist == ["http://127.0.0.1:41002"]
-    assert treasury.arap.token in ars.client_tokens()
-    assert ars.arap.callback_secret == treasury.approval.callback_secret
+    assert treasury.arap.token.get_secret_value() in ars.client_tokens()
+    assert treasury.approval.callback_secret is not None
+    assert ars.arap.callback_secret is not None
+    assert ars.arap.callback_secret.get_secret_value() == treasury.approval.callback_secret.get_secret_value()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import mcp_types as types
 import pytest
 from mcp.server.mcpserver import Context, MCPServer
 
-from mcp_approval.tasks import TaskOptions, TasksExtension, task_routing_middleware
+from mcp_approval.tasks import TaskOptions, TasksExtension, store_from_url, task_routing_middleware
 from tests.approval.inprocess import inprocess_treasury
 from tests.support.polling import eventually
 from tests.support.wire import Wire
@@ -41,7 +40,7 @@ async def confirming_server(
     """
     released = released or asyncio.Event()
     store_url = f"sqlite:///{tmp_path / 'tasks.db'}"
-    tasks = TasksExtension(TaskOptions(store_url=store_url, allow_anonymous_tasks=True, **options))
+    tasks = TasksExtension(TaskOptions(allow_anonymous_tasks=True, **options), store=store_from_url(store_url))
     server: MCPServer[Any] = MCPServer(
         "confirming", extensions=[tasks], lifespan=tasks.lifespan, middleware=[task_routing_middleware]
     )
@@ -170,7 +169,7 @@ async def test_threshold_none_makes_only_pending_approvals_tasks(tmp_path: Path)
     async with inprocess_treasury(tmp_path, {"tasks": {"threshold_s": 0.0}}) as harness:
         tasks = harness.deployment.tasks
         eager = (await harness.alice.call_tool("wire_transfer", {"to": "acct-t0", "amount": 10})).result
-        tasks.options = replace(tasks.options, threshold_s=None)  # TOML has no null: set it in code
+        tasks.options = tasks.options.model_copy(update={"threshold_s": None})  # TOML has no null: set it in code
         small = (await harness.alice.call_tool("wire_transfer", {"to": "acct-tnone", "amount": 10})).result
         large = (await harness.alice.call_tool("wire_transfer", {"to": "acct-tbig", "amount": 30_000})).result
     assert eager["resultType"] == "task"  # threshold 0: a permitted call becomes a task

@@ -1,16 +1,17 @@
-"""``TaskOptions`` as the product page states it: the defaults, and ``approval_url``'s rules."""
+"""``TaskOptions`` and ``ApprovalOptions`` as the product page states them: defaults, ``approval_url``'s rules."""
 
 from __future__ import annotations
 
-import dataclasses
+import inspect
 from pathlib import Path
 
 import pytest
 
+from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.client import TasksClient
 from mcp_approval.config import ConfigError, load_config
 from mcp_approval.server.deployment import build_deployment
-from mcp_approval.tasks import TaskOptions
+from mcp_approval.tasks import TaskOptions, TasksExtension
 from tests.support.treasury import deployment_dir
 
 
@@ -20,11 +21,11 @@ def test_defaults_match_the_product_page() -> None:
         "threshold_s": 5.0,
         "ttl_s": 3600,
         "poll_interval_s": 2.0,
-        "approval_url": None,
         "max_tasks": 10_000,
         "max_per_principal": 100,
     }
     assert {name: getattr(options, name) for name in stated} == stated
+    assert ApprovalOptions().approval_url is None
     assert TaskOptions(threshold_s=None).threshold_s is None  # only required tools and approvals become tasks
 
 
@@ -45,8 +46,8 @@ def test_defaults_match_the_product_page() -> None:
     ],
 )
 def test_a_bad_approval_url_is_refused_naming_the_field(url: str, complaint: str) -> None:
-    with pytest.raises(ValueError, match=r"TaskOptions\.approval_url") as refused:
-        TaskOptions(approval_url=url)
+    with pytest.raises(ValueError, match=r"approval_url") as refused:
+        ApprovalOptions(approval_url=url)
     assert complaint in str(refused.value)
 
 
@@ -61,14 +62,14 @@ def test_a_bad_approval_url_is_refused_naming_the_field(url: str, complaint: str
     ],
 )
 def test_https_and_loopback_http_pages_are_accepted(url: str) -> None:
-    assert TaskOptions(approval_url=url).approval_url == url
+    assert ApprovalOptions(approval_url=url).approval_url == url
 
 
 def test_the_link_fills_in_the_id_percent_encoded() -> None:
-    options = TaskOptions(approval_url="https://r.example.test/a/{approval_id}?again={approval_id}")
+    options = ApprovalOptions(approval_url="https://r.example.test/a/{approval_id}?again={approval_id}")
     assert options.approval_link("apr_x1") == "https://r.example.test/a/apr_x1?again=apr_x1"
     assert options.approval_link("a/b?c") == "https://r.example.test/a/a%2Fb%3Fc?again=a%2Fb%3Fc"
-    assert TaskOptions().approval_link("apr_x1") is None
+    assert ApprovalOptions().approval_link("apr_x1") is None
 
 
 def test_the_deployment_file_takes_approval_url_and_wires_it(tmp_path: Path) -> None:
@@ -77,8 +78,15 @@ def test_the_deployment_file_takes_approval_url_and_wires_it(tmp_path: Path) -> 
     config = load_config(directory / "config.toml")
     assert config.tasks.approval_url == url
     deployment = build_deployment(config, base_url="http://127.0.0.1:8000")
-    assert deployment.tasks.options.approval_url == url
+    assert deployment.approval.options.approval_url == url
     assert load_config(deployment_dir(tmp_path / "plain") / "config.toml").tasks.approval_url is None
+
+
+def test_the_approval_section_takes_approval_url(tmp_path: Path) -> None:
+    url = "https://reviews.example.test/approvals/{approval_id}"
+    directory = deployment_dir(tmp_path, {"approval": {"approval_url": url}})
+    deployment = build_deployment(load_config(directory / "config.toml"), base_url="http://127.0.0.1:8000")
+    assert deployment.approval.options.approval_url == url
 
 
 @pytest.mark.parametrize(
@@ -99,16 +107,11 @@ def test_a_bad_approval_url_in_the_file_names_file_and_field(tmp_path: Path, url
 
 
 def test_every_option_the_page_names_exists() -> None:
-    names = {field.name for field in dataclasses.fields(TaskOptions)}
-    assert {
-        "threshold_s",
-        "ttl_s",
-        "poll_interval_s",
-        "approval_url",
-        "max_tasks",
-        "max_per_principal",
-        "store",
-    } <= names
+    assert {"threshold_s", "ttl_s", "poll_interval_s", "max_tasks", "max_per_principal"} <= set(
+        TaskOptions.model_fields
+    )
+    assert "approval_url" in ApprovalOptions.model_fields
+    assert "store" in inspect.signature(TasksExtension).parameters
 
 
 def test_the_client_waits_30_s_for_a_task_by_default() -> None:

@@ -1,72 +1,100 @@
-"""Options of the tool-approval enforcement point."""
+"""Options of the tool-approval enforcement point: the ``[approval]`` section of a deployment file.
+
+One model serves code and file alike: ``ApprovalOptions(max_generations=5)`` and
+``[approval] max_generations = 5`` are validated by the same rules, with the same message.
+Secrets (``binding_keys``, ``callback_secret``) are :class:`~pydantic.SecretStr` and print as
+``**********``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
+from urllib.parse import quote
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from mcp_approval.approval.binding import BindingCipher
+from mcp_approval.tasks.options import APPROVAL_ID_PLACEHOLDER, check_approval_url
+
+__all__ = ["ApprovalOptions"]
 
 
-@dataclass(frozen=True)
-class ApprovalOptions:
-    """How :class:`~mcp_approval.approval.ToolApproval` runs.
+class ApprovalOptions(BaseModel):
+    """How :class:`~mcp_approval.approval.ToolApproval` runs (``[approval]`` in a deployment file).
 
-    Args:
-        result_retention_s: how long a terminal approval task stays retrievable.
-        max_pending_s: the longest request window accepted (a later policy or backend deadline is cut).
-        default_deadline_s: the request deadline when the policy gives none.
-        execution_deadline_s: an execution still unconfirmed this long after its claim ends
-            ``outcome-unknown``.
-        max_generations: chained approval requests per task before it ends as a denial.
-        submissions_per_minute: approval submissions one principal may make per minute.
-        max_pending_per_principal: pending approval tasks one principal may hold.
-        poll_interval_s: how often a pending request's backend status is fetched.
-        task_poll_interval_s: the ``pollIntervalMs`` suggested to clients.
-        without_tasks: requestable denials of clients that did not declare tasks: ``degraded``
-            (``isError`` + ``undisclosed`` + guidance, the SEP's preference) or ``error`` (-32021).
-        intent_grace_s: an intent this old with no task is an orphan of a crash and is reconciled.
-        lease_s: how long one worker holds a workflow it is checking or executing before
-            another may take it over.
-        max_retry_backoff_s: the cap of the exponential backoff for ``retry`` re-evaluations.
-        submission_inputs: per approval template, the text fields the requester supplies before
-            submission (an MRTR ``input_required`` round on the ``tools/call``).
-        inputs_in_task: templates whose inputs are asked inside the task instead (it starts
-            ``input_required`` and is submitted once ``tasks/update`` answers).
+    Every field has a safe default except the call-binding key: set ``binding_keys`` (or
+    ``binding_key_file``), or, for development only, ``ephemeral_binding_key = True``.
     """
 
-    result_retention_s: float = 86_400.0
-    max_pending_s: float = 7 * 86_400.0
-    default_deadline_s: float = 86_400.0
-    execution_deadline_s: float = 300.0
-    max_generations: int = 3
-    submissions_per_minute: int = 30
-    max_pending_per_principal: int = 50
-    poll_interval_s: float = 2.0
-    task_poll_interval_s: float = 2.0
-    without_tasks: Literal["degraded", "error"] = "degraded"
-    intent_grace_s: float = 30.0
-    lease_s: float = 15.0
-    max_retry_backoff_s: float = 60.0
-    submission_inputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    inputs_in_task: frozenset[str] = frozenset()
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    def __post_init__(self) -> None:
-        positive = (
-            "result_retention_s",
-            "max_pending_s",
-            "default_deadline_s",
-            "execution_deadline_s",
-            "poll_interval_s",
-            "task_poll_interval_s",
-            "lease_s",
-            "max_retry_backoff_s",
-        )
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise ValueError(f"ApprovalOptions.{name} must be > 0")
-        if self.intent_grace_s < 0:
-            raise ValueError("ApprovalOptions.intent_grace_s must be >= 0")
-        if min(self.max_generations, self.submissions_per_minute, self.max_pending_per_principal) < 1:
-            raise ValueError("ApprovalOptions limits must be >= 1")
-        if self.without_tasks not in ("degraded", "error"):
-            raise ValueError("ApprovalOptions.without_tasks must be 'degraded' or 'error'")
+    #: How long a terminal approval task's result stays retrievable.
+    result_retention_s: float = Field(default=86_400.0, gt=0)
+    #: The longest pending window accepted from a policy or backend (a later deadline is cut).
+    max_pending_s: float = Field(default=7 * 86_400.0, gt=0)
+    #: The request deadline when the policy sets none.
+    default_deadline_s: float = Field(default=86_400.0, gt=0)
+    #: An execution still unconfirmed this long after its claim ends ``outcome-unknown``.
+    execution_deadline_s: float = Field(default=300.0, gt=0)
+    #: Chained approval requests per task before it ends as a denial.
+    max_generations: int = Field(default=3, ge=1)
+    #: Approval submissions one principal may make per minute (then a non-requestable denial).
+    submissions_per_minute: int = Field(default=30, ge=1)
+    #: Pending approval tasks one principal may hold at once.
+    max_pending_per_principal: int = Field(default=50, ge=1)
+    #: How often a pending request's backend status is fetched.
+    poll_interval_s: float = Field(default=2.0, gt=0)
+    #: The ``pollIntervalMs`` suggested to clients on approval tasks (the composition sets it from
+    #: ``[tasks] poll_interval_s`` when it is not given).
+    task_poll_interval_s: float = Field(default=2.0, gt=0)
+    #: Requestable denials of clients that did not declare tasks: ``degraded`` (``isError`` +
+    #: ``undisclosed`` + guidance, the SEP's preference) or ``error`` (-32021).
+    without_tasks: Literal["degraded", "error"] = "degraded"
+    #: An intent this old with no task is a crash leftover and is reconciled.
+    intent_grace_s: float = Field(default=30.0, ge=0)
+    #: How long a worker holds a workflow it checks or executes before another may take over.
+    lease_s: float = Field(default=15.0, gt=0)
+    #: The cap of the exponential backoff of ``retry`` re-evaluations.
+    max_retry_backoff_s: float = Field(default=60.0, gt=0)
+    #: Per approval template, the text fields the requester supplies before submission (an MRTR
+    #: ``input_required`` round on the ``tools/call``). In a deployment file, ``[templates.NAME] inputs``.
+    submission_inputs: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    #: Templates whose inputs are asked inside the task instead (it starts ``input_required`` and is
+    #: submitted once ``tasks/update`` answers). In a file, ``[templates.NAME] collect_inputs = "during"``.
+    inputs_in_task: frozenset[str] = frozenset()
+    #: The page where reviewers decide an approval, with ``{approval_id}`` where its id goes; https
+    #: (http only on loopback). An approval task created by a request that declared URL elicitation
+    #: starts ``input_required`` with one url-mode elicitation naming that page. The link is only a
+    #: pointer: answering it never approves, the backend still decides. ``None``: no link.
+    approval_url: str | None = None
+    #: Call-binding encryption keys, key id → base64 of 32 bytes; the first one seals new records.
+    binding_keys: dict[str, SecretStr] = Field(default_factory=dict)
+    #: A TOML file holding such keys (``key_id = "base64"``), instead of inline (in a deployment
+    #: file, relative to that file).
+    binding_key_file: Path | None = None
+    #: Development only: with no key set, seal call bindings with a key made up at start (pending
+    #: approvals then do not survive a restart). ``[server] dev_mode`` implies it.
+    ephemeral_binding_key: bool = False
+    #: Shared secret authenticating backend callbacks (HMAC-SHA256) at ``/approvals/callback``.
+    callback_secret: SecretStr | None = None
+
+    @field_validator("approval_url")
+    @classmethod
+    def _approval_page(cls, url: str | None) -> str | None:
+        if url is not None:
+            check_approval_url(url, field_name="approval_url")
+        return url
+
+    @field_validator("binding_keys")
+    @classmethod
+    def _usable_keys(cls, keys: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        if keys:  # the composition refuses no key at all, unless ephemeral_binding_key
+            BindingCipher.from_base64({key_id: key.get_secret_value() for key_id, key in keys.items()})
+        return keys
+
+    def approval_link(self, approval_id: str) -> str | None:
+        """``approval_url`` with ``approval_id`` filled in (percent-encoded), or ``None`` when unset."""
+        if self.approval_url is None:
+            return None
+        return self.approval_url.replace(APPROVAL_ID_PLACEHOLDER, quote(approval_id, safe=""))

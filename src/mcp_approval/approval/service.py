@@ -237,7 +237,7 @@ class ToolApproval:
 
         ``owner`` is the task owner's digest, as the tasks extension computes it for the caller;
         ``inputs`` are the submission inputs the requester supplied; ``linked``: the request
-        declared URL elicitation, so with ``TaskOptions.approval_url`` the task links the approval page.
+        declared URL elicitation, so with ``ApprovalOptions.approval_url`` the task links the approval page.
         """
         deps = self._started()
         submission = replace(self._submission(binding, decision), inputs=inputs or None)
@@ -263,7 +263,7 @@ class ToolApproval:
         crash_point("after_handle")
         new = self._new_workflow(intent.task_id, binding, submission, intent_key=intent.key, owner=owner, handle=handle)
         if linked:
-            new = url_approval.with_approval_link(new, options=self.tasks.options, backend=deps.backend, handle=handle)
+            new = url_approval.with_approval_link(new, options=deps.options, backend=deps.backend, handle=handle)
         created = await deps.store.create_task(new)
         if not created:
             raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)

@@ -1,4 +1,4 @@
-"""URL-mode elicitation for approval tasks (``TaskOptions.approval_url``).
+"""URL-mode elicitation for approval tasks (``ApprovalOptions.approval_url``).
 
 When the deployment names the page where reviewers decide approvals, an approval task created
 by a request that declared URL elicitation starts ``input_required`` with exactly one
@@ -21,12 +21,12 @@ from typing import Any, Protocol, runtime_checkable
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 
+from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.records import NewWorkflow
 from mcp_approval.approval.results import sanitize_model_text
 from mcp_approval.backends import ApprovalBackend
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.denials.placement import Interaction, declared_interactions
-from mcp_approval.tasks.options import TaskOptions
 
 logger = logging.getLogger("mcp_approval.approval")
 
@@ -67,7 +67,7 @@ def approval_page_id(backend: ApprovalBackend, handle: str) -> str | None:
     return None
 
 
-def link_request(options: TaskOptions, approval_id: str, tool: str) -> dict[str, Any] | None:
+def link_request(options: ApprovalOptions, approval_id: str, tool: str) -> dict[str, Any] | None:
     """The url-mode ``elicitation/create`` input request for one approval, or ``None`` without a page."""
     url = options.approval_link(approval_id)
     if url is None:
@@ -77,7 +77,9 @@ def link_request(options: TaskOptions, approval_id: str, tool: str) -> dict[str,
     return request.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
-def with_approval_link(new: NewWorkflow, *, options: TaskOptions, backend: ApprovalBackend, handle: str) -> NewWorkflow:
+def with_approval_link(
+    new: NewWorkflow, *, options: ApprovalOptions, backend: ApprovalBackend, handle: str
+) -> NewWorkflow:
     """``new`` starting ``input_required`` with the approval page's link, when one can be made."""
     if options.approval_url is None:
         return new

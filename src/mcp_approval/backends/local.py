@@ -46,10 +46,10 @@ from mcp_approval.backends.local_records import (
     record_from_rows,
     resulting_status,
 )
+from mcp_approval.backends.local_rules import ApprovalTemplate
 from mcp_approval.backends.local_schema import approval_requests_table
 from mcp_approval.backends.resolvers import AutoResolver
 from mcp_approval.clock import Clock, SystemClock, iso8601
-from mcp_approval.config import TemplateSection
 from mcp_approval.storage.audit import AuditLog
 from mcp_approval.storage.database import Database
 
@@ -66,7 +66,7 @@ _R = approval_requests_table
 _log = logging.getLogger(__name__)
 #: Requests that name no template: one approver holding "approver", no self-approval. A request
 #: naming a template that is not configured is refused (it never falls back to this one).
-_DEFAULT_TEMPLATE = TemplateSection()
+_DEFAULT_TEMPLATE = ApprovalTemplate()
 #: How often a decision transaction is retried when a concurrent one won the compare-and-set.
 _CAS_ATTEMPTS = 5
 
@@ -101,7 +101,7 @@ class LocalApprovalBackend:
         self,
         database: Database,
         *,
-        templates: Mapping[str, TemplateSection],
+        templates: Mapping[str, ApprovalTemplate],
         roles: Callable[[str], frozenset[str]],
         resolvers: Sequence[AutoResolver] = (),
         redact: Collection[str] = (),
@@ -244,7 +244,7 @@ class LocalApprovalBackend:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _template(self, name: str | None) -> TemplateSection:
+    def _template(self, name: str | None) -> ApprovalTemplate:
         """The rules of a configured template (callers check :meth:`_configured` first)."""
         return self._templates[name] if name else _DEFAULT_TEMPLATE
 

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal, Protocol
 
 from mcp_approval.backends.contract import ApprovalSubmission
-from mcp_approval.config import ResolverEntry
+from mcp_approval.backends.local_rules import ResolverRule
 
 __all__ = ["AutoResolver", "CallableResolver", "ResolverFunction", "RuleResolver", "Verdict", "resolvers_from_config"]
 
@@ -88,7 +88,7 @@ def _load(target: str) -> ResolverFunction:
     return function  # type: ignore[no-any-return]
 
 
-def resolvers_from_config(entries: Sequence[ResolverEntry]) -> list[AutoResolver]:
+def resolvers_from_config(entries: Sequence[ResolverRule]) -> list[AutoResolver]:
     """The resolvers ``[[resolvers]]`` entries describe.
 
     Raises:

@@ -1,11 +1,16 @@
-"""``mcp-approval review``: list, inspect and decide local approval requests from a terminal."""
+"""``mcp-approval review``: list, inspect and decide local approval requests from a terminal.
+
+``--config FILE`` reads the store, templates and reviewer roles from a deployment file. A server
+built in code (``Approvals``) has no such file: ``--db URL`` names its store, and ``--role`` the
+roles the deciding reviewer holds (whoever can reach the database is trusted to say so).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import tomllib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -29,8 +34,16 @@ review_app = typer.Typer(
     help="Review approval requests of the local backend: list, show, approve, deny.", no_args_is_help=True
 )
 
-_CONFIG = typer.Option(..., "--config", help="The deployment configuration file (TOML).")
+_CONFIG = typer.Option(
+    None, "--config", help="The deployment configuration file (TOML); without it, --db names the store."
+)
 _DB = typer.Option(None, "--db", help="Store URL; overrides the configuration's [store] url.")
+_ROLE = typer.Option(
+    None,
+    "--role",
+    help="Without --config: a role the reviewer --as holds (repeat for several). The requests' templates "
+    "then decide by the default rules: one approver with the template's reviewer role (approver), no self-approval.",
+)
 _JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 _AS = typer.Option(..., "--as", help="The reviewer deciding (a principal id from the configuration).")
 _COMMENT = typer.Option(None, "--comment", help="A comment recorded with the decision.")
@@ -42,10 +55,20 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(1)
 
 
-def _run(config_path: Path, db: str | None, operation: Callable[[LocalApprovalBackend], Awaitable[T]]) -> T:
-    """Load the config, open and migrate the store, run ``operation`` on the backend, close the store."""
+def _run(
+    config_path: Path | None,
+    db: str | None,
+    operation: Callable[[LocalApprovalBackend], Awaitable[T]],
+    *,
+    roles: Mapping[str, Sequence[str]] | None = None,
+) -> T:
+    """Load the config, open and migrate the store, run ``operation`` on the backend, close the store.
+
+    Without a config, ``db`` names the store (e.g. of a server built with ``Approvals`` in code) and
+    ``roles`` gives the deciding reviewer's roles; templates follow the default rules.
+    """
     try:
-        store_url, backend_of = _reviewed(config_path)
+        store_url, backend_of = _reviewed(config_path, db, roles or {})
     except ConfigError as exc:
         raise _fail(str(exc)) from None
 
@@ -65,8 +88,19 @@ def _run(config_path: Path, db: str | None, operation: Callable[[LocalApprovalBa
         raise _fail("no such approval request") from None
 
 
-def _reviewed(path: Path) -> tuple[str, Callable[[Database], LocalApprovalBackend]]:
-    """The store URL and local backend of a deployment file, or of an ``arap-server`` file."""
+def _reviewed(
+    path: Path | None, db: str | None, roles: Mapping[str, Sequence[str]]
+) -> tuple[str, Callable[[Database], LocalApprovalBackend]]:
+    """The store URL and local backend of a deployment file, an ``arap-server`` file, or a bare store."""
+    if path is None:
+        if db is None:
+            raise ConfigError(
+                "give --config FILE (a deployment file) or --db URL (the store of a server built in code)"
+            )
+        held = {principal: frozenset(names) for principal, names in roles.items()}
+        return db, lambda database: LocalApprovalBackend(
+            database, templates={}, roles=lambda principal: held.get(principal, frozenset())
+        )
     if _is_arap_server_file(path):
         from mcp_approval.reference.config import load_arap_config
         from mcp_approval.reference.server import reviewer_backend
@@ -88,7 +122,7 @@ def _is_arap_server_file(path: Path) -> bool:
 
 @review_app.command("list")
 def list_command(
-    config: Path = _CONFIG,
+    config: Path | None = _CONFIG,
     db: str | None = _DB,
     status: str = typer.Option("pending", "--status", help="pending or decided."),
     as_json: bool = _JSON,
@@ -118,7 +152,7 @@ def list_command(
 
 
 @review_app.command("show")
-def show_command(request_id: str, config: Path = _CONFIG, db: str | None = _DB, as_json: bool = _JSON) -> None:
+def show_command(request_id: str, config: Path | None = _CONFIG, db: str | None = _DB, as_json: bool = _JSON) -> None:
     """Show one approval request with its arguments (redacted) and decisions."""
     record = _run(config, db, lambda backend: backend.get_request(request_id))
     if record is None:
@@ -131,18 +165,36 @@ def show_command(request_id: str, config: Path = _CONFIG, db: str | None = _DB, 
 
 @review_app.command("approve")
 def approve_command(
-    request_id: str, config: Path = _CONFIG, db: str | None = _DB, reviewer: str = _AS, comment: str | None = _COMMENT
+    request_id: str,
+    config: Path | None = _CONFIG,
+    db: str | None = _DB,
+    reviewer: str = _AS,
+    comment: str | None = _COMMENT,
+    role: list[str] | None = _ROLE,
 ) -> None:
     """Approve a request as reviewer ``--as``."""
-    _print_record(_run(config, db, lambda backend: backend.decide(request_id, reviewer, "approve", comment)))
+    decide = _deciding(request_id, reviewer, "approve", comment)
+    _print_record(_run(config, db, decide, roles={reviewer: role or []}))
 
 
 @review_app.command("deny")
 def deny_command(
-    request_id: str, config: Path = _CONFIG, db: str | None = _DB, reviewer: str = _AS, comment: str | None = _COMMENT
+    request_id: str,
+    config: Path | None = _CONFIG,
+    db: str | None = _DB,
+    reviewer: str = _AS,
+    comment: str | None = _COMMENT,
+    role: list[str] | None = _ROLE,
 ) -> None:
     """Deny a request as reviewer ``--as``."""
-    _print_record(_run(config, db, lambda backend: backend.decide(request_id, reviewer, "deny", comment)))
+    decide = _deciding(request_id, reviewer, "deny", comment)
+    _print_record(_run(config, db, decide, roles={reviewer: role or []}))
+
+
+def _deciding(
+    request_id: str, reviewer: str, decision: Literal["approve", "deny"], comment: str | None
+) -> Callable[[LocalApprovalBackend], Awaitable[ApprovalRecord]]:
+    return lambda backend: backend.decide(request_id, reviewer, decision, comment)
 
 
 def _print_record(record: ApprovalRecord) -> None:

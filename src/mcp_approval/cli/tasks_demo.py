@@ -33,7 +33,7 @@ from mcp_approval.client import (
 )
 from mcp_approval.hosts import unused_loopback_port
 from mcp_approval.server.tasks_demo import DEMO_MODES, DEMO_TOKENS, build_tasks_demo_server
-from mcp_approval.tasks import TaskOptions
+from mcp_approval.tasks import TaskOptions, store_from_url
 
 __all__ = ["SCENARIOS", "Scenario", "ScenarioResult", "run_tasks_demo"]
 
@@ -55,10 +55,9 @@ async def _serve(db_url: str, port: int) -> Any:
     options = TaskOptions(
         threshold_s=0.5,
         poll_interval_s=0.1,
-        store_url=db_url,
         modes=DEMO_MODES,
     )
-    server, _ = build_tasks_demo_server(options, base_url=base_url, tokens=DEMO_TOKENS)
+    server, _ = build_tasks_demo_server(options, store=store_from_url(db_url), base_url=base_url, tokens=DEMO_TOKENS)
     config = uvicorn.Config(server.streamable_http_app(), host="127.0.0.1", port=port, log_level="warning")
     web = uvicorn.Server(config)
     serving = asyncio.create_task(web.serve())

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from mcp_approval.config import ApprovalSection, ConfigFile, PolicySection, load_config_file
 
@@ -52,7 +52,7 @@ class ClientEntry(_Section):
     #: The client's name: the caller Idempotency-Keys and tasks are scoped to, and the audit actor.
     id: str = Field(min_length=1)
     #: The bearer token the client presents (at least 16 characters).
-    token: str = Field(min_length=16)
+    token: SecretStr = Field(min_length=16)
     #: The resource types this client may submit Access Requests for (all when unset).
     resource_types: list[str] | None = None
 
@@ -87,7 +87,7 @@ class ArapSection(_Section):
     #: Clock skew tolerated on token expiry and denial deadlines.
     clock_skew_s: float = Field(default=30.0, ge=0, le=60)
     #: HMAC secret for callback signatures (no callbacks without it).
-    callback_secret: str | None = Field(default=None, min_length=16)
+    callback_secret: SecretStr | None = Field(default=None, min_length=16)
     #: Submissions one client may make per minute (then ``429`` with ``Retry-After``).
     submissions_per_minute: int = Field(default=120, ge=1)
     #: Origins (``scheme://host[:port]``) callbacks may go to.
@@ -97,7 +97,9 @@ class ArapSection(_Section):
     @field_validator("clients")
     @classmethod
     def _unique_clients(cls, clients: list[ClientEntry]) -> list[ClientEntry]:
-        if len({c.token for c in clients}) != len(clients) or len({c.id for c in clients}) != len(clients):
+        if len({c.token.get_secret_value() for c in clients}) != len(clients) or len({c.id for c in clients}) != len(
+            clients
+        ):
             raise ValueError("two clients share an id or a token")
         return clients
 
@@ -112,13 +114,13 @@ class ArapServerConfig(ConfigFile):
 
     @model_validator(mode="after")
     def _client_tokens_are_not_principal_tokens(self) -> ArapServerConfig:
-        if {p.token for p in self.principals} & {c.token for c in self.arap.clients}:
+        if set(self.tokens()) & set(self.client_tokens()):
             raise ValueError("a client token is also a principal token")
         return self
 
     def client_tokens(self) -> dict[str, str]:
         """PEP client bearer token → client id."""
-        return {entry.token: entry.id for entry in self.arap.clients}
+        return {entry.token.get_secret_value(): entry.id for entry in self.arap.clients}
 
 
 def load_arap_config(path: str | Path) -> ArapServerConfig:

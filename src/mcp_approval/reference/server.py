@@ -205,7 +205,7 @@ def build_arap_server(
         endpoint=endpoint,
         settings=settings,
         resolved_templates=frozenset(resolver.template for resolver in resolvers),
-        callbacks=CallbackSender(settings.callback_secret, time) if settings.callback_secret else None,
+        callbacks=CallbackSender(secret.get_secret_value(), time) if (secret := settings.callback_secret) else None,
         audit=audit,
         clock=time,
     )

@@ -16,6 +16,8 @@ from mcp_approval.config import ConfigError, DeploymentConfig
 from mcp_approval.policy import CedarPDP, PolicyDecisionPoint
 from mcp_approval.policy.http import HttpPDP
 
+__all__ = ["arap_backend_from_config", "pdp_from_config"]
+
 logger = logging.getLogger("mcp_approval.server")
 
 
@@ -28,7 +30,7 @@ def pdp_from_config(config: DeploymentConfig, *, clock: Clock | None = None) -> 
     """
     policy = config.policy
     if policy.pdp_url is not None:
-        headers = {"Authorization": f"Bearer {policy.pdp_token}"} if policy.pdp_token else None
+        headers = {"Authorization": f"Bearer {policy.pdp_token.get_secret_value()}"} if policy.pdp_token else None
         try:
             return HttpPDP(policy.pdp_url, timeout_s=policy.pdp_timeout_s, headers=headers)
         except ValueError as exc:
@@ -57,7 +59,7 @@ def arap_backend_from_config(config: DeploymentConfig, pdp: PolicyDecisionPoint)
         return (await pdp.metadata()).access_request_endpoint
 
     settings = ArapSettings(
-        token=section.token,
+        token=section.token.get_secret_value(),
         allowed_origins=tuple(section.allowed_origins),
         insecure_loopback=section.dev_insecure_loopback,
         timeout_s=section.timeout_s,
@@ -65,7 +67,7 @@ def arap_backend_from_config(config: DeploymentConfig, pdp: PolicyDecisionPoint)
         poll_max_s=section.poll_max_s,
         submit_attempts=section.submit_attempts,
         callback_url=section.callback_url,
-        callback_secret=config.approval.callback_secret,
+        callback_secret=secret.get_secret_value() if (secret := config.approval.callback_secret) else None,
         client_name=config.server.name,
     )
     try:

@@ -1,57 +1,41 @@
-"""The composition root: one deployment file in, one running approval-gated MCP server out.
+"""A deployment file onto :class:`~mcp_approval.server.approvals.Approvals`: ``mcp-approval serve``.
 
-:func:`build_deployment` wires every layer from a :class:`~mcp_approval.config.DeploymentConfig`:
-the database, the tasks extension, the Cedar PDP and policy gate, the local approval backend,
-the tool-approval enforcement point and the deployment's tools. :func:`deployment_app` serves
-it over HTTP: MCP at ``/mcp``, the reviewer API at ``/approvals``, backend callbacks at
+:func:`build_deployment` maps a :class:`~mcp_approval.config.DeploymentConfig` onto the same
+entry point a library user builds by hand: the file's policy, backend, store, principals and
+options become ``Approvals``'s arguments, and the file's tools module registers its tools on
+the server ``Approvals`` configures. :func:`deployment_app` serves it over HTTP: MCP at ``/mcp``,
+the reviewer API at ``/approvals``, the console at ``/console``, backend callbacks at
 ``/approvals/callback``.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import logging
-import tomllib
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
-from starlette.routing import BaseRoute
 
 from mcp_approval.approval import PolicyGate, PrincipalResolver
-from mcp_approval.approval.binding import BindingCipher
-from mcp_approval.approval.callbacks import callback_route
 from mcp_approval.approval.options import ApprovalOptions
-from mcp_approval.approval.schema import APPROVAL_MIGRATIONS
-from mcp_approval.approval.service import APPROVAL_HANDLER, PrincipalCheck, ToolApproval, ToolApprovalExtension
-from mcp_approval.approval.tools import ServerTools
+from mcp_approval.approval.service import PrincipalCheck, ToolApproval
 from mcp_approval.backends import ApprovalBackend
-from mcp_approval.backends.arap import ArapBackend
-from mcp_approval.backends.console import console_routes
-from mcp_approval.backends.local import LocalApprovalBackend
-from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
-from mcp_approval.backends.login_throttle import FailedLoginThrottle
-from mcp_approval.backends.reviewer_api import reviewer_routes
-from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.clock import Clock
 from mcp_approval.config import ConfigError, DeploymentConfig
-from mcp_approval.policy import ToolCallMapper
-from mcp_approval.policy.http import HttpPDP
+from mcp_approval.server.approvals import Approvals
 from mcp_approval.server.arap_backend import arap_backend_from_config, pdp_from_config
 from mcp_approval.server.auth import auth_from_config, reviewer_authenticator
 from mcp_approval.server.local_backend import local_backend_from_config
 from mcp_approval.server.validation import call_register, validate_deployment
-from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Migrations, migrate, open_database
-from mcp_approval.tasks import TaskOptions, TasksExtension, task_routing_middleware
+from mcp_approval.storage import AuditLog, open_database
+from mcp_approval.tasks import TaskOptions, TasksExtension
 from mcp_approval.tasks.server import LOCAL_PRINCIPAL
-from mcp_approval.tasks.sql_store import SqlTaskStore
 from mcp_approval.tasks.store_url import is_redis_url
 
-logger = logging.getLogger("mcp_approval.server")
+__all__ = ["Deployment", "build_deployment", "deployment_app"]
 
 
 @dataclass(frozen=True)
@@ -59,15 +43,43 @@ class Deployment:
     """Everything :func:`build_deployment` wired, for serving and for inspection in tests."""
 
     config: DeploymentConfig
+    approvals: Approvals
     server: MCPServer[Any]
-    tasks: TasksExtension
-    gate: PolicyGate
-    approval: ToolApproval
-    backend: ApprovalBackend
-    audit: AuditLog
-    clock: Clock = field(default_factory=SystemClock)
-    #: What checks bearer tokens on ``/mcp`` (and, the same way, for reviewers); ``None`` without auth.
-    token_verifier: TokenVerifier | None = None
+
+    @property
+    def tasks(self) -> TasksExtension:
+        """The tasks extension."""
+        return self.approvals.tasks
+
+    @property
+    def gate(self) -> PolicyGate:
+        """The policy gate."""
+        return self.approvals.gate
+
+    @property
+    def approval(self) -> ToolApproval:
+        """The tool-approval enforcement point."""
+        return self.approvals.approval
+
+    @property
+    def backend(self) -> ApprovalBackend:
+        """Where approval requests go."""
+        return self.approvals.backend
+
+    @property
+    def audit(self) -> AuditLog:
+        """The audit log."""
+        return self.approvals.audit
+
+    @property
+    def clock(self) -> Clock:
+        """The source of time."""
+        return self.approvals.clock
+
+    @property
+    def token_verifier(self) -> TokenVerifier | None:
+        """What checks bearer tokens on ``/mcp`` (and, the same way, for reviewers); ``None`` without auth."""
+        return self.approvals.token_verifier
 
 
 def build_deployment(
@@ -78,7 +90,8 @@ def build_deployment(
     clock: Clock | None = None,
     stdio: bool = False,
 ) -> Deployment:
-    """Wire a deployment; ``store_url`` overrides the file's ``[store]``.
+    """Map a deployment file onto :class:`~mcp_approval.server.approvals.Approvals`; ``store_url``
+    overrides the file's ``[store]``.
 
     With ``stdio`` the server has no bearer authentication: its one client acts as
     ``[server] stdio_principal`` (else as the local principal, which policy usually denies).
@@ -95,102 +108,42 @@ def build_deployment(
         raise ConfigError(
             f"{where}: approval-gated deployments need the SQL store (sqlite:/// or "
             "postgresql://): approval workflow rows live in the same database as the task rows and lock the "
-            "task row in the same transaction; a redis:// store serves tasks only (TaskOptions(store_url=...))"
+            "task row in the same transaction; a redis:// store serves tasks only"
         )
     database = open_database(url)
-    audit = AuditLog(database, clock=clock)
-    resolver = _stdio_principal(config) if stdio else None
-    store = SqlTaskStore(url, clock=clock, database=database)
-    tasks = TasksExtension(replace(_task_options(config, store), principal_resolver=resolver), clock=clock)
     pdp = pdp_from_config(config, clock=clock)
-    mapper = ToolCallMapper()
     backend: ApprovalBackend
-    # The tables beside the tasks' that this deployment uses (an ARAP one has no local-backend tables).
-    histories: tuple[Migrations, ...] = (AUDIT_MIGRATIONS, APPROVAL_MIGRATIONS)
     if config.approval.backend == "arap":
         backend = arap_backend_from_config(config, pdp)
     else:
-        backend = local_backend_from_config(config, database, clock=clock, audit=audit)
-        histories += (LOCAL_BACKEND_MIGRATIONS,)
-    # The approval layer needs the server (to run tools) and the server's lifespan needs it: the
-    # lifespan looks it up here once both exist.
-    holder: dict[str, ToolApproval] = {}
-
-    @asynccontextmanager
-    async def lifespan(_server: object) -> AsyncIterator[dict[str, Any]]:
-        async with tasks.lifespan(_server):  # opens the task store, which migrates the tasks table
-            await migrate(database, *histories)
-            await holder["approval"].start()
-            try:
-                yield {}
-            finally:
-                await holder["approval"].stop()
-                if isinstance(pdp, HttpPDP):
-                    await pdp.aclose()
-
-    auth: dict[str, Any] = {}
+        backend = local_backend_from_config(config, database, clock=clock)
     verification = None if stdio else auth_from_config(config, base_url, clock=clock)
-    if verification is not None:
-        auth = {"token_verifier": verification[0], "auth": verification[1]}
-    # Outermost: every call is decided before anything else runs.
-    gate = PolicyGate(pdp, mapper=mapper, principal_resolver=resolver)
-    server: MCPServer[Any] = MCPServer(
-        config.server.name,
-        extensions=[gate, tasks, ToolApprovalExtension()],
-        lifespan=lifespan,
-        middleware=[task_routing_middleware],
-        log_level="WARNING",
-        **auth,
-    )
-    approval = ToolApproval(
-        backend,
-        pdp=pdp,
-        mapper=mapper,
-        tools=ServerTools(server),
-        tasks=tasks,
-        cipher=_cipher(config),
-        options=_approval_options(config),
-        principal_valid=_principal_check(config),
-        audit=audit,
-        clock=clock,
-    )
-    tasks.register_handler(APPROVAL_HANDLER, approval)
-    holder["approval"] = approval
-    gate.on_requestable = approval
+    verifier, auth = verification if verification is not None else (None, None)
+    principals: TokenVerifier | PrincipalResolver | None = _stdio_principal(config) if stdio else verifier
+    try:
+        approvals = Approvals(
+            pdp,
+            backend,
+            database=database,
+            principals=principals,
+            auth=auth,
+            options=_approval_options(config),
+            tasks=_task_options(config),
+            reviewers=reviewer_authenticator(config, verifier),
+            principal_valid=_principal_check(config),
+            clock=clock,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"{config.path}: {exc}") from None
+    server: MCPServer[Any] = MCPServer(config.server.name, log_level="WARNING", **approvals.server_options())
     _register_tools(config, server)
     validate_deployment(config, server, pdp)
-    verifier = verification[0] if verification is not None else None
-    return Deployment(config, server, tasks, gate, approval, backend, audit, clock or SystemClock(), verifier)
+    return Deployment(config, approvals, server)
 
 
 def deployment_app(deployment: Deployment) -> Starlette:
     """The HTTP app: MCP at ``/mcp``, reviewers at ``/approvals`` and ``/console``, callbacks when a secret is set."""
-    app = deployment.server.streamable_http_app(json_response=True)
-    routes: list[BaseRoute] = []
-    backend = deployment.backend
-    if isinstance(backend, LocalApprovalBackend):  # an ARAP deployment's reviewers use the ARS
-        authenticate = reviewer_authenticator(deployment.config, deployment.token_verifier)
-        throttle = FailedLoginThrottle(deployment.clock)  # one limit on failed sign-ins for both
-        routes += reviewer_routes(backend, authenticate, throttle=throttle)
-        routes += console_routes(backend, authenticate, deployment.audit, clock=deployment.clock, throttle=throttle)
-    secret = deployment.config.approval.callback_secret
-    if secret:
-        routes.insert(0, _callback_route(deployment, secret))
-    app.router.routes[0:0] = routes
-    return app
-
-
-def _callback_route(deployment: Deployment, secret: str) -> BaseRoute:
-    """Backend callbacks; for ARAP bound to the tasks this server submitted and their ``state``."""
-    approval, backend = deployment.approval, deployment.backend
-    if not isinstance(backend, ArapBackend):
-        return callback_route(secret, approval.wake)
-
-    async def key_of(handle: str) -> str | None:
-        intent = await approval.store.by_handle(handle)
-        return intent.key if intent is not None else None
-
-    return callback_route(secret, approval.wake, arap=backend, key_of=key_of)
+    return deployment.approvals.http_app(deployment.server)
 
 
 def _stdio_principal(config: DeploymentConfig) -> PrincipalResolver:
@@ -203,65 +156,32 @@ def _stdio_principal(config: DeploymentConfig) -> PrincipalResolver:
     return resolve
 
 
-def _task_options(config: DeploymentConfig, store: SqlTaskStore) -> TaskOptions:
+def _task_options(config: DeploymentConfig) -> TaskOptions:
+    """``[tasks]`` itself; unless the file sets it, expired tasks are swept at least every second."""
     section = config.tasks
-    return TaskOptions(
-        threshold_s=section.threshold_s,
-        ttl_s=section.ttl_s,
-        poll_interval_s=section.poll_interval_s,
-        lease_grace_s=section.lease_grace_s,
-        sweep_interval_s=min(1.0, section.poll_interval_s),
-        store=store,
-        approval_url=section.approval_url,
-        max_tasks=section.max_tasks,
-        max_per_principal=section.max_per_principal,
-    )
+    if "sweep_interval_s" in section.model_fields_set:
+        return section
+    return section.model_copy(update={"sweep_interval_s": min(1.0, section.poll_interval_s)})
 
 
 def _approval_options(config: DeploymentConfig) -> ApprovalOptions:
+    """``[approval]`` itself, with what other sections imply: dev mode allows an ephemeral key, the
+    templates' inputs, the key file resolved against the file, and ``[tasks] approval_url`` (older files)."""
     section = config.approval
-    return ApprovalOptions(
-        result_retention_s=section.result_retention_s,
-        max_pending_s=section.max_pending_s,
-        default_deadline_s=section.default_deadline_s,
-        execution_deadline_s=section.execution_deadline_s,
-        max_generations=section.max_generations,
-        submissions_per_minute=section.submissions_per_minute,
-        max_pending_per_principal=section.max_pending_per_principal,
-        poll_interval_s=section.poll_interval_s,
-        task_poll_interval_s=config.tasks.poll_interval_s,
-        without_tasks=section.without_tasks,
-        intent_grace_s=section.intent_grace_s,
-        lease_s=section.lease_s,
-        submission_inputs={name: tuple(t.inputs) for name, t in config.templates.items() if t.inputs},
-        inputs_in_task=frozenset(name for name, t in config.templates.items() if t.collect_inputs == "during"),
-    )
-
-
-def _cipher(config: DeploymentConfig) -> BindingCipher:
-    """The call-binding cipher from ``[approval]`` keys; a dev-mode server may make one up."""
-    section = config.approval
-    keys = dict(section.binding_keys)
+    update: dict[str, Any] = {
+        "ephemeral_binding_key": section.ephemeral_binding_key or config.server.dev_mode,
+        "submission_inputs": {
+            **section.submission_inputs,
+            **{name: tuple(t.inputs) for name, t in config.templates.items() if t.inputs},
+        },
+        "inputs_in_task": section.inputs_in_task
+        | frozenset(name for name, t in config.templates.items() if t.collect_inputs == "during"),
+    }
     if section.binding_key_file is not None:
-        path = config.resolve(section.binding_key_file)
-        try:
-            keys.update(tomllib.loads(path.read_text(encoding="utf-8")))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"{config.path}: approval.binding_key_file: cannot read {path} ({exc})") from None
-    if keys:
-        try:
-            return BindingCipher.from_base64(keys)
-        except ValueError as exc:
-            raise ConfigError(f"{config.path}: approval.binding_keys: {exc}") from None
-    if not config.server.dev_mode:
-        raise ConfigError(
-            f"{config.path}: approval.binding_keys: a key is required to encrypt stored tool calls "
-            "(set binding_keys or binding_key_file, or server.dev_mode = true for development)"
-        )
-    logger.warning(
-        "dev mode: call bindings are sealed with a per-process key; pending approvals will not survive a restart"
-    )
-    return BindingCipher.ephemeral()
+        update["binding_key_file"] = config.resolve(section.binding_key_file)
+    if section.approval_url is None and config.tasks.approval_url is not None:
+        update["approval_url"] = config.tasks.approval_url
+    return section.model_copy(update=update)
 
 
 def _principal_check(config: DeploymentConfig) -> PrincipalCheck:

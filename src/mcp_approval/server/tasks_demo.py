@@ -18,7 +18,17 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_approval.clock import Clock
 from mcp_approval.server.auth import StaticTokenVerifier, local_auth_settings
-from mcp_approval.tasks import TaskMode, TaskOptions, TasksExtension, current_task, task_routing_middleware
+from mcp_approval.tasks import (
+    TaskMode,
+    TaskOptions,
+    TasksExtension,
+    TaskStore,
+    current_task,
+    store_from_url,
+    task_routing_middleware,
+)
+
+__all__ = ["DEMO_MODES", "DEMO_TOKENS", "build_tasks_demo_server", "main"]
 
 #: Tokens of the demo principals.
 DEMO_TOKENS = {"alice-token": "alice", "bob-token": "bob"}
@@ -35,12 +45,14 @@ DEMO_MODES = {
 def build_tasks_demo_server(
     options: TaskOptions,
     *,
+    store: TaskStore | None = None,
     base_url: str | None = None,
     tokens: dict[str, str] | None = None,
     clock: Clock | None = None,
 ) -> tuple[MCPServer[Any], TasksExtension]:
-    """A server with the demo tools; ``tokens`` (with ``base_url``) turns on bearer authentication."""
-    tasks = TasksExtension(options, clock=clock)
+    """A server with the demo tools on ``store`` (by default a private SQLite database); ``tokens``
+    (with ``base_url``) turns on bearer authentication."""
+    tasks = TasksExtension(options, store=store, clock=clock)
     auth: dict[str, Any] = {}
     if tokens:
         if base_url is None:
@@ -129,11 +141,11 @@ def main(argv: list[str] | None = None) -> None:
         lease_grace_s=args.lease_grace,
         sweep_interval_s=min(1.0, args.poll_interval),
         ttl_s=args.ttl,
-        store_url=args.db,
         modes=DEMO_MODES,
         allow_anonymous_tasks=not args.tokens,
     )
-    server, _ = build_tasks_demo_server(options, base_url=base_url, tokens=DEMO_TOKENS if args.tokens else None)
+    tokens = DEMO_TOKENS if args.tokens else None
+    server, _ = build_tasks_demo_server(options, store=store_from_url(args.db), base_url=base_url, tokens=tokens)
     app = server.streamable_http_app(json_response=True)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 

@@ -3,9 +3,9 @@
 Typical use::
 
     from mcp.server.mcpserver import MCPServer
-    from mcp_approval.tasks import TaskOptions, TasksExtension
+    from mcp_approval.tasks import SqlTaskStore, TaskOptions, TasksExtension, task_routing_middleware
 
-    tasks = TasksExtension(TaskOptions(store_url="sqlite:///tasks.db"))
+    tasks = TasksExtension(TaskOptions(threshold_s=1.0), store=SqlTaskStore("sqlite:///tasks.db"))
     server = MCPServer("demo", extensions=[tasks], lifespan=tasks.lifespan,
                        middleware=[task_routing_middleware])
 
@@ -23,6 +23,7 @@ from mcp_approval.tasks.server import TasksExtension
 from mcp_approval.tasks.sql_store import SqlTaskStore
 from mcp_approval.tasks.states import TaskStatus
 from mcp_approval.tasks.store import NewTask, TaskSignal, TaskStore
+from mcp_approval.tasks.store_url import store_from_url
 
 if TYPE_CHECKING:
     from mcp_approval.tasks.redis_store import RedisTaskStore
@@ -40,6 +41,7 @@ __all__ = [
     "TaskStore",
     "TasksExtension",
     "current_task",
+    "store_from_url",
     "task_routing_middleware",
 ]
 

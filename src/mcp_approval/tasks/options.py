@@ -1,19 +1,24 @@
-"""Configuration of the tasks extension."""
+"""Configuration of the tasks extension.
+
+:class:`TaskOptions` is also the ``[tasks]`` section of a deployment file. The approval page URL
+rules (:func:`check_approval_url`) live here for the approval layer's ``approval_url``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mcp_approval.hosts import is_loopback_host
 
+__all__ = ["APPROVAL_ID_PLACEHOLDER", "PrincipalResolver", "TaskMode", "TaskOptions", "check_approval_url"]
+
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
-
-    from mcp_approval.tasks.store import TaskStore
 
 
 class TaskMode(StrEnum):
@@ -33,84 +38,55 @@ PrincipalResolver = Callable[["ServerRequestContext[Any, Any]"], "str | None"]
 """Returns the caller's identity for a request, or ``None`` for an anonymous caller."""
 
 
-@dataclass(frozen=True)
-class TaskOptions:
-    """Options of :class:`~mcp_approval.tasks.TasksExtension`.
+class TaskOptions(BaseModel):
+    """Options of :class:`~mcp_approval.tasks.TasksExtension`: the ``[tasks]`` section of a deployment file.
 
-    Args:
-        threshold_s: an ``optional`` tool still running after this many seconds becomes a task;
-            one that finishes sooner answers with its ordinary result. ``None``: only
-            ``required`` tools (and approvals) become tasks.
-        ttl_s: how long a task is kept, counted from its creation; ``None`` keeps it forever.
-        poll_interval_s: the ``pollIntervalMs`` suggested to clients.
-        max_tasks: above this many unfinished tasks in the store, calls answer without a task.
-        max_per_principal: the same limit for one caller.
-        store: the durable task store; ``None`` builds one from ``store_url``.
-        store_url: ``sqlite:///PATH``, ``sqlite://`` (in memory, one process), ``postgresql://...``, or
-            ``redis://host:port/db[?prefix=KEYPREFIX]`` (:class:`~mcp_approval.tasks.redis_store.RedisTaskStore`,
-            with the ``redis`` extra; tasks only, approval-gated deployments need a SQL store).
-        modes: per-tool task modes; tools not named here use ``default_mode``.
-        default_mode: the mode of tools not named in ``modes``.
-        allow_anonymous_tasks: give tasks to unauthenticated HTTP callers. Such tasks are bound to
-            no principal, so their ids act as bearer capabilities. Off by default.
-        lease_grace_s: a worker that has not renewed its lease for ``3 * poll_interval_s`` plus
-            this long is considered dead, and its unfinished tasks become ``failed``.
-        sweep_interval_s: how often expired tasks are purged and lapsed leases failed.
-        principal_resolver: maps a request to the caller's identity; defaults to the SDK's
-            authenticated principal, with in-process and stdio callers treated as one local caller.
-        max_input_response_bytes: the largest ``inputResponses`` a ``tasks/update`` may carry.
-        approval_url: the page where reviewers decide an approval (your own UI over the reviewer
-            API's ``POST /approvals/{id}/decide``), with ``{approval_id}`` where the approval's id
-            goes. When set, an approval task created by a request that declared URL elicitation
-            starts ``input_required`` with one url-mode ``elicitation/create`` naming that page.
-            The link is only a pointer: answering it never approves, the backend still decides.
-            Must be ``https`` (``http`` only on a loopback host). ``None``: no link (the default).
+    One model serves code and file alike, validated by the same rules with the same message.
+    The store and the principal resolver are runtime objects, not options: they are
+    ``TasksExtension``'s own arguments.
     """
 
-    threshold_s: float | None = 5.0
-    ttl_s: float | None = 3600.0
-    poll_interval_s: float = 2.0
-    max_tasks: int = 10_000
-    max_per_principal: int = 100
-    store: TaskStore | None = None
-    store_url: str = "sqlite://"
-    modes: Mapping[str, TaskMode] = field(default_factory=dict)
-    default_mode: TaskMode = TaskMode.OPTIONAL
-    allow_anonymous_tasks: bool = False
-    lease_grace_s: float = 5.0
-    sweep_interval_s: float = 1.0
-    principal_resolver: PrincipalResolver | None = None
-    max_input_response_bytes: int = 1_048_576
-    approval_url: str | None = None
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    def __post_init__(self) -> None:
-        if self.approval_url is not None:
-            check_approval_url(self.approval_url, field_name="TaskOptions.approval_url")
-        if self.threshold_s is not None and self.threshold_s < 0:
-            raise ValueError("TaskOptions.threshold_s must be >= 0 or None")
-        if self.ttl_s is not None and self.ttl_s <= 0:
-            raise ValueError("TaskOptions.ttl_s must be > 0 or None")
-        if self.poll_interval_s <= 0:
-            raise ValueError("TaskOptions.poll_interval_s must be > 0")
-        if self.max_tasks < 0 or self.max_per_principal < 0:
-            raise ValueError("TaskOptions.max_tasks and max_per_principal must be >= 0")
-        if self.lease_grace_s < 0 or self.sweep_interval_s <= 0:
-            raise ValueError("TaskOptions.lease_grace_s must be >= 0 and sweep_interval_s > 0")
-        if any(not tool for tool in self.modes):
-            raise ValueError("TaskOptions.modes has an empty tool name")
-        # Checked and converted once (ValueError names a bad mode), so mode_of is a dict lookup.
-        object.__setattr__(self, "modes", {tool: TaskMode(mode) for tool, mode in self.modes.items()})
-        object.__setattr__(self, "default_mode", TaskMode(self.default_mode))
+    #: An ``optional`` tool still running after this many seconds becomes a task; one that
+    #: finishes sooner answers with its ordinary result. ``None``: only ``required`` tools (and
+    #: approvals) become tasks.
+    threshold_s: float | None = Field(default=5.0, ge=0)
+    #: How long a task is kept, counted from its creation (approval tasks extend it as they need);
+    #: ``None`` keeps it forever.
+    ttl_s: float | None = Field(default=3600.0, gt=0)
+    #: The ``pollIntervalMs`` suggested to clients, and the pace of lease renewal.
+    poll_interval_s: float = Field(default=2.0, gt=0)
+    #: Above this many unfinished tasks in the store (approval tasks included), calls answer without
+    #: a task and a WARNING is logged; a requestable denial then gets a final denial instead.
+    max_tasks: int = Field(default=10_000, ge=0)
+    #: The same limit for one caller.
+    max_per_principal: int = Field(default=100, ge=0)
+    #: Per-tool task modes (``forbidden``, ``optional``, ``required``); other tools use ``default_mode``.
+    modes: dict[str, TaskMode] = Field(default_factory=dict)
+    #: The mode of tools not named in ``modes``.
+    default_mode: TaskMode = TaskMode.OPTIONAL
+    #: Give tasks to unauthenticated HTTP callers. Such tasks are bound to no principal, so their ids
+    #: act as bearer capabilities. Off by default.
+    allow_anonymous_tasks: bool = False
+    #: A worker silent for ``3 * poll_interval_s`` plus this long is dead; its running tasks become ``failed``.
+    lease_grace_s: float = Field(default=5.0, ge=0)
+    #: How often expired tasks are purged and lapsed leases failed (a deployment file's default is
+    #: the smaller of 1 s and ``poll_interval_s``).
+    sweep_interval_s: float = Field(default=1.0, gt=0)
+    #: The largest ``inputResponses`` a ``tasks/update`` may carry, in bytes.
+    max_input_response_bytes: int = Field(default=1_048_576, ge=1)
+
+    @field_validator("modes")
+    @classmethod
+    def _named_tools(cls, modes: dict[str, TaskMode]) -> dict[str, TaskMode]:
+        if any(not tool for tool in modes):
+            raise ValueError("a tool name is empty")
+        return modes
 
     def mode_of(self, tool: str) -> TaskMode:
         """The task mode of ``tool``."""
         return self.modes.get(tool, self.default_mode)
-
-    def approval_link(self, approval_id: str) -> str | None:
-        """``approval_url`` with ``approval_id`` filled in (percent-encoded), or ``None`` when unset."""
-        if self.approval_url is None:
-            return None
-        return self.approval_url.replace(APPROVAL_ID_PLACEHOLDER, quote(approval_id, safe=""))
 
     @property
     def ttl_ms(self) -> int | None:
@@ -128,7 +104,7 @@ class TaskOptions:
         return 3 * self.poll_interval_ms + round(self.lease_grace_s * 1000)
 
 
-#: Where the approval's id goes in :attr:`TaskOptions.approval_url`.
+#: Where the approval's id goes in ``ApprovalOptions.approval_url``.
 APPROVAL_ID_PLACEHOLDER = "{approval_id}"
 
 

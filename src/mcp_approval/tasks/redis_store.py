@@ -56,8 +56,8 @@ _SCRIPT_NAMES: Final = (
 class RedisTaskStore:
     """Task state in Redis, shared by every worker pointed at it.
 
-    ``TaskOptions(store=RedisTaskStore(lambda: Redis.from_url(url)))`` on every worker (or
-    ``TaskOptions(store_url="redis://host:6379/0")``). The worker running a task writes its state;
+    ``TasksExtension(options, store=RedisTaskStore(lambda: Redis.from_url(url)))`` on every worker (or
+    ``store=store_from_url("redis://host:6379/0")``). The worker running a task writes its state;
     any worker reads it for ``tasks/get``, and records ``tasks/update`` answers and cancel requests
     as signals its owner collects at its next heartbeat. The store only mirrors task state: it
     never decides an approval.

@@ -34,11 +34,11 @@ from mcp_approval.tasks.models import (
     detailed_task,
     principal_digest,
 )
-from mcp_approval.tasks.options import TaskMode, TaskOptions
+from mcp_approval.tasks.options import PrincipalResolver, TaskMode, TaskOptions
 from mcp_approval.tasks.runtime import TaskRuntime
+from mcp_approval.tasks.sql_store import SqlTaskStore
 from mcp_approval.tasks.states import TaskStatus
 from mcp_approval.tasks.store import TaskStore
-from mcp_approval.tasks.store_url import store_from_url
 
 __all__ = [
     "ANONYMOUS",
@@ -104,26 +104,44 @@ class TasksExtension(Extension):
 
     Add it to a server and let the server's lifespan run it::
 
-        tasks = TasksExtension(TaskOptions(store_url="sqlite:///tasks.db"))
+        tasks = TasksExtension(TaskOptions(threshold_s=1.0), store=SqlTaskStore("sqlite:///tasks.db"))
         server = MCPServer("demo", extensions=[tasks], lifespan=tasks.lifespan)
 
     On a 2026-07-28 request that declares the extension, a tool call becomes a task when its
     mode says so (see :class:`TaskMode`); every other request is answered as if the extension
     were absent. ``tasks/get``, ``tasks/update`` and ``tasks/cancel`` are served from the
     store, so any worker sharing it can answer them.
+
+    Args:
+        options: thresholds, lifetimes, limits and per-tool modes.
+        store: the durable task store (:class:`~mcp_approval.tasks.sql_store.SqlTaskStore`,
+            :class:`~mcp_approval.tasks.redis_store.RedisTaskStore`; :func:`store_from_url` picks one
+            for a URL); by default a private temporary SQLite database (one process).
+        principal_resolver: maps a request to the caller's identity; by default the SDK's
+            authenticated principal, with in-process and stdio callers treated as one local caller.
+        clock: the source of time.
     """
 
     identifier = TASKS_EXTENSION
 
-    def __init__(self, options: TaskOptions | None = None, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        options: TaskOptions | None = None,
+        *,
+        store: TaskStore | None = None,
+        principal_resolver: PrincipalResolver | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         self.options = options or TaskOptions()
-        store: TaskStore = self.options.store or store_from_url(self.options.store_url, clock=clock)
-        self.runtime = TaskRuntime(store, self.options, clock=clock)
-        self._resolve_principal = self.options.principal_resolver or default_principal
+        self.runtime = TaskRuntime(store or SqlTaskStore("sqlite://", clock=clock), self.options, clock=clock)
+        self._resolve_principal = principal_resolver or default_principal
         self._handlers: dict[str, TaskHandler] = {}
 
     def register_handler(self, name: str, handler: TaskHandler) -> None:
-        """Hand ``tasks/cancel`` on tasks whose :attr:`TaskRecord.handler` is ``name`` to ``handler``."""
+        """Hand ``tasks/cancel`` on tasks whose :attr:`TaskRecord.handler` is ``name`` to ``handler``.
+
+        Registering the same name again replaces the handler (so registering twice is harmless).
+        """
         self._handlers[name] = handler
 
     @property

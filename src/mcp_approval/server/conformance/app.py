@@ -10,7 +10,9 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_approval.server.conformance import catalog, content, diagnostics, legacy, mrtr, tasks_fixtures
 from mcp_approval.server.conformance.events import MemoryEventStore
-from mcp_approval.tasks import TaskMode, TaskOptions, TasksExtension, task_routing_middleware
+from mcp_approval.tasks import TaskMode, TaskOptions, TasksExtension, store_from_url, task_routing_middleware
+
+__all__ = ["SERVER_NAME", "build_conformance_server", "run_conformance_server", "task_modes", "task_options"]
 
 __all__ = ["HOST", "build_conformance_server", "run_conformance_server"]
 
@@ -37,13 +39,12 @@ def task_modes(plain: Iterable[Callable[..., Any]] = _PLAIN_TOOLS) -> Mapping[st
     return modes
 
 
-def task_options(store_url: str) -> TaskOptions:
+def task_options() -> TaskOptions:
     """Tasks settings tuned for the suite: quick promotion and polling, anonymous callers allowed."""
     return TaskOptions(
         threshold_s=0.5,
         ttl_s=3600,
         poll_interval_s=0.5,
-        store_url=store_url,
         allow_anonymous_tasks=True,
         modes=task_modes(),
     )
@@ -56,7 +57,7 @@ def build_conformance_server(store_url: str = "sqlite://") -> MCPServer[Any]:
     resources, prompts, completion, logging, elicitation/sampling, MRTR) and the ``tasks-*``
     scenarios, whose fixtures run on this project's tasks extension backed by ``store_url``.
     """
-    tasks = TasksExtension(task_options(store_url))
+    tasks = TasksExtension(task_options(), store=store_from_url(store_url))
     server: MCPServer[Any] = MCPServer(
         SERVER_NAME,
         version="1.0.0",

@@ -1,0 +1,62 @@
+"""The local backend's rules: who decides a template's requests, and automatic deciders.
+
+They are the ``[templates.NAME]`` and ``[[resolvers]]`` entries of a deployment file, and the
+arguments :class:`~mcp_approval.backends.local.LocalApprovalBackend` takes in code.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["ApprovalTemplate", "ResolverRule"]
+
+
+class _Rules(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ApprovalTemplate(_Rules):
+    """``[templates.NAME]``: who may decide requests of one policy template."""
+
+    #: Distinct approvers a request needs; one denial ends it.
+    approvals_required: int = Field(default=1, ge=1)
+    #: The role a reviewer must hold to decide.
+    reviewer_role: str = "approver"
+    #: Whether the requester may decide their own request.
+    allow_self_approval: bool = False
+    #: How long an approval stays usable once granted.
+    approval_valid_s: float = Field(default=3600.0, gt=0)
+    #: Text fields the requester must supply before the request is submitted (e.g. a justification);
+    #: asked through an MRTR ``input_required`` round on the original ``tools/call``.
+    inputs: list[str] = Field(default_factory=list)
+    #: When to ask for them: ``before`` (an MRTR round before the task exists) or ``during`` (the task
+    #: starts ``input_required``; the answers arrive through ``tasks/update``, then it is submitted).
+    collect_inputs: Literal["before", "during"] = "before"
+
+
+class ResolverRule(_Rules):
+    """``[[resolvers]]``: an automatic decider for one template.
+
+    Either a rule (approve when ``arguments[approve_if_argument] <= at_most``, deny otherwise) or
+    a Python callable (``callable = "module:function"``).
+    """
+
+    #: The ``[templates.NAME]`` whose requests it decides.
+    template: str
+    #: Rule: the argument compared with ``at_most`` (missing or non-numeric: deny).
+    approve_if_argument: str | None = None
+    #: Rule: the largest value approved.
+    at_most: float | None = None
+    #: ``module:function`` returning ``"approve"``, ``"deny"`` or ``None`` (leave it to reviewers).
+    callable: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ResolverRule:
+        rule = self.approve_if_argument is not None or self.at_most is not None
+        if rule and (self.approve_if_argument is None or self.at_most is None):
+            raise ValueError("a rule resolver needs both approve_if_argument and at_most")
+        if rule == (self.callable is not None):
+            raise ValueError("a resolver is either a rule (approve_if_argument, at_most) or a callable")
+        return self

@@ -1,0 +1,324 @@
+"""``Approvals``: human and rule-based approval for the tools of your own ``MCPServer``."""
+
+from __future__ import annotations
+
+import logging
+import tomllib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, TypedDict
+
+import mcp_types as types
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.context import ServerMiddleware
+from mcp.server.mcpserver import Extension, MCPServer
+from starlette.applications import Starlette
+from starlette.routing import BaseRoute
+
+from mcp_approval.approval.binding import BindingCipher
+from mcp_approval.approval.callbacks import callback_route
+from mcp_approval.approval.gate import PolicyGate, PrincipalResolver
+from mcp_approval.approval.options import ApprovalOptions
+from mcp_approval.approval.schema import APPROVAL_MIGRATIONS
+from mcp_approval.approval.service import APPROVAL_HANDLER, PrincipalCheck, ToolApproval, ToolApprovalExtension
+from mcp_approval.approval.tools import ServerTools
+from mcp_approval.backends import ApprovalBackend
+from mcp_approval.backends.arap import ArapBackend
+from mcp_approval.backends.console import console_routes
+from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
+from mcp_approval.backends.login_throttle import FailedLoginThrottle
+from mcp_approval.backends.reviewer_api import reviewer_routes
+from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.policy import PolicyDecisionPoint, ToolCallMapper
+from mcp_approval.policy.http import HttpPDP
+from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, Migrations, migrate
+from mcp_approval.tasks import TaskOptions, TasksExtension, task_routing_middleware
+from mcp_approval.tasks.sql_store import SqlTaskStore
+
+__all__ = ["Approvals", "ReviewerAuthenticator", "ServerOptions"]
+
+logger = logging.getLogger("mcp_approval.server")
+
+ReviewerAuthenticator = Callable[[str], Awaitable[str | None]]
+"""Maps a reviewer's bearer token to the reviewer's principal id (``None``: not a reviewer)."""
+
+
+class ServerOptions(TypedDict):
+    """The :class:`~mcp.server.mcpserver.MCPServer` keyword arguments :meth:`Approvals.server_options` gives."""
+
+    extensions: Sequence[Extension]
+    middleware: Sequence[ServerMiddleware[Any]]
+    lifespan: Callable[[MCPServer[Any]], Any]
+    token_verifier: TokenVerifier | None
+    auth: AuthSettings | None
+
+
+class Approvals:
+    """Put approval in front of the tools of an ``MCPServer``: the policy decides every call,
+    and a call the policy lets reviewers lift becomes a task that runs once it is approved.
+
+    Build it once, hand its :meth:`server_options` to your server, register your tools as
+    usual, and serve :meth:`http_app` (MCP at ``/mcp``, the reviewer API at ``/approvals``, the
+    console at ``/console``). ``examples/library/server.py`` is a complete server; in short::
+
+        import uvicorn
+        from mcp.server.mcpserver import MCPServer
+
+        from mcp_approval.approval.options import ApprovalOptions
+        from mcp_approval.backends.local import LocalApprovalBackend
+        from mcp_approval.policy import CedarPDP
+        from mcp_approval.server import Approvals, StaticTokenVerifier, local_auth_settings
+        from mcp_approval.storage import open_database
+
+        database = open_database("sqlite:///app.db")
+        approvals = Approvals(
+            CedarPDP.from_files("policy.cedar", "entities.json"),
+            LocalApprovalBackend(database, templates={}, roles={"carol": frozenset({"approver"})}.get),
+            database=database,
+            principals=StaticTokenVerifier({"alice-token": "alice", "carol-token": "carol"}),
+            auth=local_auth_settings("http://127.0.0.1:8000"),
+            options=ApprovalOptions(ephemeral_binding_key=True),  # development: binding_keys in production
+        )
+        server = MCPServer("bank", **approvals.server_options())
+
+        @server.tool()
+        def pay(to: str, amount: int) -> str:
+            return f"paid {amount} to {to}"
+
+        uvicorn.run(approvals.http_app(server), port=8000)
+
+    The server's lifespan (from :meth:`server_options`) opens the store (creating or upgrading
+    its tables), starts the approval runtime and, once the server stops, stops it and closes
+    the store. Approved calls run through the server's own tools, so one ``Approvals`` serves
+    one server. If your server has its own lifespan, enter ``approvals.lifespan(server)`` in it.
+
+    Args:
+        policy: decides every call (:class:`~mcp_approval.policy.CedarPDP`,
+            :class:`~mcp_approval.policy.http.HttpPDP`, or your own ``PolicyDecisionPoint``);
+            an ``HttpPDP`` is closed when the server stops.
+        backend: where approval requests go (:class:`LocalApprovalBackend`, :class:`ArapBackend`,
+            or your own ``ApprovalBackend``).
+        database: the SQL store of tasks and approval state (``open_database(url)`` with
+            ``sqlite:///PATH`` or ``postgresql://...``); the same one a local backend keeps its
+            requests in. Closed when the server stops.
+        principals: who is calling: an SDK ``TokenVerifier`` (bearer tokens on HTTP; needs
+            ``auth``), or a callable mapping a request context to the principal id (e.g. the one
+            client of a stdio server). ``None``: the SDK's authenticated caller, for a server
+            that sets up authentication itself.
+        auth: the resource-server settings served with a ``TokenVerifier``
+            (:func:`~mcp_approval.server.auth.local_auth_settings` for tokens this server checks itself).
+        options: limits, deadlines, the call-binding keys and secrets of the approval layer.
+        tasks: options of the tasks runtime.
+        reviewers: maps a reviewer's bearer token to a principal id, for the reviewer API and
+            console; by default ``principals`` when it is a ``TokenVerifier`` (else no reviewer routes).
+        principal_valid: whether a requester may still act when its approved call is about to run.
+        clock: the source of time.
+
+    Raises:
+        ValueError: an inconsistent combination (a ``TokenVerifier`` without ``auth``, no
+            call-binding key), naming the option.
+    """
+
+    def __init__(
+        self,
+        policy: PolicyDecisionPoint,
+        backend: ApprovalBackend,
+        *,
+        database: Database,
+        principals: TokenVerifier | PrincipalResolver | None,
+        auth: AuthSettings | None = None,
+        options: ApprovalOptions | None = None,
+        tasks: TaskOptions | None = None,
+        reviewers: ReviewerAuthenticator | None = None,
+        principal_valid: PrincipalCheck | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        options = options or ApprovalOptions()
+        task_options = tasks or TaskOptions()
+        verifier, resolver = _split_principals(principals)
+        if verifier is not None and auth is None:
+            raise ValueError("Approvals: a TokenVerifier needs auth=AuthSettings(...) (local_auth_settings(base_url))")
+        if verifier is None and auth is not None:
+            raise ValueError("Approvals: auth settings come with a TokenVerifier as principals")
+        if "task_poll_interval_s" not in options.model_fields_set:
+            options = options.model_copy(update={"task_poll_interval_s": task_options.poll_interval_s})
+        self.clock: Clock = clock or SystemClock()
+        self.policy = policy
+        self.backend = backend
+        self.options = options
+        self.token_verifier = verifier
+        self.auth = auth
+        self.audit = AuditLog(database, clock=clock)
+        self._database = database
+        # The tables beside the tasks' that these approvals use (an ARAP backend keeps its requests elsewhere).
+        self._histories: tuple[Migrations, ...] = (AUDIT_MIGRATIONS, APPROVAL_MIGRATIONS)
+        if isinstance(backend, LocalApprovalBackend):
+            self._histories += (LOCAL_BACKEND_MIGRATIONS,)
+        self.tasks = TasksExtension(
+            task_options,
+            store=SqlTaskStore(clock=clock, database=database),
+            principal_resolver=resolver,
+            clock=clock,
+        )
+        mapper = ToolCallMapper()
+        self._tools = _ServedTools()
+        self.approval = ToolApproval(
+            backend,
+            pdp=policy,
+            mapper=mapper,
+            tools=self._tools,
+            tasks=self.tasks,
+            cipher=binding_cipher(options),
+            options=options,
+            principal_valid=principal_valid,
+            audit=self.audit,
+            clock=clock,
+        )
+        self.tasks.register_handler(APPROVAL_HANDLER, self.approval)
+        # Outermost: every call is decided before anything else runs.
+        self.gate = PolicyGate(policy, mapper=mapper, on_requestable=self.approval, principal_resolver=resolver)
+        self._reviewers = reviewers or (_verified_subject(verifier) if verifier is not None else None)
+
+    # -- the server ----------------------------------------------------------------------------
+
+    def server_options(self) -> ServerOptions:
+        """The ``MCPServer`` keyword arguments: ``MCPServer("name", **approvals.server_options())``.
+
+        The extensions come in their required order (policy gate outermost, then tasks, then
+        the tool-approval capability); the middleware routes ``tasks/*`` requests.
+        """
+        return ServerOptions(
+            extensions=[self.gate, self.tasks, ToolApprovalExtension()],
+            middleware=[task_routing_middleware],
+            lifespan=self.lifespan,
+            token_verifier=self.token_verifier,
+            auth=self.auth,
+        )
+
+    @asynccontextmanager
+    async def lifespan(self, server: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
+        """Open the store and run the approval runtime for as long as ``server`` runs."""
+        # Startup checks that need the server's tools (all registered by now) belong here, before the store opens.
+        with self._tools.serving(server):
+            async with self.tasks.lifespan(server):  # opens the task store, which migrates the tasks table
+                await migrate(self._database, *self._histories)
+                await self.approval.start()
+                try:
+                    yield {}
+                finally:
+                    await self.approval.stop()
+                    if isinstance(self.policy, HttpPDP):
+                        await self.policy.aclose()
+
+    def routes(self) -> list[BaseRoute]:
+        """The HTTP routes to mount beside MCP: backend callbacks (with ``callback_secret``) at
+        ``/approvals/callback``, and for a local backend the reviewer API at ``/approvals`` and
+        the console at ``/console``."""
+        routes: list[BaseRoute] = []
+        secret = self.options.callback_secret
+        if secret is not None:
+            routes.append(self._callback_route(secret.get_secret_value()))
+        if isinstance(self.backend, LocalApprovalBackend) and self._reviewers is not None:
+            throttle = FailedLoginThrottle(self.clock)  # one limit on failed sign-ins for both
+            routes += reviewer_routes(self.backend, self._reviewers, throttle=throttle)
+            routes += console_routes(self.backend, self._reviewers, self.audit, clock=self.clock, throttle=throttle)
+        return routes
+
+    def http_app(self, server: MCPServer[Any]) -> Starlette:
+        """``server``'s streamable HTTP app (MCP at ``/mcp``) with :meth:`routes` mounted."""
+        app = server.streamable_http_app(json_response=True)
+        app.router.routes[0:0] = self.routes()
+        return app
+
+    def _callback_route(self, secret: str) -> BaseRoute:
+        """Backend callbacks; for ARAP bound to the tasks this server submitted and their ``state``."""
+        approval, backend = self.approval, self.backend
+        if not isinstance(backend, ArapBackend):
+            return callback_route(secret, approval.wake)
+
+        async def key_of(handle: str) -> str | None:
+            intent = await approval.store.by_handle(handle)
+            return intent.key if intent is not None else None
+
+        return callback_route(secret, approval.wake, arap=backend, key_of=key_of)
+
+
+def binding_cipher(options: ApprovalOptions) -> BindingCipher:
+    """The call-binding cipher ``options`` describe (inline keys, then the key file's).
+
+    Raises:
+        ValueError: the key file cannot be read or holds a bad key, or there is no key and
+            ``ephemeral_binding_key`` is off (naming the option).
+    """
+    keys = {key_id: key.get_secret_value() for key_id, key in options.binding_keys.items()}
+    if options.binding_key_file is not None:
+        path = options.binding_key_file
+        try:
+            keys.update(tomllib.loads(path.read_text(encoding="utf-8")))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ValueError(f"approval.binding_key_file: cannot read {path} ({exc})") from None
+    if keys:
+        try:
+            return BindingCipher.from_base64(keys)
+        except ValueError as exc:
+            raise ValueError(f"approval.binding_keys: {exc}") from None
+    if not options.ephemeral_binding_key:
+        raise ValueError(
+            "approval.binding_keys: a key is required to encrypt stored tool calls (set binding_keys or "
+            "binding_key_file, or ephemeral_binding_key = true (server.dev_mode = true) for development)"
+        )
+    logger.warning(
+        "dev mode: call bindings are sealed with a per-process key; pending approvals will not survive a restart"
+    )
+    return BindingCipher.ephemeral()
+
+
+def _split_principals(
+    principals: TokenVerifier | PrincipalResolver | None,
+) -> tuple[TokenVerifier | None, PrincipalResolver | None]:
+    """A token verifier (the SDK resolves principals from tokens) or a principal resolver."""
+    if principals is None:
+        return None, None
+    if hasattr(principals, "verify_token"):
+        return principals, None
+    return None, principals
+
+
+def _verified_subject(verifier: TokenVerifier) -> ReviewerAuthenticator:
+    """Reviewers present the same bearer tokens as callers: the token's subject is the reviewer."""
+
+    async def authenticate(token: str) -> str | None:
+        access = await verifier.verify_token(token)
+        return None if access is None else access.subject or access.client_id
+
+    return authenticate
+
+
+class _ServedTools:
+    """The tools of the server whose lifespan is running: approved calls run while it serves."""
+
+    def __init__(self) -> None:
+        self._tools: ServerTools | None = None
+
+    @contextmanager
+    def serving(self, server: MCPServer[Any]) -> Iterator[None]:
+        if self._tools is not None and self._tools.server is not server:
+            raise RuntimeError("one Approvals serves one MCPServer; build another for another server")
+        self._tools = ServerTools(server)
+        try:
+            yield
+        finally:
+            self._tools = None
+
+    def _current(self) -> ServerTools:
+        if self._tools is None:
+            raise RuntimeError("the server is not running: approved calls run only inside its lifespan")
+        return self._tools
+
+    async def fingerprint(self, tool: str) -> str | None:
+        return await self._current().fingerprint(tool)
+
+    async def invoke(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        return await self._current().invoke(tool, arguments)

@@ -1,0 +1,141 @@
+"""``examples/library/server.py``, run as its docs say: approve one payment and deny another over HTTP,
+and decide from the terminal with ``mcp-approval review --db``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from mcp_approval.hosts import unused_loopback_port
+from tests.support.treasury import Reviewer
+from tests.support.wire import Wire
+from tests.treasury.helpers import approval_for, assert_approved_executed, assert_denied_not_executed, settled
+
+pytestmark = pytest.mark.anyio
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "library"
+
+
+class LibraryServer:
+    """``python examples/library/server.py --port P --db URL --ledger FILE`` on 127.0.0.1."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.port = unused_loopback_port()
+        self.db_url = f"sqlite:///{tmp_path / 'library.db'}"
+        self.ledger_path = tmp_path / "payments.jsonl"
+        self.log_path = tmp_path / "server.log"
+        command = [sys.executable, str(EXAMPLE / "server.py"), "--port", str(self.port), "--db", self.db_url]
+        command += ["--ledger", str(self.ledger_path)]
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def wait_listening(self, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the example exited with {self.process.returncode}: {self.log()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"the example did not listen within {timeout_s}s: {self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def payments_to(self, to: str) -> list[dict[str, Any]]:
+        if not self.ledger_path.exists():
+            return []
+        entries = [json.loads(line) for line in self.ledger_path.read_text().splitlines() if line.strip()]
+        return [entry for entry in entries if entry["to"] == to]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(20)
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Iterator[LibraryServer]:
+    server = LibraryServer(tmp_path)
+    try:
+        server.wait_listening()
+        yield server
+    finally:
+        server.stop()
+
+
+def review(*args: str) -> subprocess.CompletedProcess[str]:
+    """``mcp-approval review ...`` as a subprocess."""
+    command = [sys.executable, "-m", "mcp_approval", "review", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
+async def test_an_approved_payment_runs_once_and_a_denied_one_never(example: LibraryServer) -> None:
+    async with httpx.AsyncClient(base_url=example.base_url, timeout=20) as http:
+        alice, carol = Wire(http, token="alice-token"), Reviewer(http, "carol-token")
+        small = (await alice.call_tool("pay", {"to": "small", "amount": 50})).result
+        assert small["isError"] is False
+        assert example.payments_to("small") == [{"to": "small", "amount": 50}]
+
+        approved = (await alice.call_tool("pay", {"to": "bob", "amount": 500})).result
+        denied = (await alice.call_tool("pay", {"to": "mallory", "amount": 900})).result
+        assert approved["resultType"] == "task"
+        assert denied["resultType"] == "task"
+        assert example.payments_to("bob") == []
+        assert example.payments_to("mallory") == []
+
+        bob = await approval_for(carol, "pay", to="bob")
+        mallory = await approval_for(carol, "pay", to="mallory")
+        assert (await carol.decide(bob["id"], "approve")).status_code == 200
+        assert (await carol.decide(mallory["id"], "deny")).status_code == 200
+
+        assert_approved_executed(await settled(alice, approved["taskId"]))
+        assert_denied_not_executed(await settled(alice, denied["taskId"]))
+    assert example.payments_to("bob") == [{"to": "bob", "amount": 500}]
+    assert example.payments_to("mallory") == []
+
+
+async def test_the_review_cli_lists_and_decides_with_only_the_database(example: LibraryServer) -> None:
+    async with httpx.AsyncClient(base_url=example.base_url, timeout=20) as http:
+        alice = Wire(http, token="alice-token")
+        created = (await alice.call_tool("pay", {"to": "carl", "amount": 300})).result
+        pending = await approval_for(Reviewer(http, "carol-token"), "pay", to="carl")
+
+        listed = review("list", "--db", example.db_url, "--json")
+        assert listed.returncode == 0, listed.stderr
+        assert [item["id"] for item in json.loads(listed.stdout)["approvals"]] == [pending["id"]]
+
+        not_an_approver = review("approve", pending["id"], "--db", example.db_url, "--as", "alice", "--role", "payer")
+        assert not_an_approver.returncode == 1
+        assert example.payments_to("carl") == []
+
+        decided = review("approve", pending["id"], "--db", example.db_url, "--as", "carol", "--role", "approver")
+        assert decided.returncode == 0, decided.stderr
+        assert_approved_executed(await settled(alice, created["taskId"]))
+    assert example.payments_to("carl") == [{"to": "carl", "amount": 300}]
+
+
+@pytest.mark.parametrize(
+    ("fence", "name"), [("python", "server.py"), ("cedar", "policy.cedar"), ("json", "entities.json")]
+)
+def test_the_quickstart_shows_the_example_verbatim(fence: str, name: str) -> None:
+    page = (EXAMPLE.parents[1] / "docs" / "quickstart.md").read_text(encoding="utf-8")
+    section = page[page.index("## As a library") :]
+    blocks = re.findall(rf"^```{fence}\n(.*?)^```$", section, flags=re.MULTILINE | re.DOTALL)
+    assert (EXAMPLE / name).read_text(encoding="utf-8") in blocks

@@ -64,6 +64,9 @@ class ServerSection(_Section):
     base_url: str | None = None
     #: Who a stdio client acts as (``serve --stdio``): the principal policy sees and tasks belong to.
     stdio_principal: str | None = None
+    #: Addresses of reverse proxies whose ``X-Forwarded-For`` / ``X-Forwarded-Proto`` are honoured
+    #: (``["127.0.0.1"]``, ``"*"`` for any); empty: the headers are ignored and the peer is the client.
+    trusted_proxies: list[str] = Field(default_factory=list)
 
 
 class StoreSection(_Section):

@@ -20,6 +20,7 @@ import uvicorn
 from sqlalchemy.engine import make_url
 
 from mcp_approval.config import ConfigError
+from mcp_approval.hosts import proxy_header_settings
 from mcp_approval.policy.source import PolicyLoadError, TextSource
 
 
@@ -57,7 +58,12 @@ def arap_server(
     store = make_url(db or loaded.store_url()).render_as_string(hide_password=True)
     logging.getLogger("mcp_approval.reference").info("store %s; reviewer API at %s/approvals", store, url)
     settings = uvicorn.Config(
-        server.app, log_level="warning", ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, lifespan="on"
+        server.app,
+        log_level="warning",
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
+        lifespan="on",
+        **proxy_header_settings(loaded.arap.trusted_proxies),
     )
     runner = _AnnouncingServer(settings, url)
     runner.run(sockets=[sock])

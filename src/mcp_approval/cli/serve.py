@@ -9,6 +9,7 @@ import typer
 from sqlalchemy.engine import make_url
 
 from mcp_approval.config import ConfigError, load_config
+from mcp_approval.hosts import proxy_header_settings
 from mcp_approval.policy.source import PolicyLoadError
 
 
@@ -52,5 +53,5 @@ def serve(
         reviewers,
         make_url(db or loaded.store_url()).render_as_string(hide_password=True),
     )
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.run(app, host=host, port=port, log_level="warning", **proxy_header_settings(loaded.server.trusted_proxies))
     sys.exit(0)

@@ -17,8 +17,8 @@ import sys
 
 import typer
 import uvicorn
-from sqlalchemy.engine import make_url
 
+from mcp_approval.cli.preflight import shown_store_url, store_problem
 from mcp_approval.config import ConfigError
 from mcp_approval.hosts import proxy_header_settings
 from mcp_approval.policy.source import PolicyLoadError, TextSource
@@ -55,7 +55,12 @@ def arap_server(
         sock.close()
         typer.echo(f"mcp-approval arap-server: {exc}", err=True)
         raise typer.Exit(2) from None
-    store = make_url(db or loaded.store_url()).render_as_string(hide_password=True)
+    problem = store_problem(db or loaded.store_url())
+    if problem is not None:
+        sock.close()
+        typer.echo(f"mcp-approval arap-server: {problem}", err=True)
+        raise typer.Exit(3)
+    store = shown_store_url(db or loaded.store_url())
     logging.getLogger("mcp_approval.reference").info("store %s; reviewer API at %s/approvals", store, url)
     settings = uvicorn.Config(
         server.app,

@@ -42,6 +42,7 @@ from typing import Any, Literal, Self, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mcp_approval.hosts import is_safe_transport
+from mcp_approval.policy.cedar_values import check_decimal_path
 from mcp_approval.tasks.options import check_approval_url
 
 
@@ -76,6 +77,12 @@ class StoreSection(_Section):
     url: str = "sqlite:///mcp-approval.db"
 
 
+def _decimal_paths(paths: list[str]) -> list[str]:
+    for path in paths:
+        check_decimal_path(path)
+    return paths
+
+
 class PolicySection(_Section):
     """``[policy]``: the Cedar policy set the gate asks."""
 
@@ -85,6 +92,11 @@ class PolicySection(_Section):
     entities: Path | None = None
     #: A Cedar schema (Cedar or JSON syntax) the policies and entities are validated against.
     schema_file: Path | None = Field(default=None, alias="schema")
+    #: Context members whose numbers policy reads as Cedar ``decimal`` values, whole numbers
+    #: included (``["context.arguments.amount"]``); other numbers are a Long when whole.
+    decimals: list[str] = Field(default_factory=list)
+
+    _check_decimals = field_validator("decimals")(_decimal_paths)
 
 
 class ServePolicySection(_Section):
@@ -96,6 +108,10 @@ class ServePolicySection(_Section):
     entities: Path | None = None
     #: A Cedar schema.
     schema_file: Path | None = Field(default=None, alias="schema")
+    #: Context members read as Cedar ``decimal`` values (see :class:`PolicySection`); with ``cedar`` only.
+    decimals: list[str] = Field(default_factory=list)
+
+    _check_decimals = field_validator("decimals")(_decimal_paths)
     #: A remote AuthZEN PDP identifier (``https://pdp.example.com``) asked instead of ``cedar``;
     #: plain ``http`` only on loopback.
     pdp_url: str | None = None
@@ -108,6 +124,8 @@ class ServePolicySection(_Section):
     def _one_pdp(self) -> ServePolicySection:
         if (self.cedar is None) == (self.pdp_url is None):
             raise ValueError("set exactly one of cedar (a local policy file) and pdp_url (a remote AuthZEN PDP)")
+        if self.decimals and self.pdp_url is not None:
+            raise ValueError("decimals shapes requests to a local Cedar policy; the remote PDP maps its own")
         return self
 
 
@@ -290,13 +308,13 @@ class TemplateSection(_Section):
 class ResolverEntry(_Section):
     """``[[resolvers]]``: an automatic decider for one template.
 
-    Either a rule (approve when ``arguments[approve_if_argument] <= at_most``, deny otherwise) or
+    Either a rule (approve when ``0 <= arguments[approve_if_argument] <= at_most``, deny otherwise) or
     a Python callable (``callable = "module:function"``).
     """
 
     #: The ``[templates.NAME]`` whose requests it decides.
     template: str
-    #: Rule: the argument compared with ``at_most`` (missing or non-numeric: deny).
+    #: Rule: the argument compared with ``at_most`` (missing, non-numeric or negative: deny).
     approve_if_argument: str | None = None
     #: Rule: the largest value approved.
     at_most: float | None = None

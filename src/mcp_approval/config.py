@@ -108,10 +108,6 @@ class ServePolicySection(_Section):
     entities: Path | None = None
     #: A Cedar schema.
     schema_file: Path | None = Field(default=None, alias="schema")
-    #: Context members read as Cedar ``decimal`` values (see :class:`PolicySection`); with ``cedar`` only.
-    decimals: list[str] = Field(default_factory=list)
-
-    _check_decimals = field_validator("decimals")(_decimal_paths)
     #: A remote AuthZEN PDP identifier (``https://pdp.example.com``) asked instead of ``cedar``;
     #: plain ``http`` only on loopback.
     pdp_url: str | None = None
@@ -119,6 +115,10 @@ class ServePolicySection(_Section):
     pdp_token: str | None = None
     #: Bound on one whole exchange with the remote PDP (a timeout is a deny).
     pdp_timeout_s: float = Field(default=5.0, gt=0)
+    #: Context members read as Cedar ``decimal`` values (see :class:`PolicySection`); with ``cedar`` only.
+    decimals: list[str] = Field(default_factory=list)
+
+    _check_decimals = field_validator("decimals")(_decimal_paths)
 
     @model_validator(mode="after")
     def _one_pdp(self) -> ServePolicySection:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from mcp_approval.config import load_config
+from mcp_approval.config import ConfigError, load_config
 from mcp_approval.demo.servers import materialize
 from mcp_approval.policy import CedarPDP, Decision, EntityMapping, EvaluationRequest, PolicyDecisionPoint
 from mcp_approval.reference.config import load_arap_config
@@ -108,3 +108,23 @@ async def test_an_amount_cedar_cannot_hold_is_a_final_denial_naming_it(pdp: Poli
     assert decision.decision is False
     assert decision.requestable_denial is None
     assert "context.arguments.amount" in str((decision.context or {}).get("error"))
+
+
+@pytest.mark.parametrize(
+    ("policy", "message"),
+    [
+        ('cedar = "policy.cedar"\ndecimals = ["arguments.amount"]', "'arguments.amount': a decimal member is written"),
+        ('pdp_url = "http://127.0.0.1:8181"\ndecimals = ["context.arguments.amount"]', "the remote PDP maps its own"),
+    ],
+)
+def test_a_decimals_entry_that_cannot_work_is_refused_naming_the_field(
+    tmp_path: Path, policy: str, message: str
+) -> None:
+    text = (EXAMPLE / "config.toml").read_text()
+    start = text.index("[policy]")
+    end = text.index("[tools]")
+    (tmp_path / "config.toml").write_text(text[:start] + f"[policy]\n{policy}\n\n" + text[end:])
+    with pytest.raises(ConfigError) as raised:
+        load_config(tmp_path / "config.toml")
+    assert "policy" in str(raised.value)
+    assert message in str(raised.value)

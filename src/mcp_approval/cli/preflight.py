@@ -9,6 +9,8 @@ from sqlalchemy.engine import make_url
 
 from mcp_approval.storage import StoreUnavailableError, open_database
 
+__all__ = ["STORE_TIMEOUT_S", "shown_store_url", "store_problem"]
+
 #: How long the store may take to answer one query at startup.
 STORE_TIMEOUT_S = 10.0
 

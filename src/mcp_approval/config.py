@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.backends.local_rules import ApprovalTemplate, ResolverRule
 from mcp_approval.hosts import is_safe_transport
+from mcp_approval.policy.cedar_values import check_decimal_path
 from mcp_approval.tasks.options import TaskOptions, check_approval_url
 
 __all__ = [
@@ -88,6 +89,9 @@ class ServerSection(_Section):
     base_url: str | None = None
     #: Who a stdio client acts as (``serve --stdio``): the principal policy sees and tasks belong to.
     stdio_principal: str | None = None
+    #: Addresses of reverse proxies whose ``X-Forwarded-For`` / ``X-Forwarded-Proto`` are honoured
+    #: (``["127.0.0.1"]``, ``"*"`` for any); empty: the headers are ignored and the peer is the client.
+    trusted_proxies: list[str] = Field(default_factory=list)
 
 
 class StoreSection(_Section):
@@ -95,6 +99,12 @@ class StoreSection(_Section):
 
     #: ``sqlite:///PATH`` (relative to this file) or ``postgresql://...``; workers sharing it share tasks.
     url: str = "sqlite:///mcp-approval.db"
+
+
+def _decimal_paths(paths: list[str]) -> list[str]:
+    for path in paths:
+        check_decimal_path(path)
+    return paths
 
 
 class PolicySection(_Section):
@@ -106,6 +116,11 @@ class PolicySection(_Section):
     entities: Path | None = None
     #: A Cedar schema (Cedar or JSON syntax) the policies and entities are validated against.
     schema_file: Path | None = Field(default=None, alias="schema")
+    #: Context members whose numbers policy reads as Cedar ``decimal`` values, whole numbers
+    #: included (``["context.arguments.amount"]``); other numbers are a Long when whole.
+    decimals: list[str] = Field(default_factory=list)
+
+    _check_decimals = field_validator("decimals")(_decimal_paths)
 
 
 class ServePolicySection(_Section):
@@ -124,11 +139,17 @@ class ServePolicySection(_Section):
     pdp_token: SecretStr | None = None
     #: Bound on one whole exchange with the remote PDP (a timeout is a deny).
     pdp_timeout_s: float = Field(default=5.0, gt=0)
+    #: Context members read as Cedar ``decimal`` values (see :class:`PolicySection`); with ``cedar`` only.
+    decimals: list[str] = Field(default_factory=list)
+
+    _check_decimals = field_validator("decimals")(_decimal_paths)
 
     @model_validator(mode="after")
     def _one_pdp(self) -> ServePolicySection:
         if (self.cedar is None) == (self.pdp_url is None):
             raise ValueError("set exactly one of cedar (a local policy file) and pdp_url (a remote AuthZEN PDP)")
+        if self.decimals and self.pdp_url is not None:
+            raise ValueError("decimals shapes requests to a local Cedar policy; the remote PDP maps its own")
         return self
 
 

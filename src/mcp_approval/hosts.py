@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import threading
+from typing import Any
 from urllib.parse import urlsplit
 
 __all__ = ["is_loopback_host", "is_safe_transport", "unused_loopback_port"]
@@ -63,3 +64,14 @@ def unused_loopback_port() -> int:
             if port not in _HANDED_OUT:
                 _HANDED_OUT.add(port)
                 return port
+
+
+def proxy_header_settings(trusted_proxies: list[str]) -> dict[str, Any]:
+    """uvicorn settings that honour ``X-Forwarded-*`` headers only from ``trusted_proxies``.
+
+    uvicorn's own default trusts them from loopback, so any local client could name any address
+    (and escape a per-address limit); with no trusted proxies the headers are ignored.
+    """
+    if not trusted_proxies:
+        return {"proxy_headers": False}
+    return {"proxy_headers": True, "forwarded_allow_ips": list(trusted_proxies)}

@@ -25,14 +25,18 @@ pytestmark = pytest.mark.anyio
     [
         (500, "approve"),
         (499.5, "approve"),
-        (-1, "approve"),
+        (0, "approve"),
+        (-1, "deny"),  # a negative amount is not a small one
+        (-0.01, "deny"),
+        (float("nan"), "deny"),
+        (float("-inf"), "deny"),
         (500.01, "deny"),
         (True, "deny"),
         ("5", "deny"),
         (None, "deny"),
     ],
 )
-async def test_rule_resolver_approves_real_numbers_up_to_the_limit(value: object, verdict: str) -> None:
+async def test_rule_resolver_approves_numbers_from_zero_up_to_the_limit(value: object, verdict: str) -> None:
     resolver = RuleResolver("refund", "amount", 500)
     assert await resolver.decide(submission(template="refund", arguments={"amount": value})) == verdict
 

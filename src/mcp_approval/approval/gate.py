@@ -36,6 +36,7 @@ import mcp_types as types
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Extension
+from mcp.shared.exceptions import MCPError
 
 from mcp_approval.denials import (
     AuthorizationReferences,
@@ -49,8 +50,8 @@ from mcp_approval.denials import (
     shortfall_result,
 )
 from mcp_approval.policy import Decision, EvaluationRequest, NextAction, PolicyDecisionPoint, ToolCallMapper
-from mcp_approval.policy.mapping import ToolMappingError
-from mcp_approval.protocol import DENIALS_EXTENSION, META_CLIENT_INFO
+from mcp_approval.policy.mapping import ToolMappingError, non_finite_argument
+from mcp_approval.protocol import DENIALS_EXTENSION, INVALID_PARAMS, META_CLIENT_INFO
 from mcp_approval.tasks.server import LOCAL_PRINCIPAL
 
 logger = logging.getLogger("mcp_approval.approval")
@@ -193,6 +194,9 @@ class PolicyGate(Extension):
     ) -> HandlerResult:
         """Decide the call afresh, then run it or answer the denial without running it."""
         tool = params.name
+        malformed = non_finite_argument(params.arguments or {})
+        if malformed is not None:  # before the PDP, the binding digest or the store ever see it
+            raise MCPError(code=INVALID_PARAMS, message=f"argument {malformed!r} is not a finite number")
         echoed = note_retry(ctx.meta, operation=tool)  # correlation only; never decides anything
         principal = self._resolve_principal(ctx) or self.anonymous_principal
         if principal is None:

@@ -170,20 +170,22 @@ class _Console:
         session = await self._signed_in(request)
         if session is None:
             return self._to_login()
-        return await self._detail(session, request.path_params["request_id"])
+        return await self._detail(session, _request_id(request))
 
     async def decide(self, request: Request) -> Response:
         session = await self._posted_form_session(request)
         form = await _form(request)
         if not session.csrf_matches(form.get("csrf")):
             raise _Refused(403, "The form's security token is missing or wrong; nothing was decided. Reload the page.")
-        request_id = request.path_params["request_id"]
+        request_id = _request_id(request)
         decision = form.get("decision")
         if decision not in ("approve", "deny"):
             raise _Refused(400, "The decision must be approve or deny.")
         comment = (form.get("comment") or "").strip() or None
         if comment is not None and len(comment) > MAX_COMMENT_CHARS:
             return await self._detail(session, request_id, 400, f"A comment is at most {MAX_COMMENT_CHARS} characters.")
+        if comment is not None and "\x00" in comment:
+            return await self._detail(session, request_id, 400, "A comment cannot contain NUL characters.")
         verdict: Literal["approve", "deny"] = "approve" if decision == "approve" else "deny"
         try:
             record = await self.backend.decide(request_id, session.principal, verdict, comment)
@@ -354,6 +356,14 @@ def _check_origin(request: Request) -> None:
         parts = urlsplit(origin)
         if parts.scheme not in ("http", "https") or parts.netloc != request.headers.get("host"):
             raise _Refused(403, "Cross-site form submissions are refused.")
+
+
+def _request_id(request: Request) -> str:
+    """The path's request id; one with a NUL character names no request (and no database accepts it)."""
+    request_id: str = request.path_params["request_id"]
+    if "\x00" in request_id:
+        raise _Refused(404, "There is no such approval request.")
+    return request_id
 
 
 async def _form(request: Request) -> dict[str, str]:

@@ -39,13 +39,13 @@ class ApprovalTemplate(_Rules):
 class ResolverRule(_Rules):
     """``[[resolvers]]``: an automatic decider for one template.
 
-    Either a rule (approve when ``arguments[approve_if_argument] <= at_most``, deny otherwise) or
+    Either a rule (approve when ``0 <= arguments[approve_if_argument] <= at_most``, deny otherwise) or
     a Python callable (``callable = "module:function"``).
     """
 
     #: The ``[templates.NAME]`` whose requests it decides.
     template: str
-    #: Rule: the argument compared with ``at_most`` (missing or non-numeric: deny).
+    #: Rule: the argument compared with ``at_most`` (missing, non-numeric or negative: deny).
     approve_if_argument: str | None = None
     #: Rule: the largest value approved.
     at_most: float | None = None

@@ -14,8 +14,9 @@ either count against both::
               *console_routes(backend, authenticate, audit, clock=clock, throttle=throttle)]
 
 The client is the peer address of the connection (:func:`client_key`). ``X-Forwarded-For`` is not
-trusted: anyone can send it, so honouring it would let a client pick a fresh key per attempt.
-Behind a reverse proxy every client therefore shares the proxy's address, and so its limit.
+trusted: anyone can send it, so honouring it would let a client pick a fresh key per attempt. The
+servers let uvicorn replace the peer with the forwarded address only for the proxies configured in
+``trusted_proxies``; behind any other proxy every client shares the proxy's address, and its limit.
 """
 
 from __future__ import annotations

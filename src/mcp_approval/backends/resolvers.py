@@ -37,7 +37,11 @@ class AutoResolver(Protocol):
 
 
 class RuleResolver:
-    """Approves when ``arguments[argument]`` is a real number ``<= at_most``; denies otherwise."""
+    """Approves when ``arguments[argument]`` is a number from 0 to ``at_most``; denies otherwise.
+
+    The rule reads an amount: a negative one (a refund that would take money back, say) is not
+    "at most" anything it should approve, so it is denied like a missing one.
+    """
 
     def __init__(self, template: str, argument: str, at_most: float) -> None:
         self.template = template
@@ -45,12 +49,12 @@ class RuleResolver:
         self.at_most = at_most
 
     async def decide(self, submission: ApprovalSubmission) -> Verdict | None:
-        """Apply the rule; a missing, boolean or non-numeric argument is denied."""
+        """Apply the rule; a missing, boolean, non-numeric, negative or non-finite argument is denied."""
         value = submission.arguments.get(self.argument)
         # bool is an int subclass; a flag is never an amount.
         if isinstance(value, bool) or not isinstance(value, int | float):
             return "deny"
-        return "approve" if value <= self.at_most else "deny"
+        return "approve" if 0 <= value <= self.at_most else "deny"  # NaN fails both comparisons
 
 
 class CallableResolver:

@@ -9,7 +9,6 @@ limit is answered 429 with ``Retry-After`` until the limit lets it try again.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
@@ -19,8 +18,9 @@ from starlette.routing import BaseRoute, Route
 
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.local import LocalApprovalBackend
-from mcp_approval.backends.local_records import AlreadyDecidedError, NotEligibleError
+from mcp_approval.backends.local_records import NotEligibleError, ReviewError
 from mcp_approval.backends.login_throttle import FailedLoginThrottle, client_key
+from mcp_approval.json_body import JsonBodyError, parse_json_body
 
 __all__ = ["MAX_COMMENT_CHARS", "Authenticator", "problem", "reviewer_routes"]
 
@@ -85,21 +85,22 @@ def reviewer_routes(
 
     async def get_approval(request: Request) -> Response:
         await reviewer_of(request)
-        record = await backend.get_request(request.path_params["request_id"])
+        record = await backend.get_request(_request_id(request))
         if record is None:
             raise _Problem(404, "no such approval request")
         return JSONResponse(record.to_json())
 
     async def decide(request: Request) -> Response:
         reviewer = await reviewer_of(request)
+        request_id = _request_id(request)
         decision, comment = await _decision_body(request)
         try:
-            record = await backend.decide(request.path_params["request_id"], reviewer, decision, comment)
+            record = await backend.decide(request_id, reviewer, decision, comment)
         except UnknownRequestError:
             raise _Problem(404, "no such approval request") from None
         except NotEligibleError as exc:
             raise _Problem(403, str(exc)) from None
-        except AlreadyDecidedError as exc:
+        except ReviewError as exc:  # already decided, or the request kept changing under the decision
             raise _Problem(409, str(exc)) from None
         return JSONResponse(record.to_json())
 
@@ -122,15 +123,23 @@ def _problems(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[R
     return handle
 
 
+def _request_id(request: Request) -> str:
+    """The path's request id; one with a NUL character names no request (and no database accepts it)."""
+    request_id: str = request.path_params["request_id"]
+    if "\x00" in request_id:
+        raise _Problem(404, "no such approval request")
+    return request_id
+
+
 async def _decision_body(request: Request) -> tuple[Literal["approve", "deny"], str | None]:
     """The validated ``decision`` and ``comment`` of a decide request."""
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media_type != "application/json" and not media_type.endswith("+json"):
         raise _Problem(415, "the request body must be application/json")
     try:
-        body: Any = json.loads(await request.body())
-    except (ValueError, UnicodeDecodeError):
-        raise _Problem(400, "the request body is not valid JSON") from None
+        body: Any = parse_json_body(await request.body())
+    except JsonBodyError as exc:
+        raise _Problem(400, str(exc)) from None
     if not isinstance(body, dict):
         raise _Problem(400, "the request body must be a JSON object")
     decision = body.get("decision")
@@ -141,4 +150,6 @@ async def _decision_body(request: Request) -> tuple[Literal["approve", "deny"], 
         raise _Problem(400, "field 'comment' must be a string")
     if comment is not None and len(comment) > MAX_COMMENT_CHARS:
         raise _Problem(400, f"field 'comment' must be at most {MAX_COMMENT_CHARS} characters")
+    if comment is not None and "\x00" in comment:
+        raise _Problem(400, "field 'comment' must not contain NUL characters")
     return ("approve" if decision == "approve" else "deny"), comment

@@ -17,7 +17,6 @@ import sys
 
 import typer
 import uvicorn
-from sqlalchemy.engine import make_url
 
 __all__ = ["arap_server"]
 
@@ -36,7 +35,9 @@ def arap_server(
 ) -> None:
     """Serve the reference AuthZEN PDP, ARAP Access Request Service and reviewer API on one origin."""
     # Imported here so that `mcp-approval --help` and the other commands do not load the reference services.
+    from mcp_approval.cli.preflight import shown_store_url, store_problem
     from mcp_approval.config import ConfigError
+    from mcp_approval.hosts import proxy_header_settings
     from mcp_approval.policy.source import PolicyLoadError, TextSource
     from mcp_approval.reference.config import load_arap_config
     from mcp_approval.reference.server import build_arap_server
@@ -58,10 +59,20 @@ def arap_server(
         sock.close()
         typer.echo(f"mcp-approval arap-server: {exc}", err=True)
         raise typer.Exit(2) from None
-    store = make_url(db or loaded.store_url()).render_as_string(hide_password=True)
+    problem = store_problem(db or loaded.store_url())
+    if problem is not None:
+        sock.close()
+        typer.echo(f"mcp-approval arap-server: {problem}", err=True)
+        raise typer.Exit(3)
+    store = shown_store_url(db or loaded.store_url())
     logging.getLogger("mcp_approval.reference").info("store %s; reviewer API at %s/approvals", store, url)
     settings = uvicorn.Config(
-        server.app, log_level="warning", ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, lifespan="on"
+        server.app,
+        log_level="warning",
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
+        lifespan="on",
+        **proxy_header_settings(loaded.arap.trusted_proxies),
     )
     runner = _AnnouncingServer(settings, url)
     runner.run(sockets=[sock])

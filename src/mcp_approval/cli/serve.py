@@ -6,7 +6,6 @@ import logging
 import sys
 
 import typer
-from sqlalchemy.engine import make_url
 
 __all__ = ["serve"]
 
@@ -23,7 +22,9 @@ def serve(
     # Imported here so that `mcp-approval --help` and the other commands do not load the server.
     import uvicorn
 
+    from mcp_approval.cli.preflight import shown_store_url, store_problem
     from mcp_approval.config import ConfigError, load_config
+    from mcp_approval.hosts import proxy_header_settings
     from mcp_approval.policy.source import PolicyLoadError
     from mcp_approval.server.deployment import build_deployment, deployment_app
 
@@ -38,6 +39,10 @@ def serve(
     except (ConfigError, PolicyLoadError, ValueError) as exc:
         typer.echo(f"mcp-approval serve: {exc}", err=True)
         raise typer.Exit(2) from None
+    problem = store_problem(db or loaded.store_url())
+    if problem is not None:
+        typer.echo(f"mcp-approval serve: {problem}", err=True)
+        raise typer.Exit(3)
     if stdio:
         deployment.server.run("stdio")  # reviewers decide through `mcp-approval review` on the same store
         sys.exit(0)
@@ -52,7 +57,7 @@ def serve(
         loaded.server.name,
         base_url,
         reviewers,
-        make_url(db or loaded.store_url()).render_as_string(hide_password=True),
+        shown_store_url(db or loaded.store_url()),
     )
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.run(app, host=host, port=port, log_level="warning", **proxy_header_settings(loaded.server.trusted_proxies))
     sys.exit(0)

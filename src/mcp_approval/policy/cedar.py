@@ -313,6 +313,8 @@ class CedarPDP:
         principal = {"type": self._entity_type(subject.type), "id": subject.id}
         resource = {"type": self._entity_type(resource_.type), "id": resource_.id}
         context = to_cedar_record(request.context) if request.context else {}
+        if self.mapping.decimals and request.context:
+            context = self.mapping.with_decimals(context, request.context)
         if request.action.properties:
             key = self.mapping.action_properties_key
             if key in context:

@@ -16,13 +16,20 @@ Request mapping (see :class:`EntityMapping`)
       most four fractional digits) and strings otherwise. Objects with the Cedar JSON escape keys
       ``__entity``, ``__extn`` or ``__expr`` are refused, so request data cannot forge entity
       references.
+    - So a number's Cedar type would follow its value (``30000`` a Long, ``1234.56`` a decimal),
+      and no Cedar expression accepts both, ``EntityMapping.decimals`` names context members whose
+      numbers are always ``decimal`` values, whole ones included: with
+      ``decimals=("context.arguments.amount",)`` a policy reads
+      ``context.arguments.amount.greaterThan(decimal("25000.0"))`` for any amount. A number there
+      that Cedar cannot hold (more than four fractional digits, beyond the decimal range, not
+      finite) makes the request invalid; other values are left as they are.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,12 +52,15 @@ class EntityMapping:
             or should read differently in policy; other types are used as they are.
         action_type: the Cedar entity type of actions.
         action_properties_key: the context member that carries ``action.properties``.
+        decimals: context members, written as policy reads them (``context.arguments.amount``),
+            whose numbers become Cedar ``decimal`` values whatever their value.
     """
 
     namespace: str | None = None
     types: Mapping[str, str] = field(default_factory=dict)
     action_type: str = "Action"
     action_properties_key: str = "action_properties"
+    decimals: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         names = [self.action_type, *self.types.values()]
@@ -58,6 +68,28 @@ class EntityMapping:
             names.extend(self.namespace.split("::"))
         for name in names:
             _check_identifier(name)
+        for path in self.decimals:
+            check_decimal_path(path)
+
+    def with_decimals(self, context: dict[str, Any], source: Mapping[str, Any]) -> dict[str, Any]:
+        """``context`` (converted from ``source``) with the numbers at :attr:`decimals` as decimals.
+
+        Raises:
+            ValueError: a number there that Cedar's ``decimal`` cannot hold exactly, naming the path.
+        """
+        for path in self.decimals:
+            members = path.split(".")[1:]
+            parent: Any = source
+            for member in members[:-1]:
+                parent = parent.get(member) if isinstance(parent, Mapping) else None
+            value = parent.get(members[-1]) if isinstance(parent, Mapping) else None
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            target = context
+            for member in members[:-1]:
+                target = target[member]
+            target[members[-1]] = {"__extn": {"fn": "decimal", "arg": _decimal_text(value, path)}}
+        return context
 
     def entity_type(self, authzen_type: str) -> str:
         """The Cedar entity type of an AuthZEN subject or resource ``type``."""
@@ -75,6 +107,21 @@ class EntityMapping:
 
     def _qualified(self, name: str) -> str:
         return f"{self.namespace}::{name}" if self.namespace else name
+
+
+def check_decimal_path(path: str) -> None:
+    """Check a :attr:`EntityMapping.decimals` entry: ``context.`` then dotted member names."""
+    members = path.split(".")
+    if len(members) < 2 or members[0] != "context" or not all(members[1:]):
+        raise ValueError(f"{path!r}: a decimal member is written as policy reads it, e.g. 'context.arguments.amount'")
+
+
+def _decimal_text(value: float, path: str) -> str:
+    """``value`` as the argument of Cedar's ``decimal()``, or the ``ValueError`` saying why it cannot be."""
+    text = f"{value}.0" if isinstance(value, int) else repr(value)
+    if not re.fullmatch(r"-?\d+\.\d{1,4}", text) or abs(value) >= _DECIMAL_LIMIT:
+        raise ValueError(f"{path} = {value!r}: not a decimal Cedar can hold (at most four fractional digits)")
+    return text
 
 
 def _check_identifier(name: str) -> None:

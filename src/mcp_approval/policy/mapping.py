@@ -15,6 +15,7 @@ tool itself, the tool name is still visible to policy as ``context.tool``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -52,6 +53,24 @@ def argument_at(arguments: Mapping[str, Any], path: str) -> Any:
         if value is _MISSING:
             raise ToolMappingError(f"argument {path!r} is missing")
     return value
+
+
+def non_finite_argument(arguments: Mapping[str, Any]) -> str | None:
+    """The dotted path of the first ``NaN`` or infinite number in ``arguments``, or ``None``.
+
+    JSON has no such numbers (Python's parser accepts them), and nothing downstream can hash,
+    compare or store them faithfully, so a call carrying one is malformed.
+    """
+    pending: list[tuple[str, Any]] = [(str(key), value) for key, value in arguments.items()]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return path
+        if isinstance(value, Mapping):
+            pending.extend((f"{path}.{key}", member) for key, member in value.items())
+        elif isinstance(value, list | tuple):
+            pending.extend((f"{path}.{index}", item) for index, item in enumerate(value))
+    return None
 
 
 def _identifier(value: Any, path: str) -> str:

@@ -60,7 +60,11 @@ def callback_problem(endpoint: Any, allowlist: Sequence[str], *, dev_mode: bool)
     """Why ``endpoint`` may not receive callbacks, or ``None`` when it may."""
     if not isinstance(endpoint, str):
         return "callback.endpoint must be a URL string"
-    parts = urlsplit(endpoint)
+    try:
+        parts = urlsplit(endpoint)
+        parts.port  # noqa: B018 - raises on a port that is not a number from 0 to 65535
+    except ValueError:  # also an unclosed IPv6 bracket
+        return "callback.endpoint is not a valid URL (check its host and port)"
     host = parts.hostname or ""
     if parts.scheme not in ("https", "http") or not host or parts.fragment:
         return "callback.endpoint must be an absolute https URL"

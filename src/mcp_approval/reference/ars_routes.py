@@ -14,7 +14,6 @@ Errors are ``application/problem+json`` with ``type`` ``urn:openid:authzen:acces
 from __future__ import annotations
 
 import hmac
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
@@ -22,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from mcp_approval.json_body import JsonBodyError, parse_json_body
 from mcp_approval.reference.ars import AccessRequestService, Answer
 from mcp_approval.reference.ars_submission import ArapError, parse_submission
 from mcp_approval.reference.signing import KeySet
@@ -116,10 +116,6 @@ async def _json_body(request: Request) -> Any:
     if len(raw) > MAX_BODY_BYTES:
         raise ArapError(None, f"the request body exceeds {MAX_BODY_BYTES} bytes", status=413)
     try:
-        return json.loads(raw, parse_constant=_reject_constant)
-    except ValueError:
-        raise ArapError(None, "the request body is not valid JSON") from None
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+        return parse_json_body(raw)
+    except JsonBodyError as exc:
+        raise ArapError(None, str(exc)) from None

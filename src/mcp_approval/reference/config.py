@@ -92,6 +92,9 @@ class ArapSection(_Section):
     submissions_per_minute: int = Field(default=120, ge=1)
     #: Origins (``scheme://host[:port]``) callbacks may go to.
     callback_allowlist: list[str] = Field(default_factory=list)
+    #: Addresses of reverse proxies whose ``X-Forwarded-For`` / ``X-Forwarded-Proto`` are honoured
+    #: (``"*"`` for any); empty: the headers are ignored and the peer is the client.
+    trusted_proxies: list[str] = Field(default_factory=list)
     clients: list[ClientEntry] = Field(default_factory=list)
 
     @field_validator("clients")

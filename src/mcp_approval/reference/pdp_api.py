@@ -33,7 +33,6 @@ are accepted for local use; AuthZEN expects ``https`` in deployment.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
@@ -48,6 +47,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_approval.json_body import JsonBodyError, parse_json_body
 from mcp_approval.policy.http import EVALUATION_PATH, EVALUATIONS_PATH, REQUEST_ID_HEADER, WELL_KNOWN
 from mcp_approval.policy.models import (
     BatchItemError,
@@ -225,10 +225,6 @@ def _endpoint(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Re
     return handle
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 async def _json_object(request: Request) -> dict[str, Any]:
     """The request body as a JSON object, or the ``400`` that says why not."""
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -242,9 +238,9 @@ async def _json_object(request: Request) -> dict[str, Any]:
     if not raw.strip():
         raise _Problem(400, "the request body is empty")
     try:
-        body: Any = json.loads(raw, parse_constant=_reject_constant)
-    except ValueError:  # includes UnicodeDecodeError
-        raise _Problem(400, "the request body is not valid JSON") from None
+        body: Any = parse_json_body(raw)
+    except JsonBodyError as exc:
+        raise _Problem(400, str(exc)) from None
     if not isinstance(body, dict):
         raise _Problem(400, "the request body must be a JSON object")
     return body

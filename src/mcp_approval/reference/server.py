@@ -35,7 +35,7 @@ from mcp_approval.backends.resolvers import AutoResolver, resolvers_from_config
 from mcp_approval.backends.reviewer_api import reviewer_routes
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.hosts import is_loopback_host
-from mcp_approval.policy import CedarPDP
+from mcp_approval.policy import CedarPDP, EntityMapping
 from mcp_approval.reference.arap_callbacks import CallbackSender
 from mcp_approval.reference.arap_pdp import BindingPDP, IssuedApprovalVerifier
 from mcp_approval.reference.ars import AccessRequestService
@@ -178,6 +178,7 @@ def build_arap_server(
         config.resolve(policy.entities) if policy.entities else None,
         config.resolve(policy.schema_file) if policy.schema_file else None,
         clock=time,
+        mapping=EntityMapping(decimals=tuple(policy.decimals)),
         default_deadline=timedelta(seconds=settings.denial_lifetime_s),
         approval_verifier=verifier,
         access_request_endpoint=endpoint,

@@ -13,7 +13,7 @@ from mcp_approval.backends.arap import ArapBackend, ArapSettings
 from mcp_approval.backends.arap_origins import UntrustedURLError
 from mcp_approval.clock import Clock
 from mcp_approval.config import ConfigError, DeploymentConfig
-from mcp_approval.policy import CedarPDP, PolicyDecisionPoint
+from mcp_approval.policy import CedarPDP, EntityMapping, PolicyDecisionPoint
 from mcp_approval.policy.http import HttpPDP
 
 __all__ = ["arap_backend_from_config", "pdp_from_config"]
@@ -41,6 +41,7 @@ def pdp_from_config(config: DeploymentConfig, *, clock: Clock | None = None) -> 
         config.resolve(policy.entities) if policy.entities else None,
         config.resolve(policy.schema_file) if policy.schema_file else None,
         clock=clock,
+        mapping=EntityMapping(decimals=tuple(policy.decimals)),
     )
 
 

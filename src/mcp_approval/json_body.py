@@ -1,0 +1,56 @@
+"""Parsing JSON request bodies sent by anyone: strict JSON, bounded nesting.
+
+Python's parser accepts ``NaN`` and ``Infinity`` and nests as deep as the interpreter's recursion
+limit allows, failing past it with a ``RecursionError`` (an HTTP 500 if nobody expects it). The
+HTTP endpoints parse bodies with :func:`parse_json_body` instead, so either case is a plain
+:class:`JsonBodyError` they answer with a 400.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+__all__ = ["MAX_JSON_DEPTH", "JsonBodyError", "parse_json_body"]
+
+#: The deepest nesting of objects and arrays accepted in a request body (``{}`` is depth 1).
+MAX_JSON_DEPTH: Final = 64
+
+
+class JsonBodyError(ValueError):
+    """A request body that is not acceptable JSON; the message says why without quoting the body."""
+
+
+def parse_json_body(raw: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """The JSON value of ``raw``.
+
+    Raises:
+        JsonBodyError: ``raw`` is not UTF-8 JSON, uses ``NaN``/``Infinity``, or nests objects and
+            arrays more than ``max_depth`` levels deep.
+    """
+    too_deep = f"the request body nests objects and arrays more than {max_depth} levels deep"
+    try:
+        value = json.loads(raw, parse_constant=_reject_constant)
+    except RecursionError:
+        raise JsonBodyError(too_deep) from None
+    except ValueError:  # includes UnicodeDecodeError
+        raise JsonBodyError("the request body is not valid JSON") from None
+    if _deeper_than(value, max_depth):
+        raise JsonBodyError(too_deep)
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests containers more than ``limit`` deep (iteratively: no recursion)."""
+    pending: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False

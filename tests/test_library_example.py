@@ -121,11 +121,16 @@ async def test_the_review_cli_lists_and_decides_with_only_the_database(example: 
         assert listed.returncode == 0, listed.stderr
         assert [item["id"] for item in json.loads(listed.stdout)["approvals"]] == [pending["id"]]
 
-        not_an_approver = review("approve", pending["id"], "--db", example.db_url, "--as", "alice", "--role", "payer")
+        bare = ("--db", example.db_url, "--template", "payments")
+        not_an_approver = review("approve", pending["id"], *bare, "--as", "alice", "--role", "payer")
         assert not_an_approver.returncode == 1
+        unnamed = ("--db", example.db_url, "--as", "carol", "--role", "approver")
+        template_not_named = review("approve", pending["id"], *unnamed)
+        assert template_not_named.returncode == 1
+        assert "template 'payments' is not configured" in template_not_named.stderr
         assert example.payments_to("carl") == []
 
-        decided = review("approve", pending["id"], "--db", example.db_url, "--as", "carol", "--role", "approver")
+        decided = review("approve", pending["id"], *bare, "--as", "carol", "--role", "approver")
         assert decided.returncode == 0, decided.stderr
         assert_approved_executed(await settled(alice, created["taskId"]))
     assert example.payments_to("carl") == [{"to": "carl", "amount": 300}]

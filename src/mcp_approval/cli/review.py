@@ -1,8 +1,10 @@
 """``mcp-approval review``: list, inspect and decide local approval requests from a terminal.
 
 ``--config FILE`` reads the store, templates and reviewer roles from a deployment file. A server
-built in code (``Approvals``) has no such file: ``--db URL`` names its store, and ``--role`` the
-roles the deciding reviewer holds (whoever can reach the database is trusted to say so).
+built in code (``Approvals``) has no such file: ``--db URL`` names its store, ``--role`` the
+roles the deciding reviewer holds (whoever can reach the database is trusted to say so), and
+``--template`` each policy template decided by the default rules (a request of a template not
+named is refused, never decided under rules it was not given).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from rich.table import Table
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_records import ApprovalRecord, ReviewError
+from mcp_approval.backends.local_rules import ApprovalTemplate
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.config import ConfigError, load_config
 from mcp_approval.server.local_backend import local_backend_from_config
@@ -41,8 +44,13 @@ _DB = typer.Option(None, "--db", help="Store URL; overrides the configuration's 
 _ROLE = typer.Option(
     None,
     "--role",
-    help="Without --config: a role the reviewer --as holds (repeat for several). The requests' templates "
-    "then decide by the default rules: one approver with the template's reviewer role (approver), no self-approval.",
+    help="Without --config: a role the reviewer --as holds (repeat for several).",
+)
+_TEMPLATE = typer.Option(
+    None,
+    "--template",
+    help="Without --config: a policy template whose requests are decided by the default rules (one approver "
+    "holding the role approver, no self-approval); repeat for several. Requests of other templates are refused.",
 )
 _JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 _AS = typer.Option(..., "--as", help="The reviewer deciding (a principal id from the configuration).")
@@ -61,14 +69,15 @@ def _run(
     operation: Callable[[LocalApprovalBackend], Awaitable[T]],
     *,
     roles: Mapping[str, Sequence[str]] | None = None,
+    templates: Sequence[str] = (),
 ) -> T:
     """Load the config, open and migrate the store, run ``operation`` on the backend, close the store.
 
     Without a config, ``db`` names the store (e.g. of a server built with ``Approvals`` in code) and
-    ``roles`` gives the deciding reviewer's roles; templates follow the default rules.
+    ``roles`` gives the deciding reviewer's roles; ``templates`` are decided by the default rules.
     """
     try:
-        store_url, backend_of = _reviewed(config_path, db, roles or {})
+        store_url, backend_of = _reviewed(config_path, db, roles or {}, templates)
     except ConfigError as exc:
         raise _fail(str(exc)) from None
 
@@ -89,7 +98,7 @@ def _run(
 
 
 def _reviewed(
-    path: Path | None, db: str | None, roles: Mapping[str, Sequence[str]]
+    path: Path | None, db: str | None, roles: Mapping[str, Sequence[str]], templates: Sequence[str]
 ) -> tuple[str, Callable[[Database], LocalApprovalBackend]]:
     """The store URL and local backend of a deployment file, an ``arap-server`` file, or a bare store."""
     if path is None:
@@ -98,8 +107,9 @@ def _reviewed(
                 "give --config FILE (a deployment file) or --db URL (the store of a server built in code)"
             )
         held = {principal: frozenset(names) for principal, names in roles.items()}
+        rules = {name: ApprovalTemplate() for name in templates}
         return db, lambda database: LocalApprovalBackend(
-            database, templates={}, roles=lambda principal: held.get(principal, frozenset())
+            database, templates=rules, roles=lambda principal: held.get(principal, frozenset())
         )
     if _is_arap_server_file(path):
         from mcp_approval.reference.config import load_arap_config
@@ -171,10 +181,11 @@ def approve_command(
     reviewer: str = _AS,
     comment: str | None = _COMMENT,
     role: list[str] | None = _ROLE,
+    template: list[str] | None = _TEMPLATE,
 ) -> None:
     """Approve a request as reviewer ``--as``."""
     decide = _deciding(request_id, reviewer, "approve", comment)
-    _print_record(_run(config, db, decide, roles={reviewer: role or []}))
+    _print_record(_run(config, db, decide, roles={reviewer: role or []}, templates=template or ()))
 
 
 @review_app.command("deny")
@@ -185,10 +196,11 @@ def deny_command(
     reviewer: str = _AS,
     comment: str | None = _COMMENT,
     role: list[str] | None = _ROLE,
+    template: list[str] | None = _TEMPLATE,
 ) -> None:
     """Deny a request as reviewer ``--as``."""
     decide = _deciding(request_id, reviewer, "deny", comment)
-    _print_record(_run(config, db, decide, roles={reviewer: role or []}))
+    _print_record(_run(config, db, decide, roles={reviewer: role or []}, templates=template or ()))
 
 
 def _deciding(

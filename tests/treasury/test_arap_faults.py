@@ -316,11 +316,16 @@ async def test_a_denial_asking_for_schema_inputs_is_not_submitted(deployments: F
 
 
 async def test_retry_stops_when_the_approval_expires(deployments: Factory) -> None:
-    """Checklist items 18, 19: ``grant_pending`` is retried, but never past ``approved_until``."""
+    """Checklist items 18, 19: ``grant_pending`` is retried, but never past ``approved_until``.
+
+    The approval lasts 5 s and the PDP asks for a retry after 1 s: the PEP's first re-evaluation may
+    come late on a loaded machine (with a 2 s approval it once left no room for a second), and a
+    second one must still fit before the expiry.
+    """
     deployment = deployments(
         ars_overrides={
             "arap": {"grant_delay_s": 30.0},
-            "templates": {"treasury": {"approvals_required": 1, "reviewer_role": "approver", "approval_valid_s": 2.0}},
+            "templates": {"treasury": {"approvals_required": 1, "reviewer_role": "approver", "approval_valid_s": 5.0}},
         }
     )
     proxy = proxy_of(deployment)

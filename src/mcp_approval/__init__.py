@@ -9,7 +9,8 @@ The package is layered; each subpackage depends only on the ones below it:
 - :mod:`mcp_approval.backends` - approval backends (local, ARAP) and the reviewer routes.
 - :mod:`mcp_approval.approval` - the SEP-2848 policy enforcement point.
 - :mod:`mcp_approval.client` - the agent side (tasks-aware tool calls).
-- :mod:`mcp_approval.server` - the composition root that builds servers from configuration.
+- :mod:`mcp_approval.server` - the composition: :class:`Approvals` for your own ``MCPServer``, and the
+  deployment file mapping ``mcp-approval serve`` uses.
 - :mod:`mcp_approval.cli` - the ``mcp-approval`` command.
 
 Each subpackage's ``__all__`` is its public surface; a module's ``__all__`` is what it offers to
@@ -24,28 +25,32 @@ if TYPE_CHECKING:
     from mcp_approval.backends import ArapBackend, LocalApprovalBackend
     from mcp_approval.client import TasksClient
     from mcp_approval.policy import CedarPDP, HttpPDP, PolicyDecisionPoint
-    from mcp_approval.server import JwtTokenVerifier
+    from mcp_approval.server import Approvals, JwtTokenVerifier, StaticTokenVerifier
 
 __version__ = "0.1.0"
 
 # Name -> the subpackage that defines it.
 _LAZY = {
+    "Approvals": "mcp_approval.server",
     "ArapBackend": "mcp_approval.backends",
     "CedarPDP": "mcp_approval.policy",
     "HttpPDP": "mcp_approval.policy",
     "JwtTokenVerifier": "mcp_approval.server",
     "LocalApprovalBackend": "mcp_approval.backends",
     "PolicyDecisionPoint": "mcp_approval.policy",
+    "StaticTokenVerifier": "mcp_approval.server",
     "TasksClient": "mcp_approval.client",
 }
 
 __all__ = [
+    "Approvals",
     "ArapBackend",
     "CedarPDP",
     "HttpPDP",
     "JwtTokenVerifier",
     "LocalApprovalBackend",
     "PolicyDecisionPoint",
+    "StaticTokenVerifier",
     "TasksClient",
 ]
 

@@ -22,6 +22,8 @@ import rfc8785
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+__all__ = ["EPHEMERAL_KEY_ID", "BindingCipher", "BindingIntegrityError", "CallBinding", "arguments_digest"]
+
 _NONCE_BYTES = 12
 #: The key id of the ephemeral key a dev-mode server makes up when none is configured.
 EPHEMERAL_KEY_ID = "ephemeral"

@@ -28,6 +28,16 @@ from starlette.routing import Route
 
 from mcp_approval.clock import Clock, SystemClock
 
+__all__ = [
+    "CALLBACK_PATH",
+    "SIGNATURE_HEADER",
+    "TOLERANCE_S",
+    "ArapCallbackTarget",
+    "callback_route",
+    "sign_callback",
+    "verify_callback",
+]
+
 logger = logging.getLogger("mcp_approval.approval")
 
 SIGNATURE_HEADER = "x-approval-signature"

@@ -12,6 +12,8 @@ import os
 import signal
 from typing import Final, Literal
 
+__all__ = ["CRASH_ENV", "CRASH_POINTS", "CrashPoint", "crash_point"]
+
 CRASH_ENV: Final = "MCP_APPROVAL_CRASH_AT"
 CrashPoint = Literal["after_intent", "after_submit", "after_handle", "after_task", "after_claim", "after_side_effect"]
 CRASH_POINTS: Final[tuple[CrashPoint, ...]] = (

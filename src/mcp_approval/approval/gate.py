@@ -54,6 +54,23 @@ from mcp_approval.policy.mapping import ToolMappingError, non_finite_argument
 from mcp_approval.protocol import DENIALS_EXTENSION, INVALID_PARAMS, META_CLIENT_INFO
 from mcp_approval.tasks.server import LOCAL_PRINCIPAL
 
+__all__ = [
+    "ANONYMOUS_MESSAGE",
+    "CONTEXT_AUTHORIZATION_DETAILS",
+    "CONTEXT_MISSING_SCOPES",
+    "CONTEXT_SINGLE_USE",
+    "CREDENTIAL_MESSAGE",
+    "PDP_FAILURE_MESSAGE",
+    "RETRY_MESSAGE",
+    "UNAVAILABLE_MESSAGE",
+    "DegradedRequestable",
+    "GatedCall",
+    "PolicyGate",
+    "PrincipalResolver",
+    "RequestableHandler",
+    "token_subject",
+]
+
 logger = logging.getLogger("mcp_approval.approval")
 
 PrincipalResolver = Callable[[ServerRequestContext[Any, Any]], str | None]

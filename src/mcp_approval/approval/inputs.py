@@ -21,6 +21,17 @@ from mcp.shared.exceptions import MCPError
 from mcp_approval.approval.binding import CallBinding
 from mcp_approval.protocol import INVALID_PARAMS
 
+__all__ = [
+    "INPUT_KEY",
+    "MISMATCH_MESSAGE",
+    "Declined",
+    "answered",
+    "ask",
+    "in_task_requests",
+    "input_request",
+    "supplied",
+]
+
 #: The input request key of the submission form.
 INPUT_KEY = "approval_inputs"
 _STATE_KIND = "mcp-approval/submission-inputs/v1"

@@ -6,6 +6,28 @@ are filled in by the caller.
 
 from __future__ import annotations
 
+__all__ = [
+    "APPROVAL_EXPIRED",
+    "BACKEND_DOWN_MESSAGE",
+    "BACKEND_FAILED",
+    "BINDING_BROKEN",
+    "DENIED",
+    "EXPIRED",
+    "IMMEDIATE_TEXT",
+    "INPUTS_DECLINED",
+    "INPUTS_IN_TASK",
+    "INPUTS_NOT_GIVEN",
+    "INPUTS_UNSUPPORTED",
+    "LIMIT_MESSAGE",
+    "PENDING_TEXT",
+    "POLICY_DENIED",
+    "PRINCIPAL_INVALID",
+    "REFUSED_MESSAGE",
+    "TASK_LIMIT_MESSAGE",
+    "TOOL_CHANGED",
+    "TOO_MANY_ROUNDS",
+]
+
 # -- answers to the tools/call itself ------------------------------------------------------
 
 LIMIT_MESSAGE = (

@@ -11,6 +11,21 @@ from typing import Any
 from mcp_approval.approval.states import IntentState, Phase
 from mcp_approval.tasks.states import TaskStatus
 
+__all__ = [
+    "APPROVAL_HANDLER",
+    "Admission",
+    "Intent",
+    "NewWorkflow",
+    "Reschedule",
+    "TaskOutcome",
+    "Workflow",
+    "dumps",
+    "intent_from_row",
+    "intent_row",
+    "workflow_from_row",
+    "workflow_row",
+]
+
 #: The handler name approval tasks carry in the task row.
 APPROVAL_HANDLER = "approval"
 

@@ -18,6 +18,8 @@ from mcp_approval.denials import Remediation, final_denial
 from mcp_approval.protocol import META_TOOL_APPROVAL_DISPOSITION
 from mcp_approval.tasks.models import result_document
 
+__all__ = ["DISPOSITION_TEXT", "denied_result", "executed_result", "outcome_unknown_result", "sanitize_model_text"]
+
 #: The sentence each disposition puts in the body, so a tasks-only client's model reads it.
 DISPOSITION_TEXT: dict[Disposition, str] = {
     Disposition.APPROVED_EXECUTED: "The call was approved and the tool ran once.",

@@ -29,6 +29,18 @@ from mcp_approval.protocol import (
     DISPOSITION_OUTCOME_UNKNOWN,
 )
 
+__all__ = [
+    "INTENT_TRANSITIONS",
+    "IN_FLIGHT_INTENTS",
+    "PHASE_TRANSITIONS",
+    "UNSETTLED_INTENTS",
+    "Disposition",
+    "IntentState",
+    "Phase",
+    "intent_sources",
+    "phase_sources",
+]
+
 
 class Phase(StrEnum):
     """Where a workflow stands with respect to execution."""

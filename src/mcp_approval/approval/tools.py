@@ -10,6 +10,8 @@ import mcp_types as types
 import rfc8785
 from mcp.server.mcpserver import MCPServer
 
+__all__ = ["ServerTools", "ToolInvoker"]
+
 logger = logging.getLogger("mcp_approval.approval")
 
 

@@ -28,6 +28,16 @@ from mcp_approval.backends import ApprovalBackend
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.denials.placement import Interaction, declared_interactions
 
+__all__ = [
+    "APPROVAL_LINK_KEY",
+    "LINK_MESSAGE",
+    "ReviewerPageIds",
+    "approval_page_id",
+    "declares_url_elicitation",
+    "link_request",
+    "with_approval_link",
+]
+
 logger = logging.getLogger("mcp_approval.approval")
 
 #: The key of the approval page's input request in a task's ``inputRequests``.

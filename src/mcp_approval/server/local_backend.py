@@ -9,6 +9,8 @@ from mcp_approval.config import DeploymentConfig
 from mcp_approval.storage.audit import AuditLog
 from mcp_approval.storage.database import Database
 
+__all__ = ["local_backend_from_config"]
+
 
 def local_backend_from_config(
     config: DeploymentConfig,

@@ -29,6 +29,16 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+__all__ = [
+    "Database",
+    "Operation",
+    "PostgresDatabase",
+    "SqliteDatabase",
+    "StoreUnavailableError",
+    "normalize_url",
+    "open_database",
+]
+
 T = TypeVar("T")
 Operation = Callable[[Connection], T]
 

@@ -37,6 +37,7 @@ from mcp_approval.backends.local_records import (
     RequestExpiredError,
     ReviewError,
 )
+from mcp_approval.backends.local_rules import ApprovalTemplate, ResolverRule
 from mcp_approval.backends.resolvers import AutoResolver, CallableResolver, RuleResolver
 from mcp_approval.backends.reviewer_api import Authenticator, reviewer_routes
 
@@ -48,6 +49,7 @@ __all__ = [
     "ApprovalState",
     "ApprovalStatus",
     "ApprovalSubmission",
+    "ApprovalTemplate",
     "ArapBackend",
     "ArapSettings",
     "Authenticator",
@@ -59,6 +61,7 @@ __all__ = [
     "LocalApprovalBackend",
     "NotEligibleError",
     "RequestExpiredError",
+    "ResolverRule",
     "ReviewError",
     "RuleResolver",
     "StatusListener",

@@ -66,8 +66,8 @@ class Approvals:
         import uvicorn
         from mcp.server.mcpserver import MCPServer
 
-        from mcp_approval.approval.options import ApprovalOptions
-        from mcp_approval.backends.local import LocalApprovalBackend
+        from mcp_approval.approval import ApprovalOptions
+        from mcp_approval.backends import ApprovalTemplate, LocalApprovalBackend
         from mcp_approval.policy import CedarPDP
         from mcp_approval.server import Approvals, StaticTokenVerifier, local_auth_settings
         from mcp_approval.storage import open_database
@@ -75,7 +75,11 @@ class Approvals:
         database = open_database("sqlite:///app.db")
         approvals = Approvals(
             CedarPDP.from_files("policy.cedar", "entities.json"),
-            LocalApprovalBackend(database, templates={}, roles={"carol": frozenset({"approver"})}.get),
+            LocalApprovalBackend(  # who decides the policy's @requestable("payments") denials
+                database,
+                templates={"payments": ApprovalTemplate(reviewer_role="approver")},
+                roles=lambda principal: frozenset({"approver"}) if principal == "carol" else frozenset(),
+            ),
             database=database,
             principals=StaticTokenVerifier({"alice-token": "alice", "carol-token": "carol"}),
             auth=local_auth_settings("http://127.0.0.1:8000"),

@@ -41,11 +41,11 @@ from typing import Any, Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
-from mcp_approval.approval.options import ApprovalOptions
+from mcp_approval.approval.options import ApprovalOptions, check_approval_url
 from mcp_approval.backends.local_rules import ApprovalTemplate, ResolverRule
 from mcp_approval.hosts import is_safe_transport
 from mcp_approval.policy.cedar_values import check_decimal_path
-from mcp_approval.tasks.options import TaskOptions, check_approval_url
+from mcp_approval.tasks.options import TaskOptions
 
 __all__ = [
     "DEFAULT_ALGORITHMS",

@@ -10,14 +10,47 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from mcp_approval.approval.binding import BindingCipher
-from mcp_approval.tasks.options import APPROVAL_ID_PLACEHOLDER, check_approval_url
+from mcp_approval.hosts import is_loopback_host
 
-__all__ = ["ApprovalOptions"]
+__all__ = ["APPROVAL_ID_PLACEHOLDER", "ApprovalOptions", "check_approval_url"]
+
+
+#: Where the approval's id goes in ``ApprovalOptions.approval_url``.
+APPROVAL_ID_PLACEHOLDER = "{approval_id}"
+
+
+def check_approval_url(url: str, *, field_name: str) -> None:
+    """Refuse an approval page URL that could leak a link over plain HTTP or name no approval.
+
+    The rules: an absolute ``https`` URL (``http`` only when the host is a loopback address or
+    ``localhost``), no user or password in it, and ``{approval_id}`` in its path, query or
+    fragment (never in the host).
+
+    Raises:
+        ValueError: naming ``field_name`` and the rule broken.
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise ValueError(f"{field_name} must be a URL string, got {url!r}")
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError as exc:
+        raise ValueError(f"{field_name} is not a valid URL ({exc}): {url!r}") from None
+    if parts.scheme not in ("https", "http") or not host:
+        raise ValueError(f"{field_name} must be an absolute https URL (http only on a loopback host): {url!r}")
+    if parts.scheme == "http" and not is_loopback_host(host):
+        raise ValueError(f"{field_name} must be https; http is allowed only on a loopback host, not {host!r}")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"{field_name} must not carry a user name or password: {url!r}")
+    if APPROVAL_ID_PLACEHOLDER in parts.netloc:
+        raise ValueError(f"{field_name}: {APPROVAL_ID_PLACEHOLDER} may not be part of the host: {url!r}")
+    if APPROVAL_ID_PLACEHOLDER not in url:
+        raise ValueError(f"{field_name} must contain {APPROVAL_ID_PLACEHOLDER} where the approval's id goes: {url!r}")
 
 
 class ApprovalOptions(BaseModel):

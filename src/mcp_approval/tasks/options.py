@@ -1,7 +1,6 @@
 """Configuration of the tasks extension.
 
-:class:`TaskOptions` is also the ``[tasks]`` section of a deployment file. The approval page URL
-rules (:func:`check_approval_url`) live here for the approval layer's ``approval_url``.
+:class:`TaskOptions` is also the ``[tasks]`` section of a deployment file.
 """
 
 from __future__ import annotations
@@ -9,13 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from mcp_approval.hosts import is_loopback_host
-
-__all__ = ["APPROVAL_ID_PLACEHOLDER", "PrincipalResolver", "TaskMode", "TaskOptions", "check_approval_url"]
+__all__ = ["PrincipalResolver", "TaskMode", "TaskOptions"]
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -102,36 +98,3 @@ class TaskOptions(BaseModel):
     def lease_ms(self) -> int:
         """How long a worker's lease on a running task lasts: three polls plus the grace."""
         return 3 * self.poll_interval_ms + round(self.lease_grace_s * 1000)
-
-
-#: Where the approval's id goes in ``ApprovalOptions.approval_url``.
-APPROVAL_ID_PLACEHOLDER = "{approval_id}"
-
-
-def check_approval_url(url: str, *, field_name: str) -> None:
-    """Refuse an approval page URL that could leak a link over plain HTTP or name no approval.
-
-    The rules: an absolute ``https`` URL (``http`` only when the host is a loopback address or
-    ``localhost``), no user or password in it, and ``{approval_id}`` in its path, query or
-    fragment (never in the host).
-
-    Raises:
-        ValueError: naming ``field_name`` and the rule broken.
-    """
-    if not isinstance(url, str) or not url.strip():
-        raise ValueError(f"{field_name} must be a URL string, got {url!r}")
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError as exc:
-        raise ValueError(f"{field_name} is not a valid URL ({exc}): {url!r}") from None
-    if parts.scheme not in ("https", "http") or not host:
-        raise ValueError(f"{field_name} must be an absolute https URL (http only on a loopback host): {url!r}")
-    if parts.scheme == "http" and not is_loopback_host(host):
-        raise ValueError(f"{field_name} must be https; http is allowed only on a loopback host, not {host!r}")
-    if parts.username is not None or parts.password is not None:
-        raise ValueError(f"{field_name} must not carry a user name or password: {url!r}")
-    if APPROVAL_ID_PLACEHOLDER in parts.netloc:
-        raise ValueError(f"{field_name}: {APPROVAL_ID_PLACEHOLDER} may not be part of the host: {url!r}")
-    if APPROVAL_ID_PLACEHOLDER not in url:
-        raise ValueError(f"{field_name} must contain {APPROVAL_ID_PLACEHOLDER} where the approval's id goes: {url!r}")

@@ -39,9 +39,19 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from mcp_approval.approval.options import ApprovalOptions, check_approval_url
+from mcp_approval.backends.arap import ArapSettings
 from mcp_approval.backends.local_rules import ApprovalTemplate, ResolverRule
 from mcp_approval.hosts import is_safe_transport
 from mcp_approval.policy.cedar_values import check_decimal_path
@@ -187,28 +197,24 @@ class ApprovalSection(ApprovalOptions):
     backend: Literal["local", "arap"] = "local"
 
 
-class ArapSection(_Section):
-    """``[arap]``: the ARAP approval backend (``[approval] backend = "arap"``).
+class ArapSection(ArapSettings):
+    """``[arap]``: the ARAP approval backend (``[approval] backend = "arap"``),
+    :class:`~mcp_approval.backends.ArapSettings` (every option under the same name, except
+    ``callback_secret`` and ``client_name``, which come from ``[approval]`` and ``[server] name``).
 
     The Access Request Service is found through the PDP metadata (``[policy] pdp_url``).
     """
 
-    #: The PEP's bearer token at the Access Request Service.
-    token: SecretStr = Field(min_length=1)
-    #: Origins trusted besides the metadata's ``access_request_endpoint`` (https).
-    allowed_origins: list[str] = Field(default_factory=list)
-    #: Development only: accept plain http on 127.0.0.1 / localhost (logs a WARNING).
-    dev_insecure_loopback: bool = False
-    #: Bound on one whole HTTP exchange with the ARS.
-    timeout_s: float = Field(default=5.0, gt=0)
-    #: First status-poll delay; doubles per poll with jitter, up to ``poll_max_s``.
-    poll_initial_s: float = Field(default=2.0, gt=0)
-    #: Longest delay between status polls (ARAP caps backoff at 60 s).
-    poll_max_s: float = Field(default=60.0, gt=0, le=60)
-    #: How often one submission is tried (same Idempotency-Key) before the call fails closed.
-    submit_attempts: int = Field(default=3, ge=1, le=10)
-    #: This server's callback URL given to the ARS (needs ``[approval] callback_secret``).
-    callback_url: str | None = None
+    # Composed from other sections (see ``arap_backend_from_config``), so not keys of this one:
+    # excluded from the reference and refused when a file sets them.
+    callback_secret: SecretStr | None = Field(default=None, exclude=True)
+    client_name: str | None = Field(default=None, exclude=True)
+
+    @field_validator("callback_secret", "client_name", mode="before")
+    @classmethod
+    def _composed_elsewhere(cls, value: object, info: ValidationInfo) -> object:
+        source = {"callback_secret": "[approval] callback_secret", "client_name": "[server] name"}
+        raise ValueError(f"not a key of [arap]: it is set from {source[str(info.field_name)]}")
 
 
 SignatureAlgorithm = Literal["ES256", "ES384", "ES512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "EdDSA"]

@@ -75,7 +75,7 @@ async def backend(pdp: HttpPDP) -> AsyncIterator[ArapBackend]:
     async def listener(handle: str) -> None:
         woken.append(handle)
 
-    settings = ArapSettings(token=ARS_CLIENT_TOKEN, insecure_loopback=True, poll_initial_s=0.05, timeout_s=1.0)
+    settings = ArapSettings(token=ARS_CLIENT_TOKEN, dev_insecure_loopback=True, poll_initial_s=0.05, timeout_s=1.0)
     arap = ArapBackend(settings, access_request_endpoint=endpoint)
     await arap.start(listener)
     arap.woken = woken  # type: ignore[attr-defined]

@@ -80,4 +80,4 @@ def test_the_arap_example_wires_http_pdp_and_the_arap_backend(tmp_path: Path) ->
     assert isinstance(deployment.gate.pdp, HttpPDP)
     assert isinstance(deployment.backend, ArapBackend)
     assert deployment.backend.settings.callback_url == "http://127.0.0.1:8000/approvals/callback"
-    assert deployment.backend.settings.insecure_loopback is True
+    assert deployment.backend.settings.dev_insecure_loopback is True

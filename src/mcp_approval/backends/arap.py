@@ -32,11 +32,11 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
 import anyio
 import httpx2
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from mcp_approval.backends.arap_origins import OriginPolicy, UntrustedURLError
 from mcp_approval.backends.arap_wire import (
@@ -85,32 +85,36 @@ EndpointSource = Callable[[], Awaitable[str | None]]
 """Returns the PDP metadata's ``access_request_endpoint`` (discovered, cached by the caller)."""
 
 
-@dataclass(frozen=True)
-class ArapSettings:
-    """How the PEP talks to the Access Request Service.
+class ArapSettings(BaseModel):
+    """How the PEP talks to the Access Request Service (``[arap]`` in a deployment file).
 
-    Attributes:
-        token: the PEP's bearer token at the ARS.
-        allowed_origins: origins (or URLs) trusted besides the metadata's Access Request endpoint.
-        insecure_loopback: accept plain ``http`` on loopback (development; logs a WARNING).
-        timeout_s: bound on one whole HTTP exchange.
-        poll_initial_s: the first status-poll delay; it doubles per poll, with jitter.
-        poll_max_s: the longest delay between polls (at most 60 s).
-        submit_attempts: how often one submission is tried (same Idempotency-Key) before giving up.
-        callback_url: where the ARS may notify this server (enables the Callback profile).
-        callback_secret: the HMAC secret callbacks are signed with, also keying ``callback.state``.
-        client_name: ``client.name`` sent with submissions.
+    One model serves code and file alike: ``ArapSettings(token=..., poll_max_s=61)`` and
+    ``[arap] poll_max_s = 61`` are refused by the same rule, with the same message. The token and
+    the callback secret are :class:`~pydantic.SecretStr` and print as ``**********``.
     """
 
-    token: str
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: The PEP's bearer token at the Access Request Service.
+    token: SecretStr = Field(min_length=1)
+    #: Origins trusted besides the metadata's ``access_request_endpoint`` (https).
     allowed_origins: tuple[str, ...] = ()
-    insecure_loopback: bool = False
-    timeout_s: float = 5.0
-    poll_initial_s: float = 2.0
-    poll_max_s: float = 60.0
-    submit_attempts: int = 3
+    #: Development only: accept plain http on 127.0.0.1 / localhost (logs a WARNING).
+    dev_insecure_loopback: bool = False
+    #: Bound on one whole HTTP exchange with the ARS.
+    timeout_s: float = Field(default=5.0, gt=0)
+    #: First status-poll delay; doubles per poll with jitter, up to ``poll_max_s``.
+    poll_initial_s: float = Field(default=2.0, gt=0)
+    #: Longest delay between status polls (ARAP caps backoff at 60 s).
+    poll_max_s: float = Field(default=60.0, gt=0, le=60)
+    #: How often one submission is tried (same Idempotency-Key) before the call fails closed.
+    submit_attempts: int = Field(default=3, ge=1, le=10)
+    #: This server's callback URL given to the ARS (needs ``[approval] callback_secret``).
     callback_url: str | None = None
-    callback_secret: str | None = None
+    #: The HMAC secret callbacks are signed with, also keying ``callback.state`` (a deployment
+    #: takes it from ``[approval] callback_secret``).
+    callback_secret: SecretStr | None = None
+    #: ``client.name`` sent with submissions (a deployment takes it from ``[server] name``).
     client_name: str | None = None
 
 
@@ -136,10 +140,8 @@ class ArapBackend:
         client: httpx2.AsyncClient | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        if not settings.token:
-            raise ValueError("the ARS bearer token is empty")
         self.settings = settings
-        self.origins = OriginPolicy(settings.allowed_origins, insecure_loopback=settings.insecure_loopback)
+        self.origins = OriginPolicy(settings.allowed_origins, insecure_loopback=settings.dev_insecure_loopback)
         if settings.callback_url is not None:
             self.origins.check(settings.callback_url, anchor=settings.callback_url)  # https (or dev loopback)
         self._endpoint_source = access_request_endpoint
@@ -171,7 +173,9 @@ class ArapBackend:
     def callback_state(self, key: str) -> str | None:
         """The ``callback.state`` sent with the submission under ``key`` (``None``: no callbacks)."""
         secret = self.settings.callback_secret
-        return callback_state(secret, key) if secret and self.settings.callback_url else None
+        if not secret or not self.settings.callback_url:
+            return None
+        return callback_state(secret.get_secret_value(), key)
 
     @staticmethod
     def callback_handle(task: Mapping[str, Any]) -> str | None:
@@ -385,7 +389,7 @@ class ArapBackend:
     async def _exchange(self, method: str, url: str, *, body: Any = None, key: str | None = None) -> httpx2.Response:
         if self._client is None:
             raise ApprovalBackendError("the ARAP backend is not started")
-        headers = {"Authorization": f"Bearer {self.settings.token}", "Accept": "application/json"}
+        headers = {"Authorization": f"Bearer {self.settings.token.get_secret_value()}", "Accept": "application/json"}
         if key is not None:
             headers["Idempotency-Key"] = key
         try:

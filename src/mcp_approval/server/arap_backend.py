@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from mcp_approval.backends.arap import ArapBackend, ArapSettings
+from mcp_approval.backends.arap import ArapBackend
 from mcp_approval.backends.arap_origins import UntrustedURLError
 from mcp_approval.clock import Clock
 from mcp_approval.config import ConfigError, DeploymentConfig
@@ -59,17 +59,9 @@ def arap_backend_from_config(config: DeploymentConfig, pdp: PolicyDecisionPoint)
     async def access_request_endpoint() -> str | None:
         return (await pdp.metadata()).access_request_endpoint
 
-    settings = ArapSettings(
-        token=section.token.get_secret_value(),
-        allowed_origins=tuple(section.allowed_origins),
-        insecure_loopback=section.dev_insecure_loopback,
-        timeout_s=section.timeout_s,
-        poll_initial_s=section.poll_initial_s,
-        poll_max_s=section.poll_max_s,
-        submit_attempts=section.submit_attempts,
-        callback_url=section.callback_url,
-        callback_secret=secret.get_secret_value() if (secret := config.approval.callback_secret) else None,
-        client_name=config.server.name,
+    # The section is the settings; only the two values other sections own are composed in.
+    settings = section.model_copy(
+        update={"callback_secret": config.approval.callback_secret, "client_name": config.server.name}
     )
     try:
         return ArapBackend(settings, access_request_endpoint=access_request_endpoint)

@@ -1,6 +1,8 @@
 """The agent side: tasks-aware tool calls, reading and acting on authorization denials, reading approval outcomes."""
 
 from mcp_approval.client.authorization import AuthorizationDenied, AuthorizingCaller, CredentialRemediator
+from mcp_approval.client.calls import CallJournal, CallOutcome, CallRecord, SQLiteCallJournal
+from mcp_approval.client.connect import AgentClient, CallInDoubtError, ClientUsageError, mcp_client
 from mcp_approval.client.denials import (
     AuthorizationDenial,
     ChallengeDenial,
@@ -27,11 +29,17 @@ from mcp_approval.client.tasks import (
 )
 
 __all__ = [
+    "AgentClient",
     "AuthorizationDenial",
     "AuthorizationDenied",
     "AuthorizingCaller",
+    "CallInDoubtError",
+    "CallJournal",
+    "CallOutcome",
+    "CallRecord",
     "ChallengeDenial",
     "ChallengeReading",
+    "ClientUsageError",
     "CreateTaskResult",
     "CredentialRemediator",
     "DenialReading",
@@ -40,6 +48,7 @@ __all__ = [
     "MemoryTokenStorage",
     "OpenTask",
     "ResultKind",
+    "SQLiteCallJournal",
     "TaskCancelledError",
     "TaskError",
     "TaskExpiredError",
@@ -49,6 +58,7 @@ __all__ = [
     "TaskPendingError",
     "TasksClient",
     "denial_of",
+    "mcp_client",
     "oauth_client",
     "read_challenge",
     "read_denial",

@@ -15,7 +15,8 @@ from mcp_approval.client.denials import (
 )
 from mcp_approval.client.dispositions import ExecutionDisposition, read_disposition
 from mcp_approval.client.journal import OpenTask, TaskJournal
-from mcp_approval.client.oauth import MemoryTokenStorage, oauth_client
+from mcp_approval.client.oauth import MemoryTokenStorage, client_metadata_document, oauth_client
+from mcp_approval.client.redirect import AuthorizationResponseError, LoopbackRedirectReceiver, open_in_browser
 from mcp_approval.client.tasks import (
     CreateTaskResult,
     DetailedTask,
@@ -32,6 +33,7 @@ __all__ = [
     "AgentClient",
     "AuthorizationDenial",
     "AuthorizationDenied",
+    "AuthorizationResponseError",
     "AuthorizingCaller",
     "CallInDoubtError",
     "CallJournal",
@@ -45,6 +47,7 @@ __all__ = [
     "DenialReading",
     "DetailedTask",
     "ExecutionDisposition",
+    "LoopbackRedirectReceiver",
     "MemoryTokenStorage",
     "OpenTask",
     "ResultKind",
@@ -57,9 +60,11 @@ __all__ = [
     "TaskJournal",
     "TaskPendingError",
     "TasksClient",
+    "client_metadata_document",
     "denial_of",
     "mcp_client",
     "oauth_client",
+    "open_in_browser",
     "read_challenge",
     "read_denial",
     "read_disposition",

@@ -155,3 +155,15 @@ async def test_a_stdio_command(tmp_path: Path) -> None:
     async with mcp_client(command, tasks=True) as client:
         tools = await client.list_tools()
     assert "wire_transfer" in {tool.name for tool in tools.tools}
+
+
+async def test_a_journal_path_is_a_sqlite_file_that_outlives_the_client(tmp_path: Path) -> None:
+    path = tmp_path / "journal" / "calls.sqlite3"
+    path.parent.mkdir()
+    tasks = TasksClient(task_wait_s=10, default_poll_interval_s=0.02)
+    async with AgentClient(demo_server(), tasks=tasks, extensions=[tasks], call_journal=str(path)) as client:
+        result = await client.call_tool("slow_job", {"seconds": 0.2}, call_key="k")
+    record = await SQLiteCallJournal(path).get("k")
+    assert record is not None
+    assert record.outcome is not None
+    assert types.CallToolResult.model_validate(record.outcome.result) == result

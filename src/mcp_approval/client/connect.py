@@ -23,7 +23,9 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
+from mcp_types import InputResponses, RequestParamsMeta
 
 from mcp_approval.client.calls import CallJournal, CallOutcome, CallRecord, SQLiteCallJournal, keyed_call
 from mcp_approval.client.tasks import InputHandler, TaskCancelledError, TaskFailedError, TasksClient
@@ -53,6 +55,17 @@ class CallInDoubtError(Exception):
         self.call_key = call_key
 
 
+@dataclass(frozen=True)
+class _CallOptions:
+    """The SDK's own ``call_tool`` options, passed through unchanged."""
+
+    read_timeout_seconds: float | None
+    progress_callback: ProgressFnT | None
+    input_responses: InputResponses | None
+    request_state: str | None
+    meta: RequestParamsMeta | None
+
+
 @dataclass
 class AgentClient(Client):
     """The SDK's :class:`mcp.Client` with keyed calls; made by :func:`mcp_client`."""
@@ -67,6 +80,7 @@ class AgentClient(Client):
     """The HTTP client of a Streamable HTTP connection, closed with the client."""
 
     _journal: CallJournal | None = field(default=None, init=False, repr=False)
+    _opened_journal: SQLiteCallJournal | None = field(default=None, init=False, repr=False)
 
     async def __aenter__(self) -> AgentClient:
         """Connect (the handshake); the HTTP client is closed if it fails."""
@@ -83,40 +97,62 @@ class AgentClient(Client):
             await super().__aexit__(exc_type, exc_val, exc_tb)
         finally:
             await self._close_http()
+            if self._opened_journal is not None:
+                self._opened_journal.close()
+                self._journal = self._opened_journal = None
 
-    async def call_tool(  # adds call_key; everything else passes through
-        self, name: str, arguments: dict[str, Any] | None = None, *args: Any, call_key: str | None = None, **kwargs: Any
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        read_timeout_seconds: float | None = None,
+        progress_callback: ProgressFnT | None = None,
+        *,
+        input_responses: InputResponses | None = None,
+        request_state: str | None = None,
+        meta: RequestParamsMeta | None = None,
+        call_key: str | None = None,
     ) -> types.CallToolResult:
-        """Call a tool; with ``call_key``, at most once for that key (see the module docstring).
+        """Call a tool (as :meth:`mcp.Client.call_tool`); with ``call_key``, at most once for that key.
+
+        A keyed call is journaled before it is sent, its task id before the call waits on the
+        task, and its outcome when it ends. Called again with the same key, it polls the
+        journaled task, or returns (or raises) the recorded outcome, instead of calling the tool.
 
         Raises:
             TaskPendingError: the task is still open after ``task_wait_s``; call again with the same key.
             TaskFailedError, TaskCancelledError: the task ended so (again, from the record, on a repeat).
             CallInDoubtError: the keyed call was sent before a crash and nothing came back on record.
         """
+        options = _CallOptions(read_timeout_seconds, progress_callback, input_responses, request_state, meta)
         if call_key is None:
-            return await super().call_tool(name, arguments, *args, **kwargs)
+            return await self._send(name, arguments, options)
         journal = self._call_journal()
         record = await journal.get(call_key)
         if record is None:
-            return await self._first_call(journal, call_key, name, arguments, *args, **kwargs)
+            return await self._first_call(journal, call_key, name, arguments, options)
         return await self._repeat_call(journal, record)
 
+    async def _send(self, name: str, arguments: dict[str, Any] | None, options: _CallOptions) -> types.CallToolResult:
+        return await super().call_tool(
+            name,
+            arguments,
+            options.read_timeout_seconds,
+            options.progress_callback,
+            input_responses=options.input_responses,
+            request_state=options.request_state,
+            meta=options.meta,
+        )
+
     async def _first_call(
-        self,
-        journal: CallJournal,
-        call_key: str,
-        name: str,
-        arguments: dict[str, Any] | None,
-        *args: Any,
-        **kwargs: Any,
+        self, journal: CallJournal, call_key: str, name: str, arguments: dict[str, Any] | None, options: _CallOptions
     ) -> types.CallToolResult:
         await journal.begin(call_key, name)
         try:
             with keyed_call(call_key, journal):
-                result = await super().call_tool(name, arguments, *args, **kwargs)
+                result = await self._send(name, arguments, options)
         except MCPError:
-            # The server refused the call (no task was created), so nothing ran: the key may be used again.
+            # The server refused the call without creating a task, so nothing ran: the key may be used again.
             record = await journal.get(call_key)
             if record is not None and record.task_id is None:
                 await journal.forget(call_key)
@@ -146,7 +182,9 @@ class AgentClient(Client):
     def _call_journal(self) -> CallJournal:
         if self._journal is None:
             journal = self.call_journal
-            self._journal = journal if not isinstance(journal, (str, Path)) else SQLiteCallJournal(journal)
+            if isinstance(journal, (str, Path)):
+                journal = self._opened_journal = SQLiteCallJournal(journal)
+            self._journal = journal
         return self._journal
 
     async def _close_http(self) -> None:

@@ -72,9 +72,12 @@ def provider() -> OAuthClientProvider:
         ("https://mcp.example.com/mcp", {"auth": ""}, "empty token"),
         (["python", "server.py"], {"auth": "t"}, "stdio command"),
         ([], {}, "command is empty"),
+        ("server", {"auth": "t"}, "in-process"),
     ],
 )
 def test_usage_errors_name_the_problem(target: Any, options: dict[str, Any], words: str) -> None:
+    if target == "server":
+        target = demo_server()
     if options.get("auth") == "provider":
         options = {**options, "auth": provider()}
     with pytest.raises(ClientUsageError, match=words):
@@ -140,7 +143,7 @@ async def test_a_call_sent_without_a_task_id_on_record_is_not_repeated(tmp_path:
 
 async def test_a_plain_result_is_recorded_too(tmp_path: Path) -> None:
     journal = SQLiteCallJournal(tmp_path / "calls.sqlite3")
-    async with in_process(demo_server(), journal, task_wait_s=10) as client:
+    async with mcp_client(demo_server(), tasks=True, call_journal=journal) as client:
         result = await client.call_tool("echo", {"text": "hi"}, call_key="echo-1")
     record = await journal.get("echo-1")
     assert record is not None

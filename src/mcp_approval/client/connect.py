@@ -23,6 +23,8 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server import Server
+from mcp.server.mcpserver import MCPServer
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types import InputResponses, RequestParamsMeta
@@ -210,7 +212,7 @@ def _replay(outcome: CallOutcome) -> types.CallToolResult:
 
 
 def mcp_client(
-    target: str | Sequence[str] | StdioServerParameters,
+    target: str | Sequence[str] | StdioServerParameters | Server[Any] | MCPServer[Any],
     *,
     tasks: bool = False,
     task_wait_s: float | None = 30.0,
@@ -225,7 +227,8 @@ def mcp_client(
 
     Args:
         target: an ``https`` URL (plain ``http`` only on a loopback host), spoken to over Streamable
-            HTTP; or a command (its argv, or ``StdioServerParameters``) spoken to over stdio.
+            HTTP; a command (its argv, or ``StdioServerParameters``) spoken to over stdio; or a
+            ``Server`` / ``MCPServer`` object, connected in-process (tests, embedded servers).
         tasks: declare the tasks extension, so a long call resolves its task transparently.
         task_wait_s: how long a call waits for its task before raising ``TaskPendingError``.
         auth: a bearer token, or an OAuth provider (e.g. :func:`~mcp_approval.client.oauth_client`).
@@ -242,6 +245,10 @@ def mcp_client(
     extension = TasksClient(task_wait_s=task_wait_s, input_handler=input_handler) if tasks else None
     extensions = [extension] if extension is not None else []
     common: dict[str, Any] = {"tasks": extension, "call_journal": call_journal, "extensions": extensions}
+    if isinstance(target, (Server, MCPServer)):
+        if auth is not None or headers:
+            raise ClientUsageError("auth= and headers= are for HTTP servers, not an in-process server")
+        return AgentClient(target, **common, **client_options)
     if not isinstance(target, str):
         if auth is not None or headers:
             raise ClientUsageError(

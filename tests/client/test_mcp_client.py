@@ -170,3 +170,10 @@ async def test_a_journal_path_is_a_sqlite_file_that_outlives_the_client(tmp_path
     assert record is not None
     assert record.outcome is not None
     assert types.CallToolResult.model_validate(record.outcome.result) == result
+
+
+async def test_the_sqlite_journal_refuses_a_key_begun_twice(tmp_path: Path) -> None:
+    journal = SQLiteCallJournal(tmp_path / "calls.sqlite3")
+    await journal.begin("k", "slow_job")
+    with pytest.raises(ValueError, match="already journaled"):
+        await journal.begin("k", "slow_job")

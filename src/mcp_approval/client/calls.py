@@ -106,10 +106,18 @@ class SQLiteCallJournal:
         return CallRecord(key, tool_name, task_id, _outcome_from_json(outcome), started_at)
 
     async def begin(self, call_key: str, tool_name: str) -> None:
-        """Record that the call is about to be sent."""
-        await self._run(
-            "INSERT INTO calls (call_key, tool_name, started_at) VALUES (?, ?, ?)", (call_key, tool_name, time.time())
-        )
+        """Record that the call is about to be sent.
+
+        Raises:
+            ValueError: ``call_key`` is already journaled (the same key in flight twice).
+        """
+        try:
+            await self._run(
+                "INSERT INTO calls (call_key, tool_name, started_at) VALUES (?, ?, ?)",
+                (call_key, tool_name, time.time()),
+            )
+        except sqlite3.IntegrityError:
+            raise ValueError(f"call {call_key!r} is already journaled in {self.path}") from None
 
     async def task_created(self, call_key: str, task_id: str) -> None:
         """Record the task the server created for the call."""

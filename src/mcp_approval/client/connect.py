@@ -162,7 +162,10 @@ class AgentClient(Client):
         except (TaskFailedError, TaskCancelledError) as ended:
             await journal.finish(call_key, _ended(ended))
             raise
-        await journal.finish(call_key, CallOutcome("result", result=result.model_dump(by_alias=True, mode="json")))
+        record = await journal.get(call_key)
+        task_id = record.task_id if record is not None else None
+        outcome = CallOutcome("result", task_id=task_id, result=result.model_dump(by_alias=True, mode="json"))
+        await journal.finish(call_key, outcome)
         return result
 
     async def _repeat_call(self, journal: CallJournal, record: CallRecord) -> types.CallToolResult:

@@ -20,6 +20,8 @@ import os
 import signal
 from pathlib import Path
 
+from mcp_types import TextContent
+
 from mcp_approval.client import CallOutcome, SQLiteCallJournal, TaskPendingError, mcp_client
 
 
@@ -53,7 +55,8 @@ async def main(url: str, call_key: str, to: str, journal_path: Path, crash_at: s
         except TaskPendingError as pending:
             print(f"still waiting: {pending.details}", flush=True)
             return
-    print(f"result: {result.content[0].text if result.content else result}", flush=True)  # type: ignore[union-attr]
+    text = " ".join(item.text for item in result.content if isinstance(item, TextContent))
+    print(f"result: {text}", flush=True)
 
 
 if __name__ == "__main__":

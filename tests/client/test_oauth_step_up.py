@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -73,57 +73,63 @@ async def transfer_details_needed(arguments: Mapping[str, Any], token: AccessTok
     return remediation_for([{"type": "payment_initiation", "amount": arguments.get("amount")}], single_use=True)
 
 
+@contextmanager
+def deploy(authorization_server: MemoryAuthorizationServer) -> Iterator[Deployment]:
+    """The payments resource server on 127.0.0.1, trusting ``authorization_server``."""
+    sock = bound_socket()
+    mcp_url = f"{origin(sock)}/mcp"
+    metadata_url = str(build_resource_metadata_url(AnyHttpUrl(mcp_url)))
+    verifier = AuthorizationServerVerifier(authorization_server)
+    deployed = Deployment(authorization_server, verifier, mcp_url, metadata_url)
+    server: MCPServer[Any] = MCPServer(
+        "payments-rs",
+        token_verifier=verifier,
+        auth=AuthSettings(
+            issuer_url=AnyHttpUrl(authorization_server.issuer_url),
+            resource_server_url=AnyHttpUrl(mcp_url),
+            required_scopes=[READ],
+            validate_token_resource=True,
+        ),
+        log_level="WARNING",
+    )
+
+    def scopes() -> list[str]:
+        token = get_access_token()
+        assert token is not None
+        return sorted(token.scopes)
+
+    @server.tool()
+    async def whoami() -> list[str]:
+        """The scopes of the caller's token."""
+        deployed.ran.append(("whoami", scopes()))
+        return scopes()
+
+    @server.tool()
+    async def transfer(amount: str) -> str:
+        """Needs RFC 9396 authorization details no token here carries (a 401 RAR challenge)."""
+        deployed.ran.append(("transfer", scopes()))
+        return f"moved {amount}"
+
+    @server.tool()
+    async def pay(amount: str) -> str:
+        """Needs ``payments:write`` (enforced by the middleware, before this runs)."""
+        deployed.ran.append(("pay", scopes()))
+        return f"paid {amount}"
+
+    app = server.streamable_http_app()
+    requirements = {
+        "pay": ToolRequirement(scopes=frozenset({PAY})),
+        "transfer": ToolRequirement(authorization=transfer_details_needed),
+    }
+    install_tool_authorization(app, requirements, resource_metadata_url=metadata_url, base_scopes=[READ])
+    with serve_app(app, sock):
+        yield deployed
+
+
 @pytest.fixture
 def deployment() -> Iterator[Deployment]:
-    with serve_authorization_server([READ, PAY]) as authorization_server:
-        sock = bound_socket()
-        mcp_url = f"{origin(sock)}/mcp"
-        metadata_url = str(build_resource_metadata_url(AnyHttpUrl(mcp_url)))
-        verifier = AuthorizationServerVerifier(authorization_server)
-        deployed = Deployment(authorization_server, verifier, mcp_url, metadata_url)
-        server: MCPServer[Any] = MCPServer(
-            "payments-rs",
-            token_verifier=verifier,
-            auth=AuthSettings(
-                issuer_url=AnyHttpUrl(authorization_server.issuer_url),
-                resource_server_url=AnyHttpUrl(mcp_url),
-                required_scopes=[READ],
-                validate_token_resource=True,
-            ),
-            log_level="WARNING",
-        )
-
-        def scopes() -> list[str]:
-            token = get_access_token()
-            assert token is not None
-            return sorted(token.scopes)
-
-        @server.tool()
-        async def whoami() -> list[str]:
-            """The scopes of the caller's token."""
-            deployed.ran.append(("whoami", scopes()))
-            return scopes()
-
-        @server.tool()
-        async def transfer(amount: str) -> str:
-            """Needs RFC 9396 authorization details no token here carries (a 401 RAR challenge)."""
-            deployed.ran.append(("transfer", scopes()))
-            return f"moved {amount}"
-
-        @server.tool()
-        async def pay(amount: str) -> str:
-            """Needs ``payments:write`` (enforced by the middleware, before this runs)."""
-            deployed.ran.append(("pay", scopes()))
-            return f"paid {amount}"
-
-        app = server.streamable_http_app()
-        requirements = {
-            "pay": ToolRequirement(scopes=frozenset({PAY})),
-            "transfer": ToolRequirement(authorization=transfer_details_needed),
-        }
-        install_tool_authorization(app, requirements, resource_metadata_url=metadata_url, base_scopes=[READ])
-        with serve_app(app, sock):
-            yield deployed
+    with serve_authorization_server([READ, PAY]) as authorization_server, deploy(authorization_server) as deployed:
+        yield deployed
 
 
 class AuthorizationRefused(Exception):

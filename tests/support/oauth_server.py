@@ -17,12 +17,18 @@ from __future__ import annotations
 
 import secrets
 import socket
+import ssl
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
+import httpx
+import trustme
 import uvicorn
 from mcp.server.auth.provider import (
     AccessToken,
@@ -33,11 +39,14 @@ from mcp.server.auth.provider import (
     TokenError,
     construct_redirect_uri,
 )
-from mcp.server.auth.routes import create_auth_routes
+from mcp.server.auth.routes import build_metadata, create_auth_routes
 from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
-from pydantic import AnyHttpUrl
+from pydantic import AnyHttpUrl, ValidationError
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 from starlette.types import ASGIApp
 
 ACCESS_TOKEN_LIFETIME_S = 3600
@@ -68,6 +77,12 @@ class MemoryAuthorizationServer(OAuthAuthorizationServerProvider[AuthorizationCo
             client's registered one, so a client that registered with ``mcp:read`` can step up
             to ``payments:write`` only under ``"supported"`` (RFC 7591 lets the server replace
             requested metadata).
+        cimd_trust: when set, the server advertises ``client_id_metadata_document_supported``
+            and, for an ``https`` client id it does not know, fetches the client ID metadata
+            document over TLS trusting this context (a test CA), checks it and caches the client.
+        code_token_expires_in_s: the ``expires_in`` sent with access tokens issued for an
+            authorization code (``0`` makes the client refresh before its next request; the
+            server keeps accepting the token). Refreshed tokens say the full lifetime.
     """
 
     issuer_url: str
@@ -80,9 +95,33 @@ class MemoryAuthorizationServer(OAuthAuthorizationServerProvider[AuthorizationCo
     codes: dict[str, AuthorizationCode] = field(default_factory=dict)
     access_tokens: dict[str, AccessToken] = field(default_factory=dict)
     refresh_tokens: dict[str, RefreshToken] = field(default_factory=dict)
+    cimd_trust: ssl.SSLContext | None = None
+    code_token_expires_in_s: int = ACCESS_TOKEN_LIFETIME_S
+    fetched_documents: list[str] = field(default_factory=list)
+    rejected_documents: list[str] = field(default_factory=list)
+    issued_codes: list[str] = field(default_factory=list)
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
-        return self.clients.get(client_id)
+        known = self.clients.get(client_id)
+        if known is not None or self.cimd_trust is None or not client_id.startswith("https://"):
+            return known
+        return await self._client_from_document(client_id)
+
+    async def _client_from_document(self, client_id: str) -> OAuthClientInformationFull | None:
+        """Fetch and check the client ID metadata document at ``client_id`` (the CIMD rules)."""
+        async with httpx.AsyncClient(verify=self.cimd_trust, timeout=10, follow_redirects=False) as http:
+            response = await http.get(client_id)
+        self.fetched_documents.append(client_id)
+        try:
+            document = response.json() if response.status_code == 200 else {}
+            client = OAuthClientInformationFull.model_validate(document)
+        except (ValueError, ValidationError):
+            client = None
+        if client is None or client.client_id != client_id or client.token_endpoint_auth_method != "none":
+            self.rejected_documents.append(client_id)
+            return None
+        self.clients[client_id] = client
+        return client
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         self.registrations.append(client_info)
@@ -94,6 +133,7 @@ class MemoryAuthorizationServer(OAuthAuthorizationServerProvider[AuthorizationCo
         scopes = tuple(params.scopes or ())
         self.authorizations.append(Authorization(client.client_id, scopes, params.resource, str(params.redirect_uri)))
         code = secrets.token_urlsafe(32)
+        self.issued_codes.append(code)
         self.codes[code] = AuthorizationCode(
             code=code,
             scopes=list(scopes),
@@ -118,7 +158,9 @@ class MemoryAuthorizationServer(OAuthAuthorizationServerProvider[AuthorizationCo
     ) -> OAuthToken:
         if self.codes.pop(authorization_code.code, None) is None:
             raise TokenError("invalid_grant", "authorization code already used")
-        return self._issue(client.client_id, authorization_code.scopes, authorization_code.resource)
+        return self._issue(
+            client.client_id, authorization_code.scopes, authorization_code.resource, self.code_token_expires_in_s
+        )
 
     async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
         token = self.refresh_tokens.get(refresh_token)
@@ -142,7 +184,9 @@ class MemoryAuthorizationServer(OAuthAuthorizationServerProvider[AuthorizationCo
         self.access_tokens.pop(token.token, None)
         self.refresh_tokens.pop(token.token, None)
 
-    def _issue(self, client_id: str, scopes: Sequence[str], resource: str | None) -> OAuthToken:
+    def _issue(
+        self, client_id: str, scopes: Sequence[str], resource: str | None, expires_in: int = ACCESS_TOKEN_LIFETIME_S
+    ) -> OAuthToken:
         access = AccessToken(
             token=secrets.token_urlsafe(32),
             client_id=client_id,
@@ -164,7 +208,7 @@ class MemoryAuthorizationServer(OAuthAuthorizationServerProvider[AuthorizationCo
         self.issued.append(access)
         return OAuthToken(
             access_token=access.token,
-            expires_in=ACCESS_TOKEN_LIFETIME_S,
+            expires_in=expires_in,
             scope=" ".join(scopes),
             refresh_token=refresh.token,
         )
@@ -210,13 +254,15 @@ def origin(sock: socket.socket) -> str:
 
 
 @contextmanager
-def serve_app(app: ASGIApp, sock: socket.socket, *, startup_timeout_s: float = 20.0) -> Iterator[str]:
+def serve_app(
+    app: ASGIApp, sock: socket.socket, *, startup_timeout_s: float = 20.0, **config_options: Any
+) -> Iterator[str]:
     """Serve ``app`` with uvicorn in a background thread on ``sock``; yields its origin URL.
 
     Returns once uvicorn has finished its startup (the app's lifespan included) and stops the
-    server on exit.
+    server on exit. ``config_options`` go to ``uvicorn.Config`` (``ssl_certfile``, for instance).
     """
-    config = uvicorn.Config(app, log_level="warning", lifespan="auto", timeout_graceful_shutdown=5)
+    config = uvicorn.Config(app, log_level="warning", lifespan="auto", timeout_graceful_shutdown=5, **config_options)
     server = _ThreadedServer(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn-{origin(sock)}")
     thread.start()
@@ -241,15 +287,53 @@ def authorization_server_app(provider: MemoryAuthorizationServer) -> Starlette:
         client_registration_options=registration,
         revocation_options=RevocationOptions(enabled=True),
     )
+    if provider.cimd_trust is not None:
+        routes.insert(0, _cimd_metadata_route(provider, registration))
     return Starlette(routes=routes)
+
+
+def _cimd_metadata_route(provider: MemoryAuthorizationServer, registration: ClientRegistrationOptions) -> Route:
+    """The SDK's metadata plus ``client_id_metadata_document_supported`` and the ``none`` client auth method."""
+    metadata = build_metadata(
+        AnyHttpUrl(provider.issuer_url), None, registration, RevocationOptions(enabled=True)
+    ).model_copy(
+        update={
+            "client_id_metadata_document_supported": True,
+            "token_endpoint_auth_methods_supported": ["client_secret_post", "client_secret_basic", "none"],
+        }
+    )
+    body = metadata.model_dump(mode="json", exclude_none=True)
+
+    async def serve(_request: Request) -> JSONResponse:
+        return JSONResponse(body)
+
+    return Route("/.well-known/oauth-authorization-server", serve, methods=["GET"])
 
 
 @contextmanager
 def serve_authorization_server(
-    scopes_supported: Sequence[str], *, registered_scope: str = "supported"
+    scopes_supported: Sequence[str], *, registered_scope: str = "supported", cimd_trust: ssl.SSLContext | None = None
 ) -> Iterator[MemoryAuthorizationServer]:
     """A :class:`MemoryAuthorizationServer` served over HTTP on 127.0.0.1 (its ``issuer_url``)."""
     sock = bound_socket()
-    provider = MemoryAuthorizationServer(origin(sock), list(scopes_supported), registered_scope)
+    provider = MemoryAuthorizationServer(origin(sock), list(scopes_supported), registered_scope, cimd_trust=cimd_trust)
     with serve_app(authorization_server_app(provider), sock):
         yield provider
+
+
+@contextmanager
+def serve_https(app: ASGIApp, sock: socket.socket, ca: trustme.CA) -> Iterator[str]:
+    """Serve ``app`` over TLS on ``sock`` with a certificate for 127.0.0.1 issued by the test ``ca``."""
+    certificate = ca.issue_cert("127.0.0.1")
+    with tempfile.TemporaryDirectory() as directory:
+        pem = Path(directory) / "server.pem"
+        certificate.private_key_and_cert_chain_pem.write_to_path(str(pem))
+        with serve_app(app, sock, ssl_certfile=str(pem), ssl_keyfile=str(pem)):
+            yield f"https://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def trusting(ca: trustme.CA) -> ssl.SSLContext:
+    """A client TLS context that trusts the test ``ca`` (and nothing else)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ca.configure_trust(context)
+    return context

@@ -1,6 +1,8 @@
 """The agent side: tasks-aware tool calls, reading and acting on authorization denials, reading approval outcomes."""
 
 from mcp_approval.client.authorization import AuthorizationDenied, AuthorizingCaller, CredentialRemediator
+from mcp_approval.client.calls import CallJournal, CallOutcome, CallRecord, SQLiteCallJournal
+from mcp_approval.client.connect import AgentClient, CallInDoubtError, ClientUsageError, mcp_client
 from mcp_approval.client.denials import (
     AuthorizationDenial,
     ChallengeDenial,
@@ -13,7 +15,8 @@ from mcp_approval.client.denials import (
 )
 from mcp_approval.client.dispositions import ExecutionDisposition, read_disposition
 from mcp_approval.client.journal import OpenTask, TaskJournal
-from mcp_approval.client.oauth import MemoryTokenStorage, oauth_client
+from mcp_approval.client.oauth import MemoryTokenStorage, client_metadata_document, oauth_client
+from mcp_approval.client.redirect import AuthorizationResponseError, LoopbackRedirectReceiver, open_in_browser
 from mcp_approval.client.tasks import (
     CreateTaskResult,
     DetailedTask,
@@ -27,19 +30,28 @@ from mcp_approval.client.tasks import (
 )
 
 __all__ = [
+    "AgentClient",
     "AuthorizationDenial",
     "AuthorizationDenied",
+    "AuthorizationResponseError",
     "AuthorizingCaller",
+    "CallInDoubtError",
+    "CallJournal",
+    "CallOutcome",
+    "CallRecord",
     "ChallengeDenial",
     "ChallengeReading",
+    "ClientUsageError",
     "CreateTaskResult",
     "CredentialRemediator",
     "DenialReading",
     "DetailedTask",
     "ExecutionDisposition",
+    "LoopbackRedirectReceiver",
     "MemoryTokenStorage",
     "OpenTask",
     "ResultKind",
+    "SQLiteCallJournal",
     "TaskCancelledError",
     "TaskError",
     "TaskExpiredError",
@@ -48,8 +60,11 @@ __all__ = [
     "TaskJournal",
     "TaskPendingError",
     "TasksClient",
+    "client_metadata_document",
     "denial_of",
+    "mcp_client",
     "oauth_client",
+    "open_in_browser",
     "read_challenge",
     "read_denial",
     "read_disposition",

@@ -23,6 +23,7 @@ from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 from pydantic import Field, TypeAdapter, ValidationError
 
+from mcp_approval.client.calls import note_task_created
 from mcp_approval.client.inputs import answer_through_callbacks
 from mcp_approval.client.journal import TaskJournal
 from mcp_approval.protocol import METHOD_TASKS_CANCEL, METHOD_TASKS_GET, METHOD_TASKS_UPDATE, TASKS_EXTENSION
@@ -104,15 +105,28 @@ class CancelTaskRequest(types.Request[TaskIdParams, Literal["tasks/cancel"]]):
 
 
 class TaskError(Exception):
-    """Base of the errors a task-resolving call raises; ``task_id`` names the task."""
+    """Base of the errors a task-resolving call raises; ``task_id`` names the task.
+
+    ``remote_kind`` says how the remote task stands (``task_pending``, ``task_failed``,
+    ``task_cancelled``, ``task_expired``, ``input_required``); ``details`` carries it with the task id.
+    """
+
+    remote_kind = "task_error"
 
     def __init__(self, task_id: str, message: str) -> None:
         super().__init__(message)
         self.task_id = task_id
 
+    @property
+    def details(self) -> dict[str, str]:
+        """``{"remote_kind": ..., "task_id": ...}``, for logs and for the agent's own error reports."""
+        return {"remote_kind": self.remote_kind, "task_id": self.task_id}
+
 
 class TaskPendingError(TaskError):
     """The task was still open after ``task_wait_s``; resume it later with its ``task_id``."""
+
+    remote_kind = "task_pending"
 
 
 class TaskFailedError(TaskError):
@@ -122,17 +136,25 @@ class TaskFailedError(TaskError):
         super().__init__(task_id, f"task failed: {error.message if error else 'no error given'}")
         self.error = error
 
+    remote_kind = "task_failed"
+
 
 class TaskCancelledError(TaskError):
     """The task ended ``cancelled``."""
+
+    remote_kind = "task_cancelled"
 
 
 class TaskExpiredError(TaskError):
     """The server no longer knows the task (expired, purged, or never ours)."""
 
+    remote_kind = "task_expired"
+
 
 class TaskInputRequiredError(TaskError):
-    """The task needs input and this client has no input handler."""
+    """The task needs input and this client has no input handler; ``task_id`` names the task."""
+
+    remote_kind = "input_required"
 
 
 class TasksClient(ClientExtension):
@@ -174,6 +196,7 @@ class TasksClient(ClientExtension):
     async def _resolve(self, created: CreateTaskResult, ctx: ClaimContext) -> types.CallToolResult:
         if self.journal is not None:
             self.journal.add(created.task_id, ctx.tool_name)
+        await note_task_created(created.task_id)
         return await self.wait(ctx.session, created.task_id, poll_interval_ms=created.poll_interval_ms)
 
     async def get(self, session: ClientSession, task_id: str) -> DetailedTask:

@@ -1,0 +1,294 @@
+"""One call to a connected client: :func:`mcp_client` for a URL (Streamable HTTP) or a command (stdio).
+
+::
+
+    async with mcp_client("https://mcp.example.com/mcp", tasks=True, auth="my-token") as client:
+        result = await client.call_tool("wire_transfer", {"to": "acme", "amount": 50_000},
+                                        call_key="run-7/call-3")
+
+A keyed call never runs twice: its task id is journaled before the call waits on it, so calling
+again with the same ``call_key`` (after a :class:`TaskPendingError`, a crash or a restart) polls
+that task, and a finished call returns its recorded outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import mcp_types as types
+from mcp import Client, StdioServerParameters
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server import Server
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPError
+from mcp_types import InputResponses, RequestParamsMeta
+
+from mcp_approval.client.calls import CallJournal, CallOutcome, CallRecord, SQLiteCallJournal, keyed_call
+from mcp_approval.client.tasks import InputHandler, TaskCancelledError, TaskFailedError, TasksClient
+from mcp_approval.hosts import is_safe_transport
+
+__all__ = ["DEFAULT_CALL_JOURNAL", "AgentClient", "CallInDoubtError", "ClientUsageError", "mcp_client"]
+
+#: The SQLite file keyed calls are journaled in when no ``call_journal`` is given.
+DEFAULT_CALL_JOURNAL = "mcp-calls.sqlite3"
+
+
+class ClientUsageError(ValueError):
+    """:func:`mcp_client` was given options that cannot work together (the message says which)."""
+
+
+class CallInDoubtError(Exception):
+    """A keyed call was sent but neither a task id nor a result was recorded before the agent stopped.
+
+    The tool may or may not have run; calling it again could run it twice, so the call is not
+    repeated. ``remote_kind`` is ``call_in_doubt``; check the server's records, then use a new key.
+    """
+
+    remote_kind = "call_in_doubt"
+
+    def __init__(self, call_key: str) -> None:
+        super().__init__(f"call {call_key!r} was sent before a crash and has no task id or result on record")
+        self.call_key = call_key
+
+
+@dataclass(frozen=True)
+class _CallOptions:
+    """The SDK's own ``call_tool`` options, passed through unchanged."""
+
+    read_timeout_seconds: float | None
+    progress_callback: ProgressFnT | None
+    input_responses: InputResponses | None
+    request_state: str | None
+    meta: RequestParamsMeta | None
+
+
+@dataclass
+class AgentClient(Client):
+    """The SDK's :class:`mcp.Client` with keyed calls; made by :func:`mcp_client`."""
+
+    tasks: TasksClient | None = None
+    """The tasks extension, when the client declares it (``tasks=True``)."""
+
+    call_journal: CallJournal | str | Path = DEFAULT_CALL_JOURNAL
+    """Where keyed calls are journaled: a :class:`CallJournal`, or the path of a SQLite file (opened on first use)."""
+
+    http_client: httpx2.AsyncClient | None = None
+    """The HTTP client of a Streamable HTTP connection, closed with the client."""
+
+    _journal: CallJournal | None = field(default=None, init=False, repr=False)
+    _opened_journal: SQLiteCallJournal | None = field(default=None, init=False, repr=False)
+
+    async def __aenter__(self) -> AgentClient:
+        """Connect (the handshake); the HTTP client is closed if it fails."""
+        try:
+            await super().__aenter__()
+        except BaseException:
+            await self._close_http()
+            raise
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: Any) -> None:
+        """Disconnect and close the HTTP client."""
+        try:
+            await super().__aexit__(exc_type, exc_val, exc_tb)
+        finally:
+            await self._close_http()
+            if self._opened_journal is not None:
+                self._opened_journal.close()
+                self._journal = self._opened_journal = None
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        read_timeout_seconds: float | None = None,
+        progress_callback: ProgressFnT | None = None,
+        *,
+        input_responses: InputResponses | None = None,
+        request_state: str | None = None,
+        meta: RequestParamsMeta | None = None,
+        call_key: str | None = None,
+    ) -> types.CallToolResult:
+        """Call a tool (as :meth:`mcp.Client.call_tool`); with ``call_key``, at most once for that key.
+
+        A keyed call is journaled before it is sent, its task id before the call waits on the
+        task, and its outcome when it ends. Called again with the same key, it polls the
+        journaled task, or returns (or raises) the recorded outcome, instead of calling the tool.
+
+        Raises:
+            TaskPendingError: the task is still open after ``task_wait_s``; call again with the same key.
+            TaskFailedError, TaskCancelledError: the task ended so (again, from the record, on a repeat).
+            CallInDoubtError: the keyed call was sent before a crash and nothing came back on record.
+        """
+        options = _CallOptions(read_timeout_seconds, progress_callback, input_responses, request_state, meta)
+        if call_key is None:
+            return await self._send(name, arguments, options)
+        journal = self._call_journal()
+        record = await journal.get(call_key)
+        if record is None:
+            return await self._first_call(journal, call_key, name, arguments, options)
+        return await self._repeat_call(journal, record)
+
+    async def _send(self, name: str, arguments: dict[str, Any] | None, options: _CallOptions) -> types.CallToolResult:
+        return await super().call_tool(
+            name,
+            arguments,
+            options.read_timeout_seconds,
+            options.progress_callback,
+            input_responses=options.input_responses,
+            request_state=options.request_state,
+            meta=options.meta,
+        )
+
+    async def _first_call(
+        self, journal: CallJournal, call_key: str, name: str, arguments: dict[str, Any] | None, options: _CallOptions
+    ) -> types.CallToolResult:
+        await journal.begin(call_key, name)
+        try:
+            with keyed_call(call_key, journal):
+                result = await self._send(name, arguments, options)
+        except MCPError:
+            # The server refused the call without creating a task, so nothing ran: the key may be used again.
+            record = await journal.get(call_key)
+            if record is not None and record.task_id is None:
+                await journal.forget(call_key)
+            raise
+        except (TaskFailedError, TaskCancelledError) as ended:
+            await journal.finish(call_key, _ended(ended))
+            raise
+        record = await journal.get(call_key)
+        task_id = record.task_id if record is not None else None
+        outcome = CallOutcome("result", task_id=task_id, result=result.model_dump(by_alias=True, mode="json"))
+        await journal.finish(call_key, outcome)
+        return result
+
+    async def _repeat_call(self, journal: CallJournal, record: CallRecord) -> types.CallToolResult:
+        if record.outcome is not None:
+            return _replay(record.outcome)
+        if record.task_id is None:
+            raise CallInDoubtError(record.call_key)
+        if self.tasks is None:
+            raise ClientUsageError(f"call {record.call_key!r} has a task on record; resume it with tasks=True")
+        try:
+            result = await self.tasks.resume(self.session, record.task_id)
+        except (TaskFailedError, TaskCancelledError) as ended:
+            await journal.finish(record.call_key, _ended(ended))
+            raise
+        outcome = CallOutcome("result", task_id=record.task_id, result=result.model_dump(by_alias=True, mode="json"))
+        await journal.finish(record.call_key, outcome)
+        return result
+
+    def _call_journal(self) -> CallJournal:
+        if self._journal is None:
+            journal = self.call_journal
+            if isinstance(journal, (str, Path)):
+                journal = self._opened_journal = SQLiteCallJournal(journal)
+            self._journal = journal
+        return self._journal
+
+    async def _close_http(self) -> None:
+        if self.http_client is not None:
+            await self.http_client.aclose()
+
+
+def _ended(error: TaskFailedError | TaskCancelledError) -> CallOutcome:
+    if isinstance(error, TaskFailedError):
+        dumped = error.error.model_dump(mode="json") if error.error is not None else None
+        return CallOutcome("task_failed", task_id=error.task_id, error=dumped)
+    return CallOutcome("task_cancelled", task_id=error.task_id)
+
+
+def _replay(outcome: CallOutcome) -> types.CallToolResult:
+    task_id = outcome.task_id or ""
+    if outcome.kind == "task_failed":
+        error = types.ErrorData.model_validate(outcome.error) if outcome.error is not None else None
+        raise TaskFailedError(task_id, error)
+    if outcome.kind == "task_cancelled":
+        raise TaskCancelledError(task_id, "task cancelled")
+    return types.CallToolResult.model_validate(outcome.result or {"content": []})
+
+
+def mcp_client(
+    target: str | Sequence[str] | StdioServerParameters | Server[Any] | MCPServer[Any],
+    *,
+    tasks: bool = False,
+    task_wait_s: float | None = 30.0,
+    auth: str | OAuthClientProvider | None = None,
+    headers: Mapping[str, str] | None = None,
+    call_journal: CallJournal | str | Path = DEFAULT_CALL_JOURNAL,
+    input_handler: InputHandler | None = None,
+    timeout_s: float = 30.0,
+    **client_options: Any,
+) -> AgentClient:
+    """A client for the MCP server at ``target``; use it as ``async with mcp_client(...) as client``.
+
+    Args:
+        target: an ``https`` URL (plain ``http`` only on a loopback host), spoken to over Streamable
+            HTTP; a command (its argv, or ``StdioServerParameters``) spoken to over stdio; or a
+            ``Server`` / ``MCPServer`` object, connected in-process (tests, embedded servers).
+        tasks: declare the tasks extension, so a long call resolves its task transparently.
+        task_wait_s: how long a call waits for its task before raising ``TaskPendingError``.
+        auth: a bearer token, or an OAuth provider (e.g. :func:`~mcp_approval.client.oauth_client`).
+        headers: extra HTTP headers (not ``Authorization`` together with ``auth``).
+        call_journal: where keyed calls are recorded (a :class:`CallJournal` or a SQLite file path).
+        input_handler: answers the task's input requests (see :class:`TasksClient`).
+        timeout_s: the HTTP timeout of each request.
+        client_options: passed to :class:`mcp.Client` (``elicitation_callback``, ``client_info``, ...).
+
+    Raises:
+        ClientUsageError: the URL is not https (or loopback http), ``auth`` is given with an
+            ``Authorization`` header or for a stdio command.
+    """
+    extension = TasksClient(task_wait_s=task_wait_s, input_handler=input_handler) if tasks else None
+    extensions = [extension] if extension is not None else []
+    common: dict[str, Any] = {"tasks": extension, "call_journal": call_journal, "extensions": extensions}
+    if isinstance(target, (Server, MCPServer)):
+        if auth is not None or headers:
+            raise ClientUsageError("auth= and headers= are for HTTP servers, not an in-process server")
+        return AgentClient(target, **common, **client_options)
+    if not isinstance(target, str):
+        if auth is not None or headers:
+            raise ClientUsageError(
+                "auth= and headers= are for HTTP servers; a stdio command takes its credentials in env"
+            )
+        return AgentClient(_stdio(target), **common, **client_options)
+    _check_url(target)
+    http = httpx2.AsyncClient(headers=_headers(headers, auth), auth=_auth(auth), timeout=timeout_s)
+    transport = streamable_http_client(target, http_client=http)
+    return AgentClient(transport, **common, http_client=http, **client_options)
+
+
+def _stdio(command: Sequence[str] | StdioServerParameters) -> StdioServerParameters:
+    if isinstance(command, StdioServerParameters):
+        return command
+    if not command:
+        raise ClientUsageError("the stdio command is empty")
+    return StdioServerParameters(command=command[0], args=list(command[1:]))
+
+
+def _check_url(url: str) -> None:
+    if is_safe_transport(url):
+        return
+    raise ClientUsageError(f"server URL {url!r} must be https (plain http only on a loopback host)")
+
+
+def _headers(headers: Mapping[str, str] | None, auth: str | OAuthClientProvider | None) -> dict[str, str]:
+    merged = dict(headers or {})
+    has_authorization = any(name.lower() == "authorization" for name in merged)
+    if auth is not None and has_authorization:
+        raise ClientUsageError("auth= and an Authorization header are two credentials; give one")
+    if isinstance(auth, str):
+        if not auth:
+            raise ClientUsageError("auth= is an empty token")
+        merged["Authorization"] = f"Bearer {auth}"
+    return merged
+
+
+def _auth(auth: str | OAuthClientProvider | None) -> OAuthClientProvider | None:
+    return auth if isinstance(auth, OAuthClientProvider) else None

@@ -20,6 +20,7 @@ from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.approval.callbacks import callback_route
 from mcp_approval.approval.gate import PolicyGate, PrincipalResolver
 from mcp_approval.approval.options import ApprovalOptions
+from mcp_approval.approval.outcomes import WorkflowOutcomes
 from mcp_approval.approval.schema import APPROVAL_MIGRATIONS
 from mcp_approval.approval.service import APPROVAL_HANDLER, PrincipalCheck, ToolApproval, ToolApprovalExtension
 from mcp_approval.approval.tools import ServerTools
@@ -226,8 +227,11 @@ class Approvals:
             routes.append(self._callback_route(secret.get_secret_value()))
         if isinstance(self.backend, LocalApprovalBackend) and self._reviewers is not None:
             throttle = FailedLoginThrottle(self.clock)  # one limit on failed sign-ins for both
-            routes += reviewer_routes(self.backend, self._reviewers, throttle=throttle)
-            routes += console_routes(self.backend, self._reviewers, self.audit, clock=self.clock, throttle=throttle)
+            outcomes = WorkflowOutcomes(self._database, self.audit)
+            routes += reviewer_routes(self.backend, self._reviewers, throttle=throttle, outcomes=outcomes)
+            routes += console_routes(
+                self.backend, self._reviewers, self.audit, clock=self.clock, throttle=throttle, outcomes=outcomes
+            )
         return routes
 
     def http_app(self, server: MCPServer[Any]) -> Starlette:

@@ -341,12 +341,12 @@ class AuditLog:
 
         return await self._database.read(read)
 
-    async def export(self, selection: AuditFilter | None = None) -> AsyncIterator[AuditEvent]:
-        """The events ``selection`` picks, in chain order, read a page at a time."""
+    async def export(self, selection: AuditFilter | None = None, *, after_seq: int = 0) -> AsyncIterator[AuditEvent]:
+        """The events ``selection`` picks, in chain order from position ``after_seq + 1``, read a page at a time."""
         selection = selection or AuditFilter()
         subjects = await self._subjects_of_tool(selection.tool) if selection.tool is not None else None
         where = selection.where()
-        after = 0
+        after = after_seq
         while True:
             page = await self._database.read(functools.partial(_linked_page, where=where, after=after))
             for event in page:

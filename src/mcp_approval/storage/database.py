@@ -113,6 +113,8 @@ class Database:
     """Runs operations as transactions on one database; see the module docstring."""
 
     dialect: str
+    #: How many operations failed with :class:`StoreUnavailableError` in this process.
+    unavailable_errors: int = 0
 
     async def write(self, operation: Operation[T]) -> T:
         """Run ``operation`` in a write transaction and commit it."""
@@ -140,13 +142,15 @@ def _unavailable(exc: Exception) -> StoreUnavailableError:
 
 
 @contextmanager
-def _translated_errors() -> Iterator[None]:
-    """Database failures other than constraint violations become :class:`StoreUnavailableError`."""
+def _translated_errors(database: Database) -> Iterator[None]:
+    """Database failures other than constraint violations become :class:`StoreUnavailableError`
+    (counted in ``database.unavailable_errors``)."""
     try:
         yield
     except IntegrityError:
         raise
     except (DBAPIError, OSError, ConnectionError) as exc:
+        database.unavailable_errors += 1
         raise _unavailable(exc) from exc
 
 
@@ -186,7 +190,7 @@ class SqliteDatabase(Database):
             start, self._draining = not self._draining, True
         if start:
             loop.run_in_executor(self._thread, self._drain)
-        with _translated_errors():
+        with _translated_errors(self):
             return await future  # type: ignore[no-any-return]
 
     def _drain(self) -> None:
@@ -224,7 +228,7 @@ class SqliteDatabase(Database):
         work is Python CPU time that holds the GIL wherever it runs, so a thread hand-off would
         only add latency.
         """
-        with _translated_errors():
+        with _translated_errors(self):
             return self._read_sync(operation)
 
     def _read_sync(self, operation: Operation[T]) -> T:
@@ -311,13 +315,13 @@ class PostgresDatabase(Database):
 
     async def write(self, operation: Operation[T]) -> T:
         """Run ``operation`` in a transaction and commit."""
-        with _translated_errors():
+        with _translated_errors(self):
             async with self.engine.begin() as conn:
                 return await conn.run_sync(_with_final_steps(operation))
 
     async def read(self, operation: Operation[T]) -> T:
         """Run ``operation`` on an autocommit connection."""
-        with _translated_errors():
+        with _translated_errors(self):
             async with self._reader.connect() as conn:
                 return await conn.run_sync(operation)
 

@@ -261,3 +261,56 @@ def test_audit_commands_need_a_store() -> None:
     result = runner.invoke(app, ["audit", "verify"])
     assert result.exit_code == 2
     assert "give --config FILE (a deployment file) or --db URL" in result.output
+
+
+def test_a_rewritten_tail_passes_alone_but_not_against_an_anchored_head(db_url: str) -> None:
+    """Whoever can write the database can recompute every hash after a change: the chain alone
+    cannot tell. A head kept elsewhere can."""
+    ids = _seed(db_url)
+    _, anchored = _verify(db_url)
+
+    def rewrite(conn: Connection) -> None:
+        conn.execute(text("UPDATE audit_events SET actor = 'mallory' WHERE event_id = :id"), {"id": ids[2]})
+        rows = conn.execute(select(audit_events_table).order_by(audit_events_table.c.seq)).mappings().all()
+        previous = rows[1]["hash"]
+        for row in rows[2:]:
+            fields = {key: row[key] for key in ("event_id", "at", "kind", "subject", "actor")}
+            digest = event_hash(seq=row["seq"], prev_hash=previous, data=json.loads(row["data_json"]), **fields)
+            conn.execute(
+                text("UPDATE audit_events SET prev_hash = :p, hash = :h WHERE event_id = :id"),
+                {"p": previous, "h": digest, "id": row["event_id"]},
+            )
+            previous = digest
+        conn.execute(text("UPDATE audit_chain_head SET hash = :h"), {"h": previous})
+
+    _with_database(db_url, lambda database: database.write(rewrite))
+    assert _verify(db_url)[0] == 0
+    anchor = f"{anchored['head_seq']}:{anchored['head_hash']}"
+    result = runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", anchor, "--json"])
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["broken"] == {
+        "event_id": ids[5],
+        "seq": 6,
+        "reason": "its hash is not the anchored one: the chain was rewritten at or before this event",
+    }
+
+
+def test_an_anchor_beyond_a_shortened_chain_is_a_break(db_url: str) -> None:
+    ids = _seed(db_url)
+    _, anchored = _verify(db_url)
+    _sql(
+        db_url,
+        ("DELETE FROM audit_events WHERE event_id = :id", {"id": ids[5]}),
+        ("UPDATE audit_chain_head SET seq = 5, hash = (SELECT hash FROM audit_events WHERE seq = 5)", {}),
+    )
+    assert _verify(db_url)[0] == 0
+    anchor = f"6:{anchored['head_hash']}"
+    result = runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", anchor, "--json"])
+    assert result.exit_code == 1
+    assert "before the anchored position 6" in json.loads(result.stdout)["broken"]["reason"]
+
+
+def test_verify_refuses_an_anchor_it_cannot_read(db_url: str) -> None:
+    result = runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", "6:xyz"], env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert "'6:xyz' is not SEQ:HASH" in result.output

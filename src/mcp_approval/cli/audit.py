@@ -149,15 +149,28 @@ def verify_command(
     config: Path | None = _CONFIG,
     db: str | None = _DB,
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    anchor: str | None = typer.Option(
+        None, "--anchor", help="SEQ:HASH, an earlier head kept elsewhere: the event at SEQ must still have HASH."
+    ),
 ) -> None:
     """Check the audit log's hash chain; name the first broken link and exit 1 if there is one.
 
     Exit status: 0 the chain holds, 1 it is broken, 2 it could not be checked.
     """
-    found = _run(config, db, lambda log: log.verify())
+    anchored = _anchor(anchor)
+    found = _run(config, db, lambda log: log.verify(anchored))
     typer.echo(json.dumps(_as_json(found)) if as_json else _describe(found))
     if not found.ok:
         raise typer.Exit(EXIT_BROKEN)
+
+
+def _anchor(value: str | None) -> tuple[int, str] | None:
+    if value is None:
+        return None
+    seq, _, digest = value.partition(":")
+    if not seq.isdigit() or int(seq) < 1 or len(digest) != 64 or digest.strip("0123456789abcdef"):
+        raise typer.BadParameter(f"{value!r} is not SEQ:HASH (a position and 64 hex digits)", param_hint="--anchor")
+    return int(seq), digest
 
 
 def _as_json(found: ChainVerification) -> dict[str, object]:

@@ -363,12 +363,14 @@ class AuditLog:
                 found.add(event.subject)
         return found
 
-    async def verify(self) -> ChainVerification:
+    async def verify(self, anchor: tuple[int, str] | None = None) -> ChainVerification:
         """Walk the chain from its start; report the first event that is not linked as recorded.
 
         Checked: positions run 1, 2, ... without a gap; each event's ``prev_hash`` is its
         predecessor's hash; each ``hash`` is :func:`event_hash` of the stored fields; no stored
-        event is outside the chain; the head row names the last event.
+        event is outside the chain; the head row names the last event. With ``anchor``, a
+        ``(seq, hash)`` kept outside the database (an earlier head), the event at that position
+        must still have that hash: this detects a tail rewritten with the hashes recomputed.
         """
         head_seq, head_hash = await self._database.read(_head)
         expected_prev, checked = GENESIS_HASH, 0
@@ -378,7 +380,7 @@ class AuditLog:
             if not page:
                 break
             for event in page:
-                broken = _link_fault(event, checked + 1, expected_prev)
+                broken = _link_fault(event, checked + 1, expected_prev) or _anchor_fault(event, anchor)
                 if broken is not None:
                     return ChainVerification(checked, head_seq, head_hash, broken)
                 expected_prev, checked = event.hash or "", checked + 1
@@ -388,6 +390,9 @@ class AuditLog:
         if expected_prev != head_hash:
             reason = "the head's hash is not the last event's hash"
             return ChainVerification(checked, head_seq, head_hash, ChainBreak(None, head_seq, reason))
+        if anchor is not None and anchor[0] > checked:
+            reason = f"the chain ends at {checked}, before the anchored position {anchor[0]}: it was rewritten"
+            return ChainVerification(checked, head_seq, head_hash, ChainBreak(None, anchor[0], reason))
         stray = await self._database.read(lambda conn: _outside_chain(conn, head_seq))
         return ChainVerification(checked, head_seq, head_hash, stray)
 
@@ -427,6 +432,13 @@ def _link_fault(event: AuditEvent, expected_seq: int, expected_prev: str) -> Cha
     if event.hash != recomputed:
         return ChainBreak(event.event_id, event.seq, "its stored fields do not match its hash: it was edited")
     return None
+
+
+def _anchor_fault(event: AuditEvent, anchor: tuple[int, str] | None) -> ChainBreak | None:
+    if anchor is None or event.seq != anchor[0] or event.hash == anchor[1]:
+        return None
+    reason = "its hash is not the anchored one: the chain was rewritten at or before this event"
+    return ChainBreak(event.event_id, event.seq, reason)
 
 
 def _outside_chain(conn: Connection, head_seq: int) -> ChainBreak | None:

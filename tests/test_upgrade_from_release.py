@@ -22,7 +22,8 @@ from sqlalchemy import Boolean, Connection, MetaData, func, inspect, select, tex
 
 from mcp_approval.approval.schema import APPROVAL_MIGRATIONS
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
-from mcp_approval.storage import AUDIT_MIGRATIONS, Database, migrate, open_database
+from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
+from mcp_approval.storage.audit import GENESIS_HASH
 from mcp_approval.tasks.schema import TASKS_MIGRATIONS
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import approval_for, assert_approved_executed, settled
@@ -33,7 +34,7 @@ RELEASE = Path(__file__).parent / "data" / "release_d16cd99"
 FIXTURE = json.loads((RELEASE / "rows.json").read_text())
 #: What a local-backend deployment opens: the tables it uses, each at its head.
 DEPLOYMENT = (TASKS_MIGRATIONS, AUDIT_MIGRATIONS, APPROVAL_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS)
-HEADS = {"tasks": "tasks_0002", "audit": "audit_0001", "approval": "approval_0001", "local_backend": "local_0001"}
+HEADS = {"tasks": "tasks_0002", "audit": "audit_0002", "approval": "approval_0001", "local_backend": "local_0001"}
 
 
 def _is_time(column: str) -> bool:
@@ -105,7 +106,8 @@ async def test_the_release_database_upgrades_to_head_without_losing_a_row(db_url
     # Recognised from schema_version 3: stamped where the release left each history, nothing re-created.
     assert found == {"tasks": (), "audit": (), "approval": (), "local_backend": ()}
     assert heads == {name: [revision] for name, revision in HEADS.items()}
-    assert before == after
+    # The audit log gained its chain head; every other table holds exactly what it held.
+    assert after == before | {"audit_chain_head": 1}
     assert after["tasks"] == after["approval_workflows"] == after["approval_requests"] == 1
     assert {"handler", "meta_json"} <= columns
     # The reference ARS's tables the release created stay (nothing stored is lost), unversioned:
@@ -185,3 +187,23 @@ async def test_a_database_at_release_version_1_gains_the_later_columns_and_table
     assert {"handler", "meta_json"} <= columns
     assert counts["tasks"] == 1
     assert counts["approval_workflows"] == counts["approval_requests"] == counts["audit_events"] == 0
+
+
+async def test_the_release_audit_events_become_the_start_of_the_hash_chain(db_url: str) -> None:
+    database = await _loaded(db_url)
+    try:
+        stored = (await database.read(_counts))["audit_events"]
+        await migrate(database, *DEPLOYMENT)
+        log = AuditLog(database)
+        await log.record("approval.submitted", subject="after-upgrade")
+        found = await log.verify()
+        events = await log.events()
+    finally:
+        await database.close()
+    assert stored == 2
+    assert found.ok, found.broken
+    assert found.checked == stored + 1
+    # Linked in the order they were stored, the first to the genesis hash.
+    assert [event.seq for event in events] == [1, 2, 3]
+    assert events[0].prev_hash == GENESIS_HASH
+    assert events[-1].subject == "after-upgrade"

@@ -54,6 +54,7 @@ from mcp_approval.approval.options import ApprovalOptions, check_approval_url
 from mcp_approval.backends.arap import ArapSettings
 from mcp_approval.backends.local_rules import ApprovalTemplate, ResolverRule
 from mcp_approval.hosts import is_safe_transport
+from mcp_approval.metrics import MetricsOptions
 from mcp_approval.policy.cedar_values import check_decimal_path
 from mcp_approval.tasks.options import TaskOptions
 
@@ -337,6 +338,8 @@ class DeploymentConfig(ConfigFile):
     approval: ApprovalSection = Field(default_factory=ApprovalSection)
     arap: ArapSection | None = None
     auth: AuthSection | None = None
+    #: The Prometheus endpoint, :class:`~mcp_approval.metrics.MetricsOptions` (off by default).
+    metrics: MetricsOptions = Field(default_factory=MetricsOptions)
 
     @model_validator(mode="after")
     def _consistent(self) -> DeploymentConfig:

@@ -2,10 +2,11 @@
 
 A treasurer asks for large transfers over MCP with a client that knows only the tasks
 extension; a reviewer signs in to ``/console``, sees the pending transfer, approves it with a
-comment, and the client's task completes ``approved-executed``. Screenshots of the console go
-to ``$MCP_APPROVAL_ARTIFACTS`` (``console.png``: the pending list, ``console-detail.png``: a
-request). Debian's ``chromium`` is driven through Playwright's ``executable_path``: no browser
-is ever downloaded.
+comment, and the client's task completes ``approved-executed``; request pages show whether each
+decided call ran. Screenshots of the console go to ``$MCP_APPROVAL_ARTIFACTS`` (``console.png``:
+the pending list, ``console-detail.png``: a request, ``console-outcome-<disposition>.png``: an
+executed, a denied and an outcome-unknown request). Debian's ``chromium`` is driven through
+Playwright's ``executable_path``: no browser is ever downloaded.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from playwright.async_api import Dialog, Page, ViewportSize, async_playwright, e
 
 from mcp_approval.client import TaskPendingError, TasksClient
 from tests.conftest import REQUIRE_SERVICES
+from tests.support.outcomes import DENY_COMMENT, three_outcomes
 from tests.support.treasury import TreasuryServer, deployment_dir
 from tests.treasury.helpers import DISPOSITION
 
@@ -173,3 +175,37 @@ async def test_a_reviewer_approves_a_transfer_in_the_browser_and_the_task_comple
     for name in ("console.png", "console-detail.png"):
         width, height = png_size(artifacts / name)
         assert (width, height >= 400) == (VIEWPORT["width"], True), (name, width, height)
+
+
+async def test_the_console_shows_whether_each_decided_call_ran(chromium: Path, artifacts: Path, tmp_path: Path) -> None:
+    """An executed, a denied and an outcome-unknown request, each on its page, with the call's own
+    audit events in the trail (screenshots ``console-outcome-*.png``)."""
+    found = await three_outcomes(tmp_path)
+    claimed, finished = "approval.execution_claimed", "approval.execution_finished"
+    denial = f"Not executed. The approval request was denied. Comment: {DENY_COMMENT}"
+    expected = {
+        "approve": ("approved-executed", "Executed: the call ran once", (claimed, finished)),
+        "deny": ("denied-not-executed", denial, ("approval.fenced",)),
+        "unknown": ("outcome-unknown", "Outcome unknown: the call may have run", (claimed, finished)),
+    }
+    try:
+        async with async_playwright() as playwright:
+            args = ["--disable-dev-shm-usage", "--disable-gpu"] + (["--no-sandbox"] if os.geteuid() == 0 else [])
+            browser = await playwright.chromium.launch(executable_path=str(chromium), args=args)
+            try:
+                page = await browser.new_page(viewport=VIEWPORT)
+                await sign_in(page, found.server.base_url, "carol")
+                for key, (state, text, steps) in expected.items():
+                    await page.goto(f"{found.server.base_url}/console/requests/{found.requests[key]}")
+                    outcome = page.locator("#outcome")
+                    await expect(outcome.locator(".badge")).to_have_text(state)
+                    await expect(outcome).to_contain_text(text)
+                    for step in steps:
+                        await expect(page.locator(".audit")).to_contain_text(step)
+                    await page.screenshot(path=str(artifacts / f"console-outcome-{state}.png"), full_page=True)
+            finally:
+                await browser.close()
+    finally:
+        found.server.kill()
+    for state, _, _ in expected.values():
+        assert png_size(artifacts / f"console-outcome-{state}.png")[0] == VIEWPORT["width"]

@@ -32,6 +32,7 @@ from mcp_approval.approval.gate import (
     token_subject,
 )
 from mcp_approval.approval.options import ApprovalOptions
+from mcp_approval.approval.outcomes import WorkflowOutcomes
 from mcp_approval.approval.service import APPROVAL_HANDLER, ToolApproval, ToolApprovalExtension
 from mcp_approval.approval.states import Disposition
 from mcp_approval.approval.tools import ServerTools, ToolInvoker
@@ -51,5 +52,6 @@ __all__ = [
     "ToolApproval",
     "ToolApprovalExtension",
     "ToolInvoker",
+    "WorkflowOutcomes",
     "token_subject",
 ]

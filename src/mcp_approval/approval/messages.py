@@ -26,6 +26,7 @@ __all__ = [
     "TASK_LIMIT_MESSAGE",
     "TOOL_CHANGED",
     "TOO_MANY_ROUNDS",
+    "denied_because",
 ]
 
 # -- answers to the tools/call itself ------------------------------------------------------
@@ -67,3 +68,8 @@ BINDING_BROKEN = "The stored call could not be verified, so it was not run."
 TOO_MANY_ROUNDS = "The call needed more approval rounds than allowed."
 INPUTS_NOT_GIVEN = "The inputs the approvers need were not given, so nothing was submitted."
 BACKEND_FAILED = "The approval service failed; the call did not run"
+
+
+def denied_because(note: str | None) -> str:
+    """Why a denied call did not run: :data:`DENIED`, with the denier's note when the backend shares one."""
+    return f"{DENIED} Comment: {note}" if note else DENIED

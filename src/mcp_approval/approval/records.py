@@ -185,6 +185,8 @@ class TaskOutcome:
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     disposition: str | None = None
+    #: Why a call that did not run was refused (recorded in the audit event, shown to reviewers).
+    reason: str | None = None
 
 
 def intent_row(intent: Intent, now: int) -> dict[str, Any]:

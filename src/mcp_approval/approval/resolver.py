@@ -37,13 +37,13 @@ from mcp_approval.approval.messages import (
     APPROVAL_EXPIRED,
     BACKEND_FAILED,
     BINDING_BROKEN,
-    DENIED,
     EXPIRED,
     INPUTS_NOT_GIVEN,
     POLICY_DENIED,
     PRINCIPAL_INVALID,
     TOO_MANY_ROUNDS,
     TOOL_CHANGED,
+    denied_because,
 )
 from mcp_approval.approval.requests import new_intent, submission_for
 from mcp_approval.approval.resubmission import Resubmission, withdraw
@@ -331,7 +331,7 @@ class Resolver:
         elif status is ApprovalStatus.APPROVED:
             await self._approved(workflow, state, now, batch)
         elif status in (ApprovalStatus.DENIED, ApprovalStatus.EXPIRED):
-            await self._deny(workflow, DENIED if status is ApprovalStatus.DENIED else EXPIRED)
+            await self._deny(workflow, denied_because(state.note) if status is ApprovalStatus.DENIED else EXPIRED)
         elif status is ApprovalStatus.CANCELLED:
             await self.deps.store.fence(
                 workflow.task_id, TaskOutcome(TaskStatus.CANCELLED, "The approval request was withdrawn")
@@ -452,6 +452,7 @@ class Resolver:
             TaskStatus.COMPLETED,
             result=denied_result(workflow.tool_name, why),
             disposition=Disposition.DENIED_NOT_EXECUTED.value,
+            reason=why,
         )
         if await self.deps.store.fence(workflow.task_id, outcome, generation=workflow.generation):
             logger.info("task %s: denied-not-executed (%s)", workflow.task_id[:8], why)

@@ -433,7 +433,10 @@ class ApprovalStore:
             )
             self.tasks.retain_until(conn, task_id, now + self.result_retention_ms)
             kind = "approval.execution_finished" if phase is Phase.FINISHED else "approval.fenced"
-            self._event(conn, now, kind, task_id, status=outcome.status.value, disposition=outcome.disposition)
+            reason = {"reason": outcome.reason} if outcome.reason is not None else {}
+            self._event(
+                conn, now, kind, task_id, status=outcome.status.value, disposition=outcome.disposition, **reason
+            )
             return True
 
         return await self.database.write(write)

@@ -38,6 +38,7 @@ from mcp_approval.backends.local_records import (
     ReviewError,
 )
 from mcp_approval.backends.local_rules import ApprovalTemplate, ResolverRule
+from mcp_approval.backends.outcomes import OutcomeReader, RequestOutcome
 from mcp_approval.backends.resolvers import AutoResolver, CallableResolver, RuleResolver
 from mcp_approval.backends.reviewer_api import Authenticator, reviewer_routes
 
@@ -60,7 +61,9 @@ __all__ = [
     "IdempotencyConflictError",
     "LocalApprovalBackend",
     "NotEligibleError",
+    "OutcomeReader",
     "RequestExpiredError",
+    "RequestOutcome",
     "ResolverRule",
     "ReviewError",
     "RuleResolver",

@@ -42,6 +42,7 @@ from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_records import AlreadyDecidedError, ApprovalRecord, NotEligibleError, ReviewError
 from mcp_approval.backends.login_throttle import FailedLoginThrottle, client_key
+from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.backends.reviewer_api import MAX_COMMENT_CHARS, Authenticator
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.storage.audit import AuditEvent
@@ -65,6 +66,15 @@ _PAGE_HEADERS = {
     "Cache-Control": "no-store",
 }
 _AUDIT_EVENTS = 200
+# The badge colour of each call outcome: it ran, it did not, or nobody can tell.
+_OUTCOME_BADGES = {
+    "approved-executed": "approved",
+    "denied-not-executed": "denied",
+    "cancelled": "denied",
+    "execution-error": "failed",
+    "outcome-unknown": "failed",
+    "failed": "failed",
+}
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -86,6 +96,7 @@ def console_routes(
     prefix: str = "/console",
     sessions: SessionStore | None = None,
     throttle: FailedLoginThrottle | None = None,
+    outcomes: OutcomeReader | None = None,
 ) -> list[BaseRoute]:
     """The console's routes, all under ``prefix``.
 
@@ -98,13 +109,15 @@ def console_routes(
         sessions: the session table (by default a new in-memory one).
         throttle: the limit on failed sign-ins (by default a new one on ``clock``); pass the
             reviewer API's so that failures on either count against both.
+        outcomes: what happened to each request's call (a request page then shows whether it
+            ran, and the task's audit events beside the request's).
     """
     if not prefix.startswith("/") or prefix.endswith("/"):
         raise ValueError(f"console prefix must start with '/' and not end with it, not {prefix!r}")
     clock = clock or SystemClock()
     sessions = sessions or SessionStore(clock)
     throttle = throttle or FailedLoginThrottle(clock)
-    return _Console(backend, authenticate, audit, clock, prefix, sessions, throttle).routes()
+    return _Console(backend, authenticate, audit, clock, prefix, sessions, throttle, outcomes).routes()
 
 
 class _Refused(Exception):
@@ -126,6 +139,7 @@ class _Console:
         prefix: str,
         sessions: SessionStore,
         throttle: FailedLoginThrottle,
+        outcomes: OutcomeReader | None = None,
     ) -> None:
         self.backend = backend
         self.authenticate = authenticate
@@ -134,6 +148,7 @@ class _Console:
         self.prefix = prefix
         self.sessions = sessions
         self.throttle = throttle
+        self.outcomes = outcomes
         self.env = environment()
         self.css = resources.files("mcp_approval.backends").joinpath("static/console.css").read_bytes()
 
@@ -279,6 +294,10 @@ class _Console:
         if record is None:
             raise _Refused(404, "There is no such approval request.")
         events = await self.audit.events(subject=request_id, limit=_AUDIT_EVENTS)
+        outcome = await self.outcomes.outcome(request_id) if self.outcomes is not None else None
+        if outcome is not None:  # the call's own steps (claimed, finished, fenced) join the trail
+            task_events = await self.audit.events(subject=outcome.task_id, limit=_AUDIT_EVENTS)
+            events = sorted([*events, *task_events], key=lambda event: event.event_id)
         view = RequestView(record, self.clock.now_ms())
         return self._render(
             "detail.html",
@@ -288,6 +307,8 @@ class _Console:
             view=view,
             events=[EventView(event) for event in events],
             refusal=_why_not(view, session.principal, self.backend),
+            outcome=outcome,
+            outcome_badges=_OUTCOME_BADGES,
             max_comment=MAX_COMMENT_CHARS,
         )
 

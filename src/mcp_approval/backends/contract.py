@@ -223,6 +223,8 @@ class ApprovalState:
         deadline_ms: while ``pending``, when the request expires unresolved (epoch ms), which
             the backend may move.
         retry_after_s: a hint for when to ask again.
+        note: on ``denied``, words for the requester from whoever denied it (a reviewer's
+            comment, when the template shares it), never their identity.
     """
 
     status: ApprovalStatus
@@ -231,6 +233,7 @@ class ApprovalState:
     deadline_ms: int | None = None
     retry_after_s: float | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
+    note: str | None = None
 
 
 class ApprovalBackendError(Exception):

@@ -14,7 +14,7 @@ import json
 import logging
 import secrets
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import rfc8785
@@ -47,7 +47,7 @@ from mcp_approval.backends.local_records import (
     resulting_status,
 )
 from mcp_approval.backends.local_rules import ApprovalTemplate
-from mcp_approval.backends.local_schema import approval_requests_table
+from mcp_approval.backends.local_schema import approval_decisions_table, approval_requests_table
 from mcp_approval.backends.resolvers import AutoResolver
 from mcp_approval.clock import Clock, SystemClock, iso8601
 from mcp_approval.storage.audit import AuditLog
@@ -63,6 +63,7 @@ __all__ = [
 ]
 
 _R = approval_requests_table
+_D = approval_decisions_table
 _log = logging.getLogger(__name__)
 #: Requests that name no template: one approver holding "approver", no self-approval. A request
 #: naming a template that is not configured is refused (it never falls back to this one).
@@ -175,7 +176,18 @@ class LocalApprovalBackend:
         row = await self._current(handle)
         if row is None:
             raise UnknownRequestError(f"no approval request {handle[:8]}…")
-        return _state_of(row)
+        return await self._with_note(row, _state_of(row))
+
+    async def _with_note(self, row: Row, state: ApprovalState) -> ApprovalState:
+        """``state`` with the deny comment, when the request's template shares it with the requester."""
+        template = self._templates.get(row["template"] or "")
+        if state.status is not ApprovalStatus.DENIED or template is None or not template.share_deny_comment:
+            return state
+        query = select(_D.c.comment).where(
+            _D.c.request_id == row["request_id"], _D.c.decision == "deny", _D.c.comment.is_not(None)
+        )
+        comment = await self._db.read(lambda conn: conn.execute(query.limit(1)).scalar_one_or_none())
+        return replace(state, note=comment) if comment else state
 
     async def status_many(self, handles: Sequence[str]) -> dict[str, ApprovalState]:
         """:meth:`status` of many requests with one read; unknown handles are left out."""
@@ -185,7 +197,7 @@ class LocalApprovalBackend:
         states: dict[str, ApprovalState] = {}
         for row in rows:
             handle = row["request_id"]
-            states[handle] = await self.status(handle) if due(row, now) else _state_of(row)
+            states[handle] = await self.status(handle) if due(row, now) else await self._with_note(row, _state_of(row))
         return states
 
     async def cancel(self, handle: str) -> None:

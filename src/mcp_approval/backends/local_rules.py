@@ -34,6 +34,9 @@ class ApprovalTemplate(_Rules):
     #: When to ask for them: ``before`` (an MRTR round before the task exists) or ``during`` (the task
     #: starts ``input_required``; the answers arrive through ``tasks/update``, then it is submitted).
     collect_inputs: Literal["before", "during"] = "before"
+    #: Whether a denying reviewer's comment reaches the requester, in the denial's text (never who
+    #: wrote it). The text is model-facing: it is cut to one line and a few hundred characters.
+    share_deny_comment: bool = False
 
 
 class ResolverRule(_Rules):

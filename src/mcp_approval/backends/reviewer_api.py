@@ -20,6 +20,7 @@ from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_records import NotEligibleError, ReviewError
 from mcp_approval.backends.login_throttle import FailedLoginThrottle, client_key
+from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.json_body import JsonBodyError, parse_json_body
 
 __all__ = ["MAX_COMMENT_CHARS", "Authenticator", "problem", "reviewer_routes"]
@@ -53,12 +54,17 @@ def problem(status: int, detail: str, headers: dict[str, str] | None = None) -> 
 
 
 def reviewer_routes(
-    backend: LocalApprovalBackend, authenticate: Authenticator, *, throttle: FailedLoginThrottle | None = None
+    backend: LocalApprovalBackend,
+    authenticate: Authenticator,
+    *,
+    throttle: FailedLoginThrottle | None = None,
+    outcomes: OutcomeReader | None = None,
 ) -> list[BaseRoute]:
     """The reviewer API's routes; ``authenticate`` maps a bearer token to a reviewer (or ``None``).
 
     ``throttle`` counts missing and wrong tokens per client (by default a new one on the system
-    clock); pass the console's so that failures on either count against both.
+    clock); pass the console's so that failures on either count against both. With ``outcomes``,
+    ``GET /approvals/{id}`` adds ``outcome``: what happened to the call (``null`` if unknown).
     """
     throttle = throttle or FailedLoginThrottle()
 
@@ -88,7 +94,11 @@ def reviewer_routes(
         record = await backend.get_request(_request_id(request))
         if record is None:
             raise _Problem(404, "no such approval request")
-        return JSONResponse(record.to_json())
+        body = record.to_json()
+        if outcomes is not None:
+            outcome = await outcomes.outcome(record.id)
+            body["outcome"] = outcome.to_json() if outcome is not None else None
+        return JSONResponse(body)
 
     async def decide(request: Request) -> Response:
         reviewer = await reviewer_of(request)

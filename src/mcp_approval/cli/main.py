@@ -42,12 +42,39 @@ class _LazyReview(TyperGroup):
         return self._group().get_command(ctx, cmd_name)
 
 
+class _LazyAudit(TyperGroup):
+    """``audit``, whose module (storage, configuration) loads only when it runs."""
+
+    def __init__(self) -> None:
+        # audit_app's help text, repeated so that `mcp-approval --help` need not import it.
+        super().__init__(
+            name="audit", help="Export the audit log as JSON lines and verify its hash chain.", no_args_is_help=True
+        )
+        self._loaded: TyperGroup | None = None
+
+    def _group(self) -> TyperGroup:
+        if self._loaded is None:
+            from mcp_approval.cli.audit import audit_app
+
+            self._loaded = typer.main.get_group(audit_app)
+        return self._loaded
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        """The subcommands of ``audit``."""
+        return self._group().list_commands(ctx)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """One subcommand of ``audit``."""
+        return self._group().get_command(ctx, cmd_name)
+
+
 class _CommandLine(TyperGroup):
-    """The top-level group, with ``review`` added lazily."""
+    """The top-level group, with ``review`` and ``audit`` added lazily."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.add_command(_LazyReview())
+        self.add_command(_LazyAudit())
 
 
 app = typer.Typer(

@@ -20,6 +20,7 @@ from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.approval.callbacks import callback_route
 from mcp_approval.approval.gate import PolicyGate, PrincipalResolver
 from mcp_approval.approval.options import ApprovalOptions
+from mcp_approval.approval.outcomes import WorkflowOutcomes
 from mcp_approval.approval.schema import APPROVAL_MIGRATIONS
 from mcp_approval.approval.service import APPROVAL_HANDLER, PrincipalCheck, ToolApproval, ToolApprovalExtension
 from mcp_approval.approval.tools import ServerTools
@@ -31,6 +32,7 @@ from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.backends.login_throttle import FailedLoginThrottle
 from mcp_approval.backends.reviewer_api import reviewer_routes
 from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.metrics import ApprovalMetrics, MetricsOptions, metrics_route
 from mcp_approval.policy import PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.policy.http import HttpPDP
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, Migrations, migrate
@@ -119,6 +121,7 @@ class Approvals:
             console; by default ``principals`` when it is a ``TokenVerifier`` (else no reviewer routes).
         principal_valid: whether a requester may still act when its approved call is about to run.
         clock: the source of time.
+        metrics: the Prometheus endpoint (:class:`~mcp_approval.metrics.MetricsOptions`; off by default).
 
     Raises:
         ValueError: an inconsistent combination (a ``TokenVerifier`` without ``auth``, no
@@ -138,6 +141,7 @@ class Approvals:
         reviewers: ReviewerAuthenticator | None = None,
         principal_valid: PrincipalCheck | None = None,
         clock: Clock | None = None,
+        metrics: MetricsOptions | None = None,
     ) -> None:
         options = options or ApprovalOptions()
         task_options = tasks or TaskOptions()
@@ -155,6 +159,7 @@ class Approvals:
         self.token_verifier = verifier
         self.auth = auth
         self.audit = AuditLog(database, clock=clock)
+        self.metrics_options = metrics or MetricsOptions()
         self._database = database
         # The tables beside the tasks' that these approvals use (an ARAP backend keeps its requests elsewhere).
         self._histories: tuple[Migrations, ...] = (AUDIT_MIGRATIONS, APPROVAL_MIGRATIONS)
@@ -218,16 +223,21 @@ class Approvals:
 
     def routes(self) -> list[BaseRoute]:
         """The HTTP routes to mount beside MCP: backend callbacks (with ``callback_secret``) at
-        ``/approvals/callback``, and for a local backend the reviewer API at ``/approvals`` and
-        the console at ``/console``."""
+        ``/approvals/callback``, the metrics when enabled, and for a local backend the reviewer
+        API at ``/approvals`` and the console at ``/console``."""
         routes: list[BaseRoute] = []
         secret = self.options.callback_secret
         if secret is not None:
             routes.append(self._callback_route(secret.get_secret_value()))
+        if self.metrics_options.enabled:
+            routes.append(metrics_route(self.metrics_options, ApprovalMetrics(self._database, self.audit)))
         if isinstance(self.backend, LocalApprovalBackend) and self._reviewers is not None:
             throttle = FailedLoginThrottle(self.clock)  # one limit on failed sign-ins for both
-            routes += reviewer_routes(self.backend, self._reviewers, throttle=throttle)
-            routes += console_routes(self.backend, self._reviewers, self.audit, clock=self.clock, throttle=throttle)
+            outcomes = WorkflowOutcomes(self._database, self.audit)
+            routes += reviewer_routes(self.backend, self._reviewers, throttle=throttle, outcomes=outcomes)
+            routes += console_routes(
+                self.backend, self._reviewers, self.audit, clock=self.clock, throttle=throttle, outcomes=outcomes
+            )
         return routes
 
     def http_app(self, server: MCPServer[Any]) -> Starlette:

@@ -132,6 +132,7 @@ def build_deployment(
             reviewers=reviewer_authenticator(config, verifier),
             principal_valid=_principal_check(config),
             clock=clock,
+            metrics=config.metrics,
         )
     except ValueError as exc:
         raise ConfigError(f"{config.path}: {exc}") from None

@@ -6,7 +6,14 @@ how a transaction runs (:class:`Database`) and how each layer's migration histor
 (:func:`migrate`).
 """
 
-from mcp_approval.storage.audit import AUDIT_MIGRATIONS, AuditEvent, AuditLog
+from mcp_approval.storage.audit import (
+    AUDIT_MIGRATIONS,
+    AuditEvent,
+    AuditFilter,
+    AuditLog,
+    ChainBreak,
+    ChainVerification,
+)
 from mcp_approval.storage.database import (
     Database,
     PostgresDatabase,
@@ -20,7 +27,10 @@ from mcp_approval.storage.migrations import Migrations, SchemaTooNewError, migra
 __all__ = [
     "AUDIT_MIGRATIONS",
     "AuditEvent",
+    "AuditFilter",
     "AuditLog",
+    "ChainBreak",
+    "ChainVerification",
     "Database",
     "Migrations",
     "PostgresDatabase",

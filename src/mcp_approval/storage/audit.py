@@ -1,31 +1,72 @@
-"""An append-only audit log of approval events, kept in the ``audit_events`` table.
+"""An append-only, hash-chained audit log of approval events, kept in the ``audit_events`` table.
 
-The audit log belongs to the storage layer (every layer above records into it); its table has
-its own migration history (:data:`AUDIT_MIGRATIONS`, revisions in ``audit_schema_versions/``).
+The audit log belongs to the storage layer (every layer above records into it); its tables have
+their own migration history (:data:`AUDIT_MIGRATIONS`, revisions in ``audit_schema_versions/``).
 
 Events are only ever inserted. :meth:`AuditLog.record_in` writes inside a transaction the
 caller already holds, so a state change and the event describing it commit (or roll back)
 together; :meth:`AuditLog.record` is the stand-alone form.
+
+The events form one hash chain. Each has a position ``seq`` (1, 2, ...), the previous event's
+hash ``prev_hash`` (:data:`GENESIS_HASH` for the first) and its own ``hash``, the SHA-256 of
+the canonical JSON of all its fields (:func:`event_hash`); ``audit_chain_head`` holds the last
+position and hash. An event is inserted unlinked and linked as its transaction's final step
+(:func:`~mcp_approval.storage.database.final_step`): the step locks the head row
+(``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite write transactions already exclude each
+other), so concurrent writers, in one process or many, extend one chain, and a unique index on
+``seq`` refuses a fork outright. Taking that lock last, after every lock the transaction's own
+operations took, means a writer holding it never waits for anything but its commit.
+:meth:`AuditLog.verify` walks the chain and names the first broken link.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, Connection, Index, Integer, MetaData, String, Table, Text, select
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    ColumnElement,
+    Connection,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    and_,
+    select,
+    true,
+)
 
 from mcp_approval.clock import Clock, SystemClock
-from mcp_approval.storage.database import Database
+from mcp_approval.storage.database import Database, final_step
 from mcp_approval.storage.migrations import Migrations
 
-__all__ = ["AUDIT_MIGRATIONS", "AuditEvent", "AuditLog", "audit_events_table"]
+__all__ = [
+    "AUDIT_MIGRATIONS",
+    "GENESIS_HASH",
+    "AuditEvent",
+    "AuditFilter",
+    "AuditLog",
+    "ChainBreak",
+    "ChainVerification",
+    "audit_chain_head_table",
+    "audit_events_table",
+    "event_hash",
+]
 
-#: The audit table's history; release schema version 2 created it.
+#: The audit tables' history; release schema version 2 created ``audit_events``.
 AUDIT_MIGRATIONS = Migrations("audit", Path(__file__).with_name("audit_schema_versions"), legacy=((2, "audit_0001"),))
+
+#: The ``prev_hash`` of the chain's first event.
+GENESIS_HASH = "0" * 64
 
 _metadata = MetaData()
 
@@ -39,11 +80,27 @@ audit_events_table = Table(
     Column("subject", String(128), nullable=True),
     Column("actor", String(256), nullable=True),
     Column("data_json", Text, nullable=False, default="{}"),
+    # The chain: set as the inserting transaction's final step.
+    Column("seq", BigInteger, nullable=True),
+    Column("prev_hash", String(64), nullable=True),
+    Column("hash", String(64), nullable=True),
 )
 
 Index("ix_audit_events_subject", audit_events_table.c.subject, audit_events_table.c.event_id)
+Index("ux_audit_events_seq", audit_events_table.c.seq, unique=True)
+
+#: One row (``id`` 1): the chain's last position and hash.
+audit_chain_head_table = Table(
+    "audit_chain_head",
+    _metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("hash", String(64), nullable=False),
+)
 
 _A = audit_events_table
+_H = audit_chain_head_table
+_PAGE = 1000
 
 
 @dataclass(frozen=True)
@@ -51,12 +108,15 @@ class AuditEvent:
     """One recorded event.
 
     Attributes:
-        event_id: the event's position in the log (increasing).
+        event_id: the event's row id (increasing in insertion order).
         at: when it happened (epoch ms).
         kind: what happened, e.g. ``approval.submitted``.
         subject: the approval request or task it is about.
         actor: who caused it (a principal, a reviewer, ``resolver:<template>``), if anyone.
         data: further details.
+        seq: its position in the hash chain (``None`` only inside its own transaction).
+        prev_hash: the hash of the event at ``seq - 1`` (:data:`GENESIS_HASH` at 1).
+        hash: :func:`event_hash` of this event.
     """
 
     event_id: int
@@ -65,10 +125,169 @@ class AuditEvent:
     subject: str | None
     actor: str | None
     data: Mapping[str, Any] = field(default_factory=dict)
+    seq: int | None = None
+    prev_hash: str | None = None
+    hash: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The event as a JSON object (one line of ``mcp-approval audit export``)."""
+        return {
+            "seq": self.seq,
+            "event_id": self.event_id,
+            "at": self.at,
+            "kind": self.kind,
+            "subject": self.subject,
+            "actor": self.actor,
+            "data": dict(self.data),
+            "prev_hash": self.prev_hash,
+            "hash": self.hash,
+        }
+
+
+def event_hash(
+    *,
+    seq: int,
+    prev_hash: str,
+    event_id: int,
+    at: int,
+    kind: str,
+    subject: str | None,
+    actor: str | None,
+    data: Mapping[str, Any],
+) -> str:
+    """The SHA-256 (hex) of an event's canonical JSON: keys sorted, no spaces, UTF-8.
+
+    The object hashed has exactly the keys ``seq``, ``prev_hash``, ``event_id``, ``at``,
+    ``kind``, ``subject``, ``actor`` and ``data``; anyone holding an export can recompute it.
+    """
+    event = {
+        "seq": seq,
+        "prev_hash": prev_hash,
+        "event_id": event_id,
+        "at": at,
+        "kind": kind,
+        "subject": subject,
+        "actor": actor,
+        "data": dict(data),
+    }
+    return hashlib.sha256(_canonical(event).encode("utf-8")).hexdigest()
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    """Which events an export selects; every criterion given must hold.
+
+    Attributes:
+        since_ms: events at or after this time (epoch ms).
+        until_ms: events before this time (epoch ms).
+        subject: events about this approval request or task.
+        actor: events caused by this principal or reviewer.
+        tool: events about a request or task for this tool (its subjects are those with an
+            event whose data names the tool).
+    """
+
+    since_ms: int | None = None
+    until_ms: int | None = None
+    subject: str | None = None
+    actor: str | None = None
+    tool: str | None = None
+
+    def where(self) -> ColumnElement[bool]:
+        """The SQL condition of every criterion but ``tool`` (which needs the events' data)."""
+        conditions: list[ColumnElement[bool]] = []
+        if self.since_ms is not None:
+            conditions.append(_A.c.at >= self.since_ms)
+        if self.until_ms is not None:
+            conditions.append(_A.c.at < self.until_ms)
+        if self.subject is not None:
+            conditions.append(_A.c.subject == self.subject)
+        if self.actor is not None:
+            conditions.append(_A.c.actor == self.actor)
+        return and_(true(), *conditions)
+
+
+@dataclass(frozen=True)
+class ChainBreak:
+    """The first place the chain does not hold.
+
+    Attributes:
+        event_id: the row at fault (``None`` when the fault is a missing tail).
+        seq: its chain position, as stored.
+        reason: what does not match, in words.
+    """
+
+    event_id: int | None
+    seq: int | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class ChainVerification:
+    """What :meth:`AuditLog.verify` found.
+
+    Attributes:
+        checked: how many events were checked and found linked.
+        head_seq: the last position the head row records.
+        head_hash: the hash the head row records (anchor it elsewhere to detect a rewritten tail).
+        broken: the first broken link, or ``None`` if the whole chain holds.
+    """
+
+    checked: int
+    head_seq: int
+    head_hash: str
+    broken: ChainBreak | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether every event is linked and the head names the last one."""
+        return self.broken is None
+
+
+class _PendingLinks:
+    """The events a transaction inserted, linked into the chain as its final step."""
+
+    def __init__(self) -> None:
+        self.event_ids: list[int] = []
+
+    def __call__(self, conn: Connection) -> None:
+        # Events inserted in a savepoint that rolled back are gone; the rest are linked.
+        rows = conn.execute(
+            select(_A).where(_A.c.event_id.in_(self.event_ids), _A.c.seq.is_(None)).order_by(_A.c.event_id)
+        ).mappings()
+        pending = list(rows)
+        if not pending:
+            return
+        # The head row's lock serializes linking (a no-op on SQLite, whose writers exclude each other).
+        seq, head = conn.execute(select(_H.c.seq, _H.c.hash).where(_H.c.id == 1).with_for_update()).one()
+        for row in pending:
+            seq += 1
+            digest = _row_hash(dict(row), seq, head)
+            conn.execute(
+                _A.update().where(_A.c.event_id == row["event_id"]).values(seq=seq, prev_hash=head, hash=digest)
+            )
+            head = digest
+        conn.execute(_H.update().where(_H.c.id == 1).values(seq=seq, hash=head))
+
+
+def _row_hash(row: Mapping[str, Any], seq: int, prev_hash: str) -> str:
+    return event_hash(
+        seq=seq,
+        prev_hash=prev_hash,
+        event_id=row["event_id"],
+        at=row["at"],
+        kind=row["kind"],
+        subject=row["subject"],
+        actor=row["actor"],
+        data=json.loads(row["data_json"] or "{}"),
+    )
 
 
 class AuditLog:
-    """Appends audit events to a database and reads them back.
+    """Appends audit events to a database, reads them back and verifies their chain.
 
     Args:
         database: a database migrated with :data:`AUDIT_MIGRATIONS`.
@@ -98,17 +317,17 @@ class AuditLog:
         actor: str | None = None,
         data: Mapping[str, Any] | None = None,
     ) -> None:
-        """Append one event inside the caller's transaction (it commits with the caller's writes)."""
-        conn.execute(
+        """Append one event inside the caller's write transaction (it commits with the caller's writes).
+
+        ``conn`` must be a transaction run by :meth:`Database.write`: the event is linked into
+        the chain as that transaction's final step.
+        """
+        result = conn.execute(
             _A.insert(),
-            {
-                "at": now_ms,
-                "kind": kind,
-                "subject": subject,
-                "actor": actor,
-                "data_json": json.dumps(dict(data or {}), separators=(",", ":"), sort_keys=True, ensure_ascii=False),
-            },
+            {"at": now_ms, "kind": kind, "subject": subject, "actor": actor, "data_json": _canonical(dict(data or {}))},
         )
+        event_id: int = result.inserted_primary_key[0]  # type: ignore[index]
+        final_step(conn, "audit_chain", _PendingLinks).event_ids.append(event_id)
 
     async def events(self, subject: str | None = None, limit: int = 100) -> list[AuditEvent]:
         """The latest ``limit`` events (about ``subject``, if given), oldest first."""
@@ -122,6 +341,123 @@ class AuditLog:
 
         return await self._database.read(read)
 
+    async def export(self, selection: AuditFilter | None = None, *, after_seq: int = 0) -> AsyncIterator[AuditEvent]:
+        """The events ``selection`` picks, in chain order from position ``after_seq + 1``, read a page at a time."""
+        selection = selection or AuditFilter()
+        subjects = await self._subjects_of_tool(selection.tool) if selection.tool is not None else None
+        where = selection.where()
+        after = after_seq
+        while True:
+            page = await self._database.read(functools.partial(_linked_page, where=where, after=after))
+            for event in page:
+                if subjects is None or event.subject in subjects:
+                    yield event
+            if len(page) < _PAGE:
+                return
+            after = page[-1].seq or after
+
+    async def _subjects_of_tool(self, tool: str) -> set[str]:
+        found: set[str] = set()
+        async for event in self.export():
+            if event.subject is not None and event.data.get("tool") == tool:
+                found.add(event.subject)
+        return found
+
+    async def verify(self, anchor: tuple[int, str] | None = None) -> ChainVerification:
+        """Walk the chain from its start; report the first event that is not linked as recorded.
+
+        Checked: positions run 1, 2, ... without a gap; each event's ``prev_hash`` is its
+        predecessor's hash; each ``hash`` is :func:`event_hash` of the stored fields; no stored
+        event is outside the chain; the head row names the last event. With ``anchor``, a
+        ``(seq, hash)`` kept outside the database (an earlier head), the event at that position
+        must still have that hash: this detects a tail rewritten with the hashes recomputed.
+        """
+        head_seq, head_hash = await self._database.read(_head)
+        expected_prev, checked = GENESIS_HASH, 0
+        while checked < head_seq:
+            read_page = functools.partial(_linked_page, where=true(), after=checked, through=head_seq)
+            page = await self._database.read(read_page)
+            if not page:
+                break
+            for event in page:
+                broken = _link_fault(event, checked + 1, expected_prev) or _anchor_fault(event, anchor)
+                if broken is not None:
+                    return ChainVerification(checked, head_seq, head_hash, broken)
+                expected_prev, checked = event.hash or "", checked + 1
+        if checked < head_seq:
+            reason = f"the head records {head_seq} events but the chain ends at {checked}: its tail was deleted"
+            return ChainVerification(checked, head_seq, head_hash, ChainBreak(None, checked + 1, reason))
+        if expected_prev != head_hash:
+            reason = "the head's hash is not the last event's hash"
+            return ChainVerification(checked, head_seq, head_hash, ChainBreak(None, head_seq, reason))
+        if anchor is not None and anchor[0] > checked:
+            reason = f"the chain ends at {checked}, before the anchored position {anchor[0]}: it was rewritten"
+            return ChainVerification(checked, head_seq, head_hash, ChainBreak(None, anchor[0], reason))
+        stray = await self._database.read(lambda conn: _outside_chain(conn, head_seq))
+        return ChainVerification(checked, head_seq, head_hash, stray)
+
+
+def _head(conn: Connection) -> tuple[int, str]:
+    row = conn.execute(select(_H.c.seq, _H.c.hash).where(_H.c.id == 1)).one_or_none()
+    return (0, GENESIS_HASH) if row is None else (row[0], row[1])
+
+
+def _linked_page(
+    conn: Connection, where: ColumnElement[bool], after: int, through: int | None = None
+) -> list[AuditEvent]:
+    query = select(_A).where(where, _A.c.seq > after).order_by(_A.c.seq).limit(_PAGE)
+    if through is not None:
+        query = query.where(_A.c.seq <= through)
+    return [_event(dict(row)) for row in conn.execute(query).mappings()]
+
+
+def _link_fault(event: AuditEvent, expected_seq: int, expected_prev: str) -> ChainBreak | None:
+    """Why ``event`` is not the valid link at ``expected_seq`` after ``expected_prev``, or ``None``."""
+    if event.seq != expected_seq:
+        reason = f"position {expected_seq} is missing (the next stored is {event.seq}): an event was deleted"
+        return ChainBreak(event.event_id, event.seq, reason)
+    if event.prev_hash != expected_prev:
+        reason = "its prev_hash is not the hash of the event before it: an event before it was changed or replaced"
+        return ChainBreak(event.event_id, event.seq, reason)
+    recomputed = event_hash(
+        seq=expected_seq,
+        prev_hash=expected_prev,
+        event_id=event.event_id,
+        at=event.at,
+        kind=event.kind,
+        subject=event.subject,
+        actor=event.actor,
+        data=event.data,
+    )
+    if event.hash != recomputed:
+        return ChainBreak(event.event_id, event.seq, "its stored fields do not match its hash: it was edited")
+    return None
+
+
+def _anchor_fault(event: AuditEvent, anchor: tuple[int, str] | None) -> ChainBreak | None:
+    if anchor is None or event.seq != anchor[0] or event.hash == anchor[1]:
+        return None
+    reason = "its hash is not the anchored one: the chain was rewritten at or before this event"
+    return ChainBreak(event.event_id, event.seq, reason)
+
+
+def _outside_chain(conn: Connection, head_seq: int) -> ChainBreak | None:
+    """A stored event outside the chain (unlinked, or past the head), or ``None``.
+
+    Past the head: an event committed after the head was read is linked to a newer head, which
+    is read again here, so only a row beyond the current head counts.
+    """
+    current_head, _ = _head(conn)
+    row = conn.execute(
+        select(_A.c.event_id, _A.c.seq)
+        .where(_A.c.seq.is_(None) | (_A.c.seq > max(head_seq, current_head)))
+        .order_by(_A.c.event_id)
+        .limit(1)
+    ).one_or_none()
+    if row is None:
+        return None
+    return ChainBreak(row[0], row[1], "it is not linked into the chain: it was inserted outside the audit log")
+
 
 def _event(row: Mapping[str, Any]) -> AuditEvent:
     return AuditEvent(
@@ -131,4 +467,7 @@ def _event(row: Mapping[str, Any]) -> AuditEvent:
         subject=row["subject"],
         actor=row["actor"],
         data=json.loads(row["data_json"] or "{}"),
+        seq=row.get("seq"),
+        prev_hash=row.get("prev_hash"),
+        hash=row.get("hash"),
     )

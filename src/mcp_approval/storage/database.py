@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
@@ -31,16 +31,63 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 __all__ = [
     "Database",
+    "FinalStep",
     "Operation",
     "PostgresDatabase",
     "SqliteDatabase",
     "StoreUnavailableError",
+    "final_step",
     "normalize_url",
     "open_database",
 ]
 
 T = TypeVar("T")
 Operation = Callable[[Connection], T]
+
+
+class FinalStep(Protocol):
+    """Work a write transaction does after all of its operations, just before it commits."""
+
+    def __call__(self, conn: Connection) -> None:
+        """Do the work on the transaction's connection."""
+
+
+S = TypeVar("S", bound=FinalStep)
+
+# Where a write transaction's final steps wait, in the connection's info (which outlives the
+# transaction, so they are always removed when it ends).
+_FINAL_STEPS = "mcp_approval.final_steps"
+
+
+def final_step(conn: Connection, key: str, make: Callable[[], S]) -> S:
+    """The final step registered as ``key`` in ``conn``'s write transaction, made by ``make`` if new.
+
+    :class:`Database` runs every registered step after the transaction's operations (after all of
+    them, when SQLite commits several together) and before the commit, in registration order.
+    A step takes its locks last, so it never waits while holding one an operation needs.
+    """
+    steps: dict[str, FinalStep] = conn.info.setdefault(_FINAL_STEPS, {})
+    step = steps.get(key)
+    if step is None:
+        step = steps[key] = make()
+    return step  # type: ignore[return-value]
+
+
+def _run_final_steps(conn: Connection) -> None:
+    for step in conn.info.pop(_FINAL_STEPS, {}).values():
+        step(conn)
+
+
+def _with_final_steps(operation: Operation[T]) -> Operation[T]:
+    def run(conn: Connection) -> T:
+        try:
+            result = operation(conn)
+            _run_final_steps(conn)
+            return result
+        finally:
+            conn.info.pop(_FINAL_STEPS, None)
+
+    return run
 
 
 class StoreUnavailableError(RuntimeError):
@@ -66,6 +113,8 @@ class Database:
     """Runs operations as transactions on one database; see the module docstring."""
 
     dialect: str
+    #: How many operations failed with :class:`StoreUnavailableError` in this process.
+    unavailable_errors: int = 0
 
     async def write(self, operation: Operation[T]) -> T:
         """Run ``operation`` in a write transaction and commit it."""
@@ -93,13 +142,15 @@ def _unavailable(exc: Exception) -> StoreUnavailableError:
 
 
 @contextmanager
-def _translated_errors() -> Iterator[None]:
-    """Database failures other than constraint violations become :class:`StoreUnavailableError`."""
+def _translated_errors(database: Database) -> Iterator[None]:
+    """Database failures other than constraint violations become :class:`StoreUnavailableError`
+    (counted in ``database.unavailable_errors``)."""
     try:
         yield
     except IntegrityError:
         raise
     except (DBAPIError, OSError, ConnectionError) as exc:
+        database.unavailable_errors += 1
         raise _unavailable(exc) from exc
 
 
@@ -139,7 +190,7 @@ class SqliteDatabase(Database):
             start, self._draining = not self._draining, True
         if start:
             loop.run_in_executor(self._thread, self._drain)
-        with _translated_errors():
+        with _translated_errors(self):
             return await future  # type: ignore[no-any-return]
 
     def _drain(self) -> None:
@@ -157,11 +208,15 @@ class SqliteDatabase(Database):
         try:
             with self.engine.connect() as conn:
                 conn.info["mode"] = "write"
-                with conn.begin():
-                    if len(batch) == 1:
-                        outcomes.append((batch[0].operation(conn), None))
-                    else:
-                        outcomes.extend(_in_savepoint(conn, item.operation) for item in batch)
+                try:
+                    with conn.begin():
+                        if len(batch) == 1:
+                            outcomes.append((batch[0].operation(conn), None))
+                        else:
+                            outcomes.extend(_in_savepoint(conn, item.operation) for item in batch)
+                        _run_final_steps(conn)
+                finally:
+                    conn.info.pop(_FINAL_STEPS, None)
         except Exception as exc:  # the transaction or its commit failed: nothing of it holds
             return [(None, exc)] * len(batch)
         return outcomes
@@ -173,7 +228,7 @@ class SqliteDatabase(Database):
         work is Python CPU time that holds the GIL wherever it runs, so a thread hand-off would
         only add latency.
         """
-        with _translated_errors():
+        with _translated_errors(self):
             return self._read_sync(operation)
 
     def _read_sync(self, operation: Operation[T]) -> T:
@@ -260,13 +315,13 @@ class PostgresDatabase(Database):
 
     async def write(self, operation: Operation[T]) -> T:
         """Run ``operation`` in a transaction and commit."""
-        with _translated_errors():
+        with _translated_errors(self):
             async with self.engine.begin() as conn:
-                return await conn.run_sync(operation)
+                return await conn.run_sync(_with_final_steps(operation))
 
     async def read(self, operation: Operation[T]) -> T:
         """Run ``operation`` on an autocommit connection."""
-        with _translated_errors():
+        with _translated_errors(self):
             async with self._reader.connect() as conn:
                 return await conn.run_sync(operation)
 

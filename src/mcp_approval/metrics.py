@@ -1,0 +1,169 @@
+"""A Prometheus endpoint for operators: approvals waiting, decisions, executions, store errors.
+
+Off by default (:class:`MetricsOptions`, ``[metrics]`` in a deployment file); when on, served at
+``path`` on the HTTP app and only to a scraper presenting ``bearer_token``. The numbers come from
+the store, so every worker of a deployment reports the same totals (scrape one, or aggregate
+with ``max``), except ``mcp_approval_store_errors_total``, which counts this process's failures:
+
+- ``mcp_approval_pending_approvals{template}``: calls waiting for approval (or for their
+  execution once approved), counted at each scrape;
+- ``mcp_approval_decisions_total{outcome}``: requests of the local backend that ended
+  ``approved``, ``denied``, ``expired`` or ``cancelled``;
+- ``mcp_approval_time_to_decision_seconds``: from submission to approval or denial;
+- ``mcp_approval_executions_total{disposition}``: approval tasks that ended, by disposition;
+- ``mcp_approval_store_errors_total``: store operations that failed (database unreachable).
+
+Counters and the histogram are read from the audit log: each scrape reads the events appended
+since the previous one, so their values only grow, and a restarted process counts the whole
+history again before answering.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, ConfigDict, SecretStr, field_validator, model_validator
+from sqlalchemy import Connection, func, select
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from mcp_approval.approval.schema import approval_workflows_table
+from mcp_approval.storage import AuditEvent, AuditLog, Database
+
+__all__ = ["ApprovalMetrics", "MetricsOptions", "metrics_route"]
+
+_W = approval_workflows_table
+#: The local backend's events that end a request, and the outcome each counts as.
+_ENDINGS = {
+    "approval.approved": "approved",
+    "approval.denied": "denied",
+    "approval.expired": "expired",
+    "approval.cancelled": "cancelled",
+}
+_EXECUTION_ENDINGS = frozenset({"approval.execution_finished", "approval.fenced"})
+#: Seconds: from a minute to a week, the range human reviewers decide in.
+_DECISION_BUCKETS = (1, 10, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400)
+
+
+class MetricsOptions(BaseModel):
+    """``[metrics]``: the Prometheus endpoint (off by default)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: Serve the metrics.
+    enabled: bool = False
+    #: The path they are served at on the HTTP app.
+    path: str = "/metrics"
+    #: The bearer token a scraper must send (``Authorization: Bearer ...``); required when enabled.
+    bearer_token: SecretStr | None = None
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, path: str) -> str:
+        if not path.startswith("/") or path.endswith("/"):
+            raise ValueError(f"must start with '/' and not end with it, not {path!r}")
+        return path
+
+    @model_validator(mode="after")
+    def _guarded(self) -> MetricsOptions:
+        if self.enabled and (self.bearer_token is None or not self.bearer_token.get_secret_value()):
+            raise ValueError("metrics.bearer_token: required when metrics.enabled is true (the endpoint is guarded)")
+        return self
+
+
+class ApprovalMetrics:
+    """The metrics of one store, brought up to date by :meth:`refresh` before each scrape.
+
+    Args:
+        database: the store of approval workflows and the audit log.
+        audit: the audit log whose events feed the counters.
+    """
+
+    def __init__(self, database: Database, audit: AuditLog) -> None:
+        self._database = database
+        self._audit = audit
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._pending = Gauge(
+            "mcp_approval_pending_approvals",
+            "Calls waiting for approval or for their approved execution.",
+            ["template"],
+            registry=self.registry,
+        )
+        self._decisions = Counter(
+            "mcp_approval_decisions", "Approval requests that ended, by outcome.", ["outcome"], registry=self.registry
+        )
+        self._time_to_decision = Histogram(
+            "mcp_approval_time_to_decision_seconds",
+            "Time from submission to approval or denial.",
+            buckets=_DECISION_BUCKETS,
+            registry=self.registry,
+        )
+        self._executions = Counter(
+            "mcp_approval_executions",
+            "Approval tasks that ended, by disposition.",
+            ["disposition"],
+            registry=self.registry,
+        )
+        self._store_errors = Counter(
+            "mcp_approval_store_errors", "Store operations that failed in this process.", registry=self.registry
+        )
+        self._lock = asyncio.Lock()
+        self._seq = 0
+        self._submitted: dict[str, int] = {}
+        self._errors_seen = 0
+
+    async def refresh(self) -> None:
+        """Count the events appended since the last refresh and recount the pending approvals."""
+        async with self._lock:
+            async for event in self._audit.export(after_seq=self._seq):
+                self._count(event)
+                self._seq = event.seq or self._seq
+            pending = await self._database.read(_pending_by_template)
+            self._pending.clear()
+            for template, count in pending.items():
+                self._pending.labels(template=template).set(count)
+            errors = self._database.unavailable_errors
+            self._store_errors.inc(errors - self._errors_seen)
+            self._errors_seen = errors
+
+    def _count(self, event: AuditEvent) -> None:
+        if event.kind == "approval.submitted" and event.subject is not None:
+            self._submitted[event.subject] = event.at
+        elif event.kind in _ENDINGS:
+            self._decisions.labels(outcome=_ENDINGS[event.kind]).inc()
+            submitted = self._submitted.pop(event.subject or "", None)
+            if submitted is not None and event.kind in ("approval.approved", "approval.denied"):
+                self._time_to_decision.observe(max(0, event.at - submitted) / 1000)
+        elif event.kind in _EXECUTION_ENDINGS and event.data.get("disposition"):
+            self._executions.labels(disposition=str(event.data["disposition"])).inc()
+
+    def exposition(self) -> bytes:
+        """The metrics in the Prometheus text format."""
+        return generate_latest(self.registry)
+
+
+def _pending_by_template(conn: Connection) -> dict[str, int]:
+    query = (
+        select(func.coalesce(_W.c.template, ""), func.count())
+        .where(_W.c.phase == "pending")
+        .group_by(func.coalesce(_W.c.template, ""))
+    )
+    return {template: int(count) for template, count in conn.execute(query)}
+
+
+def metrics_route(options: MetricsOptions, metrics: ApprovalMetrics) -> BaseRoute:
+    """``GET options.path``: the metrics, to a request bearing ``options.bearer_token``."""
+    token = options.bearer_token.get_secret_value().encode() if options.bearer_token is not None else b""
+
+    async def serve(request: Request) -> Response:
+        scheme, _, presented = request.headers.get("authorization", "").partition(" ")
+        if not token or scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip().encode(), token):
+            return PlainTextResponse("a valid bearer token is required\n", 401, {"WWW-Authenticate": "Bearer"})
+        await metrics.refresh()
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    return Route(options.path, serve, methods=["GET"])

@@ -1,0 +1,316 @@
+"""The audit log's hash chain: ``mcp-approval audit verify`` on untouched and tampered databases,
+concurrent writers extending one chain, and ``audit export``'s filters."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+from sqlalchemy import Connection, select, text
+from typer.testing import CliRunner
+
+from mcp_approval.cli.main import app
+from mcp_approval.clock import ManualClock
+from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
+from mcp_approval.storage.audit import GENESIS_HASH, audit_events_table, event_hash
+
+T = TypeVar("T")
+runner = CliRunner()
+
+#: (kind, subject, actor, data) of the events every test starts from, in order.
+EVENTS = [
+    ("approval.submitted", "req-1", "alice", {"tool": "transfer", "template": "payments"}),
+    ("approval.decision", "req-1", "bob", {"decision": "approve"}),
+    ("approval.approved", "req-1", "bob", {}),
+    ("approval.submitted", "req-2", "carol", {"tool": "refund", "template": "refunds"}),
+    ("approval.denied", "req-2", "bob", {}),
+    ("approval.submitted", "req-3", "alice", {"tool": "transfer", "template": "payments"}),
+]
+
+
+def _with_database(url: str, operation: Callable[[Database], Awaitable[T]]) -> T:
+    async def run() -> T:
+        database = open_database(url)
+        try:
+            await migrate(database, AUDIT_MIGRATIONS)
+            return await operation(database)
+        finally:
+            await database.close()
+
+    return asyncio.run(run())
+
+
+def _seed(url: str) -> list[int]:
+    """Record :data:`EVENTS` one minute apart; the event ids, in chain order."""
+
+    async def seed(database: Database) -> list[int]:
+        clock = ManualClock(1_700_000_000_000)
+        log = AuditLog(database, clock)
+        for kind, subject, actor, data in EVENTS:
+            await log.record(kind, subject=subject, actor=actor, data=data)
+            clock.advance(60_000)
+        return [event.event_id for event in await log.events()]
+
+    return _with_database(url, seed)
+
+
+def _sql(url: str, *statements: tuple[str, dict[str, Any]]) -> None:
+    async def run(database: Database) -> None:
+        def execute(conn: Connection) -> None:
+            for statement, parameters in statements:
+                conn.execute(text(statement), parameters)
+
+        await database.write(execute)
+
+    _with_database(url, run)
+
+
+def _verify(url: str) -> tuple[int, dict[str, Any]]:
+    result = runner.invoke(app, ["audit", "verify", "--db", url, "--json"])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_verify_passes_on_an_untouched_database(db_url: str) -> None:
+    _seed(db_url)
+    result = runner.invoke(app, ["audit", "verify", "--db", db_url])
+    assert result.exit_code == 0, result.output
+    assert "audit chain intact: 6 events, head 6 " in result.stdout
+    code, found = _verify(db_url)
+    assert (code, found["ok"], found["checked"], found["broken"]) == (0, True, 6, None)
+
+
+def test_verify_names_an_edited_event(db_url: str) -> None:
+    ids = _seed(db_url)
+    _sql(db_url, ("UPDATE audit_events SET actor = 'mallory' WHERE event_id = :id", {"id": ids[2]}))
+    result = runner.invoke(app, ["audit", "verify", "--db", db_url])
+    assert result.exit_code == 1
+    assert f"audit chain broken at event {ids[2]} (position 3)" in result.stdout
+    assert "it was edited" in result.stdout
+    assert "2 events before it are intact" in result.stdout
+
+
+def test_verify_names_the_event_after_a_forged_insertion(db_url: str) -> None:
+    """The forger knows the hash: the inserted event links to its predecessor, but its successor
+    still commits to the predecessor, so the chain breaks right after the insertion."""
+    ids = _seed(db_url)
+
+    def forge(conn: Connection) -> None:
+        rows = conn.execute(select(audit_events_table).order_by(audit_events_table.c.seq)).mappings().all()
+        for row in reversed(rows[2:]):  # make room at position 3, one row at a time (seq is unique)
+            conn.execute(text("UPDATE audit_events SET seq = seq + 1 WHERE event_id = :id"), {"id": row["event_id"]})
+        forged = {"at": rows[1]["at"] + 1, "kind": "approval.approved", "subject": "req-2", "actor": "mallory"}
+        event_id = max(ids) + 1
+        digest = event_hash(seq=3, prev_hash=rows[1]["hash"], event_id=event_id, data={}, **forged)
+        conn.execute(
+            audit_events_table.insert().values(
+                event_id=event_id, seq=3, prev_hash=rows[1]["hash"], hash=digest, data_json="{}", **forged
+            )
+        )
+        conn.execute(text("UPDATE audit_chain_head SET seq = seq + 1"))
+
+    _with_database(db_url, lambda database: database.write(forge))
+    code, found = _verify(db_url)
+    assert code == 1
+    assert found["broken"]["event_id"] == ids[2]
+    assert found["checked"] == 3  # the two genuine events and the forged one link up
+
+
+def test_verify_names_an_event_inserted_outside_the_log(db_url: str) -> None:
+    ids = _seed(db_url)
+    _sql(
+        db_url,
+        (
+            "INSERT INTO audit_events (event_id, at, kind, subject, actor, data_json) "
+            "VALUES (:id, 1, 'approval.approved', 'req-2', 'mallory', '{}')",
+            {"id": max(ids) + 1},
+        ),
+    )
+    code, found = _verify(db_url)
+    assert code == 1
+    assert found["broken"]["event_id"] == max(ids) + 1
+    assert "not linked into the chain" in found["broken"]["reason"]
+
+
+def test_verify_names_the_event_after_a_deleted_one(db_url: str) -> None:
+    ids = _seed(db_url)
+    _sql(db_url, ("DELETE FROM audit_events WHERE event_id = :id", {"id": ids[2]}))
+    result = runner.invoke(app, ["audit", "verify", "--db", db_url])
+    assert result.exit_code == 1
+    assert f"audit chain broken at event {ids[3]} (position 4): position 3 is missing" in result.stdout
+
+
+def test_verify_notices_a_deleted_tail(db_url: str) -> None:
+    ids = _seed(db_url)
+    _sql(db_url, ("DELETE FROM audit_events WHERE event_id IN (:a, :b)", {"a": ids[4], "b": ids[5]}))
+    code, found = _verify(db_url)
+    assert code == 1
+    assert found["broken"] == {
+        "event_id": None,
+        "seq": 5,
+        "reason": "the head records 6 events but the chain ends at 4: its tail was deleted",
+    }
+
+
+def test_concurrent_writers_extend_one_chain(db_url: str) -> None:
+    """Two independent connections pools write at once; some transactions hold several events,
+    some roll back after recording one. Every committed event is linked exactly once."""
+
+    class Refused(Exception):
+        pass
+
+    async def write_all() -> tuple[int, list[int | None]]:
+        first, second = open_database(db_url), open_database(db_url)
+        try:
+            await migrate(first, AUDIT_MIGRATIONS)
+            databases = [first, second]
+            logs = [AuditLog(first), AuditLog(second)]
+
+            async def pair(writer: int, n: int) -> None:
+                log = logs[writer]
+
+                def two(conn: Connection) -> None:
+                    log.record_in(conn, n, "pair.first", subject=f"w{writer}-{n}")
+                    log.record_in(conn, n, "pair.second", subject=f"w{writer}-{n}")
+
+                await databases[writer].write(two)
+
+            async def refused(writer: int, n: int) -> None:
+                def record_then_fail(conn: Connection) -> None:
+                    logs[writer].record_in(conn, n, "refused", subject=f"w{writer}-{n}")
+                    raise Refused
+
+                with pytest.raises(Refused):
+                    await databases[writer].write(record_then_fail)
+
+            jobs: list[Awaitable[None]] = []
+            for n in range(30):
+                for writer in (0, 1):
+                    jobs.append(logs[writer].record(f"single.{writer}", subject=f"w{writer}-{n}"))
+                    jobs.append(pair(writer, n))
+                    if n % 5 == 0:
+                        jobs.append(refused(writer, n))
+            await asyncio.gather(*jobs)
+            found = await logs[0].verify()
+            assert found.ok, found.broken
+            seqs = await first.read(
+                lambda conn: list(conn.execute(select(audit_events_table.c.seq).order_by(audit_events_table.c.seq)))
+            )
+            return found.checked, [row[0] for row in seqs]
+        finally:
+            await first.close()
+            await second.close()
+
+    checked, seqs = asyncio.run(write_all())
+    assert checked == 2 * 30 * 3
+    assert seqs == list(range(1, checked + 1))
+    code, found = _verify(db_url)
+    assert (code, found["checked"]) == (0, checked)
+
+
+def _export(db_url: str, *options: str) -> list[dict[str, Any]]:
+    result = runner.invoke(app, ["audit", "export", "--db", db_url, *options])
+    assert result.exit_code == 0, result.output
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_export_writes_the_chain_as_json_lines_a_reader_can_check(db_url: str) -> None:
+    _seed(db_url)
+    lines = _export(db_url)
+    assert [(line["kind"], line["subject"], line["actor"], line["data"]) for line in lines] == [
+        (kind, subject, actor, data) for kind, subject, actor, data in EVENTS
+    ]
+    previous = GENESIS_HASH
+    for seq, line in enumerate(lines, start=1):
+        fields = {key: line[key] for key in ("event_id", "at", "kind", "subject", "actor", "data")}
+        assert (line["seq"], line["prev_hash"]) == (seq, previous)
+        assert line["hash"] == event_hash(seq=seq, prev_hash=previous, **fields)
+        previous = line["hash"]
+
+
+def test_export_filters_by_request_principal_tool_and_time(db_url: str) -> None:
+    _seed(db_url)
+    start = 1_700_000_000_000
+
+    def kinds(*options: str) -> list[tuple[str, str]]:
+        return [(line["kind"], line["subject"]) for line in _export(db_url, *options)]
+
+    assert kinds("--request", "req-2") == [("approval.submitted", "req-2"), ("approval.denied", "req-2")]
+    assert kinds("--principal", "alice") == [("approval.submitted", "req-1"), ("approval.submitted", "req-3")]
+    assert kinds("--tool", "refund") == [("approval.submitted", "req-2"), ("approval.denied", "req-2")]
+    assert kinds("--tool", "transfer", "--principal", "bob") == [
+        ("approval.decision", "req-1"),
+        ("approval.approved", "req-1"),
+    ]
+    assert kinds("--since", str(start + 60_000), "--until", str(start + 180_000)) == [
+        ("approval.decision", "req-1"),
+        ("approval.approved", "req-1"),
+    ]
+    assert kinds("--since", "2023-11-14T22:17:20+00:00") == [(k, s) for k, s, _, _ in EVENTS[4:]]
+
+
+def test_export_refuses_a_time_it_cannot_read(db_url: str) -> None:
+    result = runner.invoke(app, ["audit", "export", "--db", db_url, "--since", "yesterday"], env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert "'yesterday' is neither an ISO 8601 time nor epoch milliseconds" in result.output
+
+
+def test_audit_commands_need_a_store() -> None:
+    result = runner.invoke(app, ["audit", "verify"])
+    assert result.exit_code == 2
+    assert "give --config FILE (a deployment file) or --db URL" in result.output
+
+
+def test_a_rewritten_tail_passes_alone_but_not_against_an_anchored_head(db_url: str) -> None:
+    """Whoever can write the database can recompute every hash after a change: the chain alone
+    cannot tell. A head kept elsewhere can."""
+    ids = _seed(db_url)
+    _, anchored = _verify(db_url)
+
+    def rewrite(conn: Connection) -> None:
+        conn.execute(text("UPDATE audit_events SET actor = 'mallory' WHERE event_id = :id"), {"id": ids[2]})
+        rows = conn.execute(select(audit_events_table).order_by(audit_events_table.c.seq)).mappings().all()
+        previous = rows[1]["hash"]
+        for row in rows[2:]:
+            fields = {key: row[key] for key in ("event_id", "at", "kind", "subject", "actor")}
+            digest = event_hash(seq=row["seq"], prev_hash=previous, data=json.loads(row["data_json"]), **fields)
+            conn.execute(
+                text("UPDATE audit_events SET prev_hash = :p, hash = :h WHERE event_id = :id"),
+                {"p": previous, "h": digest, "id": row["event_id"]},
+            )
+            previous = digest
+        conn.execute(text("UPDATE audit_chain_head SET hash = :h"), {"h": previous})
+
+    _with_database(db_url, lambda database: database.write(rewrite))
+    assert _verify(db_url)[0] == 0
+    anchor = f"{anchored['head_seq']}:{anchored['head_hash']}"
+    result = runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", anchor, "--json"])
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["broken"] == {
+        "event_id": ids[5],
+        "seq": 6,
+        "reason": "its hash is not the anchored one: the chain was rewritten at or before this event",
+    }
+
+
+def test_an_anchor_beyond_a_shortened_chain_is_a_break(db_url: str) -> None:
+    ids = _seed(db_url)
+    _, anchored = _verify(db_url)
+    _sql(
+        db_url,
+        ("DELETE FROM audit_events WHERE event_id = :id", {"id": ids[5]}),
+        ("UPDATE audit_chain_head SET seq = 5, hash = (SELECT hash FROM audit_events WHERE seq = 5)", {}),
+    )
+    assert _verify(db_url)[0] == 0
+    anchor = f"6:{anchored['head_hash']}"
+    result = runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", anchor, "--json"])
+    assert result.exit_code == 1
+    assert "before the anchored position 6" in json.loads(result.stdout)["broken"]["reason"]
+
+
+def test_verify_refuses_an_anchor_it_cannot_read(db_url: str) -> None:
+    result = runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", "6:xyz"], env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert "'6:xyz' is not SEQ:HASH" in result.output

@@ -1,0 +1,176 @@
+"""Clients without tasks: ``[approval] without_tasks = "request"`` opens a real approval request.
+
+The call answers ``isError`` + ``undisclosed`` naming the request; the identical retry answers the
+pending state again (no second request), then, once the request ended, its outcome exactly once.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_approval.approval.states import Phase
+from tests.approval.inprocess import Harness, inprocess_treasury
+from tests.support.polling import eventually
+from tests.support.wire import Wire, envelope
+from tests.treasury.helpers import AUTHORIZATION, DISPOSITION, approval_for, text_of
+
+pytestmark = pytest.mark.anyio
+REQUEST_MODE = {"approval": {"without_tasks": "request"}}
+NO_TASKS = envelope(tasks=False, elicitation=False)
+
+
+def reference_of(result: dict[str, Any]) -> str:
+    """The request reference the answer's text gives the model."""
+    found = re.search(r"reference (\S+)\)", text_of(result))
+    assert found is not None, text_of(result)
+    return found.group(1)
+
+
+def assert_pending(result: dict[str, Any]) -> None:
+    """The honest pending answer: not run, envelope undisclosed with a context id, next steps."""
+    assert result["isError"] is True
+    assert result.get("resultType") != "task"
+    envelope_ = result["_meta"][AUTHORIZATION]
+    assert envelope_["remediation"] == "undisclosed"
+    assert envelope_["authorizationContextId"]
+    text = text_of(result)
+    assert "did not run" in text
+    assert "call wire_transfer again with exactly the same arguments" in text
+    assert "expires" in text
+    assert DISPOSITION not in result["_meta"]
+
+
+async def call(wire: Wire, to: str, amount: int = 30_000, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    return (await wire.call_tool("wire_transfer", {"to": to, "amount": amount}, meta=meta or NO_TASKS)).result
+
+
+async def ended(harness: Harness, task_id: str) -> None:
+    """Wait until the workflow left ``pending``/``claimed`` (the resolver decided and ran it)."""
+
+    async def phase() -> Phase | None:
+        workflow = await harness.deployment.approval.store.get(task_id)
+        return None if workflow is None else workflow.phase
+
+    await eventually(phase, lambda value: value in (Phase.FINISHED, Phase.FENCED))
+
+
+def transfers(harness: Harness, account: str) -> list[dict[str, Any]]:
+    return [entry for entry in harness.ledger() if entry.get("to") == account]
+
+
+@pytest.mark.sep_check("sep-2848-client-maturity-ordinary-tools", "sep-2643-undisclosed-remedy-in-content")
+async def test_a_call_without_tasks_opens_one_request_and_says_so(tmp_path: Path) -> None:
+    async with inprocess_treasury(tmp_path, REQUEST_MODE) as harness:
+        first = await call(harness.alice, "acct-open")
+        assert_pending(first)
+        reference = reference_of(first)
+        carol = harness.reviewer("carol")
+        assert len(await carol.pending()) == 1
+        assert "carol" not in text_of(first)
+        echoed = envelope(
+            tasks=False,
+            elicitation=False,
+            extra={"io.modelcontextprotocol/authorizationContextId": first["_meta"][AUTHORIZATION]["authorizationContextId"]},
+        )
+        again = await call(harness.alice, "acct-open", meta=echoed)
+        assert_pending(again)
+        assert reference_of(again) == reference
+        assert "no second request" in text_of(again)
+        assert len(await carol.pending()) == 1  # the retry joined the open request
+        assert transfers(harness, "acct-open") == []
+
+
+@pytest.mark.sep_check("sep-2848-client-maturity-ordinary-tools")
+async def test_the_retry_after_approval_answers_the_result_once_then_the_approval_is_spent(tmp_path: Path) -> None:
+    async with inprocess_treasury(tmp_path, REQUEST_MODE) as harness:
+        first = await call(harness.alice, "acct-approved")
+        carol = harness.reviewer("carol")
+        approval = await approval_for(carol, "wire_transfer", to="acct-approved")
+        assert (await carol.decide(approval["id"], "approve")).status_code == 200
+        await ended(harness, reference_of(first))
+        result = await call(harness.alice, "acct-approved")
+        assert result["isError"] is False
+        assert result["_meta"][DISPOSITION] == "approved-executed"
+        assert AUTHORIZATION not in result["_meta"]
+        assert "ran once" in text_of(result)
+        assert len(transfers(harness, "acct-approved")) == 1
+        spent = await call(harness.alice, "acct-approved")  # a further identical call asks anew
+        assert_pending(spent)
+        assert reference_of(spent) != reference_of(first)
+        assert len(transfers(harness, "acct-approved")) == 1
+
+
+@pytest.mark.sep_check("sep-2848-client-maturity-ordinary-tools")
+async def test_the_retry_after_denial_answers_denied_not_executed(tmp_path: Path) -> None:
+    async with inprocess_treasury(tmp_path, REQUEST_MODE) as harness:
+        first = await call(harness.alice, "acct-denied")
+        carol = harness.reviewer("carol")
+        approval = await approval_for(carol, "wire_transfer", to="acct-denied")
+        assert (await carol.decide(approval["id"], "deny", "not this one")).status_code == 200
+        await ended(harness, reference_of(first))
+        result = await call(harness.alice, "acct-denied")
+        assert result["isError"] is True
+        assert result["_meta"][DISPOSITION] == "denied-not-executed"
+        assert "did not run" in text_of(result)
+        assert "not this one" not in text_of(result)
+        assert transfers(harness, "acct-denied") == []
+
+
+async def test_another_principal_never_joins_or_collects_a_request(tmp_path: Path) -> None:
+    async with inprocess_treasury(tmp_path, REQUEST_MODE) as harness:
+        bob = harness.alice.as_principal("bob-token")
+        alice_first = await call(harness.alice, "acct-shared")
+        bob_first = await call(bob, "acct-shared")
+        assert reference_of(bob_first) != reference_of(alice_first)
+        assert len(await harness.reviewer("carol").pending()) == 2
+
+
+async def test_requests_without_tasks_count_against_the_pending_bound(tmp_path: Path) -> None:
+    overrides = {"approval": {"without_tasks": "request", "max_pending_per_principal": 1}}
+    async with inprocess_treasury(tmp_path, overrides) as harness:
+        assert_pending(await call(harness.alice, "acct-bound-1"))
+        refused = await call(harness.alice, "acct-bound-2")
+        assert refused["_meta"][AUTHORIZATION]["remediation"] == "unavailable"
+        assert "Too many approval requests" in text_of(refused)
+        assert len(await harness.reviewer("carol").pending()) == 1
+
+
+async def test_n_of_m_holds_for_a_request_without_tasks(tmp_path: Path) -> None:
+    async with inprocess_treasury(tmp_path, REQUEST_MODE) as harness:
+        runs: list[str] = []
+
+        @harness.deployment.server.tool()
+        def close_books(quarter: str) -> str:
+            """Closes a quarter (needs two approvers)."""
+            runs.append(quarter)
+            return f"closed {quarter}"
+
+        harness.pdp.gate("close_books", template="close_quarter")
+        meta = NO_TASKS
+        first = (await harness.alice.call_tool("close_books", {"quarter": "q1"}, meta=meta)).result
+        reference = reference_of(first)
+        for name in ("carol", "dave"):
+            reviewer = harness.reviewer(name)
+            approval = await approval_for(reviewer, "close_books", quarter="q1")
+            assert (await reviewer.decide(approval["id"], "approve")).status_code == 200
+            if name == "carol":  # one of two: still pending, the retry says so
+                again = (await harness.alice.call_tool("close_books", {"quarter": "q1"}, meta=meta)).result
+                assert reference_of(again) == reference
+                assert runs == []
+        await ended(harness, reference)
+        result = (await harness.alice.call_tool("close_books", {"quarter": "q1"}, meta=meta)).result
+        assert result["_meta"][DISPOSITION] == "approved-executed"
+        assert "closed q1" in text_of(result)
+        assert runs == ["q1"]
+
+
+async def test_degraded_stays_available(tmp_path: Path) -> None:
+    async with inprocess_treasury(tmp_path, {"approval": {"without_tasks": "degraded"}}) as harness:
+        result = await call(harness.alice, "acct-degraded")
+        assert result["_meta"][AUTHORIZATION]["remediation"] == "undisclosed"
+        assert "reference" not in text_of(result)
+        assert await harness.reviewer("carol").pending() == []

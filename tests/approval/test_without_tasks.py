@@ -174,3 +174,49 @@ async def test_degraded_stays_available(tmp_path: Path) -> None:
         assert result["_meta"][AUTHORIZATION]["remediation"] == "undisclosed"
         assert "reference" not in text_of(result)
         assert await harness.reviewer("carol").pending() == []
+
+
+async def status(wire: Wire, reference: str) -> dict[str, Any]:
+    return (await wire.call_tool("approval_status", {"reference": reference}, meta=NO_TASKS)).result
+
+
+@pytest.mark.sep_check("sep-2848-client-maturity-ordinary-tools")
+async def test_approval_status_tells_the_requester_where_its_request_stands(tmp_path: Path) -> None:
+    async with inprocess_treasury(tmp_path, REQUEST_MODE) as harness:
+        first = await call(harness.alice, "acct-status")
+        reference = reference_of(first)
+        pending = await status(harness.alice, reference)
+        assert pending["isError"] is False
+        assert pending["structuredContent"]["state"] == "pending"
+        assert pending["structuredContent"]["deadline"]
+        assert pending["structuredContent"]["pollIntervalMs"] > 0
+        carol = harness.reviewer("carol")
+        approval = await approval_for(carol, "wire_transfer", to="acct-status")
+        assert (await carol.decide(approval["id"], "approve", "a reviewer's note")).status_code == 200
+        await ended(harness, reference)
+        decided = await status(harness.alice, reference)
+        assert decided["structuredContent"]["disposition"] == "approved-executed"
+        assert "carol" not in str(decided) and "a reviewer's note" not in str(decided)
+        assert len(transfers(harness, "acct-status")) == 1  # asking never runs anything again
+        result = await call(harness.alice, "acct-status")  # the retry still collects the outcome
+        assert result["_meta"][DISPOSITION] == "approved-executed"
+
+
+async def test_another_principals_reference_answers_like_an_unknown_one(tmp_path: Path) -> None:
+    async with inprocess_treasury(tmp_path, REQUEST_MODE) as harness:
+        reference = reference_of(await call(harness.alice, "acct-foreign"))
+        bob = harness.alice.as_principal("bob-token")
+        foreign = await status(bob, reference)
+        unknown = await status(bob, "no-such-reference")
+        assert foreign["isError"] is True
+        assert text_of(foreign) == text_of(unknown).replace("no-such-reference", reference)
+        assert "structuredContent" not in foreign
+
+
+async def test_the_status_tool_exists_only_in_request_mode(tmp_path: Path) -> None:
+    async with inprocess_treasury(tmp_path, {"approval": {"without_tasks": "degraded"}}) as harness:
+        names = [tool["name"] for tool in (await harness.alice.request("tools/list", {})).result["tools"]]
+        assert "approval_status" not in names
+    async with inprocess_treasury(tmp_path / "request", REQUEST_MODE) as harness:
+        names = [tool["name"] for tool in (await harness.alice.request("tools/list", {})).result["tools"]]
+        assert "approval_status" in names

@@ -252,6 +252,21 @@ class ToolApproval:
             raise MCPError(code=INTERNAL_ERROR, message="The approval request could not be read back")
         return without_tasks.outcome_answer(record)
 
+    async def request_status(self, reference: str, ctx: ServerRequestContext[Any, Any]) -> Any:
+        """Where the caller's approval request ``reference`` stands (the ``approval_status`` tool).
+
+        A reference that is unknown or belongs to another principal gets the same answer.
+        """
+        owner = self.tasks.caller(ctx)
+        try:
+            workflow = await self.store.get(reference) if isinstance(owner, str) and reference else None
+        except StoreUnavailableError as exc:
+            raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
+        if workflow is None or workflow.principal_digest != owner:
+            return without_tasks.unknown_reference(reference)
+        poll_ms = round(self.options.task_poll_interval_s * 1000)
+        return without_tasks.status_answer(workflow, poll_interval_ms=poll_ms)
+
     async def create(
         self,
         binding: CallBinding,

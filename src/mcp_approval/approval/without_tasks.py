@@ -16,14 +16,31 @@ from typing import Any
 
 import mcp_types as types
 
+from mcp_approval.approval.records import Workflow
 from mcp_approval.approval.results import denied_result
+from mcp_approval.approval.states import Phase
 from mcp_approval.clock import iso8601
 from mcp_approval.denials import Remediation, final_denial, new_context_id
 from mcp_approval.protocol import META_TOOL_APPROVAL_DISPOSITION
 from mcp_approval.tasks.models import TaskRecord
 from mcp_approval.tasks.states import TaskStatus
 
-__all__ = ["ENDED_WITHOUT_RESULT", "OPENED_TEXT", "PENDING_AGAIN_TEXT", "outcome_answer", "pending_answer"]
+__all__ = [
+    "APPROVAL_STATUS_TOOL",
+    "ENDED_WITHOUT_RESULT",
+    "OPENED_TEXT",
+    "PENDING_AGAIN_TEXT",
+    "UNKNOWN_REFERENCE",
+    "outcome_answer",
+    "pending_answer",
+    "status_answer",
+    "unknown_reference",
+]
+
+#: The tool a server in ``request`` mode adds, so an agent can ask where its request stands.
+APPROVAL_STATUS_TOOL = "approval_status"
+#: The answer for a reference that is unknown, expired from the store, or another principal's.
+UNKNOWN_REFERENCE = "No approval request with reference {reference} is known to you."
 
 OPENED_TEXT = "{tool} did not run: it needs approval, and an approval request is now open (reference {reference})."
 PENDING_AGAIN_TEXT = (
@@ -62,3 +79,44 @@ def outcome_answer(record: TaskRecord) -> dict[str, Any]:
         if document.get("_meta", {}).get(META_TOOL_APPROVAL_DISPOSITION):
             return document
     return denied_result(record.tool_name, ENDED_WITHOUT_RESULT.format(tool=record.tool_name))
+
+
+_STATUS_TEXT: dict[Phase, str] = {
+    Phase.PENDING: "open: waiting for a decision; {tool} has not run.",
+    Phase.CLAIMED: "approved: {tool} is running now (once).",
+    Phase.FINISHED: "decided ({disposition}). Call {tool} again with exactly the same arguments "
+    "to receive the outcome.",
+    Phase.FENCED: "decided ({disposition}); {tool} did not run. Call {tool} again with exactly the same "
+    "arguments to receive the outcome.",
+}
+
+
+def status_answer(workflow: Workflow, *, poll_interval_ms: int) -> types.CallToolResult:
+    """Where the caller's request stands, in words and as structured next-step fields.
+
+    SEP-2848 (Client maturity): the interim tools carry the same next-step fields a task would
+    (the state, the deadline, a poll interval), never a reviewer's identity or backend artifacts.
+    """
+    disposition = workflow.disposition or "denied-not-executed"
+    state = _STATUS_TEXT[workflow.phase].format(tool=workflow.tool_name, disposition=disposition)
+    parts = [f"Approval request {workflow.task_id} for {workflow.tool_name}: {state}"]
+    structured: dict[str, Any] = {
+        "reference": workflow.task_id,
+        "tool": workflow.tool_name,
+        "state": workflow.phase.value,
+        "pollIntervalMs": poll_interval_ms,
+    }
+    if workflow.phase is Phase.PENDING and workflow.request_deadline is not None:
+        deadline = iso8601(workflow.request_deadline)
+        parts.append(_DEADLINE.format(deadline=deadline))
+        structured["deadline"] = deadline
+    if workflow.phase in (Phase.FINISHED, Phase.FENCED):
+        structured["disposition"] = disposition
+    text = types.TextContent(type="text", text=" ".join(parts))
+    return types.CallToolResult(content=[text], structured_content=structured, is_error=False)
+
+
+def unknown_reference(reference: str) -> types.CallToolResult:
+    """The same answer for an unknown reference and for another principal's."""
+    text = UNKNOWN_REFERENCE.format(reference=reference[:80])
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)

@@ -6,6 +6,7 @@ pending state again (no second request), then, once the request ended, its outco
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 from typing import Any
@@ -71,10 +72,9 @@ async def test_a_call_without_tasks_opens_one_request_and_says_so(tmp_path: Path
         carol = harness.reviewer("carol")
         assert len(await carol.pending()) == 1
         assert "carol" not in text_of(first)
+        context_id = first["_meta"][AUTHORIZATION]["authorizationContextId"]
         echoed = envelope(
-            tasks=False,
-            elicitation=False,
-            extra={"io.modelcontextprotocol/authorizationContextId": first["_meta"][AUTHORIZATION]["authorizationContextId"]},
+            tasks=False, elicitation=False, extra={"io.modelcontextprotocol/authorizationContextId": context_id}
         )
         again = await call(harness.alice, "acct-open", meta=echoed)
         assert_pending(again)
@@ -196,7 +196,8 @@ async def test_approval_status_tells_the_requester_where_its_request_stands(tmp_
         await ended(harness, reference)
         decided = await status(harness.alice, reference)
         assert decided["structuredContent"]["disposition"] == "approved-executed"
-        assert "carol" not in str(decided) and "a reviewer's note" not in str(decided)
+        assert "carol" not in str(decided)
+        assert "a reviewer's note" not in str(decided)
         assert len(transfers(harness, "acct-status")) == 1  # asking never runs anything again
         result = await call(harness.alice, "acct-status")  # the retry still collects the outcome
         assert result["_meta"][DISPOSITION] == "approved-executed"
@@ -220,3 +221,44 @@ async def test_the_status_tool_exists_only_in_request_mode(tmp_path: Path) -> No
     async with inprocess_treasury(tmp_path / "request", REQUEST_MODE) as harness:
         names = [tool["name"] for tool in (await harness.alice.request("tools/list", {})).result["tools"]]
         assert "approval_status" in names
+
+
+RETRIES = 1_000
+
+
+@pytest.mark.sep_check("sep-2848-at-most-once")
+async def test_a_thousand_concurrent_identical_retries_after_one_approval_run_the_tool_once(tmp_path: Path) -> None:
+    # A realistic intent grace: under a thousand requests on two cores a submission outlasts the
+    # suite's 0.2 s, and reconciliation would (correctly) withdraw it as an orphan.
+    overrides = {"approval": {"without_tasks": "request", "intent_grace_s": 30.0}}
+    async with inprocess_treasury(tmp_path, overrides) as harness:
+        runs: list[str] = []
+
+        @harness.deployment.server.tool()
+        def release_payment(batch: str) -> str:
+            """A side-effecting tool that counts its executions."""
+            runs.append(batch)
+            return f"released {batch}"
+
+        harness.pdp.gate("release_payment")
+        arguments = {"batch": "b-race"}
+        first = (await harness.alice.call_tool("release_payment", arguments, meta=NO_TASKS)).result
+        carol = harness.reviewer("carol")
+        approval = await approval_for(carol, "release_payment", batch="b-race")
+        assert (await carol.decide(approval["id"], "approve")).status_code == 200
+        await ended(harness, reference_of(first))
+
+        async def retry() -> dict[str, Any]:
+            return (await harness.alice.call_tool("release_payment", arguments, meta=NO_TASKS)).result
+
+        answers = await asyncio.gather(*(retry() for _ in range(RETRIES)))
+        outcomes = [answer for answer in answers if DISPOSITION in answer.get("_meta", {})]
+        assert len(outcomes) == 1  # the approval answers one retry, once
+        assert outcomes[0]["_meta"][DISPOSITION] == "approved-executed"
+        assert "released b-race" in text_of(outcomes[0])
+        assert runs == ["b-race"]
+        # The approval is spent: every other retry asks anew, and all of them join one new request.
+        new_references = {reference_of(answer) for answer in answers if answer is not outcomes[0]}
+        assert len(new_references) == 1
+        assert new_references != {reference_of(first)}
+        assert len(await carol.pending()) == 1

@@ -153,8 +153,9 @@ async def test_killed_after_opening_and_approved_while_down_the_retry_runs_it_on
         finally:
             first.kill()  # SIGKILL with the request open
         db = f"sqlite:///{directory / 'treasury.db'}"
+        carol = ("--as", "carol", "--role", "approver")
         decided = await asyncio.to_thread(
-            review, "approve", pending["id"], "--db", db, "--template", "treasury", "--as", "carol", "--role", "approver"
+            review, "approve", pending["id"], "--db", db, "--template", "treasury", *carol
         )
         assert decided.returncode == 0, decided.stderr
         assert first.ledger() == []

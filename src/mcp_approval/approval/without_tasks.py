@@ -51,7 +51,8 @@ _DEADLINE = "If no one decides by {deadline}, it expires and the call never runs
 _CONTINUE = (
     "Once it is approved the call runs exactly once. To continue, call {tool} again with exactly the same "
     "arguments: before a decision you get this status again, after it the call's result (or the denial). "
-    "After that the approval is spent; a further identical call asks for approval anew."
+    "After that the approval is spent; a further identical call asks for approval anew. "
+    "To check on the request without calling {tool}, call approval_status with its reference."
 )
 #: The body of a request that ended without a stored result (cancelled or failed before any run).
 ENDED_WITHOUT_RESULT = "The approval request for {tool} ended without a decision to run it."

@@ -63,7 +63,12 @@ def transfers(harness: Harness, account: str) -> list[dict[str, Any]]:
     return [entry for entry in harness.ledger() if entry.get("to") == account]
 
 
-@pytest.mark.sep_check("sep-2848-client-maturity-ordinary-tools", "sep-2643-undisclosed-remedy-in-content")
+@pytest.mark.sep_check(
+    "sep-2848-client-maturity-ordinary-tools",
+    "sep-2643-undisclosed-remedy-in-content",
+    "sep-2643-server-undisclosed-not-unavailable",
+    "sep-2643-server-accepts-absent-or-unknown-context-id",
+)
 async def test_a_call_without_tasks_opens_one_request_and_says_so(tmp_path: Path) -> None:
     async with inprocess_treasury(tmp_path, REQUEST_MODE) as harness:
         first = await call(harness.alice, "acct-open")
@@ -120,13 +125,27 @@ async def test_the_retry_after_denial_answers_denied_not_executed(tmp_path: Path
         assert transfers(harness, "acct-denied") == []
 
 
+@pytest.mark.sep_check("sep-2643-server-context-id-not-authorization")
 async def test_another_principal_never_joins_or_collects_a_request(tmp_path: Path) -> None:
     async with inprocess_treasury(tmp_path, REQUEST_MODE) as harness:
         bob = harness.alice.as_principal("bob-token")
         alice_first = await call(harness.alice, "acct-shared")
-        bob_first = await call(bob, "acct-shared")
+        context_id = alice_first["_meta"][AUTHORIZATION]["authorizationContextId"]
+        echoing = envelope(
+            tasks=False, elicitation=False, extra={"io.modelcontextprotocol/authorizationContextId": context_id}
+        )
+        bob_first = await call(bob, "acct-shared", meta=echoing)  # alice's handle authorizes nothing for bob
         assert reference_of(bob_first) != reference_of(alice_first)
-        assert len(await harness.reviewer("carol").pending()) == 2
+        carol = harness.reviewer("carol")
+        pending = await carol.pending()
+        assert len(pending) == 2
+        (alices,) = [item for item in pending if item.get("requester") == "alice"]
+        assert (await carol.decide(alices["id"], "approve")).status_code == 200
+        await ended(harness, reference_of(alice_first))
+        bob_again = await call(bob, "acct-shared", meta=echoing)  # bob never collects alice's outcome
+        assert_pending(bob_again)
+        assert reference_of(bob_again) == reference_of(bob_first)
+        assert (await call(harness.alice, "acct-shared"))["_meta"][DISPOSITION] == "approved-executed"
 
 
 async def test_requests_without_tasks_count_against_the_pending_bound(tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -43,9 +42,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TreasuryServer]
 @asynccontextmanager
 async def sdk_client(server: TreasuryServer) -> AsyncIterator[Client]:
     """The SDK ``Client`` as alice, declaring no extension."""
-    async with httpx2.AsyncClient(headers={"authorization": "Bearer alice-token"}, timeout=30) as http:
-        async with Client(streamable_http_client(f"{server.base_url}/mcp", http_client=http)) as client:
-            yield client
+    headers = {"authorization": "Bearer alice-token"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(f"{server.base_url}/mcp", http_client=http)) as client,
+    ):
+        yield client
 
 
 def text(result: Any) -> str:

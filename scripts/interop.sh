@@ -13,9 +13,11 @@
 #      approves (then, second run, denies) over the reviewer HTTP API, and the client reads the
 #      completed task's disposition and body and counts the transfer in the ledger (SEP-2848)
 #   f) interop/inspector_approval.mjs: the MCP Inspector CLI (`mcp-inspector --cli`, 2.12.0) makes
-#      the same call on the 2026-07-28 wire (approve, then deny) and on its default legacy era
-#      (the degraded `undisclosed` answer); a recording proxy shows the CreateTaskResult and the
-#      Inspector's tasks/get polls, and `mcpdo tasks/get <taskId>` reads the task once more by id
+#      the same call on the 2026-07-28 wire (approve, then deny) and on its default legacy era,
+#      where it declares no tasks (approve, then deny: the answer names the approval request the
+#      server opened, and the identical call collects the outcome once); a recording proxy shows
+#      the CreateTaskResult and the Inspector's tasks/get polls, and `mcpdo tasks/get <taskId>`
+#      reads the task once more by id
 # Each leg prints its checks and a "leg X: PASS|FAIL" line; the script exits non-zero if any leg
 # fails. Run from the repository root after installing the project into .venv.
 #
@@ -225,7 +227,7 @@ approval_leg() {
 }
 
 inspector_leg() {
-  treasury_leg f "MCP Inspector CLI vs the approval-gated treasury example" inspector_approval.mjs approve deny legacy
+  treasury_leg f "MCP Inspector CLI vs the approval-gated treasury example" inspector_approval.mjs approve deny legacy-approve legacy-deny
 }
 
 run_leg() {

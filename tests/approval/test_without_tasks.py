@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import delete
 
 from mcp_approval.approval.states import Phase
+from mcp_approval.tasks.schema import tasks_table
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.support.polling import eventually
 from tests.support.wire import Wire, envelope
@@ -146,6 +148,21 @@ async def test_another_principal_never_joins_or_collects_a_request(tmp_path: Pat
         assert_pending(bob_again)
         assert reference_of(bob_again) == reference_of(bob_first)
         assert (await call(harness.alice, "acct-shared"))["_meta"][DISPOSITION] == "approved-executed"
+
+
+async def test_an_outcome_whose_task_was_purged_lets_the_call_ask_anew(tmp_path: Path) -> None:
+    async with inprocess_treasury(tmp_path, REQUEST_MODE) as harness:
+        first = await call(harness.alice, "acct-purged")
+        carol = harness.reviewer("carol")
+        approval = await approval_for(carol, "wire_transfer", to="acct-purged")
+        assert (await carol.decide(approval["id"], "deny")).status_code == 200
+        await ended(harness, reference_of(first))
+        store = harness.deployment.approval.store
+        purge = delete(tasks_table).where(tasks_table.c.task_id == reference_of(first))  # retention ended
+        await store.database.write(lambda conn: conn.execute(purge))
+        again = await call(harness.alice, "acct-purged")
+        assert_pending(again)
+        assert reference_of(again) != reference_of(first)
 
 
 async def test_requests_without_tasks_count_against_the_pending_bound(tmp_path: Path) -> None:

@@ -240,17 +240,13 @@ class ToolApproval:
         binding = await self._binding_of(call)
         try:
             taken = await self.store.take_retry_outcome(owner, binding.tool, binding.digest)
-            if taken is not None:
-                return await self._retry_outcome(taken)
+            record = await self.tasks.store.get(taken) if taken is not None else None
+            if record is not None and record.terminal:
+                return without_tasks.outcome_answer(record)
+            # Nothing owed (or its task outlived its retention): this call asks for approval.
             return await self.create(binding, decision, owner=owner, without_task=True)
         except StoreUnavailableError as exc:
             raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
-
-    async def _retry_outcome(self, task_id: str) -> HandlerResult:
-        record = await self.tasks.store.get(task_id)
-        if record is None:
-            raise MCPError(code=INTERNAL_ERROR, message="The approval request could not be read back")
-        return without_tasks.outcome_answer(record)
 
     async def request_status(self, reference: str, ctx: ServerRequestContext[Any, Any]) -> Any:
         """Where the caller's approval request ``reference`` stands (the ``approval_status`` tool).

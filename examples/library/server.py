@@ -40,7 +40,8 @@ def build(db_url: str, base_url: str, ledger: Path) -> tuple[MCPServer, Approval
         principals=StaticTokenVerifier(TOKENS),
         auth=local_auth_settings(base_url),
         # Development only: a per-process key seals stored calls. In production set binding_keys.
-        options=ApprovalOptions(ephemeral_binding_key=True),
+        # Clients without tasks get a real approval request too; calling again collects the outcome.
+        options=ApprovalOptions(ephemeral_binding_key=True, without_tasks="request"),
     )
     server = MCPServer("payments", **approvals.server_options())
 

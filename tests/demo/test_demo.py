@@ -34,10 +34,11 @@ EXPECTED: dict[int, tuple[str | None, int]] = {
     6: (None, 0),
     7: ("denied-not-executed", 0),
     8: ("approved-executed", 1),
-    9: (None, 0),
+    9: ("approved-executed", 1),
     10: ("approved-executed", 1),
     11: (None, 2),
     12: ("approved-executed", 1),
+    13: ("denied-not-executed", 0),
 }
 
 

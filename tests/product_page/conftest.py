@@ -21,7 +21,10 @@ def approval_link(approval_id: str) -> str:
 @pytest.fixture(scope="module")
 def linked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TreasuryServer]:
     """One treasury server with ``approval_url`` shared by a module's tests (each uses its own accounts)."""
-    directory = deployment_dir(tmp_path_factory.mktemp("linked"), {"tasks": {"approval_url": APPROVAL_URL}})
+    directory = deployment_dir(
+        tmp_path_factory.mktemp("linked"),
+        {"tasks": {"approval_url": APPROVAL_URL}, "approval": {"without_tasks": "degraded"}},
+    )
     server = TreasuryServer(directory).start()
     try:
         yield server

@@ -12,11 +12,15 @@ import pytest
 from tests.support.arap import ArapServerProcess, arap_deployment
 from tests.support.treasury import TreasuryServer, deployment_dir
 
+#: These modules check the degraded answer to clients without tasks; tests/approval/test_without_tasks.py
+#: and tests/treasury/test_without_tasks_crash.py cover the example's default, "request".
+DEGRADED = {"approval": {"without_tasks": "degraded"}}
+
 
 @pytest.fixture(scope="module")
 def treasury(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TreasuryServer]:
     """One treasury server shared by a module's tests (each test uses its own accounts)."""
-    directory = deployment_dir(tmp_path_factory.mktemp("treasury"))
+    directory = deployment_dir(tmp_path_factory.mktemp("treasury"), DEGRADED)
     server = TreasuryServer(directory).start()
     try:
         yield server
@@ -52,13 +56,13 @@ class Scenario:
 def scenario(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     """The module's deployment in each mode; MCP-visible outcomes must not depend on it."""
     if request.param == "local":
-        server = TreasuryServer(deployment_dir(tmp_path_factory.mktemp("treasury"))).start()
+        server = TreasuryServer(deployment_dir(tmp_path_factory.mktemp("treasury"), DEGRADED)).start()
         try:
             yield Scenario("local", server, server.base_url)
         finally:
             server.kill()
         return
-    pair = arap_deployment(tmp_path_factory.mktemp("treasury-arap")).start()
+    pair = arap_deployment(tmp_path_factory.mktemp("treasury-arap"), DEGRADED).start()
     try:
         yield Scenario("arap", pair.serve, pair.ars.base_url, pair.ars)
     finally:

@@ -185,6 +185,9 @@ class PolicyGate(Extension):
         principal_resolver: the request's principal, the AuthZEN subject id (default :func:`token_subject`).
         anonymous_principal: the subject id of anonymous HTTP callers; ``None`` denies them.
         references: issues ``authorization_reference`` values for reusable credentials.
+        unchecked_tools: tools that run without a policy decision because they only read the
+            caller's own approval requests (the ``approval_status`` tool of a server opening
+            requests for clients without tasks), like ``tasks/get`` does.
     """
 
     identifier = DENIALS_EXTENSION
@@ -198,6 +201,7 @@ class PolicyGate(Extension):
         principal_resolver: PrincipalResolver | None = None,
         anonymous_principal: str | None = None,
         references: AuthorizationReferences | None = None,
+        unchecked_tools: frozenset[str] = frozenset(),
     ) -> None:
         self.pdp = pdp
         self.mapper = mapper or ToolCallMapper()
@@ -205,6 +209,7 @@ class PolicyGate(Extension):
         self._resolve_principal = principal_resolver or token_subject
         self.anonymous_principal = anonymous_principal
         self.references = references
+        self.unchecked_tools = unchecked_tools
 
     async def intercept_tool_call(
         self, params: types.CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -214,6 +219,8 @@ class PolicyGate(Extension):
         malformed = non_finite_argument(params.arguments or {})
         if malformed is not None:  # before the PDP, the binding digest or the store ever see it
             raise MCPError(code=INVALID_PARAMS, message=f"argument {malformed!r} is not a finite number")
+        if tool in self.unchecked_tools:
+            return await call_next(ctx)
         echoed = note_retry(ctx.meta, operation=tool)  # correlation only; never decides anything
         principal = self._resolve_principal(ctx) or self.anonymous_principal
         if principal is None:

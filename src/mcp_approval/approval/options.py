@@ -81,9 +81,11 @@ class ApprovalOptions(BaseModel):
     #: The ``pollIntervalMs`` suggested to clients on approval tasks (the composition sets it from
     #: ``[tasks] poll_interval_s`` when it is not given).
     task_poll_interval_s: float = Field(default=2.0, gt=0)
-    #: Requestable denials of clients that did not declare tasks: ``degraded`` (``isError`` +
-    #: ``undisclosed`` + guidance, the SEP's preference) or ``error`` (-32021).
-    without_tasks: Literal["degraded", "error"] = "degraded"
+    #: Requestable denials of clients that did not declare tasks: ``request`` (open a real approval
+    #: request under the same rules as a task-backed one; the answer is ``isError`` + ``undisclosed``
+    #: naming its reference and deadline, and the identical retry takes its outcome once),
+    #: ``degraded`` (``isError`` + ``undisclosed`` + guidance, nothing opened) or ``error`` (-32021).
+    without_tasks: Literal["request", "degraded", "error"] = "degraded"
     #: An intent this old with no task is a crash leftover and is reconciled.
     intent_grace_s: float = Field(default=30.0, ge=0)
     #: How long a worker holds a workflow it checks or executes before another may take over.

@@ -148,6 +148,8 @@ class NewWorkflow:
     meta: dict[str, Any]
     #: Input requests the task starts with (``input_required``), before anything is submitted.
     input_requests: dict[str, dict[str, Any]] | None = None
+    #: Opened for a client without tasks: the identical retry collects the outcome (once).
+    owed_to_retry: bool = False
 
 
 @dataclass(frozen=True)
@@ -231,4 +233,5 @@ def workflow_row(new: NewWorkflow, now: int) -> dict[str, Any]:
         "created_at": now,
         "updated_at": now,
         "version": 0,
+        "owed_to_retry": 1 if new.owed_to_retry else None,
     }

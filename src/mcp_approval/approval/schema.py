@@ -52,6 +52,9 @@ approval_workflows_table = Table(
     Column("created_at", BigInteger, nullable=False),
     Column("updated_at", BigInteger, nullable=False),
     Column("version", Integer, nullable=False, default=0),
+    # 1 while a request opened for a client without tasks owes its outcome to the identical retry;
+    # NULL for task-backed workflows and once the retry took the outcome (the approval is spent).
+    Column("owed_to_retry", Integer, nullable=True),
 )
 
 Index(

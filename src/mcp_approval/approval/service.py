@@ -27,7 +27,7 @@ from mcp.server.mcpserver import Extension, require_client_extension
 from mcp.shared.exceptions import MCPError
 
 from mcp_approval.approval import inputs as submission_inputs
-from mcp_approval.approval import url_approval
+from mcp_approval.approval import url_approval, without_tasks
 from mcp_approval.approval.binding import BindingCipher, CallBinding
 from mcp_approval.approval.crashpoints import crash_point
 from mcp_approval.approval.dependencies import ApprovalDependencies, PrincipalCheck, always_valid
@@ -203,17 +203,13 @@ class ToolApproval:
         if not declares_tasks(ctx):
             if self.options.without_tasks == "error":
                 require_client_extension(ctx, TASKS_EXTENSION)  # raises -32021 naming the extension
+            if self.options.without_tasks == "request":
+                return await self._without_tasks(call, decision, ctx)
             return await self._degraded(call, decision, ctx)
         owner = self.tasks.caller(ctx)
         if not isinstance(owner, str):  # tasks bind to a principal; an anonymous caller gets none
             return await self._degraded(call, decision, ctx)
-        binding = CallBinding(
-            tool=call.tool,
-            arguments=call.arguments,
-            principal=call.principal,
-            client=_client_of(call),
-            tool_fingerprint=await self.tools.fingerprint(call.tool),
-        )
+        binding = await self._binding_of(call)
         try:
             fields = self._input_fields(decision)
             if not fields:
@@ -224,6 +220,49 @@ class ToolApproval:
         except StoreUnavailableError as exc:
             raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
 
+    async def _binding_of(self, call: GatedCall) -> CallBinding:
+        return CallBinding(
+            tool=call.tool,
+            arguments=call.arguments,
+            principal=call.principal,
+            client=_client_of(call),
+            tool_fingerprint=await self.tools.fingerprint(call.tool),
+        )
+
+    async def _without_tasks(
+        self, call: GatedCall, decision: Decision, ctx: ServerRequestContext[Any, Any]
+    ) -> HandlerResult:
+        """A client without tasks: open (or join) a request; the identical retry takes its outcome once."""
+        owner = self.tasks.caller(ctx)
+        if not isinstance(owner, str) or self._input_fields(decision):
+            # No principal to own a request, or approvers need inputs this answer cannot ask for.
+            return await self._degraded(call, decision, ctx)
+        binding = await self._binding_of(call)
+        try:
+            taken = await self.store.take_retry_outcome(owner, binding.tool, binding.digest)
+            record = await self.tasks.store.get(taken) if taken is not None else None
+            if record is not None and record.terminal:
+                return without_tasks.outcome_answer(record)
+            # Nothing owed (or its task outlived its retention): this call asks for approval.
+            return await self.create(binding, decision, owner=owner, without_task=True)
+        except StoreUnavailableError as exc:
+            raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
+
+    async def request_status(self, reference: str, ctx: ServerRequestContext[Any, Any]) -> Any:
+        """Where the caller's approval request ``reference`` stands (the ``approval_status`` tool).
+
+        A reference that is unknown or belongs to another principal gets the same answer.
+        """
+        owner = self.tasks.caller(ctx)
+        try:
+            workflow = await self.store.get(reference) if isinstance(owner, str) and reference else None
+        except StoreUnavailableError as exc:
+            raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
+        if workflow is None or workflow.principal_digest != owner:
+            return without_tasks.unknown_reference(reference)
+        poll_ms = round(self.options.task_poll_interval_s * 1000)
+        return without_tasks.status_answer(workflow, poll_interval_ms=poll_ms)
+
     async def create(
         self,
         binding: CallBinding,
@@ -232,12 +271,15 @@ class ToolApproval:
         owner: str,
         inputs: Mapping[str, str] | None = None,
         linked: bool = False,
+        without_task: bool = False,
     ) -> HandlerResult:
         """Dedup, then intent → submit → handle → task; returns the ``CreateTaskResult``.
 
         ``owner`` is the task owner's digest, as the tasks extension computes it for the caller;
         ``inputs`` are the submission inputs the requester supplied; ``linked``: the request
-        declared URL elicitation, so with ``ApprovalOptions.approval_url`` the task links the approval page.
+        declared URL elicitation, so with ``ApprovalOptions.approval_url`` the task links the approval page;
+        ``without_task``: the client declared no tasks, so the task row is kept for the identical
+        retry (``owed_to_retry``) and the answer is :func:`~mcp_approval.approval.without_tasks.pending_answer`.
         """
         deps = self._started()
         submission = replace(self._submission(binding, decision), inputs=inputs or None)
@@ -249,7 +291,7 @@ class ToolApproval:
             task_limits=self._task_limits(),
         )
         if admission is not Admission.RECORDED:
-            return await self._admitted(admission, task_id, binding, owner)
+            return await self._admitted(admission, task_id, binding, owner, without_task=without_task)
         crash_point("after_intent")
         handle = await self._submit(intent, submission)
         if handle is None:
@@ -264,11 +306,15 @@ class ToolApproval:
         new = self._new_workflow(intent.task_id, binding, submission, intent_key=intent.key, owner=owner, handle=handle)
         if linked:
             new = url_approval.with_approval_link(new, options=deps.options, backend=deps.backend, handle=handle)
+        if without_task:
+            new = replace(new, owed_to_retry=True)
         created = await deps.store.create_task(new)
         if not created:
             raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
         crash_point("after_task")
         self.resolver.task_created(intent.task_id, handle)
+        if without_task:
+            return await self._pending_answer(intent.task_id, binding.tool, opened=True)
         return await self._task_answer(intent.task_id, binding.tool, immediate=True)
 
     async def _create_with_inputs(
@@ -331,11 +377,19 @@ class ToolApproval:
         return options.max_tasks, options.max_per_principal
 
     async def _admitted(
-        self, admission: Admission, task_id: str | None, binding: CallBinding, owner: str
+        self,
+        admission: Admission,
+        task_id: str | None,
+        binding: CallBinding,
+        owner: str,
+        *,
+        without_task: bool = False,
     ) -> HandlerResult:
         """The answer for an admitted, duplicate or refused new approval task."""
         if admission is Admission.DUPLICATE:
             assert task_id is not None
+            if without_task:
+                return await self._pending_answer(task_id, binding.tool, opened=False)
             return await self._existing_task(task_id, binding)
         if admission is not Admission.RECORDED:
             logger.warning("approval submission refused for %s on %r: %s", owner[:8], binding.tool, admission.value)
@@ -421,6 +475,12 @@ class ToolApproval:
             if record is not None:
                 break
         raise MCPError(code=INTERNAL_ERROR, message="An identical call is still being submitted; try again")
+
+    async def _pending_answer(self, task_id: str, tool: str, *, opened: bool) -> HandlerResult:
+        """A request made without tasks is open: say so, with its reference and deadline."""
+        workflow = await self.store.get(task_id)
+        deadline = workflow.request_deadline if workflow is not None else None
+        return without_tasks.pending_answer(tool, task_id, deadline, opened=opened)
 
     async def _task_answer(self, task_id: str, tool: str, *, immediate: bool) -> HandlerResult:
         record = await self.tasks.store.get(task_id)

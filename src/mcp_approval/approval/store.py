@@ -78,6 +78,34 @@ class ApprovalStore:
         """The task id of a pending call in the same dedup scope (a live workflow or in-flight intent)."""
         return await self.database.read(lambda conn: sql.live_match(conn, principal_digest, tool, digest))
 
+    async def take_retry_outcome(self, principal_digest: str, tool: str, digest: str) -> str | None:
+        """Take the ended, not yet answered request made without tasks in this dedup scope.
+
+        A compare-and-set on ``owed_to_retry``: of concurrent identical retries exactly one takes
+        it (and answers its outcome); the approval is then spent. Returns its task id, or ``None``.
+        """
+        now = self.clock.now_ms()
+        ended = sorted(phase.value for phase in (Phase.FINISHED, Phase.FENCED))
+        scope = and_(
+            _W.c.principal_digest == principal_digest,
+            _W.c.tool_name == tool,
+            _W.c.arguments_digest == digest,
+            _W.c.owed_to_retry == 1,
+            _W.c.phase.in_(ended),
+        )
+
+        def take(conn: Connection) -> str | None:
+            row = conn.execute(select(_W.c.task_id).where(scope).order_by(_W.c.updated_at).limit(1)).first()
+            if row is None:
+                return None
+            taken = update(_W).where(_W.c.task_id == row.task_id, _W.c.owed_to_retry == 1).values(owed_to_retry=None)
+            if conn.execute(taken).rowcount != 1:
+                return None
+            self._event(conn, now, "approval.outcome_answered", row.task_id, tool=tool)
+            return str(row.task_id)
+
+        return await self.database.write(take)
+
     async def record_intent(
         self,
         intent: Intent,

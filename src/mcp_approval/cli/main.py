@@ -115,8 +115,9 @@ def demo(
     """Start `serve` on loopback and drive every approval scenario with a real MCP client over HTTP.
 
     Scenarios: 1 small transfer, 2 approved transfer, 3 denied transfer, 4 automatic refund,
-    5 four eyes, 6 cancel while pending, 7 expiry, 8 crash and resume, 9 client without tasks,
-    10 url-mode approval, 11 credential remediation (SEP-2643), 12 ARAP backend.
+    5 four eyes, 6 cancel while pending, 7 expiry, 8 crash and resume, 9 client without tasks
+    (approved), 10 url-mode approval, 11 credential remediation (SEP-2643), 12 ARAP backend,
+    13 client without tasks (denied).
 
     Exits 0 only if every selected scenario behaved. With --json, stdout is a list with one
     object per scenario, keys in this order: scenario (int), name (str), outcome ("pass" or

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from mcp_approval.demo import scenarios as basic
 from mcp_approval.demo import scenarios_links as links
 from mcp_approval.demo import scenarios_more as more
+from mcp_approval.demo import scenarios_without_tasks as no_tasks
 from mcp_approval.demo.context import Demo, ScenarioState
 from mcp_approval.demo.services import NEED_ARAP, NEED_CREDENTIALS
 
@@ -39,7 +40,12 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
     ScenarioSpec(6, "cancel while pending", "cancelled before any decision; never executes", basic.cancel_pending),
     ScenarioSpec(7, "expiry", "nobody decides by the deadline; denied-not-executed", basic.expiry),
     ScenarioSpec(8, "crash and resume", "SIGKILL while pending; resumed by taskId", more.restart_while_pending),
-    ScenarioSpec(9, "client without tasks", "degraded guidance, envelope undisclosed", basic.without_tasks),
+    ScenarioSpec(
+        9,
+        "client without tasks: approved",
+        "a request is opened; calling again waits on it; approved: the result, once",
+        no_tasks.without_tasks_approved,
+    ),
     ScenarioSpec(10, "url-mode approval", "the approval arrives as a url-mode elicitation", links.url_mode_approval),
     ScenarioSpec(
         11,
@@ -54,5 +60,11 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
         "scenario 2 against the reference AuthZEN PDP + ARAP Access Request Service",
         links.arap_approval,
         needs=frozenset({NEED_ARAP}),
+    ),
+    ScenarioSpec(
+        13,
+        "client without tasks: denied",
+        "carol denies; calling again answers denied-not-executed",
+        no_tasks.without_tasks_denied,
     ),
 )

@@ -25,7 +25,6 @@ __all__ = [
     "open_request",
     "small_transfer",
     "tasks_client",
-    "without_tasks",
 ]
 
 LARGE = 50_000
@@ -170,21 +169,6 @@ async def expiry(demo: Demo, state: ScenarioState) -> str:
     demo.expect("did not run" in text_of(result), "and that the tool did not run")
     demo.expect(demo.executions(to=account) == 0, "no ledger entry")
     return f"request {record['status']} after its deadline; never ran"
-
-
-async def without_tasks(demo: Demo, state: ScenarioState) -> str:
-    """9. A client that does not declare tasks gets guidance, envelope ``undisclosed``, and no request."""
-    account = demo.account(9)
-    state.watch(to=account)
-    async with demo.client("alice") as alice, demo.reviewers("carol") as (carol,):
-        result = await demo.call(alice, "alice (no tasks extension)", "wire_transfer", {"to": account, "amount": LARGE})
-        demo.expect(not isinstance(result, CreateTaskResult) and bool(result.is_error), "an error result, no task")
-        demo.expect(envelope_of(result) == "undisclosed", "envelope undisclosed (a remedy exists, not described)")
-        demo.expect("tasks" in text_of(result), "the text tells the model to use a client with tasks")
-        pending = await carol.approvals("pending")
-        demo.expect(not [r for r in pending if r["arguments"].get("to") == account], "no approval request was opened")
-    demo.expect(demo.executions(to=account) == 0, "no ledger entry")
-    return "degraded guidance, envelope undisclosed; never ran"
 
 
 async def open_request(demo: Demo) -> str:

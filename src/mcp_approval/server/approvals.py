@@ -12,7 +12,7 @@ import mcp_types as types
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import ServerMiddleware
-from mcp.server.mcpserver import Extension, MCPServer
+from mcp.server.mcpserver import Context, Extension, MCPServer
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
@@ -24,6 +24,7 @@ from mcp_approval.approval.outcomes import WorkflowOutcomes
 from mcp_approval.approval.schema import APPROVAL_MIGRATIONS
 from mcp_approval.approval.service import APPROVAL_HANDLER, PrincipalCheck, ToolApproval, ToolApprovalExtension
 from mcp_approval.approval.tools import ServerTools
+from mcp_approval.approval.without_tasks import APPROVAL_STATUS_TOOL
 from mcp_approval.backends import ApprovalBackend
 from mcp_approval.backends.arap import ArapBackend
 from mcp_approval.backends.console import console_routes
@@ -187,7 +188,15 @@ class Approvals:
         )
         self.tasks.register_handler(APPROVAL_HANDLER, self.approval)
         # Outermost: every call is decided before anything else runs.
-        self.gate = PolicyGate(policy, mapper=mapper, on_requestable=self.approval, principal_resolver=resolver)
+        self._status_tool = options.without_tasks == "request"
+        unchecked = frozenset({APPROVAL_STATUS_TOOL}) if self._status_tool else frozenset()
+        self.gate = PolicyGate(
+            policy,
+            mapper=mapper,
+            on_requestable=self.approval,
+            principal_resolver=resolver,
+            unchecked_tools=unchecked,
+        )
         self._reviewers = reviewers or (_verified_subject(verifier) if verifier is not None else None)
 
     # -- the server ----------------------------------------------------------------------------
@@ -210,7 +219,7 @@ class Approvals:
     async def lifespan(self, server: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
         """Open the store and run the approval runtime for as long as ``server`` runs."""
         # Startup checks that need the server's tools (all registered by now) belong here, before the store opens.
-        with self._tools.serving(server):
+        with self._tools.serving(server), self._approval_tools(server):
             async with self.tasks.lifespan(server):  # opens the task store, which migrates the tasks table
                 await migrate(self._database, *self._histories)
                 await self.approval.start()
@@ -220,6 +229,35 @@ class Approvals:
                     await self.approval.stop()
                     if isinstance(self.policy, HttpPDP):
                         await self.policy.aclose()
+
+    @contextmanager
+    def _approval_tools(self, server: MCPServer[Any]) -> Iterator[None]:
+        """With ``without_tasks = "request"``: the ``approval_status`` tool, for as long as ``server`` runs."""
+        if not self._status_tool:
+            yield
+            return
+        if server._tool_manager.get_tool(APPROVAL_STATUS_TOOL) is not None:  # the SDK has no public lookup
+            raise ValueError(
+                f"approval.without_tasks = 'request' adds a tool named {APPROVAL_STATUS_TOOL!r}; "
+                "the server already has one"
+            )
+        approval = self.approval
+
+        async def approval_status(reference: str, ctx: Context[Any, Any]) -> types.CallToolResult:
+            return await approval.request_status(reference, ctx.request_context)  # type: ignore[no-any-return]
+
+        server.add_tool(
+            approval_status,
+            name=APPROVAL_STATUS_TOOL,
+            description=(
+                "Where your approval request stands: pass the reference a call needing approval gave you. "
+                "Read-only; it never approves or runs anything."
+            ),
+        )
+        try:
+            yield
+        finally:
+            server.remove_tool(APPROVAL_STATUS_TOOL)
 
     def routes(self) -> list[BaseRoute]:
         """The HTTP routes to mount beside MCP: backend callbacks (with ``callback_secret``) at

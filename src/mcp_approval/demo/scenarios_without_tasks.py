@@ -1,0 +1,80 @@
+"""Demo scenarios of a client that does not declare tasks (``[approval] without_tasks = "request"``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from typing import Any
+
+import mcp_types as types
+from mcp import Client
+
+from mcp_approval.client import CreateTaskResult
+from mcp_approval.demo.clients import disposition_of, envelope_of, text_of
+from mcp_approval.demo.context import Demo, ScenarioFailed, ScenarioState, describe
+from mcp_approval.protocol import DISPOSITION_APPROVED_EXECUTED, DISPOSITION_DENIED_NOT_EXECUTED
+
+__all__ = ["without_tasks_approved", "without_tasks_denied"]
+
+_AMOUNT = 50_000
+_OUTCOME_TIMEOUT_S = 15.0
+_REFERENCE = re.compile(r"reference (\S+)\)")
+
+
+async def without_tasks_approved(demo: Demo, state: ScenarioState) -> str:
+    """9. No tasks: the call opens a request; calling again waits on it; once approved, the result, once."""
+    return await _without_tasks(demo, state, 9, "approve")
+
+
+async def without_tasks_denied(demo: Demo, state: ScenarioState) -> str:
+    """13. No tasks: carol denies; calling again answers denied-not-executed; the tool never ran."""
+    return await _without_tasks(demo, state, 13, "deny")
+
+
+async def _without_tasks(demo: Demo, state: ScenarioState, number: int, decision: str) -> str:
+    account = demo.account(number)
+    state.watch(to=account)
+    arguments = {"to": account, "amount": _AMOUNT}
+    async with demo.client("alice") as alice, demo.reviewers("carol") as (carol,):
+        first = await demo.call(alice, "alice (no tasks extension)", "wire_transfer", arguments)
+        reference = _pending_reference(demo, first)
+        again = await demo.call(alice, "alice, calling again before a decision", "wire_transfer", arguments)
+        demo.expect(_pending_reference(demo, again) == reference, "the same request, no second one")
+        demo.expect(demo.executions(to=account) == 0, "no ledger entry while pending")
+        record = await carol.find("wire_transfer", to=account)
+        await demo.decide(carol, record, decision)
+        result = await _outcome(demo, alice, arguments)
+        state.disposition = disposition_of(result)
+        expected = DISPOSITION_APPROVED_EXECUTED if decision == "approve" else DISPOSITION_DENIED_NOT_EXECUTED
+        demo.expect(state.disposition == expected, f"the identical call answers {expected}")
+        spent = await demo.call(alice, "alice, once more", "wire_transfer", arguments)
+        demo.expect(_pending_reference(demo, spent) != reference, "the approval is spent: a new request")
+    runs = 1 if decision == "approve" else 0
+    demo.expect(demo.executions(to=account) == runs, f"{runs} ledger entr{'y' if runs == 1 else 'ies'}")
+    decided = "approved" if decision == "approve" else "denied"
+    return f"carol {decided} request {reference[:8]}…; the retry answered {expected}"
+
+
+def _pending_reference(demo: Demo, result: Any) -> str:
+    """Check the pending answer (an error, ``undisclosed``, not run) and return the reference it names."""
+    demo.expect(not isinstance(result, CreateTaskResult) and bool(result.is_error), "an error result, no task")
+    demo.expect(envelope_of(result) == "undisclosed", "envelope undisclosed, the remedy in the text")
+    found = _REFERENCE.search(text_of(result))
+    demo.expect(found is not None and "did not run" in text_of(result), "the text names the open request")
+    assert found is not None
+    return found.group(1)
+
+
+async def _outcome(demo: Demo, alice: Client, arguments: dict[str, Any]) -> Any:
+    """Call again until the answer carries a disposition (each earlier answer is the pending one)."""
+    demo.narrator.call("alice, calling again after the decision", f"tools/call wire_transfer {json.dumps(arguments)}")
+    deadline = time.monotonic() + _OUTCOME_TIMEOUT_S
+    while time.monotonic() < deadline:
+        result = await alice.session.call_tool("wire_transfer", arguments, allow_claimed=True)
+        if isinstance(result, types.CallToolResult) and disposition_of(result) is not None:
+            demo.narrator.got(describe(result))
+            return result
+        await asyncio.sleep(0.2)
+    raise ScenarioFailed("no outcome for the identical call within the time allowed")

@@ -327,6 +327,8 @@ def _why_not(view: RequestView, principal: str, backend: LocalApprovalBackend) -
     record = view.record
     if record.status.terminal:
         return f"This request is {record.status.value}; it takes no more decisions."
+    if record.integrity_failure is not None:
+        return "This request was altered after it was submitted, so it cannot be approved and will not run."
     if view.decided_by(principal):
         return "You already decided this request; it waits for other reviewers."
     refusal = backend.why_ineligible(principal, requester=record.requester, template=record.template)

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import secrets
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import rfc8785
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, select, update
 from sqlalchemy.exc import IntegrityError
 
 from mcp_approval.backends.contract import (
@@ -59,7 +60,9 @@ __all__ = [
     "LocalApprovalBackend",
     "NotEligibleError",
     "RequestExpiredError",
+    "RequestSeal",
     "ReviewError",
+    "UnverifiedRequestError",
 ]
 
 _R = approval_requests_table
@@ -69,6 +72,25 @@ _log = logging.getLogger(__name__)
 _DEFAULT_TEMPLATE = ApprovalTemplate()
 #: How often a decision transaction is retried when a concurrent one won the compare-and-set.
 _CAS_ATTEMPTS = 5
+
+
+class RequestSeal(Protocol):
+    """Keyed sealing of a document to one record (:class:`~mcp_approval.approval.BindingCipher` is one).
+
+    :meth:`open` raises on a ciphertext that does not authenticate for ``record``.
+    """
+
+    def seal(self, document: Mapping[str, Any], *, record: str) -> str:
+        """``document`` sealed to ``record``."""
+        ...
+
+    def open(self, sealed: str, *, record: str) -> dict[str, Any]:
+        """The document :meth:`seal` sealed to ``record``."""
+        ...
+
+
+class UnverifiedRequestError(ReviewError):
+    """The request's stored content does not match its seal, so nobody may approve it."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +111,11 @@ class LocalApprovalBackend:
         redact: argument names reviewers see as ``"[redacted]"``.
         audit: where audit events go (by default, the same database).
         clock: the source of time.
+        seal: seals what reviewers see of each request (tool, arguments, requester, template,
+            approvals required, deadline) under the server's binding key when it is stored. A
+            request whose row no longer matches its seal is flagged (``integrity_failure``), shown
+            without its content, and cannot be approved, by a reviewer or a resolver. Without a
+            seal nothing is checked. Rows stored before sealing existed are sealed by :meth:`start`.
 
     Raises:
         ValueError: a resolver decides a template that is not in ``templates``.
@@ -107,8 +134,10 @@ class LocalApprovalBackend:
         redact: Collection[str] = (),
         audit: AuditLog | None = None,
         clock: Clock | None = None,
+        seal: RequestSeal | None = None,
     ) -> None:
         self._db = database
+        self._seal = seal
         self._templates = dict(templates)
         self._roles = roles
         self._resolvers = {resolver.template: resolver for resolver in resolvers}
@@ -126,6 +155,7 @@ class LocalApprovalBackend:
     async def start(self, listener: StatusListener | None = None) -> None:
         """Remember ``listener`` and resume resolver work left pending by a previous process."""
         self._listener = listener
+        await self._seal_unsealed()
         if not self._resolvers:
             return
         templates = sorted(self._resolvers)
@@ -253,7 +283,39 @@ class LocalApprovalBackend:
 
     def _record(self, row: Row, decisions: Sequence[Row]) -> ApprovalRecord:
         mine = [d for d in decisions if d["request_id"] == row["request_id"]]
-        return record_from_rows(row, mine, self._redact)
+        return record_from_rows(row, mine, self._redact, integrity_failure=self._integrity_failure(row))
+
+    def _integrity_failure(self, row: Row) -> str | None:
+        """Why the row's content cannot be trusted as what was submitted, or ``None`` (or without a seal)."""
+        if self._seal is None:
+            return None
+        if row.get("content_seal") is None:
+            return "the stored request carries no seal"
+        try:
+            sealed = self._seal.open(row["content_seal"], record=row["request_id"])
+        except Exception:  # any failure to authenticate is the same verdict: not what was submitted
+            return "the stored request's seal does not authenticate"
+        if sealed != _sealed_content(row):
+            return "the stored request does not match what was submitted"
+        return None
+
+    async def _seal_unsealed(self) -> None:
+        """Seal the rows stored before this backend sealed its requests (trusted as found at start)."""
+        seal = self._seal
+        if seal is None:
+            return
+        unsealed = select(_R).where(_R.c.content_seal.is_(None), _R.c.status == "pending")
+
+        def write(conn: Connection) -> int:
+            rows = [dict(row) for row in conn.execute(unsealed).mappings()]
+            for row in rows:
+                value = seal.seal(_sealed_content(row), record=row["request_id"])
+                conn.execute(update(_R).where(_R.c.request_id == row["request_id"]).values(content_seal=value))
+            return len(rows)
+
+        count = await self._db.write(write)
+        if count:
+            _log.info("sealed %d pending approval requests stored before request sealing", count)
 
     def _insert(self, conn: Connection, key: str, digest: str, submission: ApprovalSubmission) -> tuple[str, bool]:
         existing = existing_request(conn, key, digest)
@@ -262,25 +324,25 @@ class LocalApprovalBackend:
         now = self._clock.now_ms()
         # 256 random bits; the prefix keeps an id from starting with "-" (a CLI would read an option).
         request_id = "apr_" + secrets.token_urlsafe(32)
-        conn.execute(
-            _R.insert(),
-            {
-                "request_id": request_id,
-                "idempotency_key": key,
-                "body_digest": digest,
-                # The full canonical body: redaction applies when a record is presented.
-                "body_json": rfc8785.dumps(submission.to_json()).decode(),
-                "status": "pending",
-                "tool_name": submission.tool,
-                "requester": submission.requester,
-                "template": submission.template,
-                "approvals_required": self._template(submission.template).approvals_required,
-                "created_at": now,
-                "expires_at": submission.deadline_ms,
-                "updated_at": now,
-                "version": 0,
-            },
-        )
+        values: dict[str, Any] = {
+            "request_id": request_id,
+            "idempotency_key": key,
+            "body_digest": digest,
+            # The full canonical body: redaction applies when a record is presented.
+            "body_json": rfc8785.dumps(submission.to_json()).decode(),
+            "status": "pending",
+            "tool_name": submission.tool,
+            "requester": submission.requester,
+            "template": submission.template,
+            "approvals_required": self._template(submission.template).approvals_required,
+            "created_at": now,
+            "expires_at": submission.deadline_ms,
+            "updated_at": now,
+            "version": 0,
+        }
+        if self._seal is not None:
+            values["content_seal"] = self._seal.seal(_sealed_content(values), record=request_id)
+        conn.execute(_R.insert(), values)
         data = {"tool": submission.tool, "template": submission.template}
         self._audit.record_in(
             conn, now, "approval.submitted", subject=request_id, actor=submission.requester, data=data
@@ -362,6 +424,9 @@ class LocalApprovalBackend:
             raise AlreadyDecidedError(f"request {request_id[:8]}… is already {row['status']}")
         if not automatic:
             self._check_eligible(row, reviewer)
+        failure = self._integrity_failure(row)
+        if failure is not None and decision == "approve":
+            raise UnverifiedRequestError(f"request {request_id[:8]}… cannot be approved: {failure}")
         if due(row, now):
             # The expiry must commit, so it is returned, not raised (raising rolls back).
             self._expire_in(conn, row, now)
@@ -428,6 +493,10 @@ class LocalApprovalBackend:
             return
         template = row["template"]
         actor = f"resolver:{template}"
+        failure = self._integrity_failure(row)
+        if failure is not None:  # an edited row is never decided on what it now says
+            await self._audit.record("approval.unverified", subject=request_id, actor=actor, data={"why": failure})
+            return
         submission = ApprovalSubmission.from_json(json.loads(row["body_json"]))
         try:
             verdict = await self._resolvers[template].decide(submission)
@@ -442,6 +511,19 @@ class LocalApprovalBackend:
         # A reviewer, the deadline or a cancellation may have got there first.
         with contextlib.suppress(ReviewError, UnknownRequestError):
             await self._decide(request_id, actor, verdict, "decided automatically", automatic=True)
+
+
+def _sealed_content(row: Row) -> dict[str, Any]:
+    """What a request's seal covers: every stored member reviewers see or decisions depend on."""
+    return {
+        "idempotency_key": row["idempotency_key"],
+        "body_sha256": hashlib.sha256(row["body_json"].encode()).hexdigest(),
+        "tool_name": row["tool_name"],
+        "requester": row["requester"],
+        "template": row["template"],
+        "approvals_required": row["approvals_required"],
+        "expires_at": row["expires_at"],
+    }
 
 
 def _state_of(row: Row) -> ApprovalState:

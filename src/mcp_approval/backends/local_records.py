@@ -99,6 +99,9 @@ class ApprovalRecord:
     reason: str | None = None
     #: What the requester supplied for the template's submission inputs (e.g. a justification).
     inputs: Mapping[str, str] = field(default_factory=dict)
+    #: Why the stored request cannot be trusted as what was submitted (its content is then withheld
+    #: and nobody may approve it), or ``None``.
+    integrity_failure: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The record as a JSON object."""
@@ -118,6 +121,7 @@ class ApprovalRecord:
             "approved_until": None if self.approved_until is None else iso8601(self.approved_until),
             "approvals_required": self.approvals_required,
             "decisions": [decision.to_json() for decision in self.decisions],
+            "integrity_failure": self.integrity_failure,
         }
 
 
@@ -131,10 +135,18 @@ def redact(value: Any, names: Collection[str]) -> Any:
 
 
 def record_from_rows(
-    row: Mapping[str, Any], decisions: Sequence[Mapping[str, Any]], names: Collection[str]
+    row: Mapping[str, Any],
+    decisions: Sequence[Mapping[str, Any]],
+    names: Collection[str],
+    *,
+    integrity_failure: str | None = None,
 ) -> ApprovalRecord:
-    """The record an ``approval_requests`` row and its ``approval_decisions`` rows describe."""
-    body = json.loads(row["body_json"])
+    """The record an ``approval_requests`` row and its ``approval_decisions`` rows describe.
+
+    With an ``integrity_failure`` the body's content (arguments, texts, inputs) is withheld:
+    an edited row must not be read as what will run.
+    """
+    body = {} if integrity_failure is not None else json.loads(row["body_json"])
     return ApprovalRecord(
         id=row["request_id"],
         status=ApprovalStatus(row["status"]),
@@ -151,6 +163,7 @@ def record_from_rows(
         description=body.get("description"),
         reason=body.get("reason"),
         inputs=dict(body.get("inputs") or {}),
+        integrity_failure=integrity_failure,
     )
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import rfc8785
-from sqlalchemy import Connection, select, update
+from sqlalchemy import ColumnElement, Connection, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from mcp_approval.backends.contract import (
@@ -35,6 +35,7 @@ from mcp_approval.backends.local_records import (
     ApprovalRecord,
     NotEligibleError,
     RequestExpiredError,
+    RequestPage,
     ReviewError,
     Row,
     StaleError,
@@ -55,11 +56,13 @@ from mcp_approval.storage.audit import AuditLog
 from mcp_approval.storage.database import Database
 
 __all__ = [
+    "AUDITOR_ROLE",
     "AlreadyDecidedError",
     "ApprovalRecord",
     "LocalApprovalBackend",
     "NotEligibleError",
     "RequestExpiredError",
+    "RequestPage",
     "RequestSeal",
     "ReviewError",
     "UnverifiedRequestError",
@@ -70,6 +73,8 @@ _log = logging.getLogger(__name__)
 #: Requests that name no template: one approver holding "approver", no self-approval. A request
 #: naming a template that is not configured is refused (it never falls back to this one).
 _DEFAULT_TEMPLATE = ApprovalTemplate()
+#: The role that lets a principal read every request and its reviewers (it decides none by itself).
+AUDITOR_ROLE = "auditor"
 #: How often a decision transaction is retried when a concurrent one won the compare-and-set.
 _CAS_ATTEMPTS = 5
 
@@ -237,27 +242,60 @@ class LocalApprovalBackend:
     async def list_requests(
         self, status: Literal["pending", "decided"] = "pending", *, limit: int = 200
     ) -> list[ApprovalRecord]:
-        """Pending requests (oldest first) or decided ones (latest first)."""
-        await self._expire_due()
-        if status == "pending":
-            query = select(_R).where(_R.c.status == "pending").order_by(_R.c.created_at, _R.c.request_id)
-        else:
-            query = select(_R).where(_R.c.status != "pending").order_by(_R.c.updated_at.desc(), _R.c.request_id)
+        """Pending requests (oldest first) or decided ones (latest first), every one of them."""
+        return (await self.page_requests(status, limit=limit)).records
 
-        def read(conn: Connection) -> list[ApprovalRecord]:
-            rows = [dict(row) for row in conn.execute(query.limit(limit)).mappings()]
+    async def page_requests(
+        self,
+        status: Literal["pending", "decided"] = "pending",
+        *,
+        viewer: str | None = None,
+        offset: int = 0,
+        limit: int = 200,
+    ) -> RequestPage:
+        """One page of pending requests (oldest first) or decided ones (latest first), with the total.
+
+        With a ``viewer``, only the requests it may see (see :meth:`get_request`) are listed or counted.
+        """
+        await self._expire_due()
+        where = _R.c.status == "pending" if status == "pending" else _R.c.status != "pending"
+        visible = self._visible_rows(viewer)
+        if visible is not None:
+            where = where & visible
+        query = select(_R).where(where)
+        if status == "pending":
+            query = query.order_by(_R.c.created_at, _R.c.request_id)
+        else:
+            query = query.order_by(_R.c.updated_at.desc(), _R.c.request_id)
+
+        def read(conn: Connection) -> RequestPage:
+            total = conn.execute(select(func.count()).select_from(_R).where(where)).scalar_one()
+            rows = [dict(row) for row in conn.execute(query.offset(offset).limit(limit)).mappings()]
             decisions = decision_rows(conn, [row["request_id"] for row in rows]) if rows else []
-            return [self._record(row, decisions) for row in rows]
+            shown = [self._shown(self._record(row, decisions), viewer) for row in rows]
+            return RequestPage([record for record in shown if record is not None], offset, limit, total)
 
         return await self._db.read(read)
 
-    async def get_request(self, request_id: str) -> ApprovalRecord | None:
-        """One request as reviewers see it, or ``None``."""
+    async def get_request(self, request_id: str, *, viewer: str | None = None) -> ApprovalRecord | None:
+        """One request as ``viewer`` may see it (without a viewer, as it is), or ``None``.
+
+        A principal sees the requests it may decide (by its template's reviewer role) and every
+        request with :data:`AUDITOR_ROLE`; its own requests without their reviewers' identities or
+        comments; no other request.
+        """
         row = await self._current(request_id)
         if row is None:
             return None
         decisions = await self._db.read(lambda conn: decision_rows(conn, [request_id]))
-        return self._record(row, decisions)
+        return self._shown(self._record(row, decisions), viewer)
+
+    def sees_reviewers(self, principal: str, template: str | None) -> bool:
+        """Whether ``principal`` sees who decided requests of ``template`` (an auditor, or one of its reviewers)."""
+        roles = self._roles(principal)
+        if AUDITOR_ROLE in roles:
+            return True
+        return self._configured(template) and self._template(template).reviewer_role in roles
 
     async def decide(
         self, request_id: str, reviewer: str, decision: Literal["approve", "deny"], comment: str | None = None
@@ -280,6 +318,25 @@ class LocalApprovalBackend:
 
     def _configured(self, name: str | None) -> bool:
         return not name or name in self._templates
+
+    def _shown(self, record: ApprovalRecord, viewer: str | None) -> ApprovalRecord | None:
+        """``record`` as ``viewer`` may see it, or ``None`` when it may not see it at all."""
+        if viewer is None or self.sees_reviewers(viewer, record.template):
+            return record
+        return record.without_reviewers() if record.requester == viewer else None
+
+    def _visible_rows(self, viewer: str | None) -> ColumnElement[bool] | None:
+        """The rows ``viewer`` may see, as a condition (``None``: all of them)."""
+        if viewer is None:
+            return None
+        roles = self._roles(viewer)
+        if AUDITOR_ROLE in roles:
+            return None
+        reviewed = [name for name, rules in self._templates.items() if rules.reviewer_role in roles]
+        clauses = [_R.c.requester == viewer, _R.c.template.in_(reviewed)]
+        if _DEFAULT_TEMPLATE.reviewer_role in roles:
+            clauses.append(_R.c.template.is_(None))
+        return or_(*clauses)
 
     def _record(self, row: Row, decisions: Sequence[Row]) -> ApprovalRecord:
         mine = [d for d in decisions if d["request_id"] == row["request_id"]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import Connection, func, select, update
@@ -20,6 +20,7 @@ __all__ = [
     "DecisionRecord",
     "NotEligibleError",
     "RequestExpiredError",
+    "RequestPage",
     "ReviewError",
     "Row",
     "StaleError",
@@ -59,9 +60,9 @@ class RequestExpiredError(AlreadyDecidedError):
 
 @dataclass(frozen=True)
 class DecisionRecord:
-    """One reviewer's decision on a request."""
+    """One reviewer's decision on a request (``reviewer`` is ``None`` where it is withheld)."""
 
-    reviewer: str
+    reviewer: str | None
     decision: str
     comment: str | None
     decided_at: int
@@ -103,6 +104,11 @@ class ApprovalRecord:
     #: and nobody may approve it), or ``None``.
     integrity_failure: str | None = None
 
+    def without_reviewers(self) -> ApprovalRecord:
+        """The record as its requester sees it: each decision without its reviewer or comment."""
+        hidden = tuple(DecisionRecord(None, d.decision, None, d.decided_at) for d in self.decisions)
+        return replace(self, decisions=hidden)
+
     def to_json(self) -> dict[str, Any]:
         """The record as a JSON object."""
         return {
@@ -122,6 +128,32 @@ class ApprovalRecord:
             "approvals_required": self.approvals_required,
             "decisions": [decision.to_json() for decision in self.decisions],
             "integrity_failure": self.integrity_failure,
+        }
+
+
+@dataclass(frozen=True)
+class RequestPage:
+    """One page of a request listing: the records, where the page starts, and how many there are in all."""
+
+    records: list[ApprovalRecord]
+    offset: int
+    limit: int
+    total: int
+
+    @property
+    def next_offset(self) -> int | None:
+        """Where the next page starts, or ``None`` when this page is the last."""
+        following = self.offset + len(self.records)
+        return following if following < self.total else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The page as a JSON object: ``approvals``, ``total``, ``offset``, ``limit``, ``next_offset``."""
+        return {
+            "approvals": [record.to_json() for record in self.records],
+            "total": self.total,
+            "offset": self.offset,
+            "limit": self.limit,
+            "next_offset": self.next_offset,
         }
 
 

@@ -28,7 +28,7 @@ from mcp_approval.backends.arap import ArapBackend
 from mcp_approval.backends.console import console_routes
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
-from mcp_approval.backends.login_throttle import FailedLoginThrottle
+from mcp_approval.backends.login_throttle import FailedAuthenticationLimit, FailedLoginThrottle
 from mcp_approval.backends.reviewer_api import reviewer_routes
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.policy import PolicyDecisionPoint, ToolCallMapper
@@ -184,6 +184,8 @@ class Approvals:
         # Outermost: every call is decided before anything else runs.
         self.gate = PolicyGate(policy, mapper=mapper, on_requestable=self.approval, principal_resolver=resolver)
         self._reviewers = reviewers or (_verified_subject(verifier) if verifier is not None else None)
+        # One limit on failed authentications for the reviewer API, the console and /mcp.
+        self._throttle = FailedLoginThrottle(self.clock)
 
     # -- the server ----------------------------------------------------------------------------
 
@@ -225,7 +227,7 @@ class Approvals:
         if secret is not None:
             routes.append(self._callback_route(secret.get_secret_value()))
         if isinstance(self.backend, LocalApprovalBackend) and self._reviewers is not None:
-            throttle = FailedLoginThrottle(self.clock)  # one limit on failed sign-ins for both
+            throttle = self._throttle  # one limit on failed sign-ins for both (and /mcp, see http_app)
             routes += reviewer_routes(self.backend, self._reviewers, throttle=throttle)
             routes += console_routes(self.backend, self._reviewers, self.audit, clock=self.clock, throttle=throttle)
         return routes
@@ -234,6 +236,8 @@ class Approvals:
         """``server``'s streamable HTTP app (MCP at ``/mcp``) with :meth:`routes` mounted."""
         app = server.streamable_http_app(json_response=True)
         app.router.routes[0:0] = self.routes()
+        if self.token_verifier is not None:  # wrong tokens at /mcp count against the same limit
+            app.add_middleware(FailedAuthenticationLimit, throttle=self._throttle, path="/mcp")
         return app
 
     def _callback_route(self, secret: str) -> BaseRoute:

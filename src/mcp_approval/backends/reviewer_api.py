@@ -23,13 +23,15 @@ from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_records import NotEligibleError, ReviewError
 from mcp_approval.backends.login_throttle import FailedLoginThrottle, client_key
-from mcp_approval.json_body import JsonBodyError, parse_json_body
+from mcp_approval.json_body import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
 
-__all__ = ["MAX_COMMENT_CHARS", "MAX_PAGE_SIZE", "Authenticator", "problem", "reviewer_routes"]
+__all__ = ["MAX_COMMENT_CHARS", "MAX_DECISION_BYTES", "MAX_PAGE_SIZE", "Authenticator", "problem", "reviewer_routes"]
 
 Authenticator = Callable[[str], Awaitable[str | None]]
 #: The longest comment a reviewer may attach to a decision.
 MAX_COMMENT_CHARS = 2000
+#: The longest decision body accepted (room for the longest comment in any UTF-8); longer is a 413.
+MAX_DECISION_BYTES = 16 * 1024
 #: The most requests one page of a listing holds (also the default page size).
 MAX_PAGE_SIZE = 200
 _TITLES = {
@@ -38,6 +40,7 @@ _TITLES = {
     403: "Forbidden",
     404: "Not Found",
     409: "Conflict",
+    413: "Content Too Large",
     415: "Unsupported Media Type",
     429: "Too Many Requests",
 }
@@ -156,7 +159,9 @@ async def _decision_body(request: Request) -> tuple[Literal["approve", "deny"], 
     if media_type != "application/json" and not media_type.endswith("+json"):
         raise _Problem(415, "the request body must be application/json")
     try:
-        body: Any = parse_json_body(await request.body())
+        body: Any = parse_json_body(await read_body(request, MAX_DECISION_BYTES))
+    except BodyTooLargeError as exc:
+        raise _Problem(413, str(exc)) from None
     except JsonBodyError as exc:
         raise _Problem(400, str(exc)) from None
     if not isinstance(body, dict):

@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-__all__ = ["MAX_JSON_DEPTH", "JsonBodyError", "parse_json_body"]
+from starlette.requests import Request
+
+__all__ = ["MAX_JSON_DEPTH", "BodyTooLargeError", "JsonBodyError", "parse_json_body", "read_body"]
 
 #: The deepest nesting of objects and arrays accepted in a request body (``{}`` is depth 1).
 MAX_JSON_DEPTH: Final = 64
@@ -19,6 +21,31 @@ MAX_JSON_DEPTH: Final = 64
 
 class JsonBodyError(ValueError):
     """A request body that is not acceptable JSON; the message says why without quoting the body."""
+
+
+class BodyTooLargeError(ValueError):
+    """A request body longer than its endpoint accepts (answered ``413``)."""
+
+
+async def read_body(request: Request, max_bytes: int) -> bytes:
+    """The request body, read as it streams in and abandoned as soon as it passes ``max_bytes``.
+
+    A ``Content-Length`` over the limit is refused before anything is read, so no endpoint holds
+    more than ``max_bytes`` (plus one chunk) of a body it will refuse.
+
+    Raises:
+        BodyTooLargeError: the body is (or announces itself) longer than ``max_bytes``.
+    """
+    too_large = BodyTooLargeError(f"the request body exceeds {max_bytes} bytes")
+    announced = request.headers.get("content-length", "")
+    if announced.isascii() and announced.isdigit() and int(announced) > max_bytes:
+        raise too_large
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > max_bytes:
+            raise too_large
+    return bytes(body)
 
 
 def parse_json_body(raw: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:

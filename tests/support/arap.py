@@ -163,11 +163,21 @@ def _stored_handle(directory: Path, task_id: str) -> tuple[bool, dict[str, str] 
     return True, (json.loads(row[0]) if row[0] else None)
 
 
-def handle_of(directory: Path, task_id: str) -> dict[str, str]:
-    """The ARAP handle ``serve`` stored for an MCP task (``{id, status_endpoint}``), read from its database."""
+def handle_of(directory: Path, task_id: str, *, timeout_s: float = 15.0) -> dict[str, str]:
+    """The ARAP handle ``serve`` stored for an MCP task (``{id, status_endpoint}``), read from its database.
+
+    Waits (up to ``timeout_s``) for it: the Access Request Service shows a request as soon as it is
+    submitted, and ``serve`` stores the handle only when the submission's answer reaches it.
+    """
+    import time
+
+    deadline = time.monotonic() + timeout_s
     exists, handle = _stored_handle(directory, task_id)
+    while not handle and time.monotonic() < deadline:
+        time.sleep(0.02)  # polling the database for the state, bounded by the deadline
+        exists, handle = _stored_handle(directory, task_id)
     assert exists, f"no workflow for task {task_id}"
-    assert handle, f"no handle stored for task {task_id}"
+    assert handle, f"no handle stored for task {task_id} within {timeout_s}s"
     return handle
 
 

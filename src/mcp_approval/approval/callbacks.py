@@ -27,6 +27,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.json_body import BodyTooLargeError, read_body
 
 __all__ = [
     "CALLBACK_PATH",
@@ -117,8 +118,9 @@ def callback_route(
     seen = _SeenSignatures()
 
     async def receive(request: Request) -> Response:
-        body = await request.body()
-        if len(body) > _MAX_BODY:
+        try:
+            body = await read_body(request, _MAX_BODY)  # anonymous: never buffered past the limit
+        except BodyTooLargeError:
             return _problem(413, "Callback too large")
         now_s = time_source.now_ms() // 1000
         if not verify_callback(secret, body, request.headers.get(SIGNATURE_HEADER), now_s):

@@ -28,13 +28,14 @@ from mcp_approval.backends.contract import (
     SupportsStatusMany,
     UnknownRequestError,
 )
-from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.local import AUDITOR_ROLE, LocalApprovalBackend, UnverifiedRequestError
 from mcp_approval.backends.local_records import (
     AlreadyDecidedError,
     ApprovalRecord,
     DecisionRecord,
     NotEligibleError,
     RequestExpiredError,
+    RequestPage,
     ReviewError,
 )
 from mcp_approval.backends.local_rules import ApprovalTemplate, ResolverRule
@@ -43,6 +44,7 @@ from mcp_approval.backends.resolvers import AutoResolver, CallableResolver, Rule
 from mcp_approval.backends.reviewer_api import Authenticator, reviewer_routes
 
 __all__ = [
+    "AUDITOR_ROLE",
     "AlreadyDecidedError",
     "ApprovalBackend",
     "ApprovalBackendError",
@@ -64,6 +66,7 @@ __all__ = [
     "OutcomeReader",
     "RequestExpiredError",
     "RequestOutcome",
+    "RequestPage",
     "ResolverRule",
     "ReviewError",
     "RuleResolver",
@@ -72,6 +75,7 @@ __all__ = [
     "SupportsFindSubmitted",
     "SupportsStatusMany",
     "UnknownRequestError",
+    "UnverifiedRequestError",
     "console_routes",
     "reviewer_routes",
 ]

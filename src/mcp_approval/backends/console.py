@@ -40,14 +40,23 @@ from mcp_approval.backends.console_sessions import Session, SessionStore
 from mcp_approval.backends.console_views import EventView, RequestView, environment
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.local import LocalApprovalBackend
-from mcp_approval.backends.local_records import AlreadyDecidedError, ApprovalRecord, NotEligibleError, ReviewError
+from mcp_approval.backends.local_records import (
+    AlreadyDecidedError,
+    ApprovalRecord,
+    NotEligibleError,
+    RequestPage,
+    ReviewError,
+)
 from mcp_approval.backends.login_throttle import FailedLoginThrottle, client_key
 from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.backends.reviewer_api import MAX_COMMENT_CHARS, Authenticator
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.storage.audit import AuditEvent
 
-__all__ = ["COOKIE", "AuditReader", "console_routes"]
+__all__ = ["COOKIE", "PAGE_SIZE", "AuditReader", "console_routes"]
+
+#: How many requests one console page lists.
+PAGE_SIZE = 100
 
 #: The session cookie's name.
 COOKIE = "mcp_approval_console"
@@ -171,15 +180,15 @@ class _Console:
         session = await self._signed_in(request)
         if session is None:
             return self._to_login()
-        records = await self.backend.list_requests("pending")
-        return self._render("pending.html", session, tab="pending", views=self._views(records))
+        page = await self._page(request, session, "pending")
+        return self._render("pending.html", session, tab="pending", views=self._views(page.records), page=page)
 
     async def decided(self, request: Request) -> Response:
         session = await self._signed_in(request)
         if session is None:
             return self._to_login()
-        records = await self.backend.list_requests("decided")
-        return self._render("decided.html", session, tab="decided", views=self._views(records))
+        page = await self._page(request, session, "decided")
+        return self._render("decided.html", session, tab="decided", views=self._views(page.records), page=page)
 
     async def detail(self, request: Request) -> Response:
         session = await self._signed_in(request)
@@ -207,6 +216,8 @@ class _Console:
         except UnknownRequestError:
             raise _Refused(404, "There is no such approval request.") from None
         except NotEligibleError as exc:
+            if await self.backend.get_request(request_id, viewer=session.principal) is None:
+                raise _Refused(403, f"You may not decide this request: {exc}.") from None  # nor see it
             return await self._detail(session, request_id, 403, f"You may not decide this request: {exc}.")
         except AlreadyDecidedError as exc:
             return await self._detail(session, request_id, 409, f"Nothing was recorded: {exc}.")
@@ -290,14 +301,16 @@ class _Console:
         return session
 
     async def _detail(self, session: Session, request_id: str, status: int = 200, error: str | None = None) -> Response:
-        record = await self.backend.get_request(request_id)
+        record = await self.backend.get_request(request_id, viewer=session.principal)
         if record is None:
             raise _Refused(404, "There is no such approval request.")
-        events = await self.audit.events(subject=request_id, limit=_AUDIT_EVENTS)
         outcome = await self.outcomes.outcome(request_id) if self.outcomes is not None else None
-        if outcome is not None:  # the call's own steps (claimed, finished, fenced) join the trail
-            task_events = await self.audit.events(subject=outcome.task_id, limit=_AUDIT_EVENTS)
-            events = sorted([*events, *task_events], key=lambda event: event.event_id)
+        events: list[AuditEvent] = []  # the trail names reviewers: shown to those who may see them
+        if self.backend.sees_reviewers(session.principal, record.template):
+            events = await self.audit.events(subject=request_id, limit=_AUDIT_EVENTS)
+            if outcome is not None:  # the call's own steps (claimed, finished, fenced) join the trail
+                task_events = await self.audit.events(subject=outcome.task_id, limit=_AUDIT_EVENTS)
+                events = sorted([*events, *task_events], key=lambda event: event.event_id)
         view = RequestView(record, self.clock.now_ms())
         return self._render(
             "detail.html",
@@ -311,6 +324,12 @@ class _Console:
             outcome_badges=_OUTCOME_BADGES,
             max_comment=MAX_COMMENT_CHARS,
         )
+
+    async def _page(self, request: Request, session: Session, status: Literal["pending", "decided"]) -> RequestPage:
+        """The page of requests the ``offset`` query parameter names (a bad one is the first page)."""
+        text = request.query_params.get("offset", "0")
+        offset = int(text) if text.isascii() and text.isdigit() and len(text) < 10 else 0
+        return await self.backend.page_requests(status, viewer=session.principal, offset=offset, limit=PAGE_SIZE)
 
     def _views(self, records: list[ApprovalRecord]) -> list[RequestView]:
         now = self.clock.now_ms()
@@ -348,6 +367,8 @@ def _why_not(view: RequestView, principal: str, backend: LocalApprovalBackend) -
     record = view.record
     if record.status.terminal:
         return f"This request is {record.status.value}; it takes no more decisions."
+    if record.integrity_failure is not None:
+        return "This request was altered after it was submitted, so it cannot be approved and will not run."
     if view.decided_by(principal):
         return "You already decided this request; it waits for other reviewers."
     refusal = backend.why_ineligible(principal, requester=record.requester, template=record.template)

@@ -132,6 +132,8 @@ class RequestView:
     @property
     def summary(self) -> str:
         """The arguments on one line, cut at :data:`SUMMARY_CHARS`."""
+        if self.record.integrity_failure is not None:
+            return "altered after submission: not shown"
         text = ", ".join(f"{name}: {json_value(value)}" for name, value in self.record.arguments.items())
         return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
 

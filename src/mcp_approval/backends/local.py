@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import secrets
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import rfc8785
-from sqlalchemy import Connection, select
+from sqlalchemy import ColumnElement, Connection, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from mcp_approval.backends.contract import (
@@ -34,6 +35,7 @@ from mcp_approval.backends.local_records import (
     ApprovalRecord,
     NotEligibleError,
     RequestExpiredError,
+    RequestPage,
     ReviewError,
     Row,
     StaleError,
@@ -54,12 +56,16 @@ from mcp_approval.storage.audit import AuditLog
 from mcp_approval.storage.database import Database
 
 __all__ = [
+    "AUDITOR_ROLE",
     "AlreadyDecidedError",
     "ApprovalRecord",
     "LocalApprovalBackend",
     "NotEligibleError",
     "RequestExpiredError",
+    "RequestPage",
+    "RequestSeal",
     "ReviewError",
+    "UnverifiedRequestError",
 ]
 
 _R = approval_requests_table
@@ -68,8 +74,29 @@ _log = logging.getLogger(__name__)
 #: Requests that name no template: one approver holding "approver", no self-approval. A request
 #: naming a template that is not configured is refused (it never falls back to this one).
 _DEFAULT_TEMPLATE = ApprovalTemplate()
+#: The role that lets a principal read every request and its reviewers (it decides none by itself).
+AUDITOR_ROLE = "auditor"
 #: How often a decision transaction is retried when a concurrent one won the compare-and-set.
 _CAS_ATTEMPTS = 5
+
+
+class RequestSeal(Protocol):
+    """Keyed sealing of a document to one record (:class:`~mcp_approval.approval.BindingCipher` is one).
+
+    :meth:`open` raises on a ciphertext that does not authenticate for ``record``.
+    """
+
+    def seal(self, document: Mapping[str, Any], *, record: str) -> str:
+        """``document`` sealed to ``record``."""
+        ...
+
+    def open(self, sealed: str, *, record: str) -> dict[str, Any]:
+        """The document :meth:`seal` sealed to ``record``."""
+        ...
+
+
+class UnverifiedRequestError(ReviewError):
+    """The request's stored content does not match its seal, so nobody may approve it."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +117,11 @@ class LocalApprovalBackend:
         redact: argument names reviewers see as ``"[redacted]"``.
         audit: where audit events go (by default, the same database).
         clock: the source of time.
+        seal: seals what reviewers see of each request (tool, arguments, requester, template,
+            approvals required, deadline) under the server's binding key when it is stored. A
+            request whose row no longer matches its seal is flagged (``integrity_failure``), shown
+            without its content, and cannot be approved, by a reviewer or a resolver. Without a
+            seal nothing is checked. Rows stored before sealing existed are sealed by :meth:`start`.
 
     Raises:
         ValueError: a resolver decides a template that is not in ``templates``.
@@ -108,8 +140,10 @@ class LocalApprovalBackend:
         redact: Collection[str] = (),
         audit: AuditLog | None = None,
         clock: Clock | None = None,
+        seal: RequestSeal | None = None,
     ) -> None:
         self._db = database
+        self._seal = seal
         self._templates = dict(templates)
         self._roles = roles
         self._resolvers = {resolver.template: resolver for resolver in resolvers}
@@ -127,6 +161,7 @@ class LocalApprovalBackend:
     async def start(self, listener: StatusListener | None = None) -> None:
         """Remember ``listener`` and resume resolver work left pending by a previous process."""
         self._listener = listener
+        await self._seal_unsealed()
         if not self._resolvers:
             return
         templates = sorted(self._resolvers)
@@ -219,27 +254,60 @@ class LocalApprovalBackend:
     async def list_requests(
         self, status: Literal["pending", "decided"] = "pending", *, limit: int = 200
     ) -> list[ApprovalRecord]:
-        """Pending requests (oldest first) or decided ones (latest first)."""
-        await self._expire_due()
-        if status == "pending":
-            query = select(_R).where(_R.c.status == "pending").order_by(_R.c.created_at, _R.c.request_id)
-        else:
-            query = select(_R).where(_R.c.status != "pending").order_by(_R.c.updated_at.desc(), _R.c.request_id)
+        """Pending requests (oldest first) or decided ones (latest first), every one of them."""
+        return (await self.page_requests(status, limit=limit)).records
 
-        def read(conn: Connection) -> list[ApprovalRecord]:
-            rows = [dict(row) for row in conn.execute(query.limit(limit)).mappings()]
+    async def page_requests(
+        self,
+        status: Literal["pending", "decided"] = "pending",
+        *,
+        viewer: str | None = None,
+        offset: int = 0,
+        limit: int = 200,
+    ) -> RequestPage:
+        """One page of pending requests (oldest first) or decided ones (latest first), with the total.
+
+        With a ``viewer``, only the requests it may see (see :meth:`get_request`) are listed or counted.
+        """
+        await self._expire_due()
+        where = _R.c.status == "pending" if status == "pending" else _R.c.status != "pending"
+        visible = self._visible_rows(viewer)
+        if visible is not None:
+            where = where & visible
+        query = select(_R).where(where)
+        if status == "pending":
+            query = query.order_by(_R.c.created_at, _R.c.request_id)
+        else:
+            query = query.order_by(_R.c.updated_at.desc(), _R.c.request_id)
+
+        def read(conn: Connection) -> RequestPage:
+            total = conn.execute(select(func.count()).select_from(_R).where(where)).scalar_one()
+            rows = [dict(row) for row in conn.execute(query.offset(offset).limit(limit)).mappings()]
             decisions = decision_rows(conn, [row["request_id"] for row in rows]) if rows else []
-            return [self._record(row, decisions) for row in rows]
+            shown = [self._shown(self._record(row, decisions), viewer) for row in rows]
+            return RequestPage([record for record in shown if record is not None], offset, limit, total)
 
         return await self._db.read(read)
 
-    async def get_request(self, request_id: str) -> ApprovalRecord | None:
-        """One request as reviewers see it, or ``None``."""
+    async def get_request(self, request_id: str, *, viewer: str | None = None) -> ApprovalRecord | None:
+        """One request as ``viewer`` may see it (without a viewer, as it is), or ``None``.
+
+        A principal sees the requests it may decide (by its template's reviewer role) and every
+        request with :data:`AUDITOR_ROLE`; its own requests without their reviewers' identities or
+        comments; no other request.
+        """
         row = await self._current(request_id)
         if row is None:
             return None
         decisions = await self._db.read(lambda conn: decision_rows(conn, [request_id]))
-        return self._record(row, decisions)
+        return self._shown(self._record(row, decisions), viewer)
+
+    def sees_reviewers(self, principal: str, template: str | None) -> bool:
+        """Whether ``principal`` sees who decided requests of ``template`` (an auditor, or one of its reviewers)."""
+        roles = self._roles(principal)
+        if AUDITOR_ROLE in roles:
+            return True
+        return self._configured(template) and self._template(template).reviewer_role in roles
 
     async def decide(
         self, request_id: str, reviewer: str, decision: Literal["approve", "deny"], comment: str | None = None
@@ -263,9 +331,60 @@ class LocalApprovalBackend:
     def _configured(self, name: str | None) -> bool:
         return not name or name in self._templates
 
+    def _shown(self, record: ApprovalRecord, viewer: str | None) -> ApprovalRecord | None:
+        """``record`` as ``viewer`` may see it, or ``None`` when it may not see it at all."""
+        if viewer is None or self.sees_reviewers(viewer, record.template):
+            return record
+        return record.without_reviewers() if record.requester == viewer else None
+
+    def _visible_rows(self, viewer: str | None) -> ColumnElement[bool] | None:
+        """The rows ``viewer`` may see, as a condition (``None``: all of them)."""
+        if viewer is None:
+            return None
+        roles = self._roles(viewer)
+        if AUDITOR_ROLE in roles:
+            return None
+        reviewed = [name for name, rules in self._templates.items() if rules.reviewer_role in roles]
+        clauses = [_R.c.requester == viewer, _R.c.template.in_(reviewed)]
+        if _DEFAULT_TEMPLATE.reviewer_role in roles:
+            clauses.append(_R.c.template.is_(None))
+        return or_(*clauses)
+
     def _record(self, row: Row, decisions: Sequence[Row]) -> ApprovalRecord:
         mine = [d for d in decisions if d["request_id"] == row["request_id"]]
-        return record_from_rows(row, mine, self._redact)
+        return record_from_rows(row, mine, self._redact, integrity_failure=self._integrity_failure(row))
+
+    def _integrity_failure(self, row: Row) -> str | None:
+        """Why the row's content cannot be trusted as what was submitted, or ``None`` (or without a seal)."""
+        if self._seal is None:
+            return None
+        if row.get("content_seal") is None:
+            return "the stored request carries no seal"
+        try:
+            sealed = self._seal.open(row["content_seal"], record=row["request_id"])
+        except Exception:  # any failure to authenticate is the same verdict: not what was submitted
+            return "the stored request's seal does not authenticate"
+        if sealed != _sealed_content(row):
+            return "the stored request does not match what was submitted"
+        return None
+
+    async def _seal_unsealed(self) -> None:
+        """Seal the rows stored before this backend sealed its requests (trusted as found at start)."""
+        seal = self._seal
+        if seal is None:
+            return
+        unsealed = select(_R).where(_R.c.content_seal.is_(None), _R.c.status == "pending")
+
+        def write(conn: Connection) -> int:
+            rows = [dict(row) for row in conn.execute(unsealed).mappings()]
+            for row in rows:
+                value = seal.seal(_sealed_content(row), record=row["request_id"])
+                conn.execute(update(_R).where(_R.c.request_id == row["request_id"]).values(content_seal=value))
+            return len(rows)
+
+        count = await self._db.write(write)
+        if count:
+            _log.info("sealed %d pending approval requests stored before request sealing", count)
 
     def _insert(self, conn: Connection, key: str, digest: str, submission: ApprovalSubmission) -> tuple[str, bool]:
         existing = existing_request(conn, key, digest)
@@ -274,25 +393,25 @@ class LocalApprovalBackend:
         now = self._clock.now_ms()
         # 256 random bits; the prefix keeps an id from starting with "-" (a CLI would read an option).
         request_id = "apr_" + secrets.token_urlsafe(32)
-        conn.execute(
-            _R.insert(),
-            {
-                "request_id": request_id,
-                "idempotency_key": key,
-                "body_digest": digest,
-                # The full canonical body: redaction applies when a record is presented.
-                "body_json": rfc8785.dumps(submission.to_json()).decode(),
-                "status": "pending",
-                "tool_name": submission.tool,
-                "requester": submission.requester,
-                "template": submission.template,
-                "approvals_required": self._template(submission.template).approvals_required,
-                "created_at": now,
-                "expires_at": submission.deadline_ms,
-                "updated_at": now,
-                "version": 0,
-            },
-        )
+        values: dict[str, Any] = {
+            "request_id": request_id,
+            "idempotency_key": key,
+            "body_digest": digest,
+            # The full canonical body: redaction applies when a record is presented.
+            "body_json": rfc8785.dumps(submission.to_json()).decode(),
+            "status": "pending",
+            "tool_name": submission.tool,
+            "requester": submission.requester,
+            "template": submission.template,
+            "approvals_required": self._template(submission.template).approvals_required,
+            "created_at": now,
+            "expires_at": submission.deadline_ms,
+            "updated_at": now,
+            "version": 0,
+        }
+        if self._seal is not None:
+            values["content_seal"] = self._seal.seal(_sealed_content(values), record=request_id)
+        conn.execute(_R.insert(), values)
         data = {"tool": submission.tool, "template": submission.template}
         self._audit.record_in(
             conn, now, "approval.submitted", subject=request_id, actor=submission.requester, data=data
@@ -374,6 +493,9 @@ class LocalApprovalBackend:
             raise AlreadyDecidedError(f"request {request_id[:8]}… is already {row['status']}")
         if not automatic:
             self._check_eligible(row, reviewer)
+        failure = self._integrity_failure(row)
+        if failure is not None and decision == "approve":
+            raise UnverifiedRequestError(f"request {request_id[:8]}… cannot be approved: {failure}")
         if due(row, now):
             # The expiry must commit, so it is returned, not raised (raising rolls back).
             self._expire_in(conn, row, now)
@@ -440,6 +562,10 @@ class LocalApprovalBackend:
             return
         template = row["template"]
         actor = f"resolver:{template}"
+        failure = self._integrity_failure(row)
+        if failure is not None:  # an edited row is never decided on what it now says
+            await self._audit.record("approval.unverified", subject=request_id, actor=actor, data={"why": failure})
+            return
         submission = ApprovalSubmission.from_json(json.loads(row["body_json"]))
         try:
             verdict = await self._resolvers[template].decide(submission)
@@ -454,6 +580,19 @@ class LocalApprovalBackend:
         # A reviewer, the deadline or a cancellation may have got there first.
         with contextlib.suppress(ReviewError, UnknownRequestError):
             await self._decide(request_id, actor, verdict, "decided automatically", automatic=True)
+
+
+def _sealed_content(row: Row) -> dict[str, Any]:
+    """What a request's seal covers: every stored member reviewers see or decisions depend on."""
+    return {
+        "idempotency_key": row["idempotency_key"],
+        "body_sha256": hashlib.sha256(row["body_json"].encode()).hexdigest(),
+        "tool_name": row["tool_name"],
+        "requester": row["requester"],
+        "template": row["template"],
+        "approvals_required": row["approvals_required"],
+        "expires_at": row["expires_at"],
+    }
 
 
 def _state_of(row: Row) -> ApprovalState:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import Connection, func, select, update
@@ -20,6 +20,7 @@ __all__ = [
     "DecisionRecord",
     "NotEligibleError",
     "RequestExpiredError",
+    "RequestPage",
     "ReviewError",
     "Row",
     "StaleError",
@@ -59,9 +60,9 @@ class RequestExpiredError(AlreadyDecidedError):
 
 @dataclass(frozen=True)
 class DecisionRecord:
-    """One reviewer's decision on a request."""
+    """One reviewer's decision on a request (``reviewer`` is ``None`` where it is withheld)."""
 
-    reviewer: str
+    reviewer: str | None
     decision: str
     comment: str | None
     decided_at: int
@@ -99,6 +100,14 @@ class ApprovalRecord:
     reason: str | None = None
     #: What the requester supplied for the template's submission inputs (e.g. a justification).
     inputs: Mapping[str, str] = field(default_factory=dict)
+    #: Why the stored request cannot be trusted as what was submitted (its content is then withheld
+    #: and nobody may approve it), or ``None``.
+    integrity_failure: str | None = None
+
+    def without_reviewers(self) -> ApprovalRecord:
+        """The record as its requester sees it: each decision without its reviewer or comment."""
+        hidden = tuple(DecisionRecord(None, d.decision, None, d.decided_at) for d in self.decisions)
+        return replace(self, decisions=hidden)
 
     def to_json(self) -> dict[str, Any]:
         """The record as a JSON object."""
@@ -118,6 +127,33 @@ class ApprovalRecord:
             "approved_until": None if self.approved_until is None else iso8601(self.approved_until),
             "approvals_required": self.approvals_required,
             "decisions": [decision.to_json() for decision in self.decisions],
+            "integrity_failure": self.integrity_failure,
+        }
+
+
+@dataclass(frozen=True)
+class RequestPage:
+    """One page of a request listing: the records, where the page starts, and how many there are in all."""
+
+    records: list[ApprovalRecord]
+    offset: int
+    limit: int
+    total: int
+
+    @property
+    def next_offset(self) -> int | None:
+        """Where the next page starts, or ``None`` when this page is the last."""
+        following = self.offset + len(self.records)
+        return following if following < self.total else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The page as a JSON object: ``approvals``, ``total``, ``offset``, ``limit``, ``next_offset``."""
+        return {
+            "approvals": [record.to_json() for record in self.records],
+            "total": self.total,
+            "offset": self.offset,
+            "limit": self.limit,
+            "next_offset": self.next_offset,
         }
 
 
@@ -131,10 +167,18 @@ def redact(value: Any, names: Collection[str]) -> Any:
 
 
 def record_from_rows(
-    row: Mapping[str, Any], decisions: Sequence[Mapping[str, Any]], names: Collection[str]
+    row: Mapping[str, Any],
+    decisions: Sequence[Mapping[str, Any]],
+    names: Collection[str],
+    *,
+    integrity_failure: str | None = None,
 ) -> ApprovalRecord:
-    """The record an ``approval_requests`` row and its ``approval_decisions`` rows describe."""
-    body = json.loads(row["body_json"])
+    """The record an ``approval_requests`` row and its ``approval_decisions`` rows describe.
+
+    With an ``integrity_failure`` the body's content (arguments, texts, inputs) is withheld:
+    an edited row must not be read as what will run.
+    """
+    body = {} if integrity_failure is not None else json.loads(row["body_json"])
     return ApprovalRecord(
         id=row["request_id"],
         status=ApprovalStatus(row["status"]),
@@ -151,6 +195,7 @@ def record_from_rows(
         description=body.get("description"),
         reason=body.get("reason"),
         inputs=dict(body.get("inputs") or {}),
+        integrity_failure=integrity_failure,
     )
 
 

@@ -39,6 +39,8 @@ approval_requests_table = Table(
     Column("decided_at", BigInteger, nullable=True),
     Column("updated_at", BigInteger, nullable=False),
     Column("version", Integer, nullable=False, default=0),
+    # The backend's keyed seal over the content reviewers see (see LocalApprovalBackend's ``seal``).
+    Column("content_seal", Text, nullable=True),
 )
 
 Index("ix_approval_requests_status", approval_requests_table.c.status, approval_requests_table.c.created_at)

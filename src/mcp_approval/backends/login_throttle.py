@@ -13,6 +13,9 @@ either count against both::
     routes = [*reviewer_routes(backend, authenticate, throttle=throttle),
               *console_routes(backend, authenticate, audit, clock=clock, throttle=throttle)]
 
+Endpoints whose tokens another layer checks (the MCP endpoint, where the SDK answers 401) get the
+same limit from the ASGI middleware :class:`FailedAuthenticationLimit`, which counts their 401s.
+
 The client is the peer address of the connection (:func:`client_key`). ``X-Forwarded-For`` is not
 trusted: anyone can send it, so honouring it would let a client pick a fresh key per attempt. The
 servers let uvicorn replace the peer with the forwarded address only for the proxies configured in
@@ -21,9 +24,11 @@ servers let uvicorn replace the peer with the forwarded address only for the pro
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict, deque
 
 from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_approval.clock import Clock, SystemClock
 
@@ -31,6 +36,7 @@ __all__ = [
     "DEFAULT_MAX_CLIENTS",
     "DEFAULT_MAX_FAILURES",
     "DEFAULT_WINDOW_S",
+    "FailedAuthenticationLimit",
     "FailedLoginThrottle",
     "client_key",
 ]
@@ -120,3 +126,52 @@ class FailedLoginThrottle:
             del self._failures[key]
             return None
         return failures
+
+
+class FailedAuthenticationLimit:
+    """ASGI middleware: ``throttle`` applied to the requests under ``path`` whose token ``app`` checks.
+
+    Every ``401`` answered under ``path`` counts as a failure of the client's address; a client over
+    the limit is answered ``429`` with ``Retry-After`` before ``app`` (and its token check) runs.
+    Other paths pass through untouched.
+    """
+
+    def __init__(self, app: ASGIApp, *, throttle: FailedLoginThrottle, path: str = "/mcp") -> None:
+        self.app = app
+        self.throttle = throttle
+        self.path = path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse a throttled client, else pass the request on and count a 401 answer."""
+        if scope["type"] != "http" or not _under(scope["path"], self.path):
+            await self.app(scope, receive, send)
+            return
+        client = client_key(Request(scope))
+        wait_s = self.throttle.retry_after_s(client)
+        if wait_s is not None:
+            await _too_many(send, wait_s)
+            return
+
+        async def counting(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 401:
+                self.throttle.record_failure(client)
+            await send(message)
+
+        await self.app(scope, receive, counting)
+
+
+def _under(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix.rstrip("/") + "/")
+
+
+async def _too_many(send: Send, wait_s: int) -> None:
+    body = json.dumps(
+        {"error": "too_many_requests", "error_description": "too many failed authentications from this address"}
+    ).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", str(wait_s).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 429, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

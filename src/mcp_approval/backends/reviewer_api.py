@@ -1,8 +1,11 @@
 """The reviewer HTTP API of the local approval backend.
 
-``GET /approvals?status=pending|decided``, ``GET /approvals/{id}`` and
-``POST /approvals/{id}/decide`` with ``{"decision": "approve"|"deny", "comment": "..."}``.
-Reviewers authenticate with a bearer token; errors are RFC 9457 ``application/problem+json``.
+``GET /approvals?status=pending|decided&offset=0&limit=200`` (a page with ``total`` and
+``next_offset``), ``GET /approvals/{id}`` and ``POST /approvals/{id}/decide`` with
+``{"decision": "approve"|"deny", "comment": "..."}``. Reviewers authenticate with a bearer token;
+each reads only what :meth:`~mcp_approval.backends.local.LocalApprovalBackend.get_request` shows
+it (a request it may not see is a 404; deciding one is refused, 403). Errors are RFC 9457
+``application/problem+json``.
 A client whose missing or wrong tokens pass the :class:`~mcp_approval.backends.login_throttle.FailedLoginThrottle`
 limit is answered 429 with ``Retry-After`` until the limit lets it try again.
 """
@@ -21,19 +24,24 @@ from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_records import NotEligibleError, ReviewError
 from mcp_approval.backends.login_throttle import FailedLoginThrottle, client_key
 from mcp_approval.backends.outcomes import OutcomeReader
-from mcp_approval.json_body import JsonBodyError, parse_json_body
+from mcp_approval.json_body import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
 
-__all__ = ["MAX_COMMENT_CHARS", "Authenticator", "problem", "reviewer_routes"]
+__all__ = ["MAX_COMMENT_CHARS", "MAX_DECISION_BYTES", "MAX_PAGE_SIZE", "Authenticator", "problem", "reviewer_routes"]
 
 Authenticator = Callable[[str], Awaitable[str | None]]
 #: The longest comment a reviewer may attach to a decision.
 MAX_COMMENT_CHARS = 2000
+#: The longest decision body accepted (room for the longest comment in any UTF-8); longer is a 413.
+MAX_DECISION_BYTES = 16 * 1024
+#: The most requests one page of a listing holds (also the default page size).
+MAX_PAGE_SIZE = 200
 _TITLES = {
     400: "Bad Request",
     401: "Unauthorized",
     403: "Forbidden",
     404: "Not Found",
     409: "Conflict",
+    413: "Content Too Large",
     415: "Unsupported Media Type",
     429: "Too Many Requests",
 }
@@ -82,16 +90,19 @@ def reviewer_routes(
         return reviewer
 
     async def list_approvals(request: Request) -> Response:
-        await reviewer_of(request)
+        reviewer = await reviewer_of(request)
         status = request.query_params.get("status", "pending")
         if status not in ("pending", "decided"):
             raise _Problem(400, "query parameter 'status' must be 'pending' or 'decided'")
-        records = await backend.list_requests("pending" if status == "pending" else "decided")
-        return JSONResponse({"approvals": [record.to_json() for record in records]})
+        offset = _count_param(request, "offset", 0, None)
+        limit = _count_param(request, "limit", 1, MAX_PAGE_SIZE)
+        wanted: Literal["pending", "decided"] = "pending" if status == "pending" else "decided"
+        page = await backend.page_requests(wanted, viewer=reviewer, offset=offset, limit=limit)
+        return JSONResponse(page.to_json())
 
     async def get_approval(request: Request) -> Response:
-        await reviewer_of(request)
-        record = await backend.get_request(_request_id(request))
+        reviewer = await reviewer_of(request)
+        record = await backend.get_request(_request_id(request), viewer=reviewer)
         if record is None:
             raise _Problem(404, "no such approval request")
         body = record.to_json()
@@ -141,13 +152,26 @@ def _request_id(request: Request) -> str:
     return request_id
 
 
+def _count_param(request: Request, name: str, least: int, most: int | None) -> int:
+    """A whole-number query parameter (absent: ``least`` for an offset, ``most`` for a limit)."""
+    text = request.query_params.get(name)
+    if text is None:
+        return most if most is not None else least
+    bound = f" and at most {most}" if most is not None else ""
+    if not (text.isascii() and text.isdigit()) or len(text) > 9 or not least <= int(text) <= (most or int(text)):
+        raise _Problem(400, f"query parameter {name!r} must be a whole number of at least {least}{bound}")
+    return int(text)
+
+
 async def _decision_body(request: Request) -> tuple[Literal["approve", "deny"], str | None]:
     """The validated ``decision`` and ``comment`` of a decide request."""
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media_type != "application/json" and not media_type.endswith("+json"):
         raise _Problem(415, "the request body must be application/json")
     try:
-        body: Any = parse_json_body(await request.body())
+        body: Any = parse_json_body(await read_body(request, MAX_DECISION_BYTES))
+    except BodyTooLargeError as exc:
+        raise _Problem(413, str(exc)) from None
     except JsonBodyError as exc:
         raise _Problem(400, str(exc)) from None
     if not isinstance(body, dict):

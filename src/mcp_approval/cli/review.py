@@ -25,6 +25,7 @@ from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_records import ApprovalRecord, ReviewError
 from mcp_approval.backends.local_rules import ApprovalTemplate
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
+from mcp_approval.backends.reviewer_api import MAX_PAGE_SIZE
 from mcp_approval.config import ConfigError, load_config
 from mcp_approval.server.local_backend import local_backend_from_config
 from mcp_approval.storage import Database, StoreUnavailableError, migrate, open_database
@@ -135,18 +136,20 @@ def list_command(
     config: Path | None = _CONFIG,
     db: str | None = _DB,
     status: str = typer.Option("pending", "--status", help="pending or decided."),
+    limit: int = typer.Option(MAX_PAGE_SIZE, "--limit", min=1, max=MAX_PAGE_SIZE, help="Requests per page."),
+    offset: int = typer.Option(0, "--offset", min=0, help="How many requests to skip (the previous pages)."),
     as_json: bool = _JSON,
 ) -> None:
-    """List pending (or decided) approval requests."""
+    """List pending (or decided) approval requests, one page at a time."""
     if status not in ("pending", "decided"):
         raise _fail(f"--status must be 'pending' or 'decided', not {status!r}")
     wanted: Literal["pending", "decided"] = "pending" if status == "pending" else "decided"
-    records = _run(config, db, lambda backend: backend.list_requests(wanted))
+    page = _run(config, db, lambda backend: backend.page_requests(wanted, offset=offset, limit=limit))
     if as_json:
-        typer.echo(json.dumps({"approvals": [record.to_json() for record in records]}, indent=2))
+        typer.echo(json.dumps(page.to_json(), indent=2))
         return
     table = Table("id", "status", "tool", "requester", "template", "approvals", "expires")
-    for record in records:
+    for record in page.records:
         approvals = sum(1 for d in record.decisions if d.decision == "approve")
         data = record.to_json()
         table.add_row(
@@ -159,6 +162,9 @@ def list_command(
             data["expires_at"] or "-",
         )
     Console(width=200).print(table)
+    if page.next_offset is not None:
+        shown = f"{page.offset + 1}-{page.offset + len(page.records)}"
+        typer.echo(f"{shown} of {page.total}; the next page: --offset {page.next_offset}")
 
 
 @review_app.command("show")

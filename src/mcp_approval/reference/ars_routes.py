@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from mcp_approval.json_body import JsonBodyError, parse_json_body
+from mcp_approval.json_body import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
 from mcp_approval.reference.ars import AccessRequestService, Answer
 from mcp_approval.reference.ars_submission import ArapError, parse_submission
 from mcp_approval.reference.signing import KeySet
@@ -112,9 +112,10 @@ async def _json_body(request: Request) -> Any:
         media_type.startswith("application/") and media_type.endswith("+json")
     ):
         raise ArapError(None, "the request body must be application/json")
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise ArapError(None, f"the request body exceeds {MAX_BODY_BYTES} bytes", status=413)
+    try:
+        raw = await read_body(request, MAX_BODY_BYTES)
+    except BodyTooLargeError as exc:
+        raise ArapError(None, str(exc), status=413) from None
     try:
         return parse_json_body(raw)
     except JsonBodyError as exc:

@@ -47,7 +47,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp_approval.json_body import JsonBodyError, parse_json_body
+from mcp_approval.json_body import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
 from mcp_approval.policy.http import EVALUATION_PATH, EVALUATIONS_PATH, REQUEST_ID_HEADER, WELL_KNOWN
 from mcp_approval.policy.models import (
     BatchItemError,
@@ -61,6 +61,7 @@ from mcp_approval.protocol import ARAP_CAPABILITY
 
 __all__ = [
     "ACCESS_REQUEST_CAPABILITY",
+    "MAX_EVALUATION_BYTES",
     "MAX_LISTED_ERRORS",
     "EchoRequestIdMiddleware",
     "pdp_app",
@@ -75,7 +76,9 @@ logger = logging.getLogger("mcp_approval.reference")
 ACCESS_REQUEST_CAPABILITY: Final = ARAP_CAPABILITY
 #: How many validation errors a ``400`` detail lists at most.
 MAX_LISTED_ERRORS: Final = 5
-_TITLES: Final = {400: "Bad Request", 500: "Internal Server Error"}
+#: The longest evaluation request body accepted (a batch of evaluations included); longer is a 413.
+MAX_EVALUATION_BYTES: Final = 1024 * 1024
+_TITLES: Final = {400: "Bad Request", 413: "Content Too Large", 500: "Internal Server Error"}
 _REQUEST_ID_BYTES: Final = REQUEST_ID_HEADER.lower().encode("latin-1")
 
 
@@ -234,7 +237,10 @@ async def _json_object(request: Request) -> dict[str, Any]:
     if not is_json:
         # AuthZEN certification (c-2-4-3): a wrong content type is a 400, not a 415.
         raise _Problem(400, "the request body must be application/json")
-    raw = await request.body()
+    try:
+        raw = await read_body(request, MAX_EVALUATION_BYTES)
+    except BodyTooLargeError as exc:
+        raise _Problem(413, str(exc)) from None
     if not raw.strip():
         raise _Problem(400, "the request body is empty")
     try:

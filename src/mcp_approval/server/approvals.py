@@ -30,7 +30,7 @@ from mcp_approval.backends.arap import ArapBackend
 from mcp_approval.backends.console import console_routes
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
-from mcp_approval.backends.login_throttle import FailedLoginThrottle
+from mcp_approval.backends.login_throttle import FailedAuthenticationLimit, FailedLoginThrottle
 from mcp_approval.backends.reviewer_api import reviewer_routes
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.metrics import ApprovalMetrics, MetricsOptions, metrics_route
@@ -198,6 +198,8 @@ class Approvals:
             unchecked_tools=unchecked,
         )
         self._reviewers = reviewers or (_verified_subject(verifier) if verifier is not None else None)
+        # One limit on failed authentications for the reviewer API, the console and /mcp.
+        self._throttle = FailedLoginThrottle(self.clock)
 
     # -- the server ----------------------------------------------------------------------------
 
@@ -270,7 +272,7 @@ class Approvals:
         if self.metrics_options.enabled:
             routes.append(metrics_route(self.metrics_options, ApprovalMetrics(self._database, self.audit)))
         if isinstance(self.backend, LocalApprovalBackend) and self._reviewers is not None:
-            throttle = FailedLoginThrottle(self.clock)  # one limit on failed sign-ins for both
+            throttle = self._throttle  # one limit on failed sign-ins for both (and /mcp, see http_app)
             outcomes = WorkflowOutcomes(self._database, self.audit)
             routes += reviewer_routes(self.backend, self._reviewers, throttle=throttle, outcomes=outcomes)
             routes += console_routes(
@@ -282,6 +284,8 @@ class Approvals:
         """``server``'s streamable HTTP app (MCP at ``/mcp``) with :meth:`routes` mounted."""
         app = server.streamable_http_app(json_response=True)
         app.router.routes[0:0] = self.routes()
+        if self.token_verifier is not None:  # wrong tokens at /mcp count against the same limit
+            app.add_middleware(FailedAuthenticationLimit, throttle=self._throttle, path="/mcp")
         return app
 
     def _callback_route(self, secret: str) -> BaseRoute:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.approval.binding import BindingCipher
+from mcp_approval.backends.local import LocalApprovalBackend, RequestSeal
 from mcp_approval.backends.resolvers import resolvers_from_config
 from mcp_approval.clock import Clock
 from mcp_approval.config import DeploymentConfig
+from mcp_approval.server.approvals import binding_cipher
 from mcp_approval.storage.audit import AuditLog
 from mcp_approval.storage.database import Database
 
@@ -22,10 +24,12 @@ def local_backend_from_config(
 ) -> LocalApprovalBackend:
     """The local backend ``config`` describes, on an already migrated ``database``.
 
-    ``with_resolvers=False`` skips loading ``[[resolvers]]`` (the review CLI never runs them).
+    ``with_resolvers=False`` skips loading ``[[resolvers]]`` (the review CLI never runs them). The
+    backend seals its requests under the configured binding key; without one (development) a
+    serving backend seals under a key of its own process, and the review CLI checks nothing.
 
     Raises:
-        ValueError: a callable resolver cannot be loaded.
+        ValueError: a callable resolver cannot be loaded, or the binding keys cannot be read.
     """
     return LocalApprovalBackend(
         database,
@@ -35,4 +39,13 @@ def local_backend_from_config(
         redact=config.approval.redact_arguments,
         audit=audit,
         clock=clock,
+        seal=_request_seal(config, serving=with_resolvers),
     )
+
+
+def _request_seal(config: DeploymentConfig, *, serving: bool) -> RequestSeal | None:
+    """The configured binding keys, else a process key for a server (a restart re-seals what is pending)."""
+    options = config.approval
+    if options.binding_keys or options.binding_key_file is not None:
+        return binding_cipher(options)
+    return BindingCipher.ephemeral() if serving else None

@@ -50,7 +50,7 @@ from pydantic import (
     model_validator,
 )
 
-from mcp_approval.approval.options import ApprovalOptions, check_approval_url
+from mcp_approval.approval.options import ApprovalOptions, valid_approval_url
 from mcp_approval.backends.arap import ArapSettings
 from mcp_approval.backends.local_rules import ApprovalTemplate, ResolverRule
 from mcp_approval.hosts import is_safe_transport
@@ -180,12 +180,7 @@ class TasksSection(TaskOptions):
     #: Older files' place for ``[approval] approval_url`` (used when that one is unset).
     approval_url: str | None = None
 
-    @field_validator("approval_url")
-    @classmethod
-    def _approval_page(cls, url: str | None) -> str | None:
-        if url is not None:
-            check_approval_url(url, field_name="approval_url")
-        return url
+    _check_approval_url = field_validator("approval_url")(valid_approval_url)
 
 
 class ApprovalSection(ApprovalOptions):

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.hosts import is_loopback_host
 
-__all__ = ["APPROVAL_ID_PLACEHOLDER", "ApprovalOptions", "check_approval_url"]
+__all__ = ["APPROVAL_ID_PLACEHOLDER", "ApprovalOptions", "check_approval_url", "valid_approval_url"]
 
 
 #: Where the approval's id goes in ``ApprovalOptions.approval_url``.
@@ -51,6 +51,16 @@ def check_approval_url(url: str, *, field_name: str) -> None:
         raise ValueError(f"{field_name}: {APPROVAL_ID_PLACEHOLDER} may not be part of the host: {url!r}")
     if APPROVAL_ID_PLACEHOLDER not in url:
         raise ValueError(f"{field_name} must contain {APPROVAL_ID_PLACEHOLDER} where the approval's id goes: {url!r}")
+
+
+def valid_approval_url(url: str | None) -> str | None:
+    """``url`` unchanged once :func:`check_approval_url` accepts it (``None``: no approval page).
+
+    The ``approval_url`` validator of :class:`ApprovalOptions` and of older files' ``[tasks]`` place.
+    """
+    if url is not None:
+        check_approval_url(url, field_name="approval_url")
+    return url
 
 
 class ApprovalOptions(BaseModel):
@@ -114,12 +124,7 @@ class ApprovalOptions(BaseModel):
     #: Shared secret authenticating backend callbacks (HMAC-SHA256) at ``/approvals/callback``.
     callback_secret: SecretStr | None = None
 
-    @field_validator("approval_url")
-    @classmethod
-    def _approval_page(cls, url: str | None) -> str | None:
-        if url is not None:
-            check_approval_url(url, field_name="approval_url")
-        return url
+    _check_approval_url = field_validator("approval_url")(valid_approval_url)
 
     @field_validator("binding_keys")
     @classmethod

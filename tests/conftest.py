@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from mcp_approval.clock import Clock
+from mcp_approval.hosts import PORT_SLICE_VARIABLE
 from mcp_approval.server.tasks_demo import DEMO_TOKENS, build_tasks_demo_server
 from mcp_approval.tasks import TaskOptions, TasksExtension, store_from_url
 from tests.support.wire import Wire
@@ -23,6 +24,16 @@ REQUIRE_SERVICES = os.environ.get("MCP_APPROVAL_REQUIRE_SERVICES") == "1"
 POSTGRES_ADMIN_URL = os.environ.get("MCP_APPROVAL_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("MCP_APPROVAL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 BASE_URL = "http://127.0.0.1:8000"
+
+
+def _slice_ports_between_workers() -> None:
+    """Under pytest-xdist, give each worker (and the servers it starts) its own slice of ports."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if worker.startswith("gw") and count.isdigit():
+        os.environ[PORT_SLICE_VARIABLE] = f"{int(worker[2:])}/{int(count)}"
+
+
+_slice_ports_between_workers()
 
 
 #: The JUnit XML property under which a test reports the SEP conformance checks it covers.

@@ -7,12 +7,13 @@ loopback approval pages), so every such rule asks :func:`is_loopback_host`.
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 import threading
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["is_loopback_host", "is_safe_transport", "unused_loopback_port"]
+__all__ = ["PORT_SLICE_VARIABLE", "is_loopback_host", "is_safe_transport", "unused_loopback_port"]
 
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 
@@ -48,6 +49,25 @@ def is_safe_transport(url: str, *, allow_loopback_http: bool = True) -> bool:
 _HANDED_OUT: set[int] = set()
 _HANDED_OUT_LOCK = threading.Lock()
 
+#: ``"K/N"``: hand out only ports whose number halved is ``K`` modulo ``N``. Several processes that each
+#: start servers at once (parallel test workers, say) set distinct slices, so a port one of them
+#: has just been given and not yet bound is never given to another.
+PORT_SLICE_VARIABLE = "MCP_APPROVAL_PORT_SLICE"
+
+
+def _port_slice() -> tuple[int, int]:
+    value = os.environ.get(PORT_SLICE_VARIABLE, "")
+    if not value:
+        return 0, 1
+    index, _, count = value.partition("/")
+    try:
+        slice_index, slice_count = int(index), int(count)
+    except ValueError:
+        raise ValueError(f"{PORT_SLICE_VARIABLE} must look like K/N, not {value!r}") from None
+    if slice_count < 1 or not 0 <= slice_index < slice_count:
+        raise ValueError(f"{PORT_SLICE_VARIABLE}={value!r}: need 0 <= K < N")
+    return slice_index, slice_count
+
 
 def unused_loopback_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now and this process has not handed out before.
@@ -55,13 +75,16 @@ def unused_loopback_port() -> int:
     The port is free when returned, and the caller's server binds it later. Remembering every port
     handed out keeps two servers this process starts at once from being given the same one (the
     kernel may return a just-released port again), which would send one server's clients to the other.
+    Between processes, the slice named by ``MCP_APPROVAL_PORT_SLICE`` does the same.
     """
+    slice_index, slice_count = _port_slice()
     with _HANDED_OUT_LOCK:
         while True:
             with socket.socket() as sock:
                 sock.bind(("127.0.0.1", 0))
                 port = int(sock.getsockname()[1])
-            if port not in _HANDED_OUT:
+            # Halved, because Linux gives bind() odd ports by preference (even ones go to connect()).
+            if (port >> 1) % slice_count == slice_index and port not in _HANDED_OUT:
                 _HANDED_OUT.add(port)
                 return port
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
@@ -34,7 +35,7 @@ from starlette.routing import BaseRoute, Route
 from mcp_approval.approval.schema import approval_workflows_table
 from mcp_approval.storage import AuditEvent, AuditLog, Database
 
-__all__ = ["ApprovalMetrics", "MetricsOptions", "metrics_route"]
+__all__ = ["ApprovalMetrics", "MetricsOptions", "metrics_paths", "metrics_route"]
 
 _W = approval_workflows_table
 #: The local backend's events that end a request, and the outcome each counts as.
@@ -153,6 +154,18 @@ def _pending_by_template(conn: Connection) -> dict[str, int]:
         .group_by(func.coalesce(_W.c.template, ""))
     )
     return {template: int(count) for template, count in conn.execute(query)}
+
+
+def metrics_paths(options: MetricsOptions) -> dict[str, Any]:
+    """The OpenAPI path item of :func:`metrics_route` (see :mod:`mcp_approval.openapi`)."""
+    answers = {
+        "200": {
+            "description": "Prometheus text exposition",
+            "content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
+        },
+        "401": {"description": "no valid token", "content": {"text/plain": {"schema": {"type": "string"}}}},
+    }
+    return {options.path: {"get": {"summary": "Approval metrics", "security": [{"bearer": []}], "responses": answers}}}
 
 
 def metrics_route(options: MetricsOptions, metrics: ApprovalMetrics) -> BaseRoute:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 import os
@@ -52,9 +53,9 @@ class CallBinding:
     client: Mapping[str, str] | None = None
     tool_fingerprint: str | None = None
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
-        """The arguments' canonical digest."""
+        """The arguments' canonical digest (computed once: canonicalizing large arguments is costly)."""
         return arguments_digest(self.arguments)
 
     def to_json(self) -> dict[str, Any]:

@@ -28,12 +28,14 @@ from starlette.routing import Route
 
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.json_body import BodyTooLargeError, read_body
+from mcp_approval.openapi import problem_response
 
 __all__ = [
     "CALLBACK_PATH",
     "SIGNATURE_HEADER",
     "TOLERANCE_S",
     "ArapCallbackTarget",
+    "callback_paths",
     "callback_route",
     "sign_callback",
     "verify_callback",
@@ -99,6 +101,33 @@ class _SeenSignatures:
 
     def accept(self, header: str, now_s: int) -> None:
         self._seen[header] = now_s
+
+
+def callback_paths() -> dict[str, Any]:
+    """The OpenAPI path item of :func:`callback_route` (see :mod:`mcp_approval.openapi`)."""
+    answers = {
+        "202": {"description": "accepted: the named request is looked at again"},
+        **{
+            str(status): problem_response(text)
+            for status, text in (
+                (400, "not a callback body"),
+                (401, "signature missing, invalid or stale"),
+                (404, "no such request"),
+                (409, "already received"),
+                (413, "body too large"),
+            )
+        },
+    }
+    return {
+        CALLBACK_PATH: {
+            "post": {
+                "summary": "A backend says a request may have changed (a wake-up, never a verdict)",
+                "parameters": [{"name": SIGNATURE_HEADER, "in": "header", "schema": {"type": "string"}}],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}},
+                "responses": answers,
+            }
+        }
+    }
 
 
 def callback_route(

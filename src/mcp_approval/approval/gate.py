@@ -38,6 +38,8 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Extension
 from mcp.shared.exceptions import MCPError
 
+from mcp_approval.approval.limits import argument_limit_problem
+from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.denials import (
     AuthorizationReferences,
     Remediation,
@@ -49,6 +51,7 @@ from mcp_approval.denials import (
     remediation_for,
     shortfall_result,
 )
+from mcp_approval.json_body import large_json, off_loop
 from mcp_approval.policy import Decision, EvaluationRequest, NextAction, PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.policy.mapping import ToolMappingError, non_finite_argument
 from mcp_approval.protocol import DENIALS_EXTENSION, INVALID_PARAMS, META_CLIENT_INFO
@@ -188,6 +191,8 @@ class PolicyGate(Extension):
         unchecked_tools: tools that run without a policy decision because they only read the
             caller's own approval requests (the ``approval_status`` tool of a server opening
             requests for clients without tasks), like ``tasks/get`` does.
+        limits: the ``max_argument_*`` limits checked before anything else looks at the
+            arguments (default: :class:`ApprovalOptions`' defaults).
     """
 
     identifier = DENIALS_EXTENSION
@@ -202,6 +207,7 @@ class PolicyGate(Extension):
         anonymous_principal: str | None = None,
         references: AuthorizationReferences | None = None,
         unchecked_tools: frozenset[str] = frozenset(),
+        limits: ApprovalOptions | None = None,
     ) -> None:
         self.pdp = pdp
         self.mapper = mapper or ToolCallMapper()
@@ -210,15 +216,16 @@ class PolicyGate(Extension):
         self.anonymous_principal = anonymous_principal
         self.references = references
         self.unchecked_tools = unchecked_tools
+        self.limits = limits or ApprovalOptions()
 
     async def intercept_tool_call(
         self, params: types.CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
         """Decide the call afresh, then run it or answer the denial without running it."""
         tool = params.name
-        malformed = non_finite_argument(params.arguments or {})
-        if malformed is not None:  # before the PDP, the binding digest or the store ever see it
-            raise MCPError(code=INVALID_PARAMS, message=f"argument {malformed!r} is not a finite number")
+        arguments = params.arguments or {}
+        large = large_json(arguments)  # a bounded look; large arguments are handled on a worker thread
+        await off_loop(large, self._check_arguments, arguments)
         if tool in self.unchecked_tools:
             return await call_next(ctx)
         echoed = note_retry(ctx.meta, operation=tool)  # correlation only; never decides anything
@@ -226,8 +233,13 @@ class PolicyGate(Extension):
         if principal is None:
             return _denied(ANONYMOUS_MESSAGE.format(tool=tool), Remediation.UNDISCLOSED)
         try:
-            request = self.mapper.map_call(
-                principal=principal, tool=tool, arguments=params.arguments, client=_client_info(ctx)
+            request = await off_loop(
+                large,
+                self.mapper.map_call,
+                principal=principal,
+                tool=tool,
+                arguments=params.arguments,
+                client=_client_info(ctx),
             )
         except ToolMappingError as exc:
             logger.info("tools/call %r denied: cannot map it to a policy request (%s)", tool, exc)
@@ -248,6 +260,16 @@ class PolicyGate(Extension):
             request_state=params.request_state,
         )
         return await self._answer_denial(call, decision, ctx)
+
+    def _check_arguments(self, arguments: Mapping[str, Any]) -> None:
+        """Refuse arguments over the limits or with non-finite numbers (``-32602``), before the
+        PDP, the binding digest or the store ever see them."""
+        problem = argument_limit_problem(arguments, self.limits)
+        if problem is not None:
+            raise MCPError(code=INVALID_PARAMS, message=problem)
+        malformed = non_finite_argument(arguments)
+        if malformed is not None:
+            raise MCPError(code=INVALID_PARAMS, message=f"argument {malformed!r} is not a finite number")
 
     async def _decide(self, request: EvaluationRequest) -> Decision | None:
         """The PDP's decision, or ``None`` when the PDP failed (the caller fails closed)."""

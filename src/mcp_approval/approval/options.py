@@ -123,6 +123,17 @@ class ApprovalOptions(BaseModel):
     ephemeral_binding_key: bool = False
     #: Shared secret authenticating backend callbacks (HMAC-SHA256) at ``/approvals/callback``.
     callback_secret: SecretStr | None = None
+    #: The longest ``POST /mcp`` body accepted, in bytes; a longer one is answered HTTP 413
+    #: (``application/problem+json``) before it is parsed.
+    max_request_bytes: int = Field(default=1024 * 1024, ge=1024)
+    #: The longest ``tools/call`` arguments accepted, in bytes of compact JSON (else ``-32602``).
+    max_argument_bytes: int = Field(default=512 * 1024, ge=64)
+    #: The most members (object members plus array items, at every level) ``tools/call``
+    #: arguments may have (else ``-32602``, before policy, binding or storage see them).
+    max_argument_members: int = Field(default=10_000, ge=1)
+    #: The deepest nesting of objects and arrays in ``tools/call`` arguments (the arguments
+    #: object itself is level 1; else ``-32602``).
+    max_argument_depth: int = Field(default=32, ge=1, le=64)
 
     _check_approval_url = field_validator("approval_url")(valid_approval_url)
 

@@ -59,6 +59,7 @@ from mcp_approval.backends import (
     UnknownRequestError,
 )
 from mcp_approval.clock import parse_iso8601
+from mcp_approval.json_body import off_loop
 from mcp_approval.policy import Decision, NextAction
 from mcp_approval.policy.mapping import ToolMappingError
 from mcp_approval.policy.models import REASON_PDP_ERROR, REASON_PDP_INVALID_RESPONSE, REASON_PDP_UNAVAILABLE
@@ -69,6 +70,8 @@ from mcp_approval.tasks.states import TaskStatus
 
 __all__ = ["CheckPass", "Resolver"]
 
+#: A sealed binding longer than this is opened, checked and mapped on a worker thread.
+_LARGE_SEALED_CHARS = 16 * 1024
 logger = logging.getLogger("mcp_approval.approval")
 
 _BATCH = 200
@@ -365,7 +368,8 @@ class Resolver:
         if until is not None and now >= until:
             await self._deny(workflow, APPROVAL_EXPIRED)
             return
-        binding = self._binding(workflow)
+        sealed_size = len(workflow.binding_sealed or "")
+        binding = await off_loop(sealed_size > _LARGE_SEALED_CHARS, self._binding, workflow)
         if binding is None:
             await self._deny(workflow, BINDING_BROKEN)
             return
@@ -375,8 +379,13 @@ class Resolver:
             return
         deps = self.deps
         try:
-            request = deps.mapper.map_call(
-                principal=binding.principal, tool=binding.tool, arguments=binding.arguments, client=binding.client
+            request = await off_loop(
+                sealed_size > _LARGE_SEALED_CHARS,
+                deps.mapper.map_call,
+                principal=binding.principal,
+                tool=binding.tool,
+                arguments=binding.arguments,
+                client=binding.client,
             )
         except ToolMappingError:
             await self._deny(workflow, POLICY_DENIED)

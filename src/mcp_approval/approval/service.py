@@ -59,6 +59,7 @@ from mcp_approval.backends import (
 )
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.denials import Remediation, final_denial
+from mcp_approval.json_body import large_json, off_loop
 from mcp_approval.policy import Decision, PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.protocol import (
     INTERNAL_ERROR,
@@ -282,8 +283,9 @@ class ToolApproval:
         retry (``owed_to_retry``) and the answer is :func:`~mcp_approval.approval.without_tasks.pending_answer`.
         """
         deps = self._started()
-        submission = replace(self._submission(binding, decision), inputs=inputs or None)
-        intent = self._new_intent(new_task_id(), 1, binding, submission, owner=owner)
+        large = large_json(binding.arguments)  # mapping, canonicalizing and sealing them run on a worker thread
+        submission = replace(await off_loop(large, self._submission, binding, decision), inputs=inputs or None)
+        intent = await off_loop(large, self._new_intent, new_task_id(), 1, binding, submission, owner=owner)
         admission, task_id = await deps.store.record_intent(
             intent,
             submissions_per_minute=deps.options.submissions_per_minute,
@@ -303,7 +305,16 @@ class ToolApproval:
             await withdraw(deps.backend, handle)
             raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
         crash_point("after_handle")
-        new = self._new_workflow(intent.task_id, binding, submission, intent_key=intent.key, owner=owner, handle=handle)
+        new = await off_loop(
+            large,
+            self._new_workflow,
+            intent.task_id,
+            binding,
+            submission,
+            intent_key=intent.key,
+            owner=owner,
+            handle=handle,
+        )
         if linked:
             new = url_approval.with_approval_link(new, options=deps.options, backend=deps.backend, handle=handle)
         if without_task:

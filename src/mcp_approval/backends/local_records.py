@@ -14,6 +14,7 @@ from mcp_approval.backends.local_schema import approval_decisions_table, approva
 from mcp_approval.clock import iso8601
 
 __all__ = [
+    "LISTED_ARGUMENT_CHARS",
     "REDACTED",
     "AlreadyDecidedError",
     "ApprovalRecord",
@@ -77,6 +78,10 @@ class DecisionRecord:
         }
 
 
+#: The longest arguments (compact JSON characters) a listing shows in full; longer ones are summarized.
+LISTED_ARGUMENT_CHARS = 4096
+
+
 @dataclass(frozen=True)
 class ApprovalRecord:
     """An approval request as reviewers see it (arguments redacted).
@@ -108,6 +113,19 @@ class ApprovalRecord:
         """The record as its requester sees it: each decision without its reviewer or comment."""
         hidden = tuple(DecisionRecord(None, d.decision, None, d.decided_at) for d in self.decisions)
         return replace(self, decisions=hidden)
+
+    def listed_json(self) -> dict[str, Any]:
+        """The record as a listing shows it: :meth:`to_json`, except that arguments longer than
+        :data:`LISTED_ARGUMENT_CHARS` are ``null``, with ``arguments_truncated`` set and their
+        start in ``arguments_summary`` (``GET /approvals/{id}`` shows them whole)."""
+        body = self.to_json()
+        text = json.dumps(body["arguments"], ensure_ascii=False, separators=(",", ":"))
+        truncated = len(text) > LISTED_ARGUMENT_CHARS
+        body["arguments_truncated"] = truncated
+        if truncated:
+            body["arguments"] = None
+            body["arguments_summary"] = text[: LISTED_ARGUMENT_CHARS - 1] + "…"
+        return body
 
     def to_json(self) -> dict[str, Any]:
         """The record as a JSON object."""
@@ -147,9 +165,10 @@ class RequestPage:
         return following if following < self.total else None
 
     def to_json(self) -> dict[str, Any]:
-        """The page as a JSON object: ``approvals``, ``total``, ``offset``, ``limit``, ``next_offset``."""
+        """The page as a JSON object: ``approvals`` (:meth:`ApprovalRecord.listed_json`), ``total``,
+        ``offset``, ``limit``, ``next_offset``."""
         return {
-            "approvals": [record.to_json() for record in self.records],
+            "approvals": [record.listed_json() for record in self.records],
             "total": self.total,
             "offset": self.offset,
             "limit": self.limit,

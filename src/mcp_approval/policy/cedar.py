@@ -49,6 +49,7 @@ from typing import Any, Protocol
 import cedarpy
 
 from mcp_approval.clock import Clock, SystemClock, iso8601, parse_iso8601
+from mcp_approval.json_body import large_json, off_loop
 from mcp_approval.policy.cedar_loading import (
     ANNOTATION_DEADLINE,
     ANNOTATION_DESCRIPTION,
@@ -199,16 +200,17 @@ class CedarPDP:
     async def evaluate(self, request: EvaluationRequest) -> Decision:
         """Decide one request (see the module docstring for the decision context)."""
         context = request.context or {}
+        large = large_json(context)  # converting and deciding a large request runs on a worker thread
         if "approval" not in context:
-            return self._decide(request, approval=None)
+            return await off_loop(large, self._decide, request, approval=None)
         approval = request.approval
         problem = self._approval_problem(approval)
         if problem is None and approval is not None and self.approval_verifier is not None:
             problem = await self.approval_verifier.verify(request, approval)
         if problem is None and approval is not None:
-            return self._decide(request, approval=approval)
+            return await off_loop(large, self._decide, request, approval=approval)
         without = request.with_context({key: value for key, value in context.items() if key != "approval"})
-        decision = self._decide(without, approval=None)
+        decision = await off_loop(large, self._decide, without, approval=None)
         return decision if decision.decision else _rejected_approval(decision, problem or REASON_APPROVAL_UNVERIFIABLE)
 
     async def evaluate_many(

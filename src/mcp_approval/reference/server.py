@@ -7,7 +7,8 @@ origin ``B`` (the PDP identifier):
   ``CedarPDP`` wrapped by :class:`~.arap_pdp.BindingPDP`), ``/.well-known/jwks.json``;
 - ``/access/v1/requests`` (submit, status, cancel; :mod:`.ars_routes`);
 - ``/approvals`` and ``/console`` (the local backend's reviewer API and reviewer console, the very
-  same components ``serve`` mounts), plus any ``extra_routes``.
+  same components ``serve`` mounts), plus any ``extra_routes``;
+- ``/openapi.json``, the OpenAPI document of all of them but ``extra_routes``.
 
 ARAP specifies HTTPS. ``http://`` is accepted only for a loopback host with ``[arap] dev_mode``,
 and logs a WARNING: a documented deviation for local runs. TLS itself is terminated by uvicorn
@@ -31,10 +32,12 @@ from mcp_approval.backends.console import console_routes
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.backends.login_throttle import FailedLoginThrottle
+from mcp_approval.backends.openapi_paths import console_paths, reviewer_paths
 from mcp_approval.backends.resolvers import AutoResolver, resolvers_from_config
 from mcp_approval.backends.reviewer_api import reviewer_routes
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.hosts import is_loopback_host
+from mcp_approval.openapi import openapi_document, openapi_route
 from mcp_approval.policy import CedarPDP, EntityMapping
 from mcp_approval.reference.arap_callbacks import CallbackSender
 from mcp_approval.reference.arap_pdp import BindingPDP, IssuedApprovalVerifier
@@ -44,6 +47,7 @@ from mcp_approval.reference.ars_schema import ARS_MIGRATIONS
 from mcp_approval.reference.ars_store import ArapStore
 from mcp_approval.reference.ars_submission import DenialChecker
 from mcp_approval.reference.config import ArapServerConfig
+from mcp_approval.reference.openapi_paths import ars_paths, pdp_paths
 from mcp_approval.reference.pdp_api import EchoRequestIdMiddleware, pdp_routes
 from mcp_approval.reference.signing import KeySet, load_key_set
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
@@ -219,4 +223,8 @@ def build_arap_server(
         *console_routes(backend, token_authenticator(config.tokens()), audit, clock=time, throttle=throttle),
         *extra_routes,
     ]
+    document = openapi_document(
+        "mcp-approval arap-server", "1", pdp_paths(prefix), ars_paths(prefix), reviewer_paths(), console_paths()
+    )
+    routes.append(openapi_route(document))
     return ArapServer(config, base, database, keys, store, backend, service, pdp, audit, routes)

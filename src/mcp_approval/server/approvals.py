@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import tomllib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -17,8 +18,9 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 from mcp_approval.approval.binding import BindingCipher
-from mcp_approval.approval.callbacks import callback_route
+from mcp_approval.approval.callbacks import callback_paths, callback_route
 from mcp_approval.approval.gate import PolicyGate, PrincipalResolver
+from mcp_approval.approval.limits import McpBodyLimit
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.outcomes import WorkflowOutcomes
 from mcp_approval.approval.schema import APPROVAL_MIGRATIONS
@@ -31,9 +33,11 @@ from mcp_approval.backends.console import console_routes
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.backends.login_throttle import FailedAuthenticationLimit, FailedLoginThrottle
+from mcp_approval.backends.openapi_paths import console_paths, reviewer_paths
 from mcp_approval.backends.reviewer_api import reviewer_routes
 from mcp_approval.clock import Clock, SystemClock
-from mcp_approval.metrics import ApprovalMetrics, MetricsOptions, metrics_route
+from mcp_approval.metrics import ApprovalMetrics, MetricsOptions, metrics_paths, metrics_route
+from mcp_approval.openapi import openapi_document, openapi_route
 from mcp_approval.policy import PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.policy.http import HttpPDP
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, Migrations, migrate
@@ -196,6 +200,7 @@ class Approvals:
             on_requestable=self.approval,
             principal_resolver=resolver,
             unchecked_tools=unchecked,
+            limits=options,
         )
         self._reviewers = reviewers or (_verified_subject(verifier) if verifier is not None else None)
         # One limit on failed authentications for the reviewer API, the console and /mcp.
@@ -280,10 +285,23 @@ class Approvals:
             )
         return routes
 
+    def openapi(self) -> dict[str, Any]:
+        """The OpenAPI document of :meth:`routes` (served at ``/openapi.json``; ``/mcp`` is JSON-RPC)."""
+        paths: list[dict[str, Any]] = []
+        if self.options.callback_secret is not None:
+            paths.append(callback_paths())
+        if self.metrics_options.enabled:
+            paths.append(metrics_paths(self.metrics_options))
+        if isinstance(self.backend, LocalApprovalBackend) and self._reviewers is not None:
+            paths += [reviewer_paths(), console_paths()]
+        return openapi_document("mcp-approval server", _version(), *paths)
+
     def http_app(self, server: MCPServer[Any]) -> Starlette:
-        """``server``'s streamable HTTP app (MCP at ``/mcp``) with :meth:`routes` mounted."""
+        """``server``'s streamable HTTP app (MCP at ``/mcp``) with :meth:`routes` and the
+        OpenAPI document (``/openapi.json``) mounted."""
         app = server.streamable_http_app(json_response=True)
-        app.router.routes[0:0] = self.routes()
+        app.router.routes[0:0] = [*self.routes(), openapi_route(self.openapi())]
+        app.add_middleware(McpBodyLimit, max_bytes=self.options.max_request_bytes, path="/mcp")
         if self.token_verifier is not None:  # wrong tokens at /mcp count against the same limit
             app.add_middleware(FailedAuthenticationLimit, throttle=self._throttle, path="/mcp")
         return app
@@ -299,6 +317,13 @@ class Approvals:
             return intent.key if intent is not None else None
 
         return callback_route(secret, approval.wake, arap=backend, key_of=key_of)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("mcp-approval")
+    except importlib.metadata.PackageNotFoundError:
+        return "0"
 
 
 def binding_cipher(options: ApprovalOptions) -> BindingCipher:

@@ -8,10 +8,11 @@ never cause an execution. Unsigned, badly signed or stale callbacks are refused 
 
 With an ARAP backend, callbacks (Callback profile) arrive on the same route as ``{"state": ...,
 "task": {"id", "status", "status_endpoint"}}`` under the same signature scheme, and only in that
-shape: a ``{"handle": ...}`` body is refused with 400, as it would skip the checks below. Beyond the signature, the task must
-be one this server submitted (its id and status endpoint rebuild a stored handle), ``state`` must
-be exactly what was sent with that submission, and a signature is accepted once (a replay within
-the freshness window is refused with 409). Only then is the resolver woken, which GETs the status.
+shape: a ``{"handle": ...}`` body is refused with 400, as it would skip the checks below. Beyond
+the signature, the task must be one this server submitted (its id and status endpoint rebuild a
+stored handle), ``state`` must be exactly what was sent with that submission, and a signature is
+accepted once (a replay within the freshness window is refused with 409). Only then is the
+resolver woken, which GETs the status.
 """
 
 from __future__ import annotations

@@ -13,7 +13,13 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["PORT_SLICE_VARIABLE", "is_loopback_host", "is_safe_transport", "unused_loopback_port"]
+__all__ = [
+    "PORT_SLICE_VARIABLE",
+    "callback_url_problem",
+    "is_loopback_host",
+    "is_safe_transport",
+    "unused_loopback_port",
+]
 
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 
@@ -44,6 +50,25 @@ def is_safe_transport(url: str, *, allow_loopback_http: bool = True) -> bool:
     if parts.scheme == "https":
         return bool(host)
     return allow_loopback_http and parts.scheme == "http" and is_loopback_host(host)
+
+
+def callback_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a callback endpoint (not absolute http(s), user info, a bad port, a
+    fragment), or ``None``. Trust (https, allowlists) is the caller's further rule."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number from 0 to 65535
+    except ValueError:  # also an unclosed IPv6 bracket
+        return "not a valid URL (check its host and port)"
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        return "not an absolute http(s) URL"
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        return "must not carry user info (user:password@)"
+    if parts.port == 0 or parts.netloc.endswith(":"):
+        return "has an empty or zero port"
+    if parts.fragment:
+        return "must not have a fragment"
+    return None
 
 
 _HANDED_OUT: set[int] = set()

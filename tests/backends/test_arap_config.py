@@ -39,6 +39,9 @@ def write(tmp_path: Path, text: str) -> Path:
             "callback_secret",
         ),
         (REMOTE + "[arap]\ntimeout_s = 1\n", "arap.token"),
+        (ARAP + 'callback_url = "https://u:p@mcp.example.com/approvals/callback"\n', "arap.callback_url"),
+        (ARAP + 'callback_url = "https://mcp.example.com:99999/approvals/callback"\n', "arap.callback_url"),
+        (ARAP + 'callback_url = "https://mcp.example.com:port/approvals/callback"\n', "arap.callback_url"),
     ],
 )
 def test_bad_arap_settings_name_file_and_field(tmp_path: Path, text: str, named: str) -> None:

@@ -6,6 +6,7 @@ The server runs in this process (uvicorn in a thread) on a ManualClock; requests
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -337,3 +338,30 @@ def test_a_refused_submission_is_audited(h: Harness):
     actor, data = rows[0]
     assert actor == "treasury-mcp"
     assert '"code":"invalid_denial_binding"' in data
+
+
+def test_an_idempotency_key_is_freed_by_the_sweep_after_its_window(tmp_path: Any):
+    """Within ``retention_s`` a key names its task; after it the sweep releases the key for a new request."""
+    clock = ManualClock(start_ms=SystemClock().now_ms())
+    overrides = {"arap": {"task_lifetime_s": 60.0, "retention_s": 60.0, "sweep_interval_s": 0.05}}
+    with running_arap(arap_dir(tmp_path, overrides), clock=clock) as h:
+        first = h.submit(denied(h, transfer(70_050)), key="window")
+        assert first.status_code == 202, first.text
+        other = denied(h, transfer(70_051))
+        clock.advance(61_000)  # the task expired, its key is still held
+        assert h.server is not None
+        swept_before = h.server.service.sweeps
+        deadline = time.monotonic() + 10
+        while h.server.service.sweeps < swept_before + 2 and time.monotonic() < deadline:
+            time.sleep(0.01)  # polling for two completed sweeps, bounded by the deadline
+        assert h.server.service.sweeps >= swept_before + 2
+        assert_problem(h.submit(other, key="window"), 409, "duplicate_request")
+        clock.advance(60_000)  # past retain_until: the sweep frees the key
+        deadline = time.monotonic() + 10
+        again = h.submit(other, key="window")
+        while again.status_code != 202 and time.monotonic() < deadline:
+            time.sleep(0.02)  # polling for the sweep's effect, bounded by the deadline
+            again = h.submit(other, key="window")
+        assert again.status_code == 202, again.text
+        assert again.headers["location"] != first.headers["location"]
+        assert_problem(h.status(first.headers["location"]), 410, "task_expired")  # the old handle still answers

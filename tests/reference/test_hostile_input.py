@@ -11,6 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from mcp_approval.config import ConfigError
+from mcp_approval.reference.config import load_arap_config
 from tests.reference.arap_support import CLIENT_TOKEN, PROBLEM_JSON, arap_dir, running_arap, submission, transfer
 
 DEEP = "[" * 5000 + "]" * 5000
@@ -81,3 +83,33 @@ def test_a_malformed_callback_url_is_a_400(tmp_path: Path, caplog: pytest.LogCap
         assert_problem(response, 400, "not a valid URL")
         assert h.pending_ids() == []
     assert_no_traceback(caplog)
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "detail"),
+    [
+        ("http://user:pw@127.0.0.1:8000/approvals/callback", "user info"),
+        ("http://user@127.0.0.1:8000/approvals/callback", "user info"),
+        ("http://127.0.0.1:0/approvals/callback", "port"),
+        ("http://127.0.0.1:/approvals/callback", "port"),
+    ],
+)
+def test_a_callback_url_with_user_info_or_no_port_is_a_400(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, endpoint: str, detail: str
+) -> None:
+    with running_arap(arap_dir(tmp_path)) as h:
+        request = transfer(90_003)
+        decision = h.evaluate(request)
+        response = h.submit(submission(request, decision, callback={"endpoint": endpoint}), key="user-info")
+        assert_problem(response, 400, detail)
+        assert h.pending_ids() == []
+    assert_no_traceback(caplog)
+
+
+@pytest.mark.parametrize("entry", ["http://u:p@127.0.0.1:8000", "http://127.0.0.1:99999", "https://ars.example:x"])
+def test_a_malformed_callback_allowlist_entry_names_file_and_field(tmp_path: Path, entry: str) -> None:
+    directory = arap_dir(tmp_path, {"arap": {"callback_allowlist": [entry]}})
+    with pytest.raises(ConfigError) as raised:
+        load_arap_config(directory / "arap-server.toml")
+    assert str(directory / "arap-server.toml") in str(raised.value)
+    assert "arap.callback_allowlist" in str(raised.value)

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from mcp_approval.approval.callbacks import CALLBACK_PATH, SIGNATURE_HEADER, sign_callback
-from mcp_approval.backends.arap_wire import callback_state
+from mcp_approval.backends.arap_wire import callback_state, encode_handle
 from tests.support.arap import ArapDeployment, arap_deployment, handle_of
 from tests.support.polling import eventually
 from tests.support.treasury import Reviewer, principals
@@ -157,3 +157,23 @@ async def test_a_callback_is_a_wake_up_not_a_verdict(
     await eventually(lambda: _async(len(deployment.proxy.requests("GET", path))), lambda n: n > reads_before)
     assert (await alice.get(created["taskId"])).result["status"] == "working"  # the GET said pending
     assert transfers_to(deployment.serve, "acct-cb2") == []
+
+
+async def test_a_bare_handle_callback_is_refused_and_wakes_nothing(
+    deployment: ArapDeployment, http: httpx.AsyncClient, carol: Reviewer
+) -> None:
+    """The older ``{"handle": ...}`` shape would skip the state and single-use checks: 400, nothing read."""
+    alice, task_id = await approved_but_asleep(deployment, http, carol, "acct-cb3")
+    handle = handle_of(deployment.directory, task_id)
+    assert deployment.proxy is not None
+    path = handle["status_endpoint"][len(deployment.proxy.base_url) :]
+    reads_before = len(deployment.proxy.requests("GET", path))
+    stored = encode_handle(handle["id"], handle["status_endpoint"])
+    for attempt in range(2):  # also a second time: a refused bare handle is never "accepted"
+        refused = await post(http, {"handle": stored}, at=int(time.time()) - attempt)
+        assert refused.status_code == 400, refused.text
+        assert refused.headers["content-type"].startswith("application/problem+json")
+        assert '"state"' in refused.json()["title"]
+    assert len(deployment.proxy.requests("GET", path)) == reads_before  # no status read was triggered
+    assert (await alice.get(task_id)).result["status"] == "working"
+    assert transfers_to(deployment.serve, "acct-cb3") == []

@@ -6,11 +6,13 @@ with a header ``X-Approval-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>`` ov
 then fetches the backend's authoritative status, so a forged, replayed or stale callback can
 never cause an execution. Unsigned, badly signed or stale callbacks are refused with 401.
 
-ARAP callbacks (Callback profile) arrive on the same route as ``{"state": ..., "task": {"id",
-"status", "status_endpoint"}}`` under the same signature scheme. Beyond the signature, the task must
-be one this server submitted (its id and status endpoint rebuild a stored handle), ``state`` must
-be exactly what was sent with that submission, and a signature is accepted once (a replay within
-the freshness window is refused with 409). Only then is the resolver woken, which GETs the status.
+With an ARAP backend, callbacks (Callback profile) arrive on the same route as ``{"state": ...,
+"task": {"id", "status", "status_endpoint"}}`` under the same signature scheme, and only in that
+shape: a ``{"handle": ...}`` body is refused with 400, as it would skip the checks below. Beyond
+the signature, the task must be one this server submitted (its id and status endpoint rebuild a
+stored handle), ``state`` must be exactly what was sent with that submission, and a signature is
+accepted once (a replay within the freshness window is refused with 409). Only then is the
+resolver woken, which GETs the status.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ SIGNATURE_HEADER = "x-approval-signature"
 TOLERANCE_S = 300
 _MAX_BODY = 4096
 CALLBACK_PATH = "/approvals/callback"
+_ARAP_SHAPE = 'The callback body must be {"state": "...", "task": {"id": ..., "status_endpoint": ...}}'
 
 
 def sign_callback(secret: str, body: bytes, timestamp: int) -> str:
@@ -168,6 +171,10 @@ def callback_route(
             if answer.status_code == 202:
                 seen.accept(header, now_s)
             return answer
+        if arap is not None:
+            # Only the ARAP shape: a bare handle would skip the state and single-use checks.
+            logger.warning("refused an approval callback that is not in the ARAP shape")
+            return _problem(400, _ARAP_SHAPE)
         handle = document.get("handle") if isinstance(document, dict) else None
         if not isinstance(handle, str) or not handle:
             return _problem(400, 'The callback body must be {"handle": "..."}')
@@ -187,7 +194,7 @@ async def _arap_callback(
     task, state = document.get("task"), document.get("state")
     handle = arap.callback_handle(task) if isinstance(task, Mapping) else None
     if handle is None or not isinstance(state, str):
-        return _problem(400, 'The callback body must be {"state": "...", "task": {"id": ..., "status_endpoint": ...}}')
+        return _problem(400, _ARAP_SHAPE)
     key = await key_of(handle)
     expected = arap.callback_state(key) if key is not None else None
     if expected is None:

@@ -36,7 +36,7 @@ from typing import Any, Final
 
 import anyio
 import httpx2
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from mcp_approval.backends.arap_origins import OriginPolicy, UntrustedURLError
 from mcp_approval.backends.arap_wire import (
@@ -61,6 +61,7 @@ from mcp_approval.backends.contract import (
     SubmissionRejectedError,
     UnknownRequestError,
 )
+from mcp_approval.hosts import callback_url_problem
 from mcp_approval.protocol import (
     ARAP_DUPLICATE_REQUEST,
     ARAP_EXPIRED_DENIAL,
@@ -116,6 +117,15 @@ class ArapSettings(BaseModel):
     callback_secret: SecretStr | None = None
     #: ``client.name`` sent with submissions (a deployment takes it from ``[server] name``).
     client_name: str | None = None
+
+    @field_validator("callback_url")
+    @classmethod
+    def _well_formed_callback(cls, url: str | None) -> str | None:
+        """A callback URL without user info, with a valid port (trust is checked by the backend)."""
+        problem = callback_url_problem(url) if url is not None else None
+        if problem is not None:
+            raise ValueError(f"callback_url {problem}")
+        return url
 
 
 class ArapBackend:

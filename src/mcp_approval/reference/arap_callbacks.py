@@ -1,6 +1,7 @@
 """ARAP callback notifications from the reference ARS (ARAP Callback profile).
 
-A submission may name ``callback.endpoint``; it is accepted only when its origin is on the
+A submission may name ``callback.endpoint``; it is accepted only when it is a well-formed URL (no
+user info, a valid port, no fragment), its origin is on the
 configured allowlist, it is ``https`` (``http`` only on loopback in dev mode), and it does not
 target a loopback, link-local or private address unless dev mode is on (SSRF). Host names are
 not resolved: an allowlisted name is trusted to be what the operator meant.
@@ -26,7 +27,7 @@ import httpx2
 
 from mcp_approval.approval.callbacks import SIGNATURE_HEADER, sign_callback
 from mcp_approval.clock import Clock
-from mcp_approval.hosts import is_loopback_host
+from mcp_approval.hosts import callback_url_problem, is_loopback_host
 
 __all__ = ["RETRY_DELAYS_S", "CallbackSender", "callback_problem", "origin"]
 
@@ -60,14 +61,11 @@ def callback_problem(endpoint: Any, allowlist: Sequence[str], *, dev_mode: bool)
     """Why ``endpoint`` may not receive callbacks, or ``None`` when it may."""
     if not isinstance(endpoint, str):
         return "callback.endpoint must be a URL string"
-    try:
-        parts = urlsplit(endpoint)
-        parts.port  # noqa: B018 - raises on a port that is not a number from 0 to 65535
-    except ValueError:  # also an unclosed IPv6 bracket
-        return "callback.endpoint is not a valid URL (check its host and port)"
+    malformed = callback_url_problem(endpoint)
+    if malformed is not None:
+        return f"callback.endpoint {malformed}"
+    parts = urlsplit(endpoint)
     host = parts.hostname or ""
-    if parts.scheme not in ("https", "http") or not host or parts.fragment:
-        return "callback.endpoint must be an absolute https URL"
     if parts.scheme == "http" and not (dev_mode and is_loopback_host(host)):
         return "callback.endpoint must use https (http only to loopback in dev mode)"
     if _internal(host) and not dev_mode:

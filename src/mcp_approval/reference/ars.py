@@ -107,6 +107,8 @@ class AccessRequestService:
         self._clock = clock
         self._waiters: dict[str, asyncio.Event] = {}
         self._recent: dict[str, deque[int]] = {}
+        #: Completed background sweeps (see :meth:`sweep_once`).
+        self.sweeps = 0
         self._resource_types = {c.id: frozenset(c.resource_types) for c in settings.clients if c.resource_types}
 
     # -- submission -------------------------------------------------------------------------------
@@ -321,6 +323,13 @@ class AccessRequestService:
             data = {"task_id": task.task_id, "approval_id": approval_id, "approved_until": iso8601(until)}
             await self._audit.record("arap.approval_issued", subject=task.request_id, data=data)
         return stored
+
+    # -- background sweep ---------------------------------------------------------------------------
+
+    async def sweep_once(self) -> None:
+        """One pass of the background sweep: free Idempotency-Keys whose window closed."""
+        await self.store.purge(self._clock.now_ms())
+        self.sweeps += 1
 
     # -- backend notifications --------------------------------------------------------------------
 

@@ -185,6 +185,26 @@ class ArapStore:
         statement = update(_A).where(_A.c.approval_id == approval_id, _A.c.revoked_at.is_(None)).values(revoked_at=now)
         await self.database.write(lambda conn: conn.execute(statement))
 
+    # -- sweeping ---------------------------------------------------------------------------------
+
+    async def purge(self, now: int) -> int:
+        """Release the Idempotency-Keys of tasks past their retention, and drop spent ``jti`` values
+        and closed denial windows; returns how many keys were released.
+
+        The task row stays (its handle keeps answering ``task_expired``); only the key is freed,
+        so the same key may name a new request after the window, as ARAP's idempotency allows.
+        """
+        release = (
+            update(_T).where(_T.c.retain_until < now, _T.c.idempotency_key.is_not(None)).values(idempotency_key=None)
+        )
+
+        def write(conn: Connection) -> int:
+            conn.execute(delete(_J).where(_J.c.expires_at < now))
+            conn.execute(delete(_E).where(_E.c.expires_at < now))
+            return int(conn.execute(release).rowcount)
+
+        return await self.database.write(write)
+
     async def _one_approval(self, query: Any) -> ApprovalRecord | None:
         row = await self.database.read(lambda conn: conn.execute(query).mappings().first())
         return None if row is None else _approval(dict(row))

@@ -38,6 +38,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from mcp_approval.config import ApprovalSection, ConfigFile, PolicySection, load_config_file
+from mcp_approval.hosts import callback_url_problem
 
 __all__ = ["ArapSection", "ArapServerConfig", "ClientEntry", "load_arap_config"]
 
@@ -78,6 +79,9 @@ class ArapSection(_Section):
     task_lifetime_s: float = Field(default=86_400.0, gt=0)
     #: How long a task handle (and its Idempotency-Key) answers after it ends.
     retention_s: float = Field(default=86_400.0, gt=0)
+    #: How often the background sweep runs (frees Idempotency-Keys past ``retention_s``, sends
+    #: due callbacks, notices expired tasks).
+    sweep_interval_s: float = Field(default=5.0, gt=0)
     #: The ``Retry-After`` a pending status answer carries.
     retry_after_s: int = Field(default=5, ge=1)
     #: How long a submission waits for an automatic resolver before answering ``202``.
@@ -96,6 +100,15 @@ class ArapSection(_Section):
     #: (``"*"`` for any); empty: the headers are ignored and the peer is the client.
     trusted_proxies: list[str] = Field(default_factory=list)
     clients: list[ClientEntry] = Field(default_factory=list)
+
+    @field_validator("callback_allowlist")
+    @classmethod
+    def _well_formed_origins(cls, allowlist: list[str]) -> list[str]:
+        for entry in allowlist:
+            problem = callback_url_problem(entry)
+            if problem is not None:
+                raise ValueError(f"callback_allowlist entry {entry!r}: {problem}")
+        return allowlist
 
     @field_validator("clients")
     @classmethod

@@ -17,6 +17,8 @@ and logs a WARNING: a documented deviation for local runs. TLS itself is termina
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -72,6 +74,7 @@ class ArapServer:
     audit: AuditLog
     routes: list[BaseRoute] = field(default_factory=list)
     app: Starlette = field(init=False)
+    _sweeper: asyncio.Task[None] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.app = Starlette(routes=self.routes, middleware=[Middleware(EchoRequestIdMiddleware)], lifespan=self._life)
@@ -89,9 +92,24 @@ class ArapServer:
         """
         await migrate(self.database, AUDIT_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS, ARS_MIGRATIONS)
         await self.backend.start(self.service.on_backend_change)
+        self._sweeper = asyncio.create_task(self._sweep_loop())
+
+    async def _sweep_loop(self) -> None:
+        """Run :meth:`AccessRequestService.sweep_once` every ``[arap] sweep_interval_s``."""
+        while True:
+            try:
+                await self.service.sweep_once()
+            except Exception as exc:  # an unreachable store for a moment: the next pass retries
+                logger.warning("arap-server sweep failed: %s", type(exc).__name__)
+            await asyncio.sleep(self.config.arap.sweep_interval_s)  # the sweep's period
 
     async def stop(self) -> None:
         """Stop background work and close the store."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
         await self.backend.stop()
         if self.service.callbacks is not None:
             await self.service.callbacks.stop()

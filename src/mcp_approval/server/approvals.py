@@ -34,6 +34,7 @@ from mcp_approval.backends.login_throttle import FailedAuthenticationLimit, Fail
 from mcp_approval.backends.reviewer_api import reviewer_routes
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.metrics import ApprovalMetrics, MetricsOptions, metrics_route
+from mcp_approval.notify import MessageBuilder, NotificationOptions, NotificationOutbox, channel_from_options
 from mcp_approval.policy import PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.policy.http import HttpPDP
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, Migrations, migrate
@@ -123,6 +124,8 @@ class Approvals:
         principal_valid: whether a requester may still act when its approved call is about to run.
         clock: the source of time.
         metrics: the Prometheus endpoint (:class:`~mcp_approval.metrics.MetricsOptions`; off by default).
+        notifications: the channels told about a local backend's requests
+            (:class:`~mcp_approval.notify.NotificationOptions`; templates pick them with ``notify``).
 
     Raises:
         ValueError: an inconsistent combination (a ``TokenVerifier`` without ``auth``, no
@@ -143,6 +146,7 @@ class Approvals:
         principal_valid: PrincipalCheck | None = None,
         clock: Clock | None = None,
         metrics: MetricsOptions | None = None,
+        notifications: NotificationOptions | None = None,
     ) -> None:
         options = options or ApprovalOptions()
         task_options = tasks or TaskOptions()
@@ -200,6 +204,7 @@ class Approvals:
         self._reviewers = reviewers or (_verified_subject(verifier) if verifier is not None else None)
         # One limit on failed authentications for the reviewer API, the console and /mcp.
         self._throttle = FailedLoginThrottle(self.clock)
+        self.outbox = self._notification_outbox(notifications or NotificationOptions())
 
     # -- the server ----------------------------------------------------------------------------
 
@@ -225,12 +230,34 @@ class Approvals:
             async with self.tasks.lifespan(server):  # opens the task store, which migrates the tasks table
                 await migrate(self._database, *self._histories)
                 await self.approval.start()
+                if self.outbox is not None:
+                    await self.outbox.start()
                 try:
                     yield {}
                 finally:
+                    if self.outbox is not None:
+                        await self.outbox.stop()
                     await self.approval.stop()
                     if isinstance(self.policy, HttpPDP):
                         await self.policy.aclose()
+
+    def _notification_outbox(self, options: NotificationOptions) -> NotificationOutbox | None:
+        """The outbox of ``options``'s channels (a local backend's requests only), or ``None`` without channels."""
+        backend = self.backend
+        if not options.channels or not isinstance(backend, LocalApprovalBackend):
+            return None
+        channels = {}
+        for name, channel in options.channels.items():
+            try:
+                channels[name] = channel_from_options(channel, timeout_s=options.timeout_s, clock=self.clock)
+            except ValueError as exc:
+                raise ValueError(f"notifications.channels.{name}.{exc}") from None
+        routes = {
+            name: frozenset(template for template, rules in backend.templates.items() if name in rules.notify)
+            for name in channels
+        }
+        messages = MessageBuilder(backend, self._database, self.audit, options.console_url)
+        return NotificationOutbox(self._database, self.audit, channels, routes, messages, options, self.clock)
 
     @contextmanager
     def _approval_tools(self, server: MCPServer[Any]) -> Iterator[None]:

@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
+from email.message import EmailMessage
+from email.parser import BytesParser
+from email.policy import default
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from aiosmtpd.controller import Controller
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from mcp_approval.hosts import unused_loopback_port
@@ -101,3 +105,40 @@ class WebhookReceiver:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+
+@dataclass
+class SmtpReceiver:
+    """A plain SMTP server on 127.0.0.1 (``aiosmtpd``) that keeps every message it receives."""
+
+    port: int = field(default_factory=unused_loopback_port)
+    messages: list[EmailMessage] = field(default_factory=list)
+
+    def start(self) -> SmtpReceiver:
+        receiver = self
+
+        class Handler:
+            async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+                message = BytesParser(policy=default).parsebytes(envelope.content)
+                assert isinstance(message, EmailMessage)
+                receiver.messages.append(message)
+                return "250 OK"
+
+        self._controller = Controller(Handler(), hostname="127.0.0.1", port=self.port)
+        self._controller.start()
+        return self
+
+    def url(self, *, to: str = "reviewers@example.com") -> str:
+        """An Apprise ``mailto://`` URL sending through this server, without TLS or login."""
+        return f"mailto://approvals@example.com?smtp=127.0.0.1&port={self.port}&mode=insecure&to={to}"
+
+    def texts(self) -> list[tuple[str, str]]:
+        """Each message's subject and plain-text body."""
+        found = []
+        for message in list(self.messages):
+            part = message.get_body(preferencelist=("plain",))
+            found.append((str(message["subject"]), part.get_content() if part is not None else ""))
+        return found
+
+    def stop(self) -> None:
+        self._controller.stop()

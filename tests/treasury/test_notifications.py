@@ -11,25 +11,45 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from mcp_approval.config import ConfigError, load_config
+from mcp_approval.server.deployment import build_deployment
 from tests.support.polling import eventually
-from tests.support.receivers import WEBHOOK_SECRET, Delivery, WebhookReceiver
+from tests.support.receivers import WEBHOOK_SECRET, Delivery, SmtpReceiver, WebhookReceiver
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import approval_for, settled
 
 pytestmark = pytest.mark.anyio
 
 APPROVED = ["approval.requested", "approval.decided", "approval.approved", "approval.executed"]
+SCRAPE_TOKEN = "scrape-token-of-some-length"
 DENIED = ["approval.requested", "approval.decided", "approval.denied", "approval.executed"]
 
 
 def _notified(tmp_path: Path, receiver: WebhookReceiver, **schedule: Any) -> Path:
+    """The treasury example with a webhook channel for its ``treasury`` template, retried fast, metrics on."""
     channel = {"kind": "webhook", "url": receiver.url, "secret": WEBHOOK_SECRET}
     notifications = {"channels": {"hook": channel}, "poll_interval_s": 0.05, "retry_initial_s": 0.05}
     notifications |= {"retry_max_s": 0.2, "lease_s": 1.0} | schedule
     template = {"approvals_required": 1, "reviewer_role": "approver", "notify": ["hook"]}
-    return deployment_dir(tmp_path, {"notifications": notifications, "templates": {"treasury": template}})
+    metrics = {"enabled": True, "bearer_token": SCRAPE_TOKEN}
+    overrides = {"notifications": notifications, "templates": {"treasury": template}, "metrics": metrics}
+    return deployment_dir(tmp_path, overrides)
+
+
+_DELIVERED = ("mcp_approval_notification_deliveries_total", (("channel", "hook"),))
+_FAILED = ("mcp_approval_notification_failures_total", (("channel", "hook"),))
+
+
+async def _scrape(http: httpx.AsyncClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    response = await http.get("/metrics", headers={"Authorization": f"Bearer {SCRAPE_TOKEN}"})
+    assert response.status_code == 200, response.text
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
 
 
 def _by_request(deliveries: list[Delivery]) -> dict[str, list[str]]:
@@ -62,6 +82,10 @@ async def test_a_receiver_refusing_the_first_attempts_gets_every_event_in_order(
             await eventually(
                 lambda: asyncio.sleep(0, _by_request(receiver.accepted())),
                 lambda found: found.get(first["id"]) == APPROVED and found.get(second["id"]) == DENIED,
+            )
+            # The cursor moves just after the receiver answers: wait for the last one to be recorded.
+            await eventually(
+                lambda: _scrape(http), lambda found: found.get(_DELIVERED) == 8 and found.get(_FAILED) == 4
             )
     finally:
         server.kill()
@@ -152,3 +176,47 @@ def test_a_webhook_secret_that_is_not_a_signing_secret_is_refused(tmp_path: Path
     with pytest.raises(ConfigError, match=r"notifications\.channels\.hook\.webhook\.secret") as caught:
         load_config(directory / "config.toml")
     assert "hunter2" not in str(caught.value)
+
+
+async def test_email_reaches_a_plain_smtp_server_through_apprise(tmp_path: Path) -> None:
+    smtp = SmtpReceiver().start()
+    notifications = {
+        "channels": {"mail": {"kind": "apprise", "urls": [smtp.url()]}},
+        "poll_interval_s": 0.05,
+        "console_url": "https://approvals.example.com",
+    }
+    template = {"approvals_required": 2, "reviewer_role": "approver", "notify": ["mail"]}
+    directory = deployment_dir(tmp_path, {"notifications": notifications, "templates": {"close_quarter": template}})
+    server = await asyncio.to_thread(TreasuryServer(directory).start)
+    try:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+            alice, carol = principals(http)["alice"], Reviewer(http, "carol-token")
+            await alice.call_tool("close_quarter", {"quarter": "2026-Q1"})
+            pending = await approval_for(carol, "close_quarter")
+            assert (await carol.decide(pending["id"], "approve")).status_code == 200
+            texts = await eventually(lambda: asyncio.sleep(0, smtp.texts()), lambda found: len(found) >= 2)
+    finally:
+        server.kill()
+        smtp.stop()
+
+    (opened_subject, opened), (decided_subject, decided) = texts[:2]
+    assert opened_subject.startswith("Approval requested: close_quarter")
+    assert decided_subject.startswith("Decision recorded: close_quarter")
+    assert "Requested by: alice" in opened
+    assert "Template: close_quarter" in opened
+    assert "Progress: 0 of 2 approvals" in opened
+    assert "Progress: 1 of 2 approvals" in decided
+    assert "Decision: approve by carol" in decided
+    assert f"https://approvals.example.com/console/requests/{pending['id']}" in opened
+    assert "sign-in required" in opened
+    assert "alice-token" not in opened + decided
+
+
+def test_an_apprise_url_it_does_not_know_is_refused_without_repeating_it(tmp_path: Path) -> None:
+    channel = {"kind": "apprise", "urls": ["nosuchservice://secret-token@host"]}
+    directory = deployment_dir(tmp_path, {"notifications": {"channels": {"team": channel}}})
+    with pytest.raises(
+        ConfigError, match=r"notifications\.channels\.team\.urls\[0\]: not a URL Apprise supports"
+    ) as caught:
+        build_deployment(load_config(directory / "config.toml"), base_url="http://127.0.0.1:1")
+    assert "secret-token" not in str(caught.value)

@@ -14,10 +14,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from mcp_approval.config import ConfigError, load_config
+from mcp_approval.demo.servers import materialize
 from mcp_approval.server.deployment import build_deployment
 from tests.support.polling import eventually
 from tests.support.receivers import WEBHOOK_SECRET, Delivery, SmtpReceiver, WebhookReceiver
-from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
+from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals, to_toml
 from tests.treasury.helpers import approval_for, settled
 
 pytestmark = pytest.mark.anyio
@@ -186,7 +187,10 @@ async def test_email_reaches_a_plain_smtp_server_through_apprise(tmp_path: Path)
         "console_url": "https://approvals.example.com",
     }
     template = {"approvals_required": 2, "reviewer_role": "approver", "notify": ["mail"]}
-    directory = deployment_dir(tmp_path, {"notifications": notifications, "templates": {"close_quarter": template}})
+    overrides = {"notifications": notifications, "templates": {"close_quarter": template}}
+    # The argument is redacted for reviewers: the email shows it as the console does.
+    overrides["approval"] = {"redact_arguments": ["quarter"]}
+    directory = deployment_dir(tmp_path, overrides)
     server = await asyncio.to_thread(TreasuryServer(directory).start)
     try:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
@@ -210,6 +214,8 @@ async def test_email_reaches_a_plain_smtp_server_through_apprise(tmp_path: Path)
     assert f"https://approvals.example.com/console/requests/{pending['id']}" in opened
     assert "sign-in required" in opened
     assert "alice-token" not in opened + decided
+    assert "Arguments: quarter: [redacted]" in opened
+    assert "2026-Q1" not in opened + decided
 
 
 def test_an_apprise_url_it_does_not_know_is_refused_without_repeating_it(tmp_path: Path) -> None:
@@ -220,3 +226,12 @@ def test_an_apprise_url_it_does_not_know_is_refused_without_repeating_it(tmp_pat
     ) as caught:
         build_deployment(load_config(directory / "config.toml"), base_url="http://127.0.0.1:1")
     assert "secret-token" not in str(caught.value)
+
+
+def test_channels_with_the_arap_backend_are_refused(tmp_path: Path) -> None:
+    config_path = materialize(tmp_path / "demo").with_name("config-arap.toml")
+    channel = {"kind": "webhook", "url": "http://127.0.0.1:9/hook", "secret": WEBHOOK_SECRET}
+    text = config_path.read_text() + "\n" + to_toml({"notifications": {"channels": {"hook": channel}}})
+    config_path.write_text(text)
+    with pytest.raises(ConfigError, match=r"notifications\.channels: notifications tell about the local"):
+        build_deployment(load_config(config_path), base_url="http://127.0.0.1:1")

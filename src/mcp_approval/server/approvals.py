@@ -244,8 +244,13 @@ class Approvals:
     def _notification_outbox(self, options: NotificationOptions) -> NotificationOutbox | None:
         """The outbox of ``options``'s channels (a local backend's requests only), or ``None`` without channels."""
         backend = self.backend
-        if not options.channels or not isinstance(backend, LocalApprovalBackend):
+        if not options.channels:
             return None
+        if not isinstance(backend, LocalApprovalBackend):
+            raise ValueError(
+                "notifications.channels: notifications tell about the local approval backend's requests; "
+                f"the {backend.name!r} backend's requests are not kept here (its own service notifies reviewers)"
+            )
         channels = {}
         for name, channel in options.channels.items():
             try:

@@ -44,7 +44,8 @@ class WebhookChannel:
         self._url = options.url
         self._signer = Webhook(options.secret.get_secret_value())
         self._clock = clock or SystemClock()
-        self._http = httpx2.AsyncClient(timeout=timeout_s, follow_redirects=False)
+        self._timeout_s = timeout_s
+        self._http: httpx2.AsyncClient | None = None
 
     def headers(self, notification: Notification, body: str) -> dict[str, str]:
         """The signed headers of one attempt."""
@@ -59,6 +60,8 @@ class WebhookChannel:
     async def send(self, notification: Notification) -> None:
         """POST the notification; a non-2xx answer or a transport error is a :class:`DeliveryError`."""
         body = notification.body()
+        if self._http is None:  # opened on first use, so a server started again after aclose() still sends
+            self._http = httpx2.AsyncClient(timeout=self._timeout_s, follow_redirects=False)
         try:
             response = await self._http.post(
                 self._url, content=body.encode("utf-8"), headers=self.headers(notification, body)
@@ -70,7 +73,9 @@ class WebhookChannel:
 
     async def aclose(self) -> None:
         """Close the HTTP client."""
-        await self._http.aclose()
+        http, self._http = self._http, None
+        if http is not None:
+            await http.aclose()
 
 
 class AppriseChannel:

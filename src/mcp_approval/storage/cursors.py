@@ -105,12 +105,16 @@ class DeliveryCursors:
             await self._database.write(create)
 
     async def claim(self, consumer: str) -> int | None:
-        """Take ``consumer``'s lease if it is due and free (or expired, or already ours).
+        """Take ``consumer``'s lease if it is due and free (or expired, or already ours) and the
+        chain holds events after its cursor.
 
-        Returns the last delivered position, or ``None`` when another worker holds the lease or
-        the next attempt is not due yet.
+        Returns the last delivered position, or ``None`` when there is nothing to deliver, another
+        worker holds the lease or the next attempt is not due yet. An idle consumer costs a read,
+        never a write transaction.
         """
         now = self._clock.now_ms()
+        if not await self._database.read(lambda conn: _worth_claiming(conn, consumer, now)):
+            return None
         free = or_(_C.c.lease_owner.is_(None), _C.c.lease_expires_at < now, _C.c.lease_owner == self.owner)
         claim = (
             update(_C)
@@ -176,6 +180,13 @@ class DeliveryCursors:
         """``consumer``'s cursor, or ``None``."""
         rows = await self._database.read(_all_cursors)
         return next((cursor for cursor in rows if cursor.consumer == consumer), None)
+
+
+def _worth_claiming(conn: Connection, consumer: str, now: int) -> bool:
+    """Whether ``consumer`` is due and the chain's head is past its cursor."""
+    row = conn.execute(select(_C.c.last_seq, _C.c.next_attempt_at).where(_C.c.consumer == consumer)).first()
+    head = conn.execute(select(_H.c.seq).where(_H.c.id == 1)).scalar_one_or_none() or 0
+    return row is not None and row.next_attempt_at <= now and head > row.last_seq
 
 
 async def all_cursors(database: Database) -> list[DeliveryCursor]:

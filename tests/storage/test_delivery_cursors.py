@@ -50,3 +50,8 @@ async def test_leases_fence_workers_and_failures_wait_out_their_backoff(db_url: 
 def test_the_backoff_doubles_up_to_its_cap() -> None:
     options = NotificationOptions(retry_initial_s=0.5, retry_max_s=3.0)
     assert [options.retry_delay_ms(n) for n in range(1, 7)] == [500, 1000, 2000, 3000, 3000, 3000]
+
+
+def test_a_lease_shorter_than_a_delivery_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"notifications\.lease_s \(5\.0\) must exceed timeout_s \(10\.0\)"):
+        NotificationOptions(lease_s=5.0, timeout_s=10.0)

@@ -32,7 +32,7 @@ def _notified(tmp_path: Path, receiver: WebhookReceiver, **schedule: Any) -> Pat
     """The treasury example with a webhook channel for its ``treasury`` template, retried fast, metrics on."""
     channel = {"kind": "webhook", "url": receiver.url, "secret": WEBHOOK_SECRET}
     notifications = {"channels": {"hook": channel}, "poll_interval_s": 0.05, "retry_initial_s": 0.05}
-    notifications |= {"retry_max_s": 0.2, "lease_s": 1.0} | schedule
+    notifications |= {"retry_max_s": 0.2, "lease_s": 2.0, "timeout_s": 1.5} | schedule
     template = {"approvals_required": 1, "reviewer_role": "approver", "notify": ["hook"]}
     metrics = {"enabled": True, "bearer_token": SCRAPE_TOKEN}
     overrides = {"notifications": notifications, "templates": {"treasury": template}, "metrics": metrics}

@@ -28,7 +28,7 @@ import base64
 import binascii
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 __all__ = ["AppriseChannelOptions", "ChannelOptions", "NotificationOptions", "WebhookChannelOptions"]
 
@@ -105,6 +105,15 @@ class NotificationOptions(_Options):
             if not name or len(name) > 100:
                 raise ValueError(f"a channel name must have 1 to 100 characters, not {name!r}")
         return channels
+
+    @model_validator(mode="after")
+    def _lease_outlasts_a_delivery(self) -> NotificationOptions:
+        if self.lease_s <= self.timeout_s:
+            raise ValueError(
+                f"notifications.lease_s ({self.lease_s}) must exceed timeout_s ({self.timeout_s}): "
+                "a delivery still running when its lease ends would be sent twice"
+            )
+        return self
 
     def retry_delay_ms(self, attempts: int) -> int:
         """The wait before the attempt after ``attempts`` failed ones (exponential, capped)."""

@@ -12,7 +12,7 @@ from mcp_approval.notify.options import (
     NotificationOptions,
     WebhookChannelOptions,
 )
-from mcp_approval.notify.outbox import CONSUMER_PREFIX, NotificationOutbox
+from mcp_approval.notify.outbox import CONSUMER_PREFIX, NotificationOutbox, notification_outbox
 
 __all__ = [
     "CONSUMER_PREFIX",
@@ -29,4 +29,5 @@ __all__ = [
     "WebhookChannel",
     "WebhookChannelOptions",
     "channel_from_options",
+    "notification_outbox",
 ]

@@ -22,13 +22,15 @@ import signal
 from collections.abc import Mapping
 
 from mcp_approval.approval.crashpoints import CRASH_ENV
+from mcp_approval.backends import ApprovalBackend
+from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.clock import Clock, SystemClock
-from mcp_approval.notify.channels import Channel
+from mcp_approval.notify.channels import Channel, channel_from_options
 from mcp_approval.notify.messages import MessageBuilder
 from mcp_approval.notify.options import NotificationOptions
 from mcp_approval.storage import AuditLog, Database, DeliveryCursors
 
-__all__ = ["CONSUMER_PREFIX", "NotificationOutbox"]
+__all__ = ["CONSUMER_PREFIX", "NotificationOutbox", "notification_outbox"]
 
 _log = logging.getLogger(__name__)
 #: A channel's cursor is named ``notify:<channel>``.
@@ -143,6 +145,41 @@ class NotificationOutbox:
         delay = self._options.retry_delay_ms(attempts)
         _log.warning("notification channel %r: attempt %d failed (%s); retrying in %d ms", name, attempts, exc, delay)
         await self._cursors.failed(consumer, f"{type(exc).__name__}: {exc}", retry_in_ms=delay)
+
+
+def notification_outbox(
+    options: NotificationOptions,
+    backend: ApprovalBackend,
+    database: Database,
+    audit: AuditLog,
+    *,
+    clock: Clock | None = None,
+) -> NotificationOutbox | None:
+    """The outbox of ``options``'s channels for ``backend``'s requests, or ``None`` without channels.
+
+    Raises:
+        ValueError: channels for a backend other than the local one (its requests are not kept
+            here), or a channel that cannot work (naming ``notifications.channels.NAME``).
+    """
+    if not options.channels:
+        return None
+    if not isinstance(backend, LocalApprovalBackend):
+        raise ValueError(
+            "notifications.channels: notifications tell about the local approval backend's requests; "
+            f"the {backend.name!r} backend's requests are not kept here (its own service notifies reviewers)"
+        )
+    channels: dict[str, Channel] = {}
+    for name, channel in options.channels.items():
+        try:
+            channels[name] = channel_from_options(channel, timeout_s=options.timeout_s, clock=clock)
+        except ValueError as exc:
+            raise ValueError(f"notifications.channels.{name}.{exc}") from None
+    routes = {
+        name: frozenset(template for template, rules in backend.templates.items() if name in rules.notify)
+        for name in channels
+    }
+    messages = MessageBuilder(backend, database, audit, options.console_url)
+    return NotificationOutbox(database, audit, channels, routes, messages, options, clock)
 
 
 def _crash_point() -> None:

@@ -34,7 +34,7 @@ from mcp_approval.backends.login_throttle import FailedAuthenticationLimit, Fail
 from mcp_approval.backends.reviewer_api import reviewer_routes
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.metrics import ApprovalMetrics, MetricsOptions, metrics_route
-from mcp_approval.notify import MessageBuilder, NotificationOptions, NotificationOutbox, channel_from_options
+from mcp_approval.notify import NotificationOptions, notification_outbox
 from mcp_approval.policy import PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.policy.http import HttpPDP
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, Migrations, migrate
@@ -204,7 +204,9 @@ class Approvals:
         self._reviewers = reviewers or (_verified_subject(verifier) if verifier is not None else None)
         # One limit on failed authentications for the reviewer API, the console and /mcp.
         self._throttle = FailedLoginThrottle(self.clock)
-        self.outbox = self._notification_outbox(notifications or NotificationOptions())
+        self.outbox = notification_outbox(
+            notifications or NotificationOptions(), backend, database, self.audit, clock=self.clock
+        )
 
     # -- the server ----------------------------------------------------------------------------
 
@@ -240,29 +242,6 @@ class Approvals:
                     await self.approval.stop()
                     if isinstance(self.policy, HttpPDP):
                         await self.policy.aclose()
-
-    def _notification_outbox(self, options: NotificationOptions) -> NotificationOutbox | None:
-        """The outbox of ``options``'s channels (a local backend's requests only), or ``None`` without channels."""
-        backend = self.backend
-        if not options.channels:
-            return None
-        if not isinstance(backend, LocalApprovalBackend):
-            raise ValueError(
-                "notifications.channels: notifications tell about the local approval backend's requests; "
-                f"the {backend.name!r} backend's requests are not kept here (its own service notifies reviewers)"
-            )
-        channels = {}
-        for name, channel in options.channels.items():
-            try:
-                channels[name] = channel_from_options(channel, timeout_s=options.timeout_s, clock=self.clock)
-            except ValueError as exc:
-                raise ValueError(f"notifications.channels.{name}.{exc}") from None
-        routes = {
-            name: frozenset(template for template, rules in backend.templates.items() if name in rules.notify)
-            for name in channels
-        }
-        messages = MessageBuilder(backend, self._database, self.audit, options.console_url)
-        return NotificationOutbox(self._database, self.audit, channels, routes, messages, options, self.clock)
 
     @contextmanager
     def _approval_tools(self, server: MCPServer[Any]) -> Iterator[None]:

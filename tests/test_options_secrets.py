@@ -100,3 +100,17 @@ def test_an_arap_server_file_prints_no_client_token_or_callback_secret() -> None
     for text in (repr(config), str(config), config.model_dump_json()):
         for secret in secrets:
             assert secret not in text
+
+
+def test_notification_secrets_never_appear_in_the_printed_config(tmp_path: Path) -> None:
+    webhook_secret = "whsec_" + "c2VjcmV0LXNpZ25pbmcta2V5LW9mLTMyLWJ5dGVzISE="
+    apprise_url = "slack://T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7FQ/#approvals"
+    channels = {
+        "hook": {"kind": "webhook", "url": "https://hooks.example.com/a", "secret": webhook_secret},
+        "team": {"kind": "apprise", "urls": [apprise_url]},
+    }
+    config = load_config(deployment_dir(tmp_path, {"notifications": {"channels": channels}}) / "config.toml")
+    printed = [repr(config), str(config), config.model_dump_json(), repr(config.notifications)]
+    for text in printed:
+        assert webhook_secret not in text
+        assert "TIiajkdnlazkcOXrIdevi7FQ" not in text

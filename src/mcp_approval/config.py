@@ -55,6 +55,7 @@ from mcp_approval.backends.arap import ArapSettings
 from mcp_approval.backends.local_rules import ApprovalTemplate, ResolverRule
 from mcp_approval.hosts import is_safe_transport
 from mcp_approval.metrics import MetricsOptions
+from mcp_approval.notify.options import NotificationOptions
 from mcp_approval.policy.cedar_values import check_decimal_path
 from mcp_approval.tasks.options import TaskOptions
 
@@ -335,6 +336,19 @@ class DeploymentConfig(ConfigFile):
     auth: AuthSection | None = None
     #: The Prometheus endpoint, :class:`~mcp_approval.metrics.MetricsOptions` (off by default).
     metrics: MetricsOptions = Field(default_factory=MetricsOptions)
+    #: Notification channels, :class:`~mcp_approval.notify.NotificationOptions` (templates pick them with ``notify``).
+    notifications: NotificationOptions = Field(default_factory=NotificationOptions)
+
+    @model_validator(mode="after")
+    def _notified_channels_exist(self) -> DeploymentConfig:
+        for name, template in self.templates.items():
+            for channel in template.notify:
+                if channel not in self.notifications.channels:
+                    raise ValueError(
+                        f"templates.{name}.notify: no channel {channel!r} in [notifications.channels] "
+                        f"(configured: {', '.join(sorted(self.notifications.channels)) or 'none'})"
+                    )
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> DeploymentConfig:

@@ -11,11 +11,13 @@ with ``max``), except ``mcp_approval_store_errors_total``, which counts this pro
   ``approved``, ``denied``, ``expired`` or ``cancelled``;
 - ``mcp_approval_time_to_decision_seconds``: from submission to approval or denial;
 - ``mcp_approval_executions_total{disposition}``: approval tasks that ended, by disposition;
+- ``mcp_approval_notification_deliveries_total{channel}``: notifications a channel accepted;
+- ``mcp_approval_notification_failures_total{channel}``: attempts a channel did not accept (each is retried);
 - ``mcp_approval_store_errors_total``: store operations that failed (database unreachable).
 
-Counters and the histogram are read from the audit log: each scrape reads the events appended
-since the previous one, so their values only grow, and a restarted process counts the whole
-history again before answering.
+The notification counters are read from the channels' delivery cursors, the other counters and
+the histogram from the audit log: each scrape reads the events appended since the previous one,
+so their values only grow, and a restarted process counts the whole history again before answering.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from mcp_approval.approval.schema import approval_workflows_table
-from mcp_approval.storage import AuditEvent, AuditLog, Database
+from mcp_approval.notify.outbox import CONSUMER_PREFIX
+from mcp_approval.storage import AuditEvent, AuditLog, Database, all_cursors
 
 __all__ = ["ApprovalMetrics", "MetricsOptions", "metrics_paths", "metrics_route"]
 
@@ -112,6 +115,19 @@ class ApprovalMetrics:
         self._store_errors = Counter(
             "mcp_approval_store_errors", "Store operations that failed in this process.", registry=self.registry
         )
+        self._deliveries = Counter(
+            "mcp_approval_notification_deliveries",
+            "Notifications a channel accepted.",
+            ["channel"],
+            registry=self.registry,
+        )
+        self._failures = Counter(
+            "mcp_approval_notification_failures",
+            "Notification attempts a channel did not accept (each is retried).",
+            ["channel"],
+            registry=self.registry,
+        )
+        self._delivery_counts: dict[str, tuple[int, int]] = {}
         self._lock = asyncio.Lock()
         self._seq = 0
         self._submitted: dict[str, int] = {}
@@ -127,9 +143,18 @@ class ApprovalMetrics:
             self._pending.clear()
             for template, count in pending.items():
                 self._pending.labels(template=template).set(count)
+            await self._count_deliveries()
             errors = self._database.unavailable_errors
             self._store_errors.inc(errors - self._errors_seen)
             self._errors_seen = errors
+
+    async def _count_deliveries(self) -> None:
+        for cursor in await all_cursors(self._database):
+            channel = cursor.consumer.removeprefix(CONSUMER_PREFIX)
+            delivered, failures = self._delivery_counts.get(channel, (0, 0))
+            self._deliveries.labels(channel=channel).inc(max(0, cursor.delivered - delivered))
+            self._failures.labels(channel=channel).inc(max(0, cursor.failures - failures))
+            self._delivery_counts[channel] = (cursor.delivered, cursor.failures)
 
     def _count(self, event: AuditEvent) -> None:
         if event.kind == "approval.submitted" and event.subject is not None:

@@ -50,6 +50,9 @@ def test_the_copy_matches_the_example(tmp_path: Path) -> None:
 def test_the_demo_config_keeps_the_examples_principals_templates_and_resolvers(tmp_path: Path) -> None:
     demo = tomllib.loads(materialize(tmp_path / "treasury").read_text())
     example = tomllib.loads((EXAMPLE / "config.toml").read_text())
+    # The demo's treasury template also notifies the demo's webhook receiver (scenario 14); nothing else differs.
+    assert demo["templates"]["treasury"].pop("notify") == ["demo-hook"]
+    assert set(demo["notifications"]["channels"]) == {"demo-hook"}
     for section in ("principals", "templates", "resolvers", "policy", "tools"):
         assert demo[section] == example[section], section
 

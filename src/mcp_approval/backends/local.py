@@ -156,6 +156,11 @@ class LocalApprovalBackend:
         self._listener: StatusListener | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
+    @property
+    def templates(self) -> Mapping[str, ApprovalTemplate]:
+        """The configured templates, by name."""
+        return dict(self._templates)
+
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self, listener: StatusListener | None = None) -> None:

@@ -37,6 +37,9 @@ class ApprovalTemplate(_Rules):
     #: Whether a denying reviewer's comment reaches the requester, in the denial's text (never who
     #: wrote it). The text is model-facing: it is cut to one line and a few hundred characters.
     share_deny_comment: bool = False
+    #: The ``[notifications.channels]`` told about this template's requests (opened, each decision,
+    #: expired, cancelled, executed).
+    notify: list[str] = Field(default_factory=list)
 
 
 class ResolverRule(_Rules):

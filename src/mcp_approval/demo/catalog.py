@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from mcp_approval.demo import scenarios as basic
 from mcp_approval.demo import scenarios_links as links
 from mcp_approval.demo import scenarios_more as more
+from mcp_approval.demo import scenarios_notify as notify
 from mcp_approval.demo import scenarios_without_tasks as no_tasks
 from mcp_approval.demo.context import Demo, ScenarioState
 from mcp_approval.demo.services import NEED_ARAP, NEED_CREDENTIALS
@@ -66,5 +67,11 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
         "client without tasks: denied",
         "carol denies; calling again answers denied-not-executed",
         no_tasks.without_tasks_denied,
+    ),
+    ScenarioSpec(
+        14,
+        "notifications",
+        "a signed webhook tells the demo's receiver: requested, decided, approved, executed",
+        notify.notified_transfer,
     ),
 )

@@ -26,6 +26,7 @@ from mcp_approval.demo.clients import (
 )
 from mcp_approval.demo.narration import Narrator
 from mcp_approval.demo.servers import ServerProcess, count_ledger
+from mcp_approval.demo.webhooks import WebhookInbox
 
 __all__ = ["TOKENS", "Demo", "ScenarioFailed", "ScenarioState", "describe", "is_task"]
 
@@ -69,6 +70,8 @@ class Demo:
     config_path: Path
     run_id: str
     extra: dict[str, ServerProcess] = field(default_factory=dict)
+    #: Where the deployment's webhook notifications arrive (scenario 14).
+    inbox: WebhookInbox | None = None
 
     @property
     def ledger_path(self) -> Path:

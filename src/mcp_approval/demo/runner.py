@@ -19,8 +19,9 @@ from mcp_approval.demo.catalog import SCENARIOS, ScenarioSpec
 from mcp_approval.demo.context import TOKENS, Demo, ScenarioState
 from mcp_approval.demo.narration import Narrator, Outcome, ScenarioResult, results_json
 from mcp_approval.demo.scenarios import open_request
-from mcp_approval.demo.servers import ServerProcess, materialize, remove_tree
+from mcp_approval.demo.servers import ServerProcess, materialize, point_at, remove_tree
 from mcp_approval.demo.services import start_services
+from mcp_approval.demo.webhooks import WEBHOOK_ADDRESS, WebhookInbox
 
 __all__ = ["DemoOptions", "parse_only", "run_demo"]
 
@@ -94,17 +95,23 @@ async def _run(
     db_url = options.db_url or f"sqlite:///{scratch / 'treasury' / 'treasury.db'}"
     needs = frozenset(need for spec in selected for need in spec.needs)
     narrator.banner(f"mcp-approval demo: {len(selected)} scenario(s), deployment {config_path.parent}")
+    inbox = WebhookInbox().start()  # the deployment's notifications arrive here
+    point_at(config_path, {WEBHOOK_ADDRESS: inbox.port})
     try:
-        treasury, extra = await start_services(config_path, db_url, scratch, needs, servers, narrator)
-    except Exception as exc:  # the servers did not come up: every scenario fails, saying why
-        results = [_failed(spec, f"servers did not start: {exc}") for spec in selected]
+        try:
+            treasury, extra = await start_services(config_path, db_url, scratch, needs, servers, narrator)
+        except Exception as exc:  # the servers did not come up: every scenario fails, saying why
+            results = [_failed(spec, f"servers did not start: {exc}") for spec in selected]
+            codes.append(_report(options, narrator, results, started))
+            return
+        narrator.info(f"   webhook receiver listening at http://{WEBHOOK_ADDRESS.split(':')[0]}:{inbox.port}/hook")
+        demo = Demo(narrator, treasury, config_path, secrets.token_hex(3), extra, inbox)
+        results = [await _run_one(demo, spec) for spec in selected]
         codes.append(_report(options, narrator, results, started))
-        return
-    demo = Demo(narrator, treasury, config_path, secrets.token_hex(3), extra)
-    results = [await _run_one(demo, spec) for spec in selected]
-    codes.append(_report(options, narrator, results, started))
-    if options.keep_running:
-        await _keep_running(demo, db_url)
+        if options.keep_running:
+            await _keep_running(demo, db_url)
+    finally:
+        inbox.stop()
 
 
 async def _run_one(demo: Demo, spec: ScenarioSpec) -> ScenarioResult:

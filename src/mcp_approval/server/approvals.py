@@ -37,6 +37,7 @@ from mcp_approval.backends.openapi_paths import console_paths, reviewer_paths
 from mcp_approval.backends.reviewer_api import reviewer_routes
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.metrics import ApprovalMetrics, MetricsOptions, metrics_paths, metrics_route
+from mcp_approval.notify import NotificationOptions, notification_outbox
 from mcp_approval.openapi import openapi_document, openapi_route
 from mcp_approval.policy import PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.policy.http import HttpPDP
@@ -127,6 +128,8 @@ class Approvals:
         principal_valid: whether a requester may still act when its approved call is about to run.
         clock: the source of time.
         metrics: the Prometheus endpoint (:class:`~mcp_approval.metrics.MetricsOptions`; off by default).
+        notifications: the channels told about a local backend's requests
+            (:class:`~mcp_approval.notify.NotificationOptions`; templates pick them with ``notify``).
 
     Raises:
         ValueError: an inconsistent combination (a ``TokenVerifier`` without ``auth``, no
@@ -147,6 +150,7 @@ class Approvals:
         principal_valid: PrincipalCheck | None = None,
         clock: Clock | None = None,
         metrics: MetricsOptions | None = None,
+        notifications: NotificationOptions | None = None,
     ) -> None:
         options = options or ApprovalOptions()
         task_options = tasks or TaskOptions()
@@ -205,6 +209,9 @@ class Approvals:
         self._reviewers = reviewers or (_verified_subject(verifier) if verifier is not None else None)
         # One limit on failed authentications for the reviewer API, the console and /mcp.
         self._throttle = FailedLoginThrottle(self.clock)
+        self.outbox = notification_outbox(
+            notifications or NotificationOptions(), backend, database, self.audit, clock=self.clock
+        )
 
     # -- the server ----------------------------------------------------------------------------
 
@@ -230,9 +237,13 @@ class Approvals:
             async with self.tasks.lifespan(server):  # opens the task store, which migrates the tasks table
                 await migrate(self._database, *self._histories)
                 await self.approval.start()
+                if self.outbox is not None:
+                    await self.outbox.start()
                 try:
                     yield {}
                 finally:
+                    if self.outbox is not None:
+                        await self.outbox.stop()
                     await self.approval.stop()
                     if isinstance(self.policy, HttpPDP):
                         await self.policy.aclose()

@@ -25,6 +25,7 @@ from mcp_approval.approval.service import PrincipalCheck, ToolApproval
 from mcp_approval.backends import ApprovalBackend
 from mcp_approval.clock import Clock
 from mcp_approval.config import ConfigError, DeploymentConfig
+from mcp_approval.notify import NotificationOptions
 from mcp_approval.server.approvals import Approvals
 from mcp_approval.server.arap_backend import arap_backend_from_config, pdp_from_config
 from mcp_approval.server.auth import auth_from_config, reviewer_authenticator
@@ -133,6 +134,7 @@ def build_deployment(
             principal_valid=_principal_check(config),
             clock=clock,
             metrics=config.metrics,
+            notifications=_notification_options(config, base_url),
         )
     except ValueError as exc:
         raise ConfigError(f"{config.path}: {exc}") from None
@@ -145,6 +147,14 @@ def build_deployment(
 def deployment_app(deployment: Deployment) -> Starlette:
     """The HTTP app: MCP at ``/mcp``, reviewers at ``/approvals`` and ``/console``, callbacks when a secret is set."""
     return deployment.approvals.http_app(deployment.server)
+
+
+def _notification_options(config: DeploymentConfig, base_url: str) -> NotificationOptions:
+    """``[notifications]``, with links to this server's console unless ``console_url`` says otherwise."""
+    options = config.notifications
+    if options.console_url is None:
+        options = options.model_copy(update={"console_url": base_url})
+    return options
 
 
 def _stdio_principal(config: DeploymentConfig) -> PrincipalResolver:

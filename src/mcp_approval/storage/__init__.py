@@ -14,6 +14,7 @@ from mcp_approval.storage.audit import (
     ChainBreak,
     ChainVerification,
 )
+from mcp_approval.storage.cursors import DeliveryCursor, DeliveryCursors, all_cursors
 from mcp_approval.storage.database import (
     Database,
     PostgresDatabase,
@@ -32,11 +33,14 @@ __all__ = [
     "ChainBreak",
     "ChainVerification",
     "Database",
+    "DeliveryCursor",
+    "DeliveryCursors",
     "Migrations",
     "PostgresDatabase",
     "SchemaTooNewError",
     "SqliteDatabase",
     "StoreUnavailableError",
+    "all_cursors",
     "migrate",
     "normalize_url",
     "open_database",

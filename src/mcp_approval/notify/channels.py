@@ -1,0 +1,113 @@
+"""Where notifications go: signed webhooks (Standard Webhooks) and Apprise (Slack, Teams, email, ...)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Protocol
+
+import httpx2
+from standardwebhooks import Webhook
+
+from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.notify.messages import Notification
+from mcp_approval.notify.options import AppriseChannelOptions, ChannelOptions, WebhookChannelOptions
+
+__all__ = ["AppriseChannel", "Channel", "DeliveryError", "WebhookChannel", "channel_from_options"]
+
+
+class DeliveryError(RuntimeError):
+    """The receiver did not accept a notification (it is retried later)."""
+
+
+class Channel(Protocol):
+    """Sends one notification; raises :class:`DeliveryError` (or any error) when it was not accepted."""
+
+    async def send(self, notification: Notification) -> None:
+        """Deliver ``notification``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
+
+
+class WebhookChannel:
+    """POSTs each notification's JSON body with the Standard Webhooks headers.
+
+    ``webhook-id`` is the notification's stable id (the same on every attempt), ``webhook-timestamp``
+    the time of this attempt, ``webhook-signature`` the ``v1,`` HMAC-SHA256 of
+    ``id.timestamp.body`` under the channel's secret. Any answer but 2xx is a failed attempt.
+    """
+
+    def __init__(self, options: WebhookChannelOptions, *, timeout_s: float, clock: Clock | None = None) -> None:
+        self._url = options.url
+        self._signer = Webhook(options.secret.get_secret_value())
+        self._clock = clock or SystemClock()
+        self._timeout_s = timeout_s
+        self._http: httpx2.AsyncClient | None = None
+
+    def headers(self, notification: Notification, body: str) -> dict[str, str]:
+        """The signed headers of one attempt."""
+        moment = datetime.fromtimestamp(self._clock.now_ms() // 1000, tz=UTC)
+        return {
+            "content-type": "application/json",
+            "webhook-id": notification.id,
+            "webhook-timestamp": str(int(moment.timestamp())),
+            "webhook-signature": self._signer.sign(notification.id, moment, body),
+        }
+
+    async def send(self, notification: Notification) -> None:
+        """POST the notification; a non-2xx answer or a transport error is a :class:`DeliveryError`."""
+        body = notification.body()
+        if self._http is None:  # opened on first use, so a server started again after aclose() still sends
+            self._http = httpx2.AsyncClient(timeout=self._timeout_s, follow_redirects=False)
+        try:
+            response = await self._http.post(
+                self._url, content=body.encode("utf-8"), headers=self.headers(notification, body)
+            )
+        except httpx2.HTTPError as exc:
+            raise DeliveryError(f"webhook unreachable: {type(exc).__name__}") from None
+        if not 200 <= response.status_code < 300:
+            raise DeliveryError(f"webhook answered HTTP {response.status_code}")
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        http, self._http = self._http, None
+        if http is not None:
+            await http.aclose()
+
+
+class AppriseChannel:
+    """Sends each notification's title and text to Apprise URLs (Slack, Microsoft Teams, email, ...).
+
+    A channel with several URLs counts as delivered only when every service accepted; a retry sends
+    to all of them again, so keep one URL per channel where duplicates matter.
+
+    Raises:
+        ValueError: Apprise does not understand one of the URLs (the URL is not repeated: it holds credentials).
+    """
+
+    def __init__(self, options: AppriseChannelOptions) -> None:
+        import apprise  # imported only by deployments that use it
+
+        self._apprise = apprise.Apprise()
+        for index, url in enumerate(options.urls):
+            if not self._apprise.add(url.get_secret_value()):
+                raise ValueError(f"urls[{index}]: not a URL Apprise supports (check its scheme and parameters)")
+
+    async def send(self, notification: Notification) -> None:
+        """Notify every URL; any refusal is a :class:`DeliveryError`."""
+        accepted = await asyncio.to_thread(self._apprise.notify, body=notification.text(), title=notification.title())
+        if not accepted:
+            raise DeliveryError("a notification service did not accept the message (see the apprise log)")
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+def channel_from_options(options: ChannelOptions, *, timeout_s: float, clock: Clock | None = None) -> Channel:
+    """The channel ``options`` describe."""
+    if isinstance(options, WebhookChannelOptions):
+        return WebhookChannel(options, timeout_s=timeout_s, clock=clock)
+    return AppriseChannel(options)

@@ -1,0 +1,187 @@
+"""Delivering notifications from the audit chain, at least once, in order, off the MCP path.
+
+Each channel has a delivery cursor over the audit chain
+(:class:`~mcp_approval.storage.DeliveryCursors`). A background task of every serving process
+looks every ``poll_interval_s``: for each channel whose cursor it can lease, it walks the events
+after the cursor, sends each one the channel is for (a notified kind, about a request of a
+template whose ``notify`` names the channel) and advances the cursor after each send. A failed
+send stops the walk, counts an attempt and schedules the next one with exponential backoff; the
+events behind it wait, so a receiver that is down gets every event, in chain order, once it is
+up again. A process killed between a send and the advance sends that event again after its
+restart (or another worker does, once the lease expires), with the same ``webhook-id``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+from collections.abc import Mapping
+
+from mcp_approval.approval.crashpoints import CRASH_ENV
+from mcp_approval.backends import ApprovalBackend
+from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.notify.channels import Channel, channel_from_options
+from mcp_approval.notify.messages import MessageBuilder
+from mcp_approval.notify.options import NotificationOptions
+from mcp_approval.storage import AuditLog, Database, DeliveryCursors
+
+__all__ = ["CONSUMER_PREFIX", "NotificationOutbox", "notification_outbox"]
+
+_log = logging.getLogger(__name__)
+#: A channel's cursor is named ``notify:<channel>``.
+CONSUMER_PREFIX = "notify:"
+#: Events sent per lease before the cursor's lease is looked at again.
+_BATCH = 200
+#: A crash-test point: die after a notification was sent, before the cursor moved.
+_CRASH_AFTER_SEND = "after_notification_sent"
+
+
+class NotificationOutbox:
+    """Delivers the audit chain's approval events to the configured channels.
+
+    Args:
+        database: the store of the audit log and the cursors.
+        audit: the audit log.
+        channels: the channels, by name.
+        routes: for each channel, the templates whose requests it is told about (``""`` for the
+            default template).
+        messages: makes a notification of an event.
+        options: the schedule (poll interval, backoff, lease).
+        clock: the source of time.
+    """
+
+    def __init__(
+        self,
+        database: Database,
+        audit: AuditLog,
+        channels: Mapping[str, Channel],
+        routes: Mapping[str, frozenset[str]],
+        messages: MessageBuilder,
+        options: NotificationOptions,
+        clock: Clock | None = None,
+    ) -> None:
+        self._audit = audit
+        self._channels = dict(channels)
+        self._routes = dict(routes)
+        self._messages = messages
+        self._options = options
+        self._cursors = DeliveryCursors(
+            database, owner=secrets.token_hex(8), lease_ms=int(options.lease_s * 1000), clock=clock or SystemClock()
+        )
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Create missing cursors (at the chain's head) and start delivering in the background."""
+        for name in self._channels:
+            await self._cursors.ensure(CONSUMER_PREFIX + name)
+        self._task = asyncio.create_task(self._run(), name="notification-outbox")
+
+    async def stop(self) -> None:
+        """Stop delivering (an event being sent may be sent again by the next worker) and close the channels."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for name, channel in self._channels.items():
+            with contextlib.suppress(Exception):
+                await self._cursors.release(CONSUMER_PREFIX + name)
+            await channel.aclose()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.deliver_due()
+            except Exception:  # a store outage must not end the loop; the next round tries again
+                _log.exception("notification delivery round failed")
+            await asyncio.sleep(self._options.poll_interval_s)
+
+    async def deliver_due(self) -> None:
+        """One round: every channel that is due and not leased elsewhere gets what it is owed."""
+        for name in self._channels:
+            await self._drain(name)
+
+    async def _drain(self, name: str) -> None:
+        consumer = CONSUMER_PREFIX + name
+        after = await self._cursors.claim(consumer)
+        if after is None:
+            return
+        try:
+            await self._walk(name, consumer, after)
+        finally:
+            await self._cursors.release(consumer)
+
+    async def _walk(self, name: str, consumer: str, after: int) -> None:
+        channel, templates = self._channels[name], self._routes.get(name, frozenset())
+        seen, sent = after, 0
+        async for event in self._audit.export(after_seq=after):
+            notification = await self._messages.build(event)
+            if notification is not None and (notification.template or "") in templates:
+                try:
+                    await channel.send(notification)
+                except Exception as exc:  # every failure is retried, whatever its kind
+                    await self._failed(name, consumer, seen, exc)
+                    return
+                _crash_point()
+                seen, sent = event.seq or seen, sent + 1
+                if not await self._cursors.advance(consumer, seen, delivered=1):
+                    return  # the lease went to another worker
+                if sent >= _BATCH:
+                    return
+            else:
+                seen = event.seq or seen
+        if seen > after:
+            await self._cursors.advance(consumer, seen, delivered=0)
+
+    async def _failed(self, name: str, consumer: str, seen: int, exc: Exception) -> None:
+        await self._cursors.advance(consumer, seen, delivered=0)  # events skipped before the failed one
+        cursor = await self._cursors.get(consumer)
+        attempts = (cursor.attempts if cursor is not None else 0) + 1
+        delay = self._options.retry_delay_ms(attempts)
+        _log.warning("notification channel %r: attempt %d failed (%s); retrying in %d ms", name, attempts, exc, delay)
+        await self._cursors.failed(consumer, f"{type(exc).__name__}: {exc}", retry_in_ms=delay)
+
+
+def notification_outbox(
+    options: NotificationOptions,
+    backend: ApprovalBackend,
+    database: Database,
+    audit: AuditLog,
+    *,
+    clock: Clock | None = None,
+) -> NotificationOutbox | None:
+    """The outbox of ``options``'s channels for ``backend``'s requests, or ``None`` without channels.
+
+    Raises:
+        ValueError: channels for a backend other than the local one (its requests are not kept
+            here), or a channel that cannot work (naming ``notifications.channels.NAME``).
+    """
+    if not options.channels:
+        return None
+    if not isinstance(backend, LocalApprovalBackend):
+        raise ValueError(
+            "notifications.channels: notifications tell about the local approval backend's requests; "
+            f"the {backend.name!r} backend's requests are not kept here (its own service notifies reviewers)"
+        )
+    channels: dict[str, Channel] = {}
+    for name, channel in options.channels.items():
+        try:
+            channels[name] = channel_from_options(channel, timeout_s=options.timeout_s, clock=clock)
+        except ValueError as exc:
+            raise ValueError(f"notifications.channels.{name}.{exc}") from None
+    routes = {
+        name: frozenset(template for template, rules in backend.templates.items() if name in rules.notify)
+        for name in channels
+    }
+    messages = MessageBuilder(backend, database, audit, options.console_url)
+    return NotificationOutbox(database, audit, channels, routes, messages, options, clock)
+
+
+def _crash_point() -> None:
+    if os.environ.get(CRASH_ENV) == _CRASH_AFTER_SEND:
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,237 @@
+"""Notifications of a real ``serve``: Standard Webhooks verified by a local receiver, delivered in
+order per request even when the receiver refuses the first attempts, and after a SIGKILL between
+a delivery and its record, again with the same ``webhook-id``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from mcp_approval.config import ConfigError, load_config
+from mcp_approval.demo.servers import materialize
+from mcp_approval.server.deployment import build_deployment
+from tests.support.polling import eventually
+from tests.support.receivers import WEBHOOK_SECRET, Delivery, SmtpReceiver, WebhookReceiver
+from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals, to_toml
+from tests.treasury.helpers import approval_for, settled
+
+pytestmark = pytest.mark.anyio
+
+APPROVED = ["approval.requested", "approval.decided", "approval.approved", "approval.executed"]
+SCRAPE_TOKEN = "scrape-token-of-some-length"
+DENIED = ["approval.requested", "approval.decided", "approval.denied", "approval.executed"]
+
+
+def _notified(tmp_path: Path, receiver: WebhookReceiver, **schedule: Any) -> Path:
+    """The treasury example with a webhook channel for its ``treasury`` template, retried fast, metrics on."""
+    channel = {"kind": "webhook", "url": receiver.url, "secret": WEBHOOK_SECRET}
+    notifications = {"channels": {"hook": channel}, "poll_interval_s": 0.05, "retry_initial_s": 0.05}
+    notifications |= {"retry_max_s": 0.2, "lease_s": 2.0, "timeout_s": 1.5} | schedule
+    template = {"approvals_required": 1, "reviewer_role": "approver", "notify": ["hook"]}
+    metrics = {"enabled": True, "bearer_token": SCRAPE_TOKEN}
+    overrides = {"notifications": notifications, "templates": {"treasury": template}, "metrics": metrics}
+    return deployment_dir(tmp_path, overrides)
+
+
+_DELIVERED = ("mcp_approval_notification_deliveries_total", (("channel", "hook"),))
+_FAILED = ("mcp_approval_notification_failures_total", (("channel", "hook"),))
+
+
+async def _scrape(http: httpx.AsyncClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    response = await http.get("/metrics", headers={"Authorization": f"Bearer {SCRAPE_TOKEN}"})
+    assert response.status_code == 200, response.text
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+def _by_request(deliveries: list[Delivery]) -> dict[str, list[str]]:
+    """The notification types each request's accepted deliveries carried, in arrival order (first copy of an id)."""
+    seen: set[str] = set()
+    found: dict[str, list[str]] = defaultdict(list)
+    for delivery in deliveries:
+        if delivery.webhook_id in seen:
+            continue
+        seen.add(delivery.webhook_id)
+        payload = delivery.payload
+        found[payload["data"]["request_id"]].append(payload["type"])
+    return dict(found)
+
+
+async def test_a_receiver_refusing_the_first_attempts_gets_every_event_in_order(tmp_path: Path) -> None:
+    receiver = WebhookReceiver(refuse_first=4).start()
+    server = await asyncio.to_thread(TreasuryServer(_notified(tmp_path, receiver)).start)
+    try:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+            alice, carol = principals(http)["alice"], Reviewer(http, "carol-token")
+            approved = (await alice.call_tool("wire_transfer", {"to": "acct-n1", "amount": 30_000})).result["taskId"]
+            denied = (await alice.call_tool("wire_transfer", {"to": "acct-n2", "amount": 40_000})).result["taskId"]
+            first = await approval_for(carol, "wire_transfer", to="acct-n1")
+            second = await approval_for(carol, "wire_transfer", to="acct-n2")
+            assert (await carol.decide(first["id"], "approve")).status_code == 200
+            assert (await carol.decide(second["id"], "deny", "not this quarter")).status_code == 200
+            await settled(alice, approved)
+            await settled(alice, denied)
+            await eventually(
+                lambda: asyncio.sleep(0, _by_request(receiver.accepted())),
+                lambda found: found.get(first["id"]) == APPROVED and found.get(second["id"]) == DENIED,
+            )
+            # The cursor moves just after the receiver answers: wait for the last one to be recorded.
+            await eventually(
+                lambda: _scrape(http), lambda found: found.get(_DELIVERED) == 8 and found.get(_FAILED) == 4
+            )
+    finally:
+        server.kill()
+        receiver.stop()
+
+    deliveries = receiver.all()
+    assert all(d.verified for d in deliveries), "every attempt carries a valid Standard Webhooks signature"
+    refused = [d for d in deliveries if not d.accepted]
+    assert len(refused) == 4
+    # The refused attempts were the first event, each time exactly as it was later accepted.
+    accepted = receiver.accepted()
+    assert {d.webhook_id for d in refused} == {accepted[0].webhook_id}
+    assert {d.body for d in refused} == {accepted[0].body}
+    assert len({d.webhook_id for d in accepted}) == len(accepted) == 8, "each event once when nothing crashed"
+
+    executed = [d.payload["data"] for d in accepted if d.payload["type"] == "approval.executed"]
+    assert {(e["request_id"], e["outcome"]) for e in executed} == {
+        (first["id"], "approved-executed"),
+        (second["id"], "denied-not-executed"),
+    }
+    opened = accepted[0].payload["data"]
+    assert opened["tool"] == "wire_transfer"
+    assert opened["requester"] == "alice"
+    assert opened["template"] == "treasury"
+    assert opened["approvals"] == {"given": 0, "required": 1}
+    assert opened["deadline"]
+    assert opened["console_url"] == f"{server.base_url}/console/requests/{opened['request_id']}"
+    decided = next(d.payload["data"] for d in accepted if d.payload["type"] == "approval.decided")
+    assert decided["approvals"]["given"] == 1
+    assert (decided["decision"], decided["reviewer"]) == ("approve", "carol")
+    everything = b"".join(d.body for d in deliveries).decode()
+    for secret in ("carol-token", "alice-token", "3q2+7wABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhs=", WEBHOOK_SECRET):
+        assert secret not in everything
+
+
+async def test_a_serve_killed_before_or_after_sending_delivers_after_restart(tmp_path: Path) -> None:
+    receiver = WebhookReceiver().start()
+    server = TreasuryServer(_notified(tmp_path, receiver))
+    await asyncio.to_thread(server.start)
+    try:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+            alice, carol = principals(http)["alice"], Reviewer(http, "carol-token")
+            task = (await alice.call_tool("wire_transfer", {"to": "acct-n3", "amount": 30_000})).result["taskId"]
+            pending = await approval_for(carol, "wire_transfer", to="acct-n3")
+            await eventually(lambda: asyncio.sleep(0, _by_request(receiver.accepted())), lambda found: bool(found))
+            # The receiver goes down; the decision commits; its notification cannot be delivered.
+            receiver.down = True
+            assert (await carol.decide(pending["id"], "approve")).status_code == 200
+            await settled(alice, task)
+            await eventually(
+                lambda: asyncio.sleep(0, [d for d in receiver.all() if not d.accepted]),
+                lambda refused: any(d.payload["type"] == "approval.decided" for d in refused),
+            )
+        # Killed between the state change and its delivery.
+        await asyncio.to_thread(server.kill)
+        receiver.down = False
+        # Restarted armed to die right after the next send, before the cursor records it.
+        await asyncio.to_thread(server.start, env={"MCP_APPROVAL_CRASH_AT": "after_notification_sent"})
+        assert await asyncio.to_thread(server.wait_exit) != 0
+        await asyncio.to_thread(server.start)
+        await eventually(
+            lambda: asyncio.sleep(0, _by_request(receiver.accepted())),
+            lambda found: found.get(pending["id"]) == APPROVED,
+        )
+    finally:
+        server.kill()
+        receiver.stop()
+
+    accepted = receiver.accepted()
+    types = [d.payload["type"] for d in accepted]
+    assert types == ["approval.requested", "approval.decided", *APPROVED[1:]], "sent again, then in order"
+    assert accepted[1].webhook_id == accepted[2].webhook_id, "the event sent before the kill comes again, same id"
+    assert accepted[1].body == accepted[2].body
+    assert len({d.webhook_id for d in accepted}) == len(APPROVED)
+    assert all(d.verified for d in receiver.all())
+
+
+def test_a_template_naming_an_unknown_channel_is_refused(tmp_path: Path) -> None:
+    template = {"approvals_required": 1, "notify": ["nowhere"]}
+    directory = deployment_dir(tmp_path, {"templates": {"treasury": template}})
+    with pytest.raises(ConfigError, match=r"templates\.treasury\.notify: no channel 'nowhere'"):
+        load_config(directory / "config.toml")
+
+
+def test_a_webhook_secret_that_is_not_a_signing_secret_is_refused(tmp_path: Path) -> None:
+    channel = {"kind": "webhook", "url": "http://127.0.0.1:9/hook", "secret": "hunter2"}
+    directory = deployment_dir(tmp_path, {"notifications": {"channels": {"hook": channel}}})
+    with pytest.raises(ConfigError, match=r"notifications\.channels\.hook\.webhook\.secret") as caught:
+        load_config(directory / "config.toml")
+    assert "hunter2" not in str(caught.value)
+
+
+async def test_email_reaches_a_plain_smtp_server_through_apprise(tmp_path: Path) -> None:
+    smtp = SmtpReceiver().start()
+    notifications = {
+        "channels": {"mail": {"kind": "apprise", "urls": [smtp.url()]}},
+        "poll_interval_s": 0.05,
+        "console_url": "https://approvals.example.com",
+    }
+    template = {"approvals_required": 2, "reviewer_role": "approver", "notify": ["mail"]}
+    overrides = {"notifications": notifications, "templates": {"close_quarter": template}}
+    # The argument is redacted for reviewers: the email shows it as the console does.
+    overrides["approval"] = {"redact_arguments": ["quarter"]}
+    directory = deployment_dir(tmp_path, overrides)
+    server = await asyncio.to_thread(TreasuryServer(directory).start)
+    try:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+            alice, carol = principals(http)["alice"], Reviewer(http, "carol-token")
+            await alice.call_tool("close_quarter", {"quarter": "2026-Q1"})
+            pending = await approval_for(carol, "close_quarter")
+            assert (await carol.decide(pending["id"], "approve")).status_code == 200
+            texts = await eventually(lambda: asyncio.sleep(0, smtp.texts()), lambda found: len(found) >= 2)
+    finally:
+        server.kill()
+        smtp.stop()
+
+    (opened_subject, opened), (decided_subject, decided) = texts[:2]
+    assert opened_subject.startswith("Approval requested: close_quarter")
+    assert decided_subject.startswith("Decision recorded: close_quarter")
+    assert "Requested by: alice" in opened
+    assert "Template: close_quarter" in opened
+    assert "Progress: 0 of 2 approvals" in opened
+    assert "Progress: 1 of 2 approvals" in decided
+    assert "Decision: approve by carol" in decided
+    assert f"https://approvals.example.com/console/requests/{pending['id']}" in opened
+    assert "sign-in required" in opened
+    assert "alice-token" not in opened + decided
+    assert "Arguments: quarter: [redacted]" in opened
+    assert "2026-Q1" not in opened + decided
+
+
+def test_an_apprise_url_it_does_not_know_is_refused_without_repeating_it(tmp_path: Path) -> None:
+    channel = {"kind": "apprise", "urls": ["nosuchservice://secret-token@host"]}
+    directory = deployment_dir(tmp_path, {"notifications": {"channels": {"team": channel}}})
+    with pytest.raises(
+        ConfigError, match=r"notifications\.channels\.team\.urls\[0\]: not a URL Apprise supports"
+    ) as caught:
+        build_deployment(load_config(directory / "config.toml"), base_url="http://127.0.0.1:1")
+    assert "secret-token" not in str(caught.value)
+
+
+def test_channels_with_the_arap_backend_are_refused(tmp_path: Path) -> None:
+    config_path = materialize(tmp_path / "demo").with_name("config-arap.toml")
+    channel = {"kind": "webhook", "url": "http://127.0.0.1:9/hook", "secret": WEBHOOK_SECRET}
+    text = config_path.read_text() + "\n" + to_toml({"notifications": {"channels": {"hook": channel}}})
+    config_path.write_text(text)
+    with pytest.raises(ConfigError, match=r"notifications\.channels: notifications tell about the local"):
+        build_deployment(load_config(config_path), base_url="http://127.0.0.1:1")

@@ -20,7 +20,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Extension, require_client_extension
@@ -48,9 +48,10 @@ from mcp_approval.approval.requests import new_intent, new_workflow, submission_
 from mcp_approval.approval.resolver import Resolver
 from mcp_approval.approval.resubmission import withdraw
 from mcp_approval.approval.results import sanitize_model_text
-from mcp_approval.approval.states import IntentState
+from mcp_approval.approval.states import IntentState, Phase
 from mcp_approval.approval.store import Admission, ApprovalStore, Intent, NewWorkflow
 from mcp_approval.approval.tools import ToolInvoker
+from mcp_approval.approval.url_without_tasks import RequesterLinks, UrlRevision, url_revision
 from mcp_approval.backends import (
     ApprovalBackend,
     ApprovalBackendError,
@@ -75,6 +76,15 @@ from mcp_approval.tasks.sql_store import SqlTaskStore
 __all__ = ["APPROVAL_HANDLER", "PrincipalCheck", "ToolApproval", "ToolApprovalExtension"]
 
 logger = logging.getLogger("mcp_approval.approval")
+
+
+class PendingAnswer(Protocol):
+    """The answer to a call without tasks whose request ``task_id`` is open (``opened``: by this call)."""
+
+    async def __call__(self, task_id: str, tool: str, *, opened: bool) -> HandlerResult:
+        """The result (or raised error) the caller receives."""
+        ...
+
 
 # How long a retry waits for the task of an identical call whose submission is in flight.
 _DUPLICATE_WAIT_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
@@ -138,6 +148,7 @@ class ToolApproval:
         self.audit = audit
         self.clock = clock or tasks.runtime.clock or SystemClock()
         self._degraded = DegradedRequestable()
+        self.links = RequesterLinks(cipher, self.options)
         self._deps: ApprovalDependencies | None = None
         self._resolver: Resolver | None = None
 
@@ -232,21 +243,58 @@ class ToolApproval:
     async def _without_tasks(
         self, call: GatedCall, decision: Decision, ctx: ServerRequestContext[Any, Any]
     ) -> HandlerResult:
-        """A client without tasks: open (or join) a request; the identical retry takes its outcome once."""
+        """A client without tasks: open (or join) a request; the identical retry takes its outcome once.
+
+        A client that declared URL elicitation is sent to the requester page while the request is
+        open (:mod:`~mcp_approval.approval.url_without_tasks`), by its revision's own mechanism.
+        """
         owner = self.tasks.caller(ctx)
         if not isinstance(owner, str) or self._input_fields(decision):
             # No principal to own a request, or approvers need inputs this answer cannot ask for.
             return await self._degraded(call, decision, ctx)
         binding = await self._binding_of(call)
+        revision = url_revision(ctx, self.options)
         try:
+            if revision == "2026-07-28" and call.request_state is not None:
+                return await self._url_retry(binding, decision, owner, call.request_state)
             taken = await self.store.take_retry_outcome(owner, binding.tool, binding.digest)
             record = await self.tasks.store.get(taken) if taken is not None else None
             if record is not None and record.terminal:
                 return without_tasks.outcome_answer(record)
             # Nothing owed (or its task outlived its retention): this call asks for approval.
-            return await self.create(binding, decision, owner=owner, without_task=True)
+            pending = self._pending_answer if revision is None else self._url_answer(binding, owner, revision)
+            return await self.create(binding, decision, owner=owner, without_task=True, pending=pending)
         except StoreUnavailableError as exc:
             raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
+
+    async def _url_retry(self, binding: CallBinding, decision: Decision, owner: str, state: str) -> HandlerResult:
+        """The retry of a URL round: the outcome once ended, a state-only round while still open.
+
+        A state for a request whose outcome was already taken (the approval is spent) asks anew.
+        """
+        reference = self.links.open_state(state, binding, owner)  # -32602 unless minted for this call and caller
+        taken = await self.store.take_retry_outcome(owner, binding.tool, binding.digest)
+        record = await self.tasks.store.get(taken) if taken is not None else None
+        if record is not None and record.terminal:
+            return without_tasks.outcome_answer(record)
+        workflow = await self.store.get(reference)
+        if workflow is not None and workflow.phase in (Phase.PENDING, Phase.CLAIMED):
+            return self.links.still_open(reference, binding, owner)
+        return await self.create(
+            binding, decision, owner=owner, without_task=True, pending=self._url_answer(binding, owner, "2026-07-28")
+        )
+
+    def _url_answer(self, binding: CallBinding, owner: str, revision: UrlRevision) -> PendingAnswer:
+        """The pending answer that sends this caller to its request's page."""
+
+        async def answer(task_id: str, tool: str, *, opened: bool) -> HandlerResult:
+            workflow = await self.store.get(task_id)
+            deadline = workflow.request_deadline if workflow is not None else None
+            if revision == "2025-11-25":
+                raise self.links.elicitation_required(task_id, tool, owner, deadline)
+            return self.links.input_required(task_id, binding, owner, deadline)
+
+        return answer
 
     async def request_status(self, reference: str, ctx: ServerRequestContext[Any, Any]) -> Any:
         """Where the caller's approval request ``reference`` stands (the ``approval_status`` tool).
@@ -272,6 +320,7 @@ class ToolApproval:
         inputs: Mapping[str, str] | None = None,
         linked: bool = False,
         without_task: bool = False,
+        pending: PendingAnswer | None = None,
     ) -> HandlerResult:
         """Dedup, then intent → submit → handle → task; returns the ``CreateTaskResult``.
 
@@ -279,8 +328,10 @@ class ToolApproval:
         ``inputs`` are the submission inputs the requester supplied; ``linked``: the request
         declared URL elicitation, so with ``ApprovalOptions.approval_url`` the task links the approval page;
         ``without_task``: the client declared no tasks, so the task row is kept for the identical
-        retry (``owed_to_retry``) and the answer is :func:`~mcp_approval.approval.without_tasks.pending_answer`.
+        retry (``owed_to_retry``) and the answer is ``pending`` (by default
+        :func:`~mcp_approval.approval.without_tasks.pending_answer`).
         """
+        answer_pending = pending or self._pending_answer
         deps = self._started()
         submission = replace(self._submission(binding, decision), inputs=inputs or None)
         intent = self._new_intent(new_task_id(), 1, binding, submission, owner=owner)
@@ -291,7 +342,9 @@ class ToolApproval:
             task_limits=self._task_limits(),
         )
         if admission is not Admission.RECORDED:
-            return await self._admitted(admission, task_id, binding, owner, without_task=without_task)
+            return await self._admitted(
+                admission, task_id, binding, owner, pending=answer_pending if without_task else None
+            )
         crash_point("after_intent")
         handle = await self._submit(intent, submission)
         if handle is None:
@@ -314,7 +367,7 @@ class ToolApproval:
         crash_point("after_task")
         self.resolver.task_created(intent.task_id, handle)
         if without_task:
-            return await self._pending_answer(intent.task_id, binding.tool, opened=True)
+            return await answer_pending(intent.task_id, binding.tool, opened=True)
         return await self._task_answer(intent.task_id, binding.tool, immediate=True)
 
     async def _create_with_inputs(
@@ -383,13 +436,13 @@ class ToolApproval:
         binding: CallBinding,
         owner: str,
         *,
-        without_task: bool = False,
+        pending: PendingAnswer | None = None,
     ) -> HandlerResult:
-        """The answer for an admitted, duplicate or refused new approval task."""
+        """The answer for an admitted, duplicate or refused new approval task (``pending``: without tasks)."""
         if admission is Admission.DUPLICATE:
             assert task_id is not None
-            if without_task:
-                return await self._pending_answer(task_id, binding.tool, opened=False)
+            if pending is not None:
+                return await pending(task_id, binding.tool, opened=False)
             return await self._existing_task(task_id, binding)
         if admission is not Admission.RECORDED:
             logger.warning("approval submission refused for %s on %r: %s", owner[:8], binding.tool, admission.value)

@@ -21,6 +21,7 @@ from mcp_approval.approval.callbacks import callback_route
 from mcp_approval.approval.gate import PolicyGate, PrincipalResolver
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.outcomes import WorkflowOutcomes
+from mcp_approval.approval.requester_page import requester_page_route
 from mcp_approval.approval.schema import APPROVAL_MIGRATIONS
 from mcp_approval.approval.service import APPROVAL_HANDLER, PrincipalCheck, ToolApproval, ToolApprovalExtension
 from mcp_approval.approval.tools import ServerTools
@@ -263,12 +264,16 @@ class Approvals:
 
     def routes(self) -> list[BaseRoute]:
         """The HTTP routes to mount beside MCP: backend callbacks (with ``callback_secret``) at
-        ``/approvals/callback``, the metrics when enabled, and for a local backend the reviewer
-        API at ``/approvals`` and the console at ``/console``."""
+        ``/approvals/callback``, the requester page (with ``requester_url``) at
+        ``/requests/{request_token}``, the metrics when enabled, and for a local backend the
+        reviewer API at ``/approvals`` and the console at ``/console``."""
         routes: list[BaseRoute] = []
         secret = self.options.callback_secret
         if secret is not None:
             routes.append(self._callback_route(secret.get_secret_value()))
+        if self.options.requester_url is not None:
+            approval = self.approval
+            routes.append(requester_page_route(approval.links, lambda reference: approval.store.get(reference)))
         if self.metrics_options.enabled:
             routes.append(metrics_route(self.metrics_options, ApprovalMetrics(self._database, self.audit)))
         if isinstance(self.backend, LocalApprovalBackend) and self._reviewers is not None:

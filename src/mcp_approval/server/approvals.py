@@ -13,6 +13,7 @@ from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import ServerMiddleware
 from mcp.server.mcpserver import Context, Extension, MCPServer
+from mcp.server.request_state import RequestStateSecurity
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
@@ -57,6 +58,7 @@ class ServerOptions(TypedDict):
     lifespan: Callable[[MCPServer[Any]], Any]
     token_verifier: TokenVerifier | None
     auth: AuthSettings | None
+    request_state_security: RequestStateSecurity
 
 
 class Approvals:
@@ -216,7 +218,19 @@ class Approvals:
             lifespan=self.lifespan,
             token_verifier=self.token_verifier,
             auth=self.auth,
+            request_state_security=self.request_state_security(),
         )
+
+    def request_state_security(self) -> RequestStateSecurity:
+        """How the server seals ``requestState``: keys derived from the call-binding keys.
+
+        Unlike the SDK's default (a per-process key, ten minutes), a round's state then survives a
+        restart, opens on every worker sharing the keys, and lasts as long as the request it names
+        may be waited for and its outcome kept (``max_pending_s + result_retention_s``).
+        """
+        keys = self.approval.cipher.derived_keys("request-state/v1")
+        ttl = self.options.max_pending_s + self.options.result_retention_s
+        return RequestStateSecurity(keys=keys, ttl=ttl)
 
     @asynccontextmanager
     async def lifespan(self, server: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:

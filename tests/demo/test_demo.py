@@ -39,6 +39,7 @@ EXPECTED: dict[int, tuple[str | None, int]] = {
     11: (None, 2),
     12: ("approved-executed", 1),
     13: ("denied-not-executed", 0),
+    14: ("approved-executed", 1),
 }
 
 

@@ -67,4 +67,10 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
         "carol denies; calling again answers denied-not-executed",
         no_tasks.without_tasks_denied,
     ),
+    ScenarioSpec(
+        14,
+        "client without tasks: requester page",
+        "a url elicitation to the requester's page; the retry with its state: the result, once",
+        no_tasks.url_without_tasks,
+    ),
 )

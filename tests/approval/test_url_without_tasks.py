@@ -21,9 +21,11 @@ from mcp.shared.exceptions import MCPError
 from mcp_approval.approval.binding import BindingCipher, CallBinding
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.url_without_tasks import INVALID_STATE_MESSAGE, PAGE_INPUT_KEY, RequesterLinks
+from mcp_approval.config import ConfigError, load_config
 from mcp_approval.protocol import URL_ELICITATION_REQUIRED
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.approval.test_without_tasks import ended, transfers
+from tests.support.treasury import deployment_dir
 from tests.support.wire import LegacySession, Reply, Wire, envelope
 from tests.treasury.helpers import AUTHORIZATION, DISPOSITION, approval_for, text_of
 
@@ -255,3 +257,47 @@ async def test_without_requester_url_a_url_client_gets_the_undisclosed_answer(tm
         assert first["isError"] is True
         assert first["_meta"][AUTHORIZATION]["remediation"] == "undisclosed"
         assert "did not run" in text_of(first)
+
+
+@pytest.mark.parametrize(
+    ("url", "complaint"),
+    [
+        ("http://mcp.example.test/requests/{request_token}", "http is allowed only on a loopback host"),
+        ("https://mcp.example.test/requests/", "must contain {request_token}"),
+        ("https://{request_token}.example.test/", "may not be part of the host"),
+        ("https://user:pw@mcp.example.test/r/{request_token}", "must not carry a user name or password"),
+    ],
+)
+def test_a_bad_requester_url_in_the_file_names_file_and_field(tmp_path: Path, url: str, complaint: str) -> None:
+    directory = deployment_dir(tmp_path, {"approval": {"without_tasks": "request", "requester_url": url}})
+    with pytest.raises(ConfigError) as refused:
+        load_config(directory / "config.toml")
+    message = str(refused.value)
+    assert "config.toml" in message
+    assert "requester_url" in message
+    assert complaint in message
+
+
+@pytest.mark.parametrize(
+    "url", ["https://mcp.example.test/requests/{request_token}", "http://localhost:8000/r/{request_token}"]
+)
+def test_a_good_requester_url_fills_in_the_token_percent_encoded(url: str) -> None:
+    options = ApprovalOptions(requester_url=url)
+    assert options.requester_link("dev-1:a/b") == url.replace("{request_token}", "dev-1%3Aa%2Fb")
+    assert ApprovalOptions().requester_link("x") is None
+
+
+@pytest.mark.sep_check("sep-2643-server-url-needs-declared-elicitation")
+async def test_only_a_declared_url_elicitation_is_sent_to_the_page(tmp_path: Path) -> None:
+    async with inprocess_treasury(tmp_path, URL_MODE) as harness:
+        legacy = await LegacySession.open(harness.http, "alice-token", capabilities={"elicitation": {}})  # form only
+        plain = (await legacy.call("wire_transfer", {"to": "acct-form-only", "amount": 30_000}))["result"]
+        assert plain["isError"] is True
+        assert plain["_meta"][AUTHORIZATION]["remediation"] == "undisclosed"
+        modern = envelope(tasks=False, elicitation=False)
+        arguments = {"to": "acct-no-elicitation", "amount": 30_000}
+        undeclared = (await harness.alice.call_tool("wire_transfer", arguments, meta=modern)).result
+        assert undeclared["_meta"][AUTHORIZATION]["remediation"] == "undisclosed"
+        assert "inputRequests" not in undeclared
+        with_tasks = (await harness.alice.call_tool("wire_transfer", {"to": "acct-task", "amount": 30_000})).result
+        assert with_tasks["resultType"] == "task"  # a tasks client still gets its task

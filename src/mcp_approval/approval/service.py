@@ -20,14 +20,14 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Extension, require_client_extension
 from mcp.shared.exceptions import MCPError
 
 from mcp_approval.approval import inputs as submission_inputs
-from mcp_approval.approval import url_approval, without_tasks
+from mcp_approval.approval import url_approval
 from mcp_approval.approval.binding import BindingCipher, CallBinding
 from mcp_approval.approval.crashpoints import crash_point
 from mcp_approval.approval.dependencies import ApprovalDependencies, PrincipalCheck, always_valid
@@ -48,10 +48,11 @@ from mcp_approval.approval.requests import new_intent, new_workflow, submission_
 from mcp_approval.approval.resolver import Resolver
 from mcp_approval.approval.resubmission import withdraw
 from mcp_approval.approval.results import sanitize_model_text
-from mcp_approval.approval.states import IntentState, Phase
+from mcp_approval.approval.states import IntentState
 from mcp_approval.approval.store import Admission, ApprovalStore, Intent, NewWorkflow
 from mcp_approval.approval.tools import ToolInvoker
-from mcp_approval.approval.url_without_tasks import RequesterLinks, UrlRevision, url_revision
+from mcp_approval.approval.url_without_tasks import RequesterLinks, url_revision
+from mcp_approval.approval.without_tasks_flow import PendingAnswer, WithoutTasksFlow
 from mcp_approval.backends import (
     ApprovalBackend,
     ApprovalBackendError,
@@ -76,14 +77,6 @@ from mcp_approval.tasks.sql_store import SqlTaskStore
 __all__ = ["APPROVAL_HANDLER", "PrincipalCheck", "ToolApproval", "ToolApprovalExtension"]
 
 logger = logging.getLogger("mcp_approval.approval")
-
-
-class PendingAnswer(Protocol):
-    """The answer to a call without tasks whose request ``task_id`` is open (``opened``: by this call)."""
-
-    async def __call__(self, task_id: str, tool: str, *, opened: bool) -> HandlerResult:
-        """The result (or raised error) the caller receives."""
-        ...
 
 
 # How long a retry waits for the task of an identical call whose submission is in flight.
@@ -149,6 +142,14 @@ class ToolApproval:
         self.clock = clock or tasks.runtime.clock or SystemClock()
         self._degraded = DegradedRequestable()
         self.links = RequesterLinks(cipher, self.options)
+        #: The answers to clients without tasks (``without_tasks = "request"``).
+        self.without_tasks = WithoutTasksFlow(
+            store=lambda: self.store,
+            tasks=lambda: self.tasks.store,
+            links=self.links,
+            options=self.options,
+            open_request=self.create,
+        )
         self._deps: ApprovalDependencies | None = None
         self._resolver: Resolver | None = None
 
@@ -253,63 +254,22 @@ class ToolApproval:
             # No principal to own a request, or approvers need inputs this answer cannot ask for.
             return await self._degraded(call, decision, ctx)
         binding = await self._binding_of(call)
-        revision = url_revision(ctx, self.options)
         try:
-            if revision == "2026-07-28" and call.request_state is not None:
-                return await self._url_retry(binding, decision, owner, call.request_state)
-            taken = await self.store.take_retry_outcome(owner, binding.tool, binding.digest)
-            record = await self.tasks.store.get(taken) if taken is not None else None
-            if record is not None and record.terminal:
-                return without_tasks.outcome_answer(record)
-            # Nothing owed (or its task outlived its retention): this call asks for approval.
-            pending = self._pending_answer if revision is None else self._url_answer(binding, owner, revision)
-            return await self.create(binding, decision, owner=owner, without_task=True, pending=pending)
+            revision = url_revision(ctx, self.options)
+            return await self.without_tasks.answer(binding, decision, owner, revision, call.request_state)
         except StoreUnavailableError as exc:
             raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
-
-    async def _url_retry(self, binding: CallBinding, decision: Decision, owner: str, state: str) -> HandlerResult:
-        """The retry of a URL round: the outcome once ended, a state-only round while still open.
-
-        A state for a request whose outcome was already taken (the approval is spent) asks anew.
-        """
-        reference = self.links.open_state(state, binding, owner)  # -32602 unless minted for this call and caller
-        taken = await self.store.take_retry_outcome(owner, binding.tool, binding.digest)
-        record = await self.tasks.store.get(taken) if taken is not None else None
-        if record is not None and record.terminal:
-            return without_tasks.outcome_answer(record)
-        workflow = await self.store.get(reference)
-        if workflow is not None and workflow.phase in (Phase.PENDING, Phase.CLAIMED):
-            return self.links.still_open(reference, binding, owner)
-        return await self.create(
-            binding, decision, owner=owner, without_task=True, pending=self._url_answer(binding, owner, "2026-07-28")
-        )
-
-    def _url_answer(self, binding: CallBinding, owner: str, revision: UrlRevision) -> PendingAnswer:
-        """The pending answer that sends this caller to its request's page."""
-
-        async def answer(task_id: str, tool: str, *, opened: bool) -> HandlerResult:
-            workflow = await self.store.get(task_id)
-            deadline = workflow.request_deadline if workflow is not None else None
-            if revision == "2025-11-25":
-                raise self.links.elicitation_required(task_id, tool, owner, deadline)
-            return self.links.input_required(task_id, binding, owner, deadline)
-
-        return answer
 
     async def request_status(self, reference: str, ctx: ServerRequestContext[Any, Any]) -> Any:
         """Where the caller's approval request ``reference`` stands (the ``approval_status`` tool).
 
         A reference that is unknown or belongs to another principal gets the same answer.
         """
-        owner = self.tasks.caller(ctx)
         try:
-            workflow = await self.store.get(reference) if isinstance(owner, str) and reference else None
+            owner = self.tasks.caller(ctx)
+            return await self.without_tasks.status(reference, owner if isinstance(owner, str) else None)
         except StoreUnavailableError as exc:
             raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
-        if workflow is None or workflow.principal_digest != owner:
-            return without_tasks.unknown_reference(reference)
-        poll_ms = round(self.options.task_poll_interval_s * 1000)
-        return without_tasks.status_answer(workflow, poll_interval_ms=poll_ms)
 
     async def create(
         self,
@@ -331,7 +291,7 @@ class ToolApproval:
         retry (``owed_to_retry``) and the answer is ``pending`` (by default
         :func:`~mcp_approval.approval.without_tasks.pending_answer`).
         """
-        answer_pending = pending or self._pending_answer
+        answer_pending = pending or self.without_tasks.pending
         deps = self._started()
         submission = replace(self._submission(binding, decision), inputs=inputs or None)
         intent = self._new_intent(new_task_id(), 1, binding, submission, owner=owner)
@@ -528,12 +488,6 @@ class ToolApproval:
             if record is not None:
                 break
         raise MCPError(code=INTERNAL_ERROR, message="An identical call is still being submitted; try again")
-
-    async def _pending_answer(self, task_id: str, tool: str, *, opened: bool) -> HandlerResult:
-        """A request made without tasks is open: say so, with its reference and deadline."""
-        workflow = await self.store.get(task_id)
-        deadline = workflow.request_deadline if workflow is not None else None
-        return without_tasks.pending_answer(tool, task_id, deadline, opened=opened)
 
     async def _task_answer(self, task_id: str, tool: str, *, immediate: bool) -> HandlerResult:
         record = await self.tasks.store.get(task_id)

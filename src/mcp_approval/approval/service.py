@@ -25,6 +25,7 @@ from typing import Any
 from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Extension, require_client_extension
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_approval.approval import inputs as submission_inputs
 from mcp_approval.approval import url_approval
@@ -250,13 +251,27 @@ class ToolApproval:
         open (:mod:`~mcp_approval.approval.url_without_tasks`), by its revision's own mechanism.
         """
         owner = self.tasks.caller(ctx)
-        if not isinstance(owner, str) or self._input_fields(decision):
-            # No principal to own a request, or approvers need inputs this answer cannot ask for.
+        fields = self._input_fields(decision)
+        if not isinstance(owner, str) or (fields and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS):
+            # No principal to own a request, or approvers need inputs and 2025-11-25 has no MRTR round.
             return await self._degraded(call, decision, ctx)
         binding = await self._binding_of(call)
         try:
             revision = url_revision(ctx, self.options)
-            return await self.without_tasks.answer(binding, decision, owner, revision, call.request_state)
+            flow = self.without_tasks
+            answering_form = submission_inputs.INPUT_KEY in (call.input_responses or {})
+            if not fields or (call.request_state is not None and not answering_form):
+                return await flow.answer(binding, decision, owner, revision, call.request_state)
+            # Inputs first (an MRTR form round), unless an outcome is owed or a request is already open.
+            outcome = await flow.owed_outcome(binding, owner)
+            if outcome is not None:
+                return outcome
+            if await self.store.find_live(owner, binding.tool, binding.digest) is not None:
+                return await flow.answer(binding, decision, owner, revision, None)  # joins it
+            supplied = self._supplied_inputs(call, binding, ctx, owner=owner, fields=fields)
+            if not isinstance(supplied, dict):
+                return supplied
+            return await flow.answer(binding, decision, owner, revision, None, inputs=supplied)
         except StoreUnavailableError as exc:
             raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
 
@@ -346,13 +361,32 @@ class ToolApproval:
             return await self._existing_task(existing, binding)
         if _template_of(decision) in self.options.inputs_in_task:
             return await self._create_waiting(binding, decision, owner=owner, fields=fields)
+        supplied = self._supplied_inputs(call, binding, ctx, owner=owner, fields=fields)
+        if not isinstance(supplied, dict):
+            return supplied  # the form round, or the answer that nothing was submitted
+        linked = url_approval.declares_url_elicitation(ctx)
+        return await self.create(binding, decision, owner=owner, inputs=supplied, linked=linked)
+
+    def _supplied_inputs(
+        self,
+        call: GatedCall,
+        binding: CallBinding,
+        ctx: ServerRequestContext[Any, Any],
+        *,
+        owner: str,
+        fields: tuple[str, ...],
+    ) -> dict[str, str] | HandlerResult:
+        """The inputs this call's MRTR retry supplies, else the form round (or why none can be asked).
+
+        Raises:
+            MCPError: ``-32602`` when the retry's ``requestState`` was minted for another call.
+        """
         supplied = submission_inputs.answered(binding, owner, fields, call.input_responses, call.request_state)
         if isinstance(supplied, submission_inputs.Declined):
             message = INPUTS_DECLINED.format(tool=binding.tool, fields=", ".join(fields))
             return final_denial(message, remediation=Remediation.UNDISCLOSED)
         if supplied is not None:
-            linked = url_approval.declares_url_elicitation(ctx)
-            return await self.create(binding, decision, owner=owner, inputs=supplied, linked=linked)
+            return dict(supplied)
         form = submission_inputs.input_request(binding.tool, fields)
         try:
             check_declared({"method": form.method, "params": form.params.model_dump(by_alias=True)}, _capabilities(ctx))

@@ -17,7 +17,7 @@ nothing owed                           open (or join) a request, then the pendin
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from mcp.server.context import HandlerResult
@@ -46,7 +46,14 @@ class RequestOpener(Protocol):
     """Opens (or joins) the approval request of a call without tasks (``ToolApproval.create``)."""
 
     async def __call__(
-        self, binding: CallBinding, decision: Decision, *, owner: str, without_task: bool, pending: PendingAnswer
+        self,
+        binding: CallBinding,
+        decision: Decision,
+        *,
+        owner: str,
+        inputs: Mapping[str, str] | None,
+        without_task: bool,
+        pending: PendingAnswer,
     ) -> HandlerResult:
         """Dedup, then intent → submit → handle → task; the ``pending`` answer for an open request."""
         ...
@@ -95,16 +102,21 @@ class WithoutTasksFlow:
         owner: str,
         revision: UrlRevision | None,
         request_state: str | None,
+        *,
+        inputs: Mapping[str, str] | None = None,
     ) -> HandlerResult:
-        """The answer to ``binding``'s call by ``owner`` (``revision``: the URL mechanism it opens, if any)."""
+        """The answer to ``binding``'s call by ``owner`` (``revision``: the URL mechanism it opens, if any).
+
+        ``inputs``: the submission inputs the requester supplied (in an MRTR form round), if any.
+        """
         if revision == "2026-07-28" and request_state is not None:
             return await self._url_retry(binding, decision, owner, request_state)
-        outcome = await self._owed_outcome(binding, owner)
+        outcome = await self.owed_outcome(binding, owner)
         if outcome is not None:
             return outcome
         # Nothing owed (or its task outlived its retention): this call asks for approval.
         pending = self.pending if revision is None else self._url_answer(binding, owner, revision)
-        return await self._open(binding, decision, owner=owner, without_task=True, pending=pending)
+        return await self._open(binding, decision, owner=owner, inputs=inputs, without_task=True, pending=pending)
 
     async def pending(self, task_id: str, tool: str, *, opened: bool) -> HandlerResult:
         """A request made without tasks is open: say so, with its reference and deadline."""
@@ -120,7 +132,7 @@ class WithoutTasksFlow:
         poll_ms = round(self.options.task_poll_interval_s * 1000)
         return without_tasks.status_answer(workflow, poll_interval_ms=poll_ms)
 
-    async def _owed_outcome(self, binding: CallBinding, owner: str) -> dict[str, Any] | None:
+    async def owed_outcome(self, binding: CallBinding, owner: str) -> dict[str, Any] | None:
         """Take the ended request's outcome owed to this call, if any (exactly one retry gets it)."""
         taken = await self.store.take_retry_outcome(owner, binding.tool, binding.digest)
         record = await self.tasks.get(taken) if taken is not None else None
@@ -132,14 +144,14 @@ class WithoutTasksFlow:
         A state for a request whose outcome was already taken (the approval is spent) asks anew.
         """
         reference = self.links.open_state(state, binding, owner)  # -32602 unless minted for this call and caller
-        outcome = await self._owed_outcome(binding, owner)
+        outcome = await self.owed_outcome(binding, owner)
         if outcome is not None:
             return outcome
         workflow = await self.store.get(reference)
         if workflow is not None and workflow.phase in (Phase.PENDING, Phase.CLAIMED):
             return self.links.still_open(reference, binding, owner)
         pending = self._url_answer(binding, owner, "2026-07-28")
-        return await self._open(binding, decision, owner=owner, without_task=True, pending=pending)
+        return await self._open(binding, decision, owner=owner, inputs=None, without_task=True, pending=pending)
 
     def _url_answer(self, binding: CallBinding, owner: str, revision: UrlRevision) -> PendingAnswer:
         """The pending answer that sends this caller to its request's page."""

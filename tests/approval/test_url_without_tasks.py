@@ -149,6 +149,7 @@ async def test_concurrent_retries_with_one_state_take_the_outcome_once(tmp_path:
         assert len(transfers(harness, "acct-url-race")) == 1
 
 
+@pytest.mark.sep_check("sep-2848-mrtr-retry-matches-binding")
 async def test_a_tampered_request_state_is_refused_with_invalid_params(tmp_path: Path) -> None:
     async with inprocess_treasury(tmp_path, URL_MODE) as harness:
         first = (await call(harness.alice, "acct-url-tamper")).result
@@ -162,7 +163,7 @@ async def test_a_tampered_request_state_is_refused_with_invalid_params(tmp_path:
         assert transfers(harness, "acct-url-tamper") == []
 
 
-@pytest.mark.sep_check("sep-2643-server-context-id-not-authorization")
+@pytest.mark.sep_check("sep-2643-server-context-id-not-authorization", "sep-2848-mrtr-retry-matches-binding")
 async def test_another_principals_state_reads_like_an_unknown_one(tmp_path: Path) -> None:
     async with inprocess_treasury(tmp_path, URL_MODE) as harness:
         bob = harness.alice.as_principal("bob-token")
@@ -183,6 +184,7 @@ async def test_another_principals_state_reads_like_an_unknown_one(tmp_path: Path
         assert mine["_meta"][DISPOSITION] == "approved-executed"
 
 
+@pytest.mark.sep_check("sep-2848-mrtr-retry-matches-binding")
 def test_the_state_layer_refuses_another_owner_or_call_alike() -> None:
     """Beneath the SDK's seal (which binds tokens' principals), the state names its call and owner."""
     links = RequesterLinks(BindingCipher.ephemeral(), ApprovalOptions(requester_url=PAGE))

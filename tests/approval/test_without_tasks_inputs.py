@@ -41,6 +41,7 @@ async def submitted_inputs(harness: Harness, to: str) -> str:
     return str(stored.to_json())
 
 
+@pytest.mark.sep_check("sep-2848-submission-input-channel", "sep-2848-client-maturity-ordinary-tools")
 async def test_inputs_are_asked_first_then_the_request_opens_and_the_retry_collects_once(tmp_path: Path) -> None:
     async with inprocess_treasury(tmp_path, {"approval": REQUEST, **INPUTS}) as harness:
         asked = (await call(harness, "acct-in")).result

@@ -60,6 +60,7 @@ __all__ = [
     "TOOL_APPROVAL_EXTENSION",
     "UNKNOWN_TASK_MESSAGE",
     "UNSUPPORTED_PROTOCOL_VERSION",
+    "URL_ELICITATION_REQUIRED",
 ]
 
 # Extension identifiers (SEP-2133 reverse-DNS names).
@@ -91,6 +92,9 @@ INTERNAL_ERROR: Final = -32603
 HEADER_MISMATCH: Final = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY: Final = -32021
 UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
+#: 2025-11-25 only: the request needs the URL elicitations in ``error.data.elicitations`` first
+#: (retired, never reused, in 2026-07-28).
+URL_ELICITATION_REQUIRED: Final = -32042
 
 #: The one message for an unknown, expired, purged or foreign task id, so none can be told apart.
 UNKNOWN_TASK_MESSAGE: Final = "Unknown or expired task"

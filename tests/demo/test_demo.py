@@ -40,6 +40,7 @@ EXPECTED: dict[int, tuple[str | None, int]] = {
     12: ("approved-executed", 1),
     13: ("denied-not-executed", 0),
     14: ("approved-executed", 1),
+    15: ("approved-executed", 1),
 }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 PROTOCOL = "2026-07-28"
+LEGACY_PROTOCOL = "2025-11-25"
 TASKS = "io.modelcontextprotocol/tasks"
 
 
@@ -99,6 +100,52 @@ class Wire:
 
     async def cancel(self, task_id: str, **kwargs: Any) -> Reply:
         return await self.request("tasks/cancel", {"taskId": task_id}, **kwargs)
+
+
+class LegacySession:
+    """A 2025-11-25 client over streamable HTTP: ``initialize`` (declaring URL elicitation), then calls."""
+
+    def __init__(self, http: httpx.AsyncClient, headers: dict[str, str]) -> None:
+        self.http = http
+        self.headers = headers
+        self._ids = itertools.count(2)
+
+    @classmethod
+    async def open(
+        cls, http: httpx.AsyncClient, token: str, capabilities: dict[str, Any] | None = None
+    ) -> LegacySession:
+        """Initialize a session as the bearer of ``token`` (by default declaring ``elicitation.url``)."""
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            "authorization": f"Bearer {token}",
+        }
+        params = {
+            "protocolVersion": LEGACY_PROTOCOL,
+            "capabilities": capabilities if capabilities is not None else {"elicitation": {"url": {}}},
+            "clientInfo": {"name": "tests-legacy", "version": "1"},
+        }
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+        response = await http.post("/mcp", content=json.dumps(initialize), headers=headers)
+        assert response.status_code == 200, response.text
+        assert _decode(response)["result"]["protocolVersion"] == LEGACY_PROTOCOL
+        headers = {**headers, "mcp-protocol-version": LEGACY_PROTOCOL}
+        if "mcp-session-id" in response.headers:
+            headers["mcp-session-id"] = response.headers["mcp-session-id"]
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        await http.post("/mcp", content=json.dumps(initialized), headers=headers)
+        return cls(http, headers)
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The JSON-RPC response (``result`` or ``error``) of one ``tools/call``."""
+        payload = {
+            "jsonrpc": "2.0",
+            "id": next(self._ids),
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments},
+        }
+        response = await self.http.post("/mcp", content=json.dumps(payload), headers=self.headers)
+        return _decode(response)
 
 
 def _decode(response: httpx.Response) -> dict[str, Any]:

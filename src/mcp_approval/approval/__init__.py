@@ -19,7 +19,9 @@ and its task rows), ``resolver`` (following pending approvals, re-evaluation), `
 (chained requests, crash recovery), ``execution`` (the claim and the single run), ``store`` and
 ``records`` (the workflow tables), ``states`` (phase and intent tables), ``binding`` (the sealed
 call), ``inputs`` (submission inputs), ``results`` (dispositions), ``callbacks`` (HMAC wake-ups),
-``crashpoints`` (test-only kill points).
+``crashpoints`` (test-only kill points), ``without_tasks`` and ``without_tasks_flow`` (clients
+without tasks), ``url_approval`` and ``url_without_tasks`` (url-mode links for task and non-task
+clients), ``requester_page`` (the requester's status page).
 """
 
 from mcp_approval.approval.binding import BindingCipher, CallBinding

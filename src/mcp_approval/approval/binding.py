@@ -22,6 +22,8 @@ from typing import Any
 import rfc8785
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.hashes import SHA256
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 __all__ = ["EPHEMERAL_KEY_ID", "BindingCipher", "BindingIntegrityError", "CallBinding", "arguments_digest"]
 
@@ -100,6 +102,7 @@ class BindingCipher:
             if len(key) != 32:
                 raise ValueError(f"binding key {key_id!r} must be 32 bytes (AES-256), not {len(key)}")
         self._keys = {key_id: AESGCM(key) for key_id, key in keys.items()}
+        self._material = {key_id: bytes(key) for key_id, key in keys.items()}
         self.current_key_id = next(iter(keys))
 
     @classmethod
@@ -121,6 +124,16 @@ class BindingCipher:
     def ephemeral(cls) -> BindingCipher:
         """A random key that lives as long as the process (development only: a restart loses it)."""
         return cls({EPHEMERAL_KEY_ID: os.urandom(32)})
+
+    def derived_keys(self, purpose: str) -> list[bytes]:
+        """One 32-byte key per binding key for another use (HKDF-SHA256, ``purpose`` as its info).
+
+        The current key's comes first, so a ring built from them rotates with the binding keys.
+        """
+        return [
+            HKDF(algorithm=SHA256(), length=32, salt=None, info=f"mcp-approval/{purpose}".encode()).derive(key)
+            for key in self._material.values()
+        ]
 
     def seal(self, document: Mapping[str, Any], *, record: str) -> str:
         """Encrypt ``document``; ``record`` (e.g. the task id) is authenticated with it.

@@ -17,19 +17,28 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.hosts import is_loopback_host
 
-__all__ = ["APPROVAL_ID_PLACEHOLDER", "ApprovalOptions", "check_approval_url", "valid_approval_url"]
+__all__ = [
+    "APPROVAL_ID_PLACEHOLDER",
+    "REQUEST_TOKEN_PLACEHOLDER",
+    "ApprovalOptions",
+    "check_approval_url",
+    "valid_approval_url",
+    "valid_requester_url",
+]
 
 
 #: Where the approval's id goes in ``ApprovalOptions.approval_url``.
 APPROVAL_ID_PLACEHOLDER = "{approval_id}"
+#: Where a request's unguessable page token goes in ``ApprovalOptions.requester_url``.
+REQUEST_TOKEN_PLACEHOLDER = "{request_token}"  # noqa: S105 (a placeholder, not a secret)
 
 
-def check_approval_url(url: str, *, field_name: str) -> None:
+def check_approval_url(url: str, *, field_name: str, placeholder: str = APPROVAL_ID_PLACEHOLDER) -> None:
     """Refuse an approval page URL that could leak a link over plain HTTP or name no approval.
 
     The rules: an absolute ``https`` URL (``http`` only when the host is a loopback address or
     ``localhost``), no user or password in it, and ``{approval_id}`` in its path, query or
-    fragment (never in the host).
+    fragment (never in the host). ``placeholder`` is ``{request_token}`` for ``requester_url``.
 
     Raises:
         ValueError: naming ``field_name`` and the rule broken.
@@ -47,10 +56,13 @@ def check_approval_url(url: str, *, field_name: str) -> None:
         raise ValueError(f"{field_name} must be https; http is allowed only on a loopback host, not {host!r}")
     if parts.username is not None or parts.password is not None:
         raise ValueError(f"{field_name} must not carry a user name or password: {url!r}")
-    if APPROVAL_ID_PLACEHOLDER in parts.netloc:
-        raise ValueError(f"{field_name}: {APPROVAL_ID_PLACEHOLDER} may not be part of the host: {url!r}")
-    if APPROVAL_ID_PLACEHOLDER not in url:
-        raise ValueError(f"{field_name} must contain {APPROVAL_ID_PLACEHOLDER} where the approval's id goes: {url!r}")
+    if placeholder in parts.netloc:
+        raise ValueError(f"{field_name}: {placeholder} may not be part of the host: {url!r}")
+    if placeholder not in url:
+        raise ValueError(f"{field_name} must contain {placeholder} where the {_WHAT[placeholder]} goes: {url!r}")
+
+
+_WHAT = {APPROVAL_ID_PLACEHOLDER: "approval's id", REQUEST_TOKEN_PLACEHOLDER: "request's page token"}
 
 
 def valid_approval_url(url: str | None) -> str | None:
@@ -60,6 +72,13 @@ def valid_approval_url(url: str | None) -> str | None:
     """
     if url is not None:
         check_approval_url(url, field_name="approval_url")
+    return url
+
+
+def valid_requester_url(url: str | None) -> str | None:
+    """``url`` unchanged once it passes the ``approval_url`` rules with ``{request_token}`` (``None``: no page)."""
+    if url is not None:
+        check_approval_url(url, field_name="requester_url", placeholder=REQUEST_TOKEN_PLACEHOLDER)
     return url
 
 
@@ -113,6 +132,13 @@ class ApprovalOptions(BaseModel):
     #: starts ``input_required`` with one url-mode elicitation naming that page. The link is only a
     #: pointer: answering it never approves, the backend still decides. ``None``: no link.
     approval_url: str | None = None
+    #: The page where a requester follows its own request made without tasks, with
+    #: ``{request_token}`` where the request's unguessable page token goes; the same rules as
+    #: ``approval_url``. With ``without_tasks = "request"``, a client that declared URL elicitation
+    #: (but not tasks) is sent there: on 2026-07-28 an ``input_required`` result with a url-mode
+    #: elicitation and a sealed ``requestState``, on 2025-11-25 the ``-32042`` error. The page shows
+    #: the request's status and, once decided, its outcome; never who reviews it. ``None``: no page.
+    requester_url: str | None = None
     #: Call-binding encryption keys, key id → base64 of 32 bytes; the first one seals new records.
     binding_keys: dict[str, SecretStr] = Field(default_factory=dict)
     #: A TOML file holding such keys (``key_id = "base64"``), instead of inline (in a deployment
@@ -136,6 +162,7 @@ class ApprovalOptions(BaseModel):
     max_argument_depth: int = Field(default=32, ge=1, le=64)
 
     _check_approval_url = field_validator("approval_url")(valid_approval_url)
+    _check_requester_url = field_validator("requester_url")(valid_requester_url)
 
     @field_validator("binding_keys")
     @classmethod
@@ -149,3 +176,9 @@ class ApprovalOptions(BaseModel):
         if self.approval_url is None:
             return None
         return self.approval_url.replace(APPROVAL_ID_PLACEHOLDER, quote(approval_id, safe=""))
+
+    def requester_link(self, token: str) -> str | None:
+        """``requester_url`` with ``token`` filled in (percent-encoded), or ``None`` when unset."""
+        if self.requester_url is None:
+            return None
+        return self.requester_url.replace(REQUEST_TOKEN_PLACEHOLDER, quote(token, safe=""))

@@ -25,9 +25,10 @@ from typing import Any
 from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Extension, require_client_extension
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_approval.approval import inputs as submission_inputs
-from mcp_approval.approval import url_approval, without_tasks
+from mcp_approval.approval import url_approval
 from mcp_approval.approval.binding import BindingCipher, CallBinding
 from mcp_approval.approval.crashpoints import crash_point
 from mcp_approval.approval.dependencies import ApprovalDependencies, PrincipalCheck, always_valid
@@ -51,6 +52,8 @@ from mcp_approval.approval.results import sanitize_model_text
 from mcp_approval.approval.states import IntentState
 from mcp_approval.approval.store import Admission, ApprovalStore, Intent, NewWorkflow
 from mcp_approval.approval.tools import ToolInvoker
+from mcp_approval.approval.url_without_tasks import RequesterLinks, url_revision
+from mcp_approval.approval.without_tasks_flow import PendingAnswer, WithoutTasksFlow
 from mcp_approval.backends import (
     ApprovalBackend,
     ApprovalBackendError,
@@ -76,6 +79,7 @@ from mcp_approval.tasks.sql_store import SqlTaskStore
 __all__ = ["APPROVAL_HANDLER", "PrincipalCheck", "ToolApproval", "ToolApprovalExtension"]
 
 logger = logging.getLogger("mcp_approval.approval")
+
 
 # How long a retry waits for the task of an identical call whose submission is in flight.
 _DUPLICATE_WAIT_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
@@ -139,6 +143,15 @@ class ToolApproval:
         self.audit = audit
         self.clock = clock or tasks.runtime.clock or SystemClock()
         self._degraded = DegradedRequestable()
+        self.links = RequesterLinks(cipher, self.options)
+        #: The answers to clients without tasks (``without_tasks = "request"``).
+        self.without_tasks = WithoutTasksFlow(
+            store=lambda: self.store,
+            tasks=lambda: self.tasks.store,
+            links=self.links,
+            options=self.options,
+            open_request=self.create,
+        )
         self._deps: ApprovalDependencies | None = None
         self._resolver: Resolver | None = None
 
@@ -233,19 +246,33 @@ class ToolApproval:
     async def _without_tasks(
         self, call: GatedCall, decision: Decision, ctx: ServerRequestContext[Any, Any]
     ) -> HandlerResult:
-        """A client without tasks: open (or join) a request; the identical retry takes its outcome once."""
+        """A client without tasks: open (or join) a request; the identical retry takes its outcome once.
+
+        A client that declared URL elicitation is sent to the requester page while the request is
+        open (:mod:`~mcp_approval.approval.url_without_tasks`), by its revision's own mechanism.
+        """
         owner = self.tasks.caller(ctx)
-        if not isinstance(owner, str) or self._input_fields(decision):
-            # No principal to own a request, or approvers need inputs this answer cannot ask for.
+        fields = self._input_fields(decision)
+        if not isinstance(owner, str) or (fields and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS):
+            # No principal to own a request, or approvers need inputs and 2025-11-25 has no MRTR round.
             return await self._degraded(call, decision, ctx)
         binding = await self._binding_of(call)
         try:
-            taken = await self.store.take_retry_outcome(owner, binding.tool, binding.digest)
-            record = await self.tasks.store.get(taken) if taken is not None else None
-            if record is not None and record.terminal:
-                return without_tasks.outcome_answer(record)
-            # Nothing owed (or its task outlived its retention): this call asks for approval.
-            return await self.create(binding, decision, owner=owner, without_task=True)
+            revision = url_revision(ctx, self.options)
+            flow = self.without_tasks
+            answering_form = submission_inputs.INPUT_KEY in (call.input_responses or {})
+            if not fields or (call.request_state is not None and not answering_form):
+                return await flow.answer(binding, decision, owner, revision, call.request_state)
+            # Inputs first (an MRTR form round), unless an outcome is owed or a request is already open.
+            outcome = await flow.owed_outcome(binding, owner)
+            if outcome is not None:
+                return outcome
+            if await self.store.find_live(owner, binding.tool, binding.digest) is not None:
+                return await flow.answer(binding, decision, owner, revision, None)  # joins it
+            supplied = self._supplied_inputs(call, binding, ctx, owner=owner, fields=fields)
+            if not isinstance(supplied, dict):
+                return supplied
+            return await flow.answer(binding, decision, owner, revision, None, inputs=supplied)
         except StoreUnavailableError as exc:
             raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
 
@@ -254,15 +281,11 @@ class ToolApproval:
 
         A reference that is unknown or belongs to another principal gets the same answer.
         """
-        owner = self.tasks.caller(ctx)
         try:
-            workflow = await self.store.get(reference) if isinstance(owner, str) and reference else None
+            owner = self.tasks.caller(ctx)
+            return await self.without_tasks.status(reference, owner if isinstance(owner, str) else None)
         except StoreUnavailableError as exc:
             raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
-        if workflow is None or workflow.principal_digest != owner:
-            return without_tasks.unknown_reference(reference)
-        poll_ms = round(self.options.task_poll_interval_s * 1000)
-        return without_tasks.status_answer(workflow, poll_interval_ms=poll_ms)
 
     async def create(
         self,
@@ -273,6 +296,7 @@ class ToolApproval:
         inputs: Mapping[str, str] | None = None,
         linked: bool = False,
         without_task: bool = False,
+        pending: PendingAnswer | None = None,
     ) -> HandlerResult:
         """Dedup, then intent → submit → handle → task; returns the ``CreateTaskResult``.
 
@@ -280,8 +304,10 @@ class ToolApproval:
         ``inputs`` are the submission inputs the requester supplied; ``linked``: the request
         declared URL elicitation, so with ``ApprovalOptions.approval_url`` the task links the approval page;
         ``without_task``: the client declared no tasks, so the task row is kept for the identical
-        retry (``owed_to_retry``) and the answer is :func:`~mcp_approval.approval.without_tasks.pending_answer`.
+        retry (``owed_to_retry``) and the answer is ``pending`` (by default
+        :func:`~mcp_approval.approval.without_tasks.pending_answer`).
         """
+        answer_pending = pending or self.without_tasks.pending
         deps = self._started()
         large = large_json(binding.arguments)  # mapping, canonicalizing and sealing them run on a worker thread
         submission = replace(await off_loop(large, self._submission, binding, decision), inputs=inputs or None)
@@ -293,7 +319,9 @@ class ToolApproval:
             task_limits=self._task_limits(),
         )
         if admission is not Admission.RECORDED:
-            return await self._admitted(admission, task_id, binding, owner, without_task=without_task)
+            return await self._admitted(
+                admission, task_id, binding, owner, pending=answer_pending if without_task else None
+            )
         crash_point("after_intent")
         handle = await self._submit(intent, submission)
         if handle is None:
@@ -325,7 +353,7 @@ class ToolApproval:
         crash_point("after_task")
         self.resolver.task_created(intent.task_id, handle)
         if without_task:
-            return await self._pending_answer(intent.task_id, binding.tool, opened=True)
+            return await answer_pending(intent.task_id, binding.tool, opened=True)
         return await self._task_answer(intent.task_id, binding.tool, immediate=True)
 
     async def _create_with_inputs(
@@ -344,13 +372,32 @@ class ToolApproval:
             return await self._existing_task(existing, binding)
         if _template_of(decision) in self.options.inputs_in_task:
             return await self._create_waiting(binding, decision, owner=owner, fields=fields)
+        supplied = self._supplied_inputs(call, binding, ctx, owner=owner, fields=fields)
+        if not isinstance(supplied, dict):
+            return supplied  # the form round, or the answer that nothing was submitted
+        linked = url_approval.declares_url_elicitation(ctx)
+        return await self.create(binding, decision, owner=owner, inputs=supplied, linked=linked)
+
+    def _supplied_inputs(
+        self,
+        call: GatedCall,
+        binding: CallBinding,
+        ctx: ServerRequestContext[Any, Any],
+        *,
+        owner: str,
+        fields: tuple[str, ...],
+    ) -> dict[str, str] | HandlerResult:
+        """The inputs this call's MRTR retry supplies, else the form round (or why none can be asked).
+
+        Raises:
+            MCPError: ``-32602`` when the retry's ``requestState`` was minted for another call.
+        """
         supplied = submission_inputs.answered(binding, owner, fields, call.input_responses, call.request_state)
         if isinstance(supplied, submission_inputs.Declined):
             message = INPUTS_DECLINED.format(tool=binding.tool, fields=", ".join(fields))
             return final_denial(message, remediation=Remediation.UNDISCLOSED)
         if supplied is not None:
-            linked = url_approval.declares_url_elicitation(ctx)
-            return await self.create(binding, decision, owner=owner, inputs=supplied, linked=linked)
+            return dict(supplied)
         form = submission_inputs.input_request(binding.tool, fields)
         try:
             check_declared({"method": form.method, "params": form.params.model_dump(by_alias=True)}, _capabilities(ctx))
@@ -394,13 +441,13 @@ class ToolApproval:
         binding: CallBinding,
         owner: str,
         *,
-        without_task: bool = False,
+        pending: PendingAnswer | None = None,
     ) -> HandlerResult:
-        """The answer for an admitted, duplicate or refused new approval task."""
+        """The answer for an admitted, duplicate or refused new approval task (``pending``: without tasks)."""
         if admission is Admission.DUPLICATE:
             assert task_id is not None
-            if without_task:
-                return await self._pending_answer(task_id, binding.tool, opened=False)
+            if pending is not None:
+                return await pending(task_id, binding.tool, opened=False)
             return await self._existing_task(task_id, binding)
         if admission is not Admission.RECORDED:
             logger.warning("approval submission refused for %s on %r: %s", owner[:8], binding.tool, admission.value)
@@ -486,12 +533,6 @@ class ToolApproval:
             if record is not None:
                 break
         raise MCPError(code=INTERNAL_ERROR, message="An identical call is still being submitted; try again")
-
-    async def _pending_answer(self, task_id: str, tool: str, *, opened: bool) -> HandlerResult:
-        """A request made without tasks is open: say so, with its reference and deadline."""
-        workflow = await self.store.get(task_id)
-        deadline = workflow.request_deadline if workflow is not None else None
-        return without_tasks.pending_answer(tool, task_id, deadline, opened=opened)
 
     async def _task_answer(self, task_id: str, tool: str, *, immediate: bool) -> HandlerResult:
         record = await self.tasks.store.get(task_id)

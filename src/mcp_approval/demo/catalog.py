@@ -74,4 +74,10 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
         "a signed webhook tells the demo's receiver: requested, decided, approved, executed",
         notify.notified_transfer,
     ),
+    ScenarioSpec(
+        15,
+        "client without tasks: requester page",
+        "a url elicitation to the requester's page; the retry with its state: the result, once",
+        no_tasks.url_without_tasks,
+    ),
 )

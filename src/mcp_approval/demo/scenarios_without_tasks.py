@@ -8,15 +8,17 @@ import re
 import time
 from typing import Any
 
+import httpx2
 import mcp_types as types
 from mcp import Client
+from mcp.client.session import ClientRequestContext
 
 from mcp_approval.client import CreateTaskResult
 from mcp_approval.demo.clients import disposition_of, envelope_of, text_of
 from mcp_approval.demo.context import Demo, ScenarioFailed, ScenarioState, describe
 from mcp_approval.protocol import DISPOSITION_APPROVED_EXECUTED, DISPOSITION_DENIED_NOT_EXECUTED
 
-__all__ = ["without_tasks_approved", "without_tasks_denied"]
+__all__ = ["url_without_tasks", "without_tasks_approved", "without_tasks_denied"]
 
 _AMOUNT = 50_000
 _OUTCOME_TIMEOUT_S = 15.0
@@ -78,3 +80,80 @@ async def _outcome(demo: Demo, alice: Client, arguments: dict[str, Any]) -> Any:
             return result
         await asyncio.sleep(0.2)
     raise ScenarioFailed("no outcome for the identical call within the time allowed")
+
+
+#: The ``inputRequests`` key of the requester page's link (``approval.url_without_tasks.PAGE_INPUT_KEY``).
+_PAGE_KEY = "approval_page"
+
+
+async def url_without_tasks(demo: Demo, state: ScenarioState) -> str:
+    """15. No tasks, URL elicitation: a link to the requester's page; the retry with its state, the result once."""
+    account = demo.account(15)
+    state.watch(to=account)
+    arguments = {"to": account, "amount": _AMOUNT}
+
+    async def never(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+        raise ScenarioFailed("this scenario answers the url elicitation itself")  # declares elicitation.url
+
+    async with (
+        demo.client("alice", elicitation_callback=never) as alice,
+        demo.reviewers("carol") as (carol,),
+        httpx2.AsyncClient(timeout=10) as browser,
+    ):
+
+        async def round_(answering: types.InputRequiredResult | None) -> Any:
+            responses: dict[str, types.InputResponse] | None = None
+            if answering is not None:
+                responses = {_PAGE_KEY: types.ElicitResult(action="accept")}
+            request_state = answering.request_state if answering is not None else None
+            return await alice.session.call_tool(
+                "wire_transfer",
+                arguments,
+                input_responses=responses,
+                request_state=request_state,
+                allow_input_required=True,
+            )
+
+        demo.narrator.call("alice (elicitation.url, no tasks)", f"tools/call wire_transfer {json.dumps(arguments)}")
+        first = await round_(None)
+        demo.expect(isinstance(first, types.InputRequiredResult), "input_required, no task and no error")
+        assert isinstance(first, types.InputRequiredResult)
+        link = _page_link(first)
+        demo.narrator.got(f"url-mode elicitation: {link[:72]}…")
+        demo.expect(envelope_of(first) == "available", "envelope available with a url hint")
+        page = await browser.get(link)
+        demo.expect(page.status_code == 200 and "Waiting for a decision" in page.text, "the page: waiting")
+        still = await round_(first)
+        demo.expect(isinstance(still, types.InputRequiredResult) and not still.input_requests, "retry: still open")
+        demo.expect(demo.executions(to=account) == 0, "no ledger entry while pending")
+        record = await carol.find("wire_transfer", to=account)
+        await demo.decide(carol, record, "approve")
+        result = await _url_outcome(demo, round_, first)
+        state.disposition = disposition_of(result)
+        demo.expect(state.disposition == DISPOSITION_APPROVED_EXECUTED, "the retry answers approved-executed")
+        page = await browser.get(link)
+        demo.expect("approved-executed" in page.text and "carol" not in page.text, "the page: outcome, no approver")
+    demo.expect(demo.executions(to=account) == 1, "1 ledger entry")
+    return "alice was sent to her request's page; carol approved; the retry with its state answered the result once"
+
+
+def _page_link(result: types.InputRequiredResult) -> str:
+    """The url of the page elicitation a round carries (checked: one url-mode elicitation)."""
+    request = (result.input_requests or {}).get(_PAGE_KEY)
+    params = request.params if isinstance(request, types.ElicitRequest) else None
+    if not isinstance(params, types.ElicitRequestURLParams):
+        raise ScenarioFailed(f"expected a url-mode elicitation under {_PAGE_KEY!r}, got {request!r}")
+    return params.url
+
+
+async def _url_outcome(demo: Demo, round_: Any, first: types.InputRequiredResult) -> Any:
+    """Retry with the round's state until it answers the outcome (earlier answers are state-only rounds)."""
+    demo.narrator.call("alice, retrying with requestState", "tools/call wire_transfer + inputResponses + requestState")
+    deadline = time.monotonic() + _OUTCOME_TIMEOUT_S
+    while time.monotonic() < deadline:
+        result = await round_(first)
+        if isinstance(result, types.CallToolResult) and disposition_of(result) is not None:
+            demo.narrator.got(describe(result))
+            return result
+        await asyncio.sleep(0.2)
+    raise ScenarioFailed("no outcome for the retry within the time allowed")

@@ -14,6 +14,7 @@ from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import ServerMiddleware
 from mcp.server.mcpserver import Context, Extension, MCPServer
+from mcp.server.request_state import RequestStateSecurity
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
@@ -23,6 +24,7 @@ from mcp_approval.approval.gate import PolicyGate, PrincipalResolver
 from mcp_approval.approval.limits import McpBodyLimit
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.outcomes import WorkflowOutcomes
+from mcp_approval.approval.requester_page import requester_page_route
 from mcp_approval.approval.schema import APPROVAL_MIGRATIONS
 from mcp_approval.approval.service import APPROVAL_HANDLER, PrincipalCheck, ToolApproval, ToolApprovalExtension
 from mcp_approval.approval.tools import ServerTools
@@ -61,6 +63,7 @@ class ServerOptions(TypedDict):
     lifespan: Callable[[MCPServer[Any]], Any]
     token_verifier: TokenVerifier | None
     auth: AuthSettings | None
+    request_state_security: RequestStateSecurity
 
 
 class Approvals:
@@ -227,7 +230,19 @@ class Approvals:
             lifespan=self.lifespan,
             token_verifier=self.token_verifier,
             auth=self.auth,
+            request_state_security=self.request_state_security(),
         )
+
+    def request_state_security(self) -> RequestStateSecurity:
+        """How the server seals ``requestState``: keys derived from the call-binding keys.
+
+        Unlike the SDK's default (a per-process key, ten minutes), a round's state then survives a
+        restart, opens on every worker sharing the keys, and lasts as long as the request it names
+        may be waited for and its outcome kept (``max_pending_s + result_retention_s``).
+        """
+        keys = self.approval.cipher.derived_keys("request-state/v1")
+        ttl = self.options.max_pending_s + self.options.result_retention_s
+        return RequestStateSecurity(keys=keys, ttl=ttl)
 
     @asynccontextmanager
     async def lifespan(self, server: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
@@ -279,12 +294,16 @@ class Approvals:
 
     def routes(self) -> list[BaseRoute]:
         """The HTTP routes to mount beside MCP: backend callbacks (with ``callback_secret``) at
-        ``/approvals/callback``, the metrics when enabled, and for a local backend the reviewer
-        API at ``/approvals`` and the console at ``/console``."""
+        ``/approvals/callback``, the requester page (with ``requester_url``) at
+        ``/requests/{request_token}``, the metrics when enabled, and for a local backend the
+        reviewer API at ``/approvals`` and the console at ``/console``."""
         routes: list[BaseRoute] = []
         secret = self.options.callback_secret
         if secret is not None:
             routes.append(self._callback_route(secret.get_secret_value()))
+        if self.options.requester_url is not None:
+            approval = self.approval
+            routes.append(requester_page_route(approval.links, lambda reference: approval.store.get(reference)))
         if self.metrics_options.enabled:
             routes.append(metrics_route(self.metrics_options, ApprovalMetrics(self._database, self.audit)))
         if isinstance(self.backend, LocalApprovalBackend) and self._reviewers is not None:

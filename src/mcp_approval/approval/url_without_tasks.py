@@ -1,0 +1,171 @@
+"""URL elicitation for clients without tasks (``without_tasks = "request"`` with ``requester_url``).
+
+A client that declared ``elicitation.url`` but not the tasks extension is sent to a page for the
+requester: its own request's status and, once decided, the outcome (never who reviews it). Each
+protocol revision gets its own mechanism:
+
+==============  ===========================================================================
+revision        answer while the request is open
+==============  ===========================================================================
+2026-07-28      ``InputRequiredResult``: one url-mode elicitation naming the page, and a
+                ``requestState`` naming the request (sealed here with the binding keys, and
+                again by the SDK's request-state boundary); SEP-2643 envelope ``available``
+                with a ``url`` hint. The retry (the same call with ``inputResponses`` and that
+                state) takes the outcome once it ended, or answers a state-only round while
+                the request is still open.
+2025-11-25      the URL-elicitation-required error ``-32042`` naming the page; the retry is
+                the identical call, answered like any retry without tasks.
+==============  ===========================================================================
+
+The page link carries an unguessable token (the request's reference and owner, sealed with the
+binding keys): whoever holds the link can read that one request's status and disposition, and
+nothing else; it never approves anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from mcp_approval.approval.binding import BindingCipher, BindingIntegrityError, CallBinding
+from mcp_approval.approval.options import ApprovalOptions
+from mcp_approval.approval.results import sanitize_model_text
+from mcp_approval.clock import iso8601
+from mcp_approval.denials import Remediation, UrlHint, denial_envelope, new_context_id, url_interaction
+from mcp_approval.protocol import INVALID_PARAMS, URL_ELICITATION_REQUIRED
+
+__all__ = [
+    "INVALID_STATE_MESSAGE",
+    "PAGE_INPUT_KEY",
+    "RequesterLinks",
+    "UrlRevision",
+    "url_revision",
+]
+
+#: The ``inputRequests`` key of the requester page's url-mode elicitation.
+PAGE_INPUT_KEY = "approval_page"
+#: The one answer for a tampered, foreign, expired or mismatched ``requestState`` (the SDK's own words).
+INVALID_STATE_MESSAGE = "Invalid or expired requestState"
+_STATE_RECORD = "mcp-approval/url-without-tasks/state"
+_PAGE_RECORD = "mcp-approval/url-without-tasks/page"
+_PAGE_MESSAGE = (
+    "Calling {tool} needs approval: request {reference} is open, and an approver of this server decides it. "
+    "This page shows where your request stands; opening it does not approve the call."
+)
+_DEADLINE = " If no one decides by {deadline}, it expires and the call never runs."
+_CONTINUE = " Once it is decided, continue: an approved call runs exactly once and you receive its result."
+
+UrlRevision = Literal["2026-07-28", "2025-11-25"]
+
+
+def url_revision(ctx: ServerRequestContext[Any, Any], options: ApprovalOptions) -> UrlRevision | None:
+    """Which URL mechanism this request opens, or ``None`` (no ``requester_url``, or no ``elicitation.url``)."""
+    if options.requester_url is None:
+        return None
+    capabilities = ctx.session.client_capabilities
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    if elicitation is None or elicitation.url is None:
+        return None
+    return "2026-07-28" if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else "2025-11-25"
+
+
+@dataclass(frozen=True)
+class RequesterLinks:
+    """Seals and opens the page tokens and the ``requestState`` of URL approvals without tasks."""
+
+    cipher: BindingCipher
+    options: ApprovalOptions
+
+    # -- the requester page ------------------------------------------------------------------
+
+    def page_link(self, reference: str, owner: str) -> str | None:
+        """The requester page of request ``reference`` owned by ``owner`` (``None`` without ``requester_url``)."""
+        token = self.cipher.seal({"ref": reference, "owner": owner}, record=_PAGE_RECORD)
+        return self.options.requester_link(token)
+
+    def open_page_token(self, token: str) -> tuple[str, str] | None:
+        """``(reference, owner)`` a page token names, or ``None`` for anything this server did not seal."""
+        try:
+            document = self.cipher.open(token, record=_PAGE_RECORD)
+        except (BindingIntegrityError, ValueError):
+            return None
+        reference, owner = document.get("ref"), document.get("owner")
+        if not isinstance(reference, str) or not isinstance(owner, str):
+            return None
+        return reference, owner
+
+    # -- the 2026-07-28 round ----------------------------------------------------------------
+
+    def seal_state(self, reference: str, binding: CallBinding, owner: str) -> str:
+        """The ``requestState`` naming request ``reference`` for this call and caller."""
+        document = {"ref": reference, "tool": binding.tool, "digest": binding.digest, "owner": owner}
+        return self.cipher.seal(document, record=_STATE_RECORD)
+
+    def open_state(self, state: str, binding: CallBinding, owner: str) -> str:
+        """The request reference ``state`` names, once it is this call's and this caller's.
+
+        Raises:
+            MCPError: ``-32602`` with the one message for any state this server did not mint for
+                this call and caller (another principal's state reads like an unknown one).
+        """
+        try:
+            document = self.cipher.open(state, record=_STATE_RECORD)
+        except (BindingIntegrityError, ValueError):
+            raise MCPError(code=INVALID_PARAMS, message=INVALID_STATE_MESSAGE) from None
+        expected = (binding.tool, binding.digest, owner)
+        reference = document.get("ref")
+        if (document.get("tool"), document.get("digest"), document.get("owner")) != expected or not isinstance(
+            reference, str
+        ):
+            raise MCPError(code=INVALID_PARAMS, message=INVALID_STATE_MESSAGE)
+        return reference
+
+    def input_required(
+        self, reference: str, binding: CallBinding, owner: str, deadline_ms: int | None
+    ) -> types.InputRequiredResult:
+        """The round sending the requester to the page, with the sealed state for its retry."""
+        link = self._link(reference, owner)
+        return url_interaction(
+            url=link,
+            message=_message(binding.tool, reference, deadline_ms),
+            request_state=self.seal_state(reference, binding, owner),
+            input_key=PAGE_INPUT_KEY,
+            context_id=new_context_id(),
+        )
+
+    def still_open(self, reference: str, binding: CallBinding, owner: str) -> types.InputRequiredResult:
+        """A state-only round: the page was already given; the client retries later with this state."""
+        envelope = denial_envelope(Remediation.AVAILABLE, hints=[UrlHint()], context_id=new_context_id())
+        return types.InputRequiredResult(
+            request_state=self.seal_state(reference, binding, owner), _meta=envelope.meta()
+        )
+
+    # -- the 2025-11-25 error ----------------------------------------------------------------
+
+    def elicitation_required(self, reference: str, tool: str, owner: str, deadline_ms: int | None) -> MCPError:
+        """The ``-32042`` error naming the page (its ``elicitationId`` is derived from the reference)."""
+        params = types.ElicitRequestURLParams(
+            message=_message(tool, reference, deadline_ms),
+            url=self._link(reference, owner),
+            elicitation_id=f"approval-{reference}",
+        )
+        data = {"elicitations": [params.model_dump(by_alias=True, mode="json", exclude_none=True)]}
+        return MCPError(code=URL_ELICITATION_REQUIRED, message="URL elicitation required", data=data)
+
+    def _link(self, reference: str, owner: str) -> str:
+        link = self.page_link(reference, owner)
+        if link is None:
+            raise RuntimeError("requester_url is not set")
+        return link
+
+
+def _message(tool: str, reference: str, deadline_ms: int | None) -> str:
+    text = _PAGE_MESSAGE.format(tool=tool, reference=reference)
+    if deadline_ms is not None:
+        text += _DEADLINE.format(deadline=iso8601(deadline_ms))
+    return sanitize_model_text(text + _CONTINUE, limit=1000)

@@ -62,7 +62,7 @@ def build_tasks_demo_server(
         "mcp-approval-tasks-demo",
         extensions=[tasks],
         lifespan=tasks.lifespan,
-        middleware=[task_routing_middleware],
+        middleware=[task_routing_middleware, tasks.listen_middleware],
         log_level="WARNING",
         **auth,
     )

@@ -125,3 +125,46 @@ async def test_malformed_task_ids_are_invalid_params(server):
         reply = await Wire(http).request("subscriptions/listen", {"notifications": {"taskIds": "abc"}})
     assert reply.error["code"] == -32602
     assert "taskIds" in reply.error["message"]
+
+
+@pytest.fixture(scope="module")
+def slow_poll_server(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("slow-poll")
+    args = ("--threshold", "0", "--poll-interval", "5")
+    with running(f"sqlite:///{tmp_path / 'tasks.db'}", tmp_path, *args) as process:
+        yield process
+
+
+async def _call_slow_job(base_url: str, tasks_client) -> tuple[str, float]:
+    import time
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient(timeout=30) as http:
+        transport = streamable_http_client(f"{base_url}/mcp", http_client=http)
+        async with Client(transport, extensions=[tasks_client]) as client:
+            started = time.monotonic()
+            result = await client.call_tool("slow_job", {"seconds": 0.3, "label": "pushed"})
+            return result.content[0].text, time.monotonic() - started
+
+
+async def test_tasks_client_wakes_on_the_notification_instead_of_the_poll_interval(slow_poll_server):
+    """The server suggests polling every 5 s; the completion arrives by notification well before."""
+    from mcp_approval.client import TasksClient
+
+    tasks_client = TasksClient(task_wait_s=30)
+    text, elapsed = await _call_slow_job(slow_poll_server.base_url, tasks_client)
+    assert text == "pushed finished after 0.3s"
+    assert tasks_client.push is not None
+    assert tasks_client.push.received >= 1
+    assert elapsed < 3.0, f"took {elapsed:.2f}s: the client slept out the 5 s poll interval"
+
+
+async def test_tasks_client_without_notifications_polls_at_the_interval(slow_poll_server):
+    from mcp_approval.client import TasksClient
+
+    text, elapsed = await _call_slow_job(slow_poll_server.base_url, TasksClient(task_wait_s=30, notifications=False))
+    assert text == "pushed finished after 0.3s"
+    assert elapsed >= 4.5  # one full poll interval: the figure the notification saves

@@ -33,6 +33,7 @@ def token_server(tmp_path):
 
 @pytest.mark.sep_check(
     "sep-2663-listen-ack-notified-ids-only",
+    "sep-2663-no-progress-on-task-stream",
     "sep-2663-notification-per-status-change",
     "sep-2663-notification-equals-tasks-get",
     "sep-2663-notification-subscription-id",
@@ -63,6 +64,8 @@ async def test_every_status_change_is_notified_in_order_and_the_last_equals_task
     got.pop("_meta", None)
     assert {k: v for k, v in final.items() if k != "_meta"} == got
     assert all(frame["params"]["_meta"][SUBSCRIPTION_ID] == 41 for frame in stream.frames)
+    methods = {frame["method"] for frame in stream.frames}
+    assert methods == {"notifications/subscriptions/acknowledged", "notifications/tasks"}
 
 
 @pytest.mark.sep_check("sep-2663-notification-only-owned-ids")

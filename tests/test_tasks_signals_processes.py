@@ -39,6 +39,7 @@ def shared_store(request) -> str:
     return str(request.getfixturevalue("postgres_url" if request.param == "postgres" else "redis_url"))
 
 
+@pytest.mark.sep_check("sep-2663-notification-per-status-change")
 async def test_the_notification_leaves_the_other_worker(shared_store, tmp_path):
     """The task runs (and changes) on A; the client's listen stream is served by B."""
     with (

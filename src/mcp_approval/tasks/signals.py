@@ -47,6 +47,8 @@ logger = logging.getLogger("mcp_approval.tasks")
 
 #: The PostgreSQL ``NOTIFY`` channel and (after the key prefix) the Redis pub/sub channel.
 SIGNAL_CHANNEL: Final = "mcp_approval_tasks"
+#: How long a worker waits after a failed connect before the next one (its heartbeat covers meanwhile).
+_RECONNECT_PAUSE_S: Final = 2.0
 
 
 class SignalKind(enum.StrEnum):
@@ -153,6 +155,7 @@ class PostgresTaskSignals(_Fanout):
         self._dsn = dsn
         self._conn: asyncpg.Connection | None = None
         self._lock = asyncio.Lock()
+        self._retry_at = 0.0  # after a failed connect, the next attempt waits (no storm while down)
 
     async def open(self) -> None:
         """Connect and ``LISTEN``; an unreachable server is logged (heartbeats still work)."""
@@ -165,12 +168,16 @@ class PostgresTaskSignals(_Fanout):
         async with self._lock:
             if self._conn is not None and not self._conn.is_closed():
                 return
+            loop = asyncio.get_running_loop()
+            if loop.time() < self._retry_at:
+                return
             try:
-                conn = await asyncpg.connect(self._dsn)
+                conn = await asyncpg.connect(self._dsn, timeout=2)
                 await conn.add_listener(SIGNAL_CHANNEL, self._on_notify)
-            except (OSError, asyncpg.PostgresError) as exc:
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 logger.warning("task signals: cannot listen on PostgreSQL (%s); heartbeats only", exc)
                 self._conn = None
+                self._retry_at = loop.time() + _RECONNECT_PAUSE_S
                 return
             self._conn = conn
 

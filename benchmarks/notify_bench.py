@@ -59,7 +59,9 @@ ENVELOPE = {
 @contextlib.asynccontextmanager
 async def serving(db_url: str, *, cross_worker_signals: bool = True) -> AsyncIterator[tuple[str, TasksExtension]]:
     """A tasks demo server on a loopback port; yields its base URL and its extension."""
-    options = TaskOptions(threshold_s=0.0, poll_interval_s=POLL_S, lease_grace_s=1.0, sweep_interval_s=1.0)
+    options = TaskOptions(
+        threshold_s=0.0, poll_interval_s=POLL_S, lease_grace_s=1.0, sweep_interval_s=1.0, allow_anonymous_tasks=True
+    )
     port = unused_loopback_port()
     signals = None if cross_worker_signals else LocalTaskSignals()
     # The heartbeat-only baseline: each worker's signals stay in its own process.

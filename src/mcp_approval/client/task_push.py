@@ -1,9 +1,10 @@
 """``notifications/tasks`` for a waiting client: listen on the tasks it waits for, wake on a change.
 
-A notification is a wake-up only: the waiting call then reads the task with ``tasks/get`` (the
-authority). The listen request runs in the background for as long as the call waits; whatever
-becomes of it (refused, dropped, never acknowledged), the call keeps polling at
-``pollIntervalMs``, so a lost stream never stalls a call.
+A notification wakes the waiting call, which then reads the task with ``tasks/get``; a terminal
+notification is used as it is (it is the ``tasks/get`` body, and terminal states never change).
+The listen request runs in the background for as long as the call waits; whatever becomes of it
+(refused, dropped, never acknowledged), the call keeps polling at ``pollIntervalMs``, so a lost
+stream never stalls a call.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = ["TaskNotification", "TaskPush"]
 logger = logging.getLogger("mcp_approval.client")
 
 _METHOD: Literal["notifications/tasks"] = "notifications/tasks"
+_TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 
 class TaskNotification(types.NotificationParams):
@@ -51,6 +53,7 @@ class TaskPush:
 
     def __init__(self) -> None:
         self._events: dict[str, asyncio.Event] = {}
+        self._terminal: dict[str, dict[str, Any]] = {}
         #: How many notifications arrived (for diagnostics and tests).
         self.received = 0
 
@@ -61,8 +64,11 @@ class TaskPush:
     async def _on_notification(self, params: TaskNotification) -> None:
         self.received += 1
         event = self._events.get(params.task_id)
-        if event is not None:
-            event.set()
+        if event is None:
+            return
+        if params.status in _TERMINAL:  # the tasks/get body itself: no read needed
+            self._terminal[params.task_id] = params.model_dump(by_alias=True, mode="json", exclude={"meta"})
+        event.set()
 
     @contextlib.asynccontextmanager
     async def watching(self, session: ClientSession, task_id: str) -> AsyncIterator[None]:
@@ -75,6 +81,7 @@ class TaskPush:
             listener.cancel()
             await asyncio.gather(listener, return_exceptions=True)
             self._events.pop(task_id, None)
+            self._terminal.pop(task_id, None)
 
     async def _listen(self, session: ClientSession, task_id: str) -> None:
         request = _ListenTasksRequest(params=_ListenParams(notifications={"taskIds": [task_id]}))
@@ -85,12 +92,17 @@ class TaskPush:
         except Exception as exc:  # refused or dropped: polling carries on
             logger.debug("listen for task %s ended: %s", task_id[:8], exc)
 
-    async def changed(self, task_id: str, timeout_s: float) -> None:
-        """Wait up to ``timeout_s`` for a notification about ``task_id``."""
+    async def changed(self, task_id: str, timeout_s: float) -> dict[str, Any] | None:
+        """Wait up to ``timeout_s`` for a notification about ``task_id``.
+
+        Returns the task as notified when it is terminal (what ``tasks/get`` would return; terminal
+        states never change), else ``None``: the caller then reads the task.
+        """
         event = self._events.get(task_id)
         if event is None:
             await asyncio.sleep(timeout_s)
-            return
+            return None
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(event.wait(), timeout_s)
         event.clear()
+        return self._terminal.pop(task_id, None)

@@ -246,8 +246,9 @@ class TasksClient(ClientExtension):
         deadline = None if self.task_wait_s is None else time.monotonic() + self.task_wait_s
         answered: set[str] = set()
         interval_ms = poll_interval_ms
+        notified: dict[str, Any] | None = None
         while True:
-            task = await self.get(session, task_id)
+            task = await self.get(session, task_id) if notified is None else DetailedTask.model_validate(notified)
             if task.status is TaskStatus.COMPLETED:
                 self._forget(task_id)
                 return types.CallToolResult.model_validate(task.result or {"content": []})
@@ -265,8 +266,8 @@ class TasksClient(ClientExtension):
                 raise TaskPendingError(task_id, f"task {task_id[:8]}… still {task.status} after {self.task_wait_s}s")
             if self.push is None:
                 await asyncio.sleep(delay)
-            else:  # a notification ends the wait early; the next tasks/get reads the change
-                await self.push.changed(task_id, delay)
+            else:  # a notification ends the wait early; a terminal one is the task itself
+                notified = await self.push.changed(task_id, delay)
 
     async def _answer(self, session: ClientSession, task: DetailedTask, answered: set[str]) -> None:
         pending = {key: request for key, request in (task.input_requests or {}).items() if key not in answered}

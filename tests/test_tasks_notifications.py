@@ -171,3 +171,21 @@ async def test_tasks_client_without_notifications_polls_at_the_interval(slow_pol
     text, elapsed = await _call_slow_job(slow_poll_server.base_url, TasksClient(task_wait_s=30, notifications=False))
     assert text == "pushed finished after 0.3s"
     assert elapsed >= 4.5  # one full poll interval: the figure the notification saves
+
+
+async def test_the_listen_request_of_the_concepts_page_works_as_it_says(server):
+    """The JSON of docs/concepts/tasks.md, sent as it is (with the envelope and a real task id)."""
+    import json
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).parents[1] / "docs" / "concepts" / "tasks.md").read_text(encoding="utf-8")
+    section = page.split("## Notifications", 1)[1]
+    request = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=10) as http:
+        task_id = (await Wire(http).call_tool("slow_job", {"seconds": 0.2})).result["taskId"]
+    async with listening(server.base_url, [task_id], request_id=request["id"], method=request["method"]) as stream:
+        await stream.wait_for(lambda _: ended(stream.statuses(task_id)))
+    assert request["params"]["notifications"]["taskIds"] == ["TASK_ID"]
+    assert stream.frames[0]["params"]["notifications"]["taskIds"] == [task_id]
+    assert all(frame["params"]["_meta"][SUBSCRIPTION_ID] == request["id"] for frame in stream.frames)

@@ -64,18 +64,19 @@ async def listening(
     request_id: int = 77,
     token: str | None = None,
     extra_filter: dict[str, Any] | None = None,
+    method: str = "subscriptions/listen",
 ) -> AsyncIterator[ListenStream]:
     """Open a listen stream for ``task_ids``; it is acknowledged when this yields."""
     body = {
         "jsonrpc": "2.0",
         "id": request_id,
-        "method": "subscriptions/listen",
+        "method": method,
         "params": {"notifications": {"taskIds": task_ids, **(extra_filter or {})}, "_meta": envelope()},
     }
     headers = {
         "accept": "application/json, text/event-stream",
         "mcp-protocol-version": PROTOCOL,
-        "mcp-method": "subscriptions/listen",
+        "mcp-method": method,
     }
     if token is not None:
         headers["authorization"] = f"Bearer {token}"

@@ -464,8 +464,8 @@ async def test_discover_advertises_the_extension_and_no_legacy_capability(serve_
 
 
 @pytest.mark.sep_check("sep-2663-listen-ack-notified-ids-only")
-async def test_listen_with_declaration_acknowledges_no_task_ids(tmp_path):
-    """This runtime sends no notifications/tasks, so it agrees to none (clients poll).
+async def test_listen_acknowledges_only_known_task_ids(tmp_path):
+    """An id the server does not know is left out of the acknowledgement (nothing will be sent for it).
 
     The listen stream stays open, which the in-process ASGI transport cannot stream: real HTTP.
     """

@@ -29,7 +29,7 @@ class ServerProcess:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout_s: float = 20.0) -> None:
+    def start(self, timeout_s: float = 60.0) -> None:  # a loaded CI machine imports slowly
         command = [
             sys.executable,
             "-m",

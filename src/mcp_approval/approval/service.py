@@ -175,7 +175,13 @@ class ToolApproval:
         if not isinstance(task_store, SqlTaskStore):
             raise TypeError("ToolApproval needs the tasks extension's SQL store (approval state shares its database)")
         retention_ms = round(self.options.result_retention_s * 1000)
-        store = ApprovalStore(task_store.database, result_retention_ms=retention_ms, clock=self.clock, audit=self.audit)
+        store = ApprovalStore(
+            task_store.database,
+            result_retention_ms=retention_ms,
+            clock=self.clock,
+            audit=self.audit,
+            changed=self.tasks.runtime.task_changed,
+        )
         deps = ApprovalDependencies(
             store=store,
             backend=self.backend,

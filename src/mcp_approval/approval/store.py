@@ -9,7 +9,7 @@ through the tasks layer's :class:`~mcp_approval.tasks.sql_store.TaskRows`, never
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, and_, delete, exists, or_, select, update
@@ -50,6 +50,8 @@ class ApprovalStore:
         clock: the source of time.
         audit: where each step is recorded, in the step's own transaction.
         tasks: the task row operations each step runs in its own transaction.
+        changed: awaited with a task id after a committed step changed what ``tasks/get`` shows
+            (the tasks runtime's change signal, for ``notifications/tasks``).
     """
 
     def __init__(
@@ -60,8 +62,10 @@ class ApprovalStore:
         clock: Clock | None = None,
         audit: AuditLog | None = None,
         tasks: TaskRows | None = None,
+        changed: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.database = database
+        self._changed = changed
         self.result_retention_ms = result_retention_ms
         self.clock = clock or SystemClock()
         self.audit = audit
@@ -310,7 +314,7 @@ class ApprovalStore:
             self._event(conn, now, "approval.generation_chained", task_id, generation=generation + 1)
             return True
 
-        return await self.database.write(write)
+        return await self._signalled(task_id, await self.database.write(write))
 
     async def bind_chained(self, key: str, task_id: str, generation: int, handle: str) -> bool:
         """Attach a chained submission's handle to its generation."""
@@ -467,7 +471,13 @@ class ApprovalStore:
             )
             return True
 
-        return await self.database.write(write)
+        return await self._signalled(task_id, await self.database.write(write))
+
+    async def _signalled(self, task_id: str, written: bool) -> bool:
+        """Report a committed change of ``task_id`` to the ``changed`` hook; returns ``written``."""
+        if written and self._changed is not None:
+            await self._changed(task_id)
+        return written
 
 
 def _new_task(new: NewWorkflow) -> NewTask:

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import mcp_types as types
-from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.extension import ClaimContext, ClientExtension, NotificationBinding, ResultClaim
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 from pydantic import Field, TypeAdapter, ValidationError
@@ -26,6 +26,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 from mcp_approval.client.calls import note_task_created
 from mcp_approval.client.inputs import answer_through_callbacks
 from mcp_approval.client.journal import TaskJournal
+from mcp_approval.client.task_push import TaskPush
 from mcp_approval.protocol import METHOD_TASKS_CANCEL, METHOD_TASKS_GET, METHOD_TASKS_UPDATE, TASKS_EXTENSION
 from mcp_approval.tasks.models import TaskIdParams, UpdateTaskParams  # the params the server validates
 from mcp_approval.tasks.states import TaskStatus
@@ -170,6 +171,9 @@ class TasksClient(ClientExtension):
         journal: a durable record of open task ids, so a restarted agent can resume them.
         default_poll_interval_s: the polling interval when the server suggests none.
         max_poll_interval_s: the longest sleep between polls, whatever the server suggests.
+        notifications: open ``subscriptions/listen`` for each waited task and wake on its
+            ``notifications/tasks`` instead of sleeping out the poll interval. Polling continues
+            at ``pollIntervalMs`` whatever happens to the stream, so a lost stream never stalls.
     """
 
     identifier = TASKS_EXTENSION
@@ -182,12 +186,18 @@ class TasksClient(ClientExtension):
         journal: TaskJournal | None = None,
         default_poll_interval_s: float = 1.0,
         max_poll_interval_s: float = 30.0,
+        notifications: bool = True,
     ) -> None:
         self.task_wait_s = task_wait_s
         self.input_handler = input_handler
         self.journal = journal
         self.default_poll_interval_s = default_poll_interval_s
         self.max_poll_interval_s = max_poll_interval_s
+        self.push = TaskPush() if notifications else None
+
+    def notifications(self) -> Sequence[NotificationBinding[Any]]:
+        """Observe ``notifications/tasks`` (they wake a waiting call early)."""
+        return self.push.bindings() if self.push is not None else ()
 
     def claims(self) -> Sequence[ResultClaim[Any]]:
         """Claim ``resultType: "task"`` on ``tools/call``."""
@@ -227,11 +237,18 @@ class TasksClient(ClientExtension):
         self, session: ClientSession, task_id: str, *, poll_interval_ms: int | None = None
     ) -> types.CallToolResult:
         """Poll until the task ends or ``task_wait_s`` passes, answering input requests on the way."""
+        if self.push is None:
+            return await self._wait(session, task_id, poll_interval_ms)
+        async with self.push.watching(session, task_id):
+            return await self._wait(session, task_id, poll_interval_ms)
+
+    async def _wait(self, session: ClientSession, task_id: str, poll_interval_ms: int | None) -> types.CallToolResult:
         deadline = None if self.task_wait_s is None else time.monotonic() + self.task_wait_s
         answered: set[str] = set()
         interval_ms = poll_interval_ms
+        notified: dict[str, Any] | None = None
         while True:
-            task = await self.get(session, task_id)
+            task = await self.get(session, task_id) if notified is None else DetailedTask.model_validate(notified)
             if task.status is TaskStatus.COMPLETED:
                 self._forget(task_id)
                 return types.CallToolResult.model_validate(task.result or {"content": []})
@@ -247,7 +264,10 @@ class TasksClient(ClientExtension):
             delay = self._delay(interval_ms, deadline)
             if delay is None:
                 raise TaskPendingError(task_id, f"task {task_id[:8]}… still {task.status} after {self.task_wait_s}s")
-            await asyncio.sleep(delay)
+            if self.push is None:
+                await asyncio.sleep(delay)
+            else:  # a notification ends the wait early; a terminal one is the task itself
+                notified = await self.push.changed(task_id, delay)
 
     async def _answer(self, session: ClientSession, task: DetailedTask, answered: set[str]) -> None:
         pending = {key: request for key, request in (task.input_requests or {}).items() if key not in answered}

@@ -226,7 +226,7 @@ class Approvals:
         """
         return ServerOptions(
             extensions=[self.gate, self.tasks, ToolApprovalExtension()],
-            middleware=[task_routing_middleware],
+            middleware=[task_routing_middleware, self.tasks.listen_middleware],
             lifespan=self.lifespan,
             token_verifier=self.token_verifier,
             auth=self.auth,

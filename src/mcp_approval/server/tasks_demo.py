@@ -22,6 +22,7 @@ from mcp_approval.tasks import (
     TaskMode,
     TaskOptions,
     TasksExtension,
+    TaskSignals,
     TaskStore,
     current_task,
     store_from_url,
@@ -49,10 +50,11 @@ def build_tasks_demo_server(
     base_url: str | None = None,
     tokens: dict[str, str] | None = None,
     clock: Clock | None = None,
+    signals: TaskSignals | None = None,
 ) -> tuple[MCPServer[Any], TasksExtension]:
     """A server with the demo tools on ``store`` (by default a private SQLite database); ``tokens``
-    (with ``base_url``) turns on bearer authentication."""
-    tasks = TasksExtension(options, store=store, clock=clock)
+    (with ``base_url``) turns on bearer authentication; ``signals`` replaces the store's own change signals."""
+    tasks = TasksExtension(options, store=store, clock=clock, signals=signals)
     auth: dict[str, Any] = {}
     if tokens:
         if base_url is None:
@@ -62,7 +64,7 @@ def build_tasks_demo_server(
         "mcp-approval-tasks-demo",
         extensions=[tasks],
         lifespan=tasks.lifespan,
-        middleware=[task_routing_middleware],
+        middleware=[task_routing_middleware, tasks.listen_middleware],
         log_level="WARNING",
         **auth,
     )

@@ -20,6 +20,7 @@ from mcp_approval.tasks.middleware import task_routing_middleware
 from mcp_approval.tasks.models import TaskRecord
 from mcp_approval.tasks.options import TaskMode, TaskOptions
 from mcp_approval.tasks.server import TasksExtension
+from mcp_approval.tasks.signals import TaskChange, TaskSignals
 from mcp_approval.tasks.sql_store import SqlTaskStore
 from mcp_approval.tasks.states import TaskStatus
 from mcp_approval.tasks.store import NewTask, TaskSignal, TaskStore
@@ -33,10 +34,12 @@ __all__ = [
     "NewTask",
     "RedisTaskStore",
     "SqlTaskStore",
+    "TaskChange",
     "TaskMode",
     "TaskOptions",
     "TaskRecord",
     "TaskSignal",
+    "TaskSignals",
     "TaskStatus",
     "TaskStore",
     "TasksExtension",

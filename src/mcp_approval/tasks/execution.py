@@ -132,6 +132,10 @@ class ExecutionHost(Protocol):
         """Move answers recorded in the store to the local execution waiting for them."""
         ...
 
+    async def task_changed(self, task_id: str) -> None:
+        """Signal every worker that the task's status changed (for ``notifications/tasks``)."""
+        ...
+
 
 class Execution:
     """A running call: answered inline if it finishes in time, otherwise promoted to a task.
@@ -322,6 +326,7 @@ class Execution:
         keys = await self._runtime.store.add_input_requests(self.task_id, requests)
         if keys is None:  # the task has already ended (expired, or failed by a lost lease): stop
             raise asyncio.CancelledError
+        await self._runtime.task_changed(self.task_id)
         loop = asyncio.get_running_loop()
         futures = [self._waiters.setdefault(key, loop.create_future()) for key in keys]
         await self._runtime.deliver_input(self.task_id)  # answers may already be waiting

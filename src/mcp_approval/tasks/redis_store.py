@@ -108,6 +108,11 @@ class RedisTaskStore:
 
         return cls(connect, prefix=prefix, clock=clock)
 
+    @property
+    def connector(self) -> Callable[[], Redis]:
+        """Makes a new client for this store's server (change signals open their own)."""
+        return self._connect
+
     async def open(self) -> None:
         """Connect and check that the server answers; scripts load on first use."""
         if self._client is None:

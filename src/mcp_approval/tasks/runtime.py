@@ -20,6 +20,7 @@ from mcp_approval.storage import StoreUnavailableError
 from mcp_approval.tasks.execution import AnsweredRound, Execution
 from mcp_approval.tasks.models import error_document
 from mcp_approval.tasks.options import TaskOptions
+from mcp_approval.tasks.signals import SignalKind, TaskChange, TaskSignals, signals_for
 from mcp_approval.tasks.states import TaskStatus
 from mcp_approval.tasks.store import TaskStore
 
@@ -46,8 +47,19 @@ class TaskRuntime:
     it stops when the last user leaves.
     """
 
-    def __init__(self, store: TaskStore, options: TaskOptions, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        store: TaskStore,
+        options: TaskOptions,
+        *,
+        clock: Clock | None = None,
+        signals: TaskSignals | None = None,
+    ) -> None:
         self.store = store
+        self._given_signals = signals
+        self._signals: TaskSignals | None = signals
+        self._unsubscribe: Callable[[], None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
         self.options = options
         self.clock = clock or SystemClock()
         self.worker_id = new_worker_id()
@@ -68,6 +80,7 @@ class TaskRuntime:
             if self._users > 1:
                 return
             self._stopping = False
+            await self._open_signals()
             self._loops = [
                 asyncio.create_task(self._heartbeat_loop(), name="mcp-approval task leases"),
                 asyncio.create_task(self._sweep_loop(), name="mcp-approval task sweeper"),
@@ -88,7 +101,62 @@ class TaskRuntime:
                 loop.cancel()
             await asyncio.gather(*self._loops, return_exceptions=True)
             self._loops = []
+            await self._close_signals()
             await self.store.close()
+
+    # -- signals ---------------------------------------------------------------------------
+
+    @property
+    def signals(self) -> TaskSignals:
+        """The change signals shared with the other workers (available once started)."""
+        if self._signals is None:
+            raise RuntimeError("the tasks runtime is not started")
+        return self._signals
+
+    async def _open_signals(self) -> None:
+        signals = self._given_signals or signals_for(self.store)
+        await signals.open()
+        self._signals = signals
+        self._unsubscribe = signals.subscribe(self._on_signal)
+
+    async def _close_signals(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        if self._signals is not None:
+            await self._signals.close()
+        self._signals = self._given_signals
+
+    def _on_signal(self, change: TaskChange) -> None:
+        """Act at once on a cancel or input signal for a task this worker runs."""
+        if change.task_id not in self._executions:
+            return
+        if change.kind is SignalKind.CANCEL:
+            self.cancel_local(change.task_id)
+        elif change.kind is SignalKind.INPUT:
+            task = asyncio.create_task(self._deliver_quietly(change.task_id), name="mcp-approval task input")
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _deliver_quietly(self, task_id: str) -> None:
+        with contextlib.suppress(StoreUnavailableError):
+            await self.deliver_input(task_id)
+
+    async def publish(self, task_id: str, kind: SignalKind = SignalKind.STATUS) -> None:
+        """Tell every worker that ``task_id`` changed (a wake-up; never raises)."""
+        if self._signals is None:
+            return
+        try:
+            await self._signals.publish(TaskChange(task_id, kind))
+        except Exception:  # a signal is best effort: the heartbeat and tasks/get remain
+            logger.exception("task %s: %s signal not published", task_id[:8], kind)
+
+    async def task_changed(self, task_id: str) -> None:
+        """A task's status (or what ``tasks/get`` shows) changed: notify listeners on every worker."""
+        await self.publish(task_id, SignalKind.STATUS)
 
     # -- executions ------------------------------------------------------------------------
 
@@ -151,6 +219,8 @@ class TaskRuntime:
                 continue
             if not written:
                 logger.info("task %s already terminal; %s not recorded", task_id[:8], status)
+            else:
+                await self.task_changed(task_id)
             return
 
     async def deliver_input(self, task_id: str) -> None:
@@ -184,6 +254,9 @@ class TaskRuntime:
 
     async def heartbeat_once(self) -> None:
         """Renew this worker's leases and act on cancel and input signals from other workers."""
+        reconnect = getattr(self._signals, "reconnect_if_lost", None)
+        if reconnect is not None:
+            await reconnect()
         running = [task_id for task_id, execution in self._executions.items() if execution.running]
         signals = await self.store.heartbeat(self.worker_id, running, self.options.lease_ms)
         for signal in signals:
@@ -204,5 +277,7 @@ class TaskRuntime:
             self.cancel_local(task_id)
         error = error_document(INTERNAL_ERROR, _LOST_WORKER_MESSAGE)
         lapsed = await self.store.fail_lapsed(error, _LOST_WORKER_MESSAGE)
+        for task_id in lapsed:
+            await self.task_changed(task_id)
         if lapsed:
             logger.warning("%d task(s) failed: their worker stopped renewing its lease", len(lapsed))

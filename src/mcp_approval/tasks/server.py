@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
 import mcp_types as types
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Extension, MethodBinding, authenticated_principal, require_client_extension
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -34,8 +34,10 @@ from mcp_approval.tasks.models import (
     detailed_task,
     principal_digest,
 )
+from mcp_approval.tasks.notifications import TaskNotifier
 from mcp_approval.tasks.options import PrincipalResolver, TaskMode, TaskOptions
 from mcp_approval.tasks.runtime import TaskRuntime
+from mcp_approval.tasks.signals import SignalKind, TaskSignals
 from mcp_approval.tasks.sql_store import SqlTaskStore
 from mcp_approval.tasks.states import TaskStatus
 from mcp_approval.tasks.store import TaskStore
@@ -120,6 +122,11 @@ class TasksExtension(Extension):
         principal_resolver: maps a request to the caller's identity; by default the SDK's
             authenticated principal, with in-process and stdio callers treated as one local caller.
         clock: the source of time.
+        signals: change signals between workers; by default the store's own channel (PostgreSQL
+            ``LISTEN``/``NOTIFY``, Redis pub/sub, in-process for SQLite).
+
+    ``notifications/tasks`` are served by :attr:`listen_middleware`, which the server's middleware
+    list must include (after :func:`~mcp_approval.tasks.middleware.task_routing_middleware`).
     """
 
     identifier = TASKS_EXTENSION
@@ -131,11 +138,20 @@ class TasksExtension(Extension):
         store: TaskStore | None = None,
         principal_resolver: PrincipalResolver | None = None,
         clock: Clock | None = None,
+        signals: TaskSignals | None = None,
     ) -> None:
         self.options = options or TaskOptions()
-        self.runtime = TaskRuntime(store or SqlTaskStore("sqlite://", clock=clock), self.options, clock=clock)
+        self.runtime = TaskRuntime(
+            store or SqlTaskStore("sqlite://", clock=clock), self.options, clock=clock, signals=signals
+        )
         self._resolve_principal = principal_resolver or default_principal
         self._handlers: dict[str, TaskHandler] = {}
+        self.notifier = TaskNotifier(self._visible, self._live, lambda: self.runtime.signals)
+
+    @property
+    def listen_middleware(self) -> ServerMiddleware[Any]:
+        """Server middleware serving ``notifications/tasks`` on ``subscriptions/listen`` streams."""
+        return self.notifier.middleware
 
     def register_handler(self, name: str, handler: TaskHandler) -> None:
         """Hand ``tasks/cancel`` on tasks whose :attr:`TaskRecord.handler` is ``name`` to ``handler``.
@@ -234,6 +250,17 @@ class TasksExtension(Extension):
             raise MCPError(code=INVALID_PARAMS, message=UNKNOWN_TASK_MESSAGE)
         return record
 
+    async def _visible(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> TaskRecord | None:
+        """The task if this request may see it; ``None`` for unknown, expired or another's."""
+        record = await self._live(task_id)
+        if record is None or (record.principal_digest is not None and record.principal_digest != self.caller(ctx)):
+            return None
+        return record
+
+    async def _live(self, task_id: str) -> TaskRecord | None:
+        record = await self.store.get(task_id)
+        return None if record is None or record.expired(self.runtime.clock.now_ms()) else record
+
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
         return detailed_task(await self._load(ctx, params.task_id))
 
@@ -252,8 +279,12 @@ class TasksExtension(Extension):
             handler = self._handlers.get(record.handler) if record.handler is not None else None
             if accepted and handler is not None:
                 await handler.input_received(record)
-            elif accepted:
+            elif accepted and self.runtime.local(record.task_id) is not None:
                 await self.runtime.deliver_input(record.task_id)
+            elif accepted:
+                await self.runtime.publish(record.task_id, SignalKind.INPUT)  # its worker acts at once
+            if accepted:
+                await self.runtime.task_changed(record.task_id)
         except StoreUnavailableError as exc:
             raise MCPError(code=INTERNAL_ERROR, message="Task store unavailable") from exc
         return {}
@@ -287,5 +318,8 @@ class TasksExtension(Extension):
             return
         if flagged.owner is None:
             # Nothing runs it: cancelling is only a status change.
-            await self.store.transition(record.task_id, TaskStatus.CANCELLED, status_message="Cancelled")
-        # Otherwise its worker picks the flag up at its next heartbeat.
+            if await self.store.transition(record.task_id, TaskStatus.CANCELLED, status_message="Cancelled"):
+                await self.runtime.task_changed(record.task_id)
+            return
+        # Its worker acts on the signal at once (or, if the signal is lost, at its next heartbeat).
+        await self.runtime.publish(record.task_id, SignalKind.CANCEL)

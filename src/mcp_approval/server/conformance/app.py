@@ -65,7 +65,7 @@ def build_conformance_server(store_url: str = "sqlite://") -> MCPServer[Any]:
         tools=[diagnostics.schema_tool()],
         extensions=[tasks],
         lifespan=tasks.lifespan,
-        middleware=[task_routing_middleware],
+        middleware=[task_routing_middleware, tasks.listen_middleware],
     )
     for module in (content, legacy, diagnostics, mrtr, tasks_fixtures):
         module.register(server)

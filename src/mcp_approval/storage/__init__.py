@@ -23,18 +23,34 @@ from mcp_approval.storage.database import (
     open_database,
 )
 from mcp_approval.storage.migrations import Migrations, SchemaTooNewError, migrate
+from mcp_approval.storage.shared import (
+    SHARED_MIGRATIONS,
+    EventWindow,
+    MemoryEventWindow,
+    MemoryOnceGuard,
+    OnceGuard,
+    SqlEventWindow,
+    SqlOnceGuard,
+)
 
 __all__ = [
     "AUDIT_MIGRATIONS",
+    "SHARED_MIGRATIONS",
     "AuditEvent",
     "AuditFilter",
     "AuditLog",
     "ChainBreak",
     "ChainVerification",
     "Database",
+    "EventWindow",
+    "MemoryEventWindow",
+    "MemoryOnceGuard",
     "Migrations",
+    "OnceGuard",
     "PostgresDatabase",
     "SchemaTooNewError",
+    "SqlEventWindow",
+    "SqlOnceGuard",
     "SqliteDatabase",
     "StoreUnavailableError",
     "migrate",

@@ -237,6 +237,7 @@ def build_arap_server(
         callbacks=CallbackSender(secret.get_secret_value(), time) if (secret := settings.callback_secret) else None,
         audit=audit,
         clock=time,
+        submission_events=SqlEventWindow(database),  # one submission limit for every worker
     )
     # One limit on failed sign-ins for the reviewer API and console, shared by every worker on the store.
     throttle = FailedLoginThrottle(time, events=SqlEventWindow(database))

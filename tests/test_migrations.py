@@ -16,8 +16,9 @@ from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.backends.local_schema import metadata as local_metadata
 from mcp_approval.reference.ars_schema import ARS_MIGRATIONS
 from mcp_approval.reference.ars_schema import metadata as ars_metadata
-from mcp_approval.storage import AUDIT_MIGRATIONS, SchemaTooNewError, migrate, open_database
+from mcp_approval.storage import AUDIT_MIGRATIONS, SHARED_MIGRATIONS, SchemaTooNewError, migrate, open_database
 from mcp_approval.storage.audit import audit_events_table
+from mcp_approval.storage.shared import metadata as shared_metadata
 from mcp_approval.tasks.schema import TASKS_MIGRATIONS
 from mcp_approval.tasks.schema import metadata as tasks_metadata
 from tests.support.arap import arap_deployment
@@ -25,14 +26,22 @@ from tests.support.treasury import TreasuryServer, deployment_dir
 
 pytestmark = pytest.mark.anyio
 
-ALL = (TASKS_MIGRATIONS, AUDIT_MIGRATIONS, APPROVAL_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS, ARS_MIGRATIONS)
+ALL = (
+    TASKS_MIGRATIONS,
+    AUDIT_MIGRATIONS,
+    SHARED_MIGRATIONS,
+    APPROVAL_MIGRATIONS,
+    LOCAL_BACKEND_MIGRATIONS,
+    ARS_MIGRATIONS,
+)
 VERSION_TABLES = {history.version_table for history in ALL}
 
 
 def _declared() -> MetaData:
     """Every table the code queries, as declared beside its layer's history."""
     combined = MetaData()
-    for metadata in (tasks_metadata, approval_metadata, local_metadata, ars_metadata, audit_events_table.metadata):
+    layers = (tasks_metadata, approval_metadata, local_metadata, ars_metadata, shared_metadata)
+    for metadata in (*layers, audit_events_table.metadata):
         for table in metadata.tables.values():
             table.to_metadata(combined)
     return combined
@@ -114,13 +123,17 @@ def test_each_deployment_holds_only_the_tables_it_uses(tmp_path: Path) -> None:
         "approval_intents",
         "approval_requests",
         "approval_decisions",
+        "console_sessions",
         "audit_events",
         "audit_chain_head",
         "audit_delivery_cursors",
+        "rate_events",
+        "seen_once",
         "alembic_version_tasks",
         "alembic_version_approval",
         "alembic_version_local_backend",
         "alembic_version_audit",
+        "alembic_version_shared",
     }
     # The PEP with the ARAP backend: no local-backend tables, no ARS tables.
     assert _tables(pair.directory / "treasury-arap.db") == {
@@ -130,17 +143,23 @@ def test_each_deployment_holds_only_the_tables_it_uses(tmp_path: Path) -> None:
         "audit_events",
         "audit_chain_head",
         "audit_delivery_cursors",
+        "rate_events",
+        "seen_once",
         "alembic_version_tasks",
         "alembic_version_approval",
         "alembic_version_audit",
+        "alembic_version_shared",
     }
     # The arap-server: the reviewer workflow, the audit log and its own tables; no tasks.
     assert _tables(pair.directory / "arap-server.db") == {
         "approval_requests",
         "approval_decisions",
+        "console_sessions",
         "audit_events",
         "audit_chain_head",
         "audit_delivery_cursors",
+        "rate_events",
+        "seen_once",
         "arap_evaluations",
         "arap_tasks",
         "arap_approvals",
@@ -148,4 +167,5 @@ def test_each_deployment_holds_only_the_tables_it_uses(tmp_path: Path) -> None:
         "alembic_version_local_backend",
         "alembic_version_audit",
         "alembic_version_ars",
+        "alembic_version_shared",
     }

@@ -19,6 +19,7 @@ from mcp_approval.backends.login_throttle import (
 )
 from mcp_approval.backends.reviewer_api import reviewer_routes
 from mcp_approval.clock import ManualClock
+from mcp_approval.storage import SHARED_MIGRATIONS, EventWindow, SqlEventWindow, migrate, open_database
 from tests.approval.inprocess import inprocess_treasury
 from tests.console.conftest import Console
 
@@ -172,61 +173,77 @@ async def test_a_deployment_shares_one_limit_between_its_reviewer_api_and_consol
 # -- the limiter --------------------------------------------------------------------------------
 
 
-def test_a_key_is_refused_once_it_reaches_the_limit_until_its_oldest_failure_leaves_the_window() -> None:
+@pytest.fixture(params=["memory", "database"])
+async def events(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[EventWindow | None]:
+    """The default in-memory table, or the store's shared ``rate_events`` table."""
+    if request.param == "memory":
+        yield None
+        return
+    database = open_database(f"sqlite:///{tmp_path / 'shared.db'}")
+    await migrate(database, SHARED_MIGRATIONS)
+    try:
+        yield SqlEventWindow(database)
+    finally:
+        await database.close()
+
+
+async def test_a_key_is_refused_once_it_reaches_the_limit_until_its_oldest_failure_leaves_the_window(
+    events: EventWindow | None,
+) -> None:
     clock = ManualClock()
-    throttle = FailedLoginThrottle(clock, max_failures=3, window_s=60)
+    throttle = FailedLoginThrottle(clock, max_failures=3, window_s=60, events=events)
     for _ in range(2):
-        throttle.record_failure("a")
-        assert throttle.retry_after_s("a") is None
+        await throttle.record_failure("a")
+        assert await throttle.retry_after_s("a") is None
         clock.advance(10_000)
-    throttle.record_failure("a")  # failures at 0 s, 10 s and 20 s; now is 20 s
-    assert throttle.retry_after_s("a") == 40
+    await throttle.record_failure("a")  # failures at 0 s, 10 s and 20 s; now is 20 s
+    assert await throttle.retry_after_s("a") == 40
     clock.advance(39_500)
-    assert throttle.retry_after_s("a") == 1
+    assert await throttle.retry_after_s("a") == 1
     clock.advance(500)
-    assert throttle.retry_after_s("a") is None  # the 0 s failure left the window: one more try
-    throttle.record_failure("a")
-    assert throttle.retry_after_s("a") == 10  # until the 10 s failure leaves it too
+    assert await throttle.retry_after_s("a") is None  # the 0 s failure left the window: one more try
+    await throttle.record_failure("a")
+    assert await throttle.retry_after_s("a") == 10  # until the 10 s failure leaves it too
 
 
-def test_keys_are_counted_separately() -> None:
-    throttle = FailedLoginThrottle(ManualClock(), max_failures=2)
-    throttle.record_failure("a")
-    throttle.record_failure("a")
-    throttle.record_failure("b")
-    assert throttle.retry_after_s("a") == DEFAULT_WINDOW_S
-    assert throttle.retry_after_s("b") is None
-    assert throttle.retry_after_s("c") is None
+async def test_keys_are_counted_separately(events: EventWindow | None) -> None:
+    throttle = FailedLoginThrottle(ManualClock(), max_failures=2, events=events)
+    await throttle.record_failure("a")
+    await throttle.record_failure("a")
+    await throttle.record_failure("b")
+    assert await throttle.retry_after_s("a") == DEFAULT_WINDOW_S
+    assert await throttle.retry_after_s("b") is None
+    assert await throttle.retry_after_s("c") is None
 
 
-def test_memory_stays_bounded_when_many_keys_fail() -> None:
+async def test_memory_stays_bounded_when_many_keys_fail() -> None:
     clock = ManualClock()
     throttle = FailedLoginThrottle(clock, max_failures=1, max_clients=100)
     for n in range(5_000):
-        throttle.record_failure(f"10.{n // 65536}.{n // 256 % 256}.{n % 256}")
+        await throttle.record_failure(f"10.{n // 65536}.{n // 256 % 256}.{n % 256}")
         assert throttle.tracked_clients() <= 100
     assert throttle.tracked_clients() == 100
-    assert throttle.retry_after_s("10.0.19.135") is not None  # the latest (n = 4999) is still held
-    assert throttle.retry_after_s("10.0.0.0") is None  # the oldest was evicted
+    assert await throttle.retry_after_s("10.0.19.135") is not None  # the latest (n = 4999) is still held
+    assert await throttle.retry_after_s("10.0.0.0") is None  # the oldest was evicted
 
 
-def test_eviction_keeps_the_most_recently_failing_keys() -> None:
+async def test_eviction_keeps_the_most_recently_failing_keys() -> None:
     throttle = FailedLoginThrottle(ManualClock(), max_failures=1, max_clients=2)
-    throttle.record_failure("old")
-    throttle.record_failure("other")
-    throttle.record_failure("old")  # failing again makes it the most recent
-    throttle.record_failure("new")
-    assert throttle.retry_after_s("old") is not None
-    assert throttle.retry_after_s("other") is None
+    await throttle.record_failure("old")
+    await throttle.record_failure("other")
+    await throttle.record_failure("old")  # failing again makes it the most recent
+    await throttle.record_failure("new")
+    assert await throttle.retry_after_s("old") is not None
+    assert await throttle.retry_after_s("other") is None
 
 
-def test_keys_whose_failures_expired_are_forgotten() -> None:
+async def test_keys_whose_failures_expired_are_forgotten() -> None:
     clock = ManualClock()
     throttle = FailedLoginThrottle(clock, window_s=1)
-    throttle.record_failure("a")
+    await throttle.record_failure("a")
     assert throttle.tracked_clients() == 1
     clock.advance(1_000)
-    assert throttle.retry_after_s("a") is None
+    assert await throttle.retry_after_s("a") is None
     assert throttle.tracked_clients() == 0
 
 

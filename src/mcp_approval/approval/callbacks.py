@@ -31,6 +31,7 @@ from starlette.routing import Route
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.json_body import BodyTooLargeError, read_body
 from mcp_approval.openapi import problem_response
+from mcp_approval.storage.shared import MemoryOnceGuard, OnceGuard
 
 __all__ = [
     "CALLBACK_PATH",
@@ -86,26 +87,6 @@ class ArapCallbackTarget(Protocol):
         ...
 
 
-class _SeenSignatures:
-    """Signatures of callbacks accepted within the freshness window (older ones fail freshness anyway).
-
-    Only an *accepted* callback counts: a sender retrying one that was refused (say, for a task
-    whose submission had not been answered yet) is not a replay.
-    """
-
-    def __init__(self) -> None:
-        self._seen: dict[str, int] = {}
-
-    def accepted_before(self, header: str, now_s: int) -> bool:
-        for signature, at in list(self._seen.items()):
-            if now_s - at > 2 * TOLERANCE_S:
-                del self._seen[signature]
-        return header in self._seen
-
-    def accept(self, header: str, now_s: int) -> None:
-        self._seen[header] = now_s
-
-
 def callback_paths() -> dict[str, Any]:
     """The OpenAPI path item of :func:`callback_route` (see :mod:`mcp_approval.openapi`)."""
     answers = {
@@ -140,14 +121,17 @@ def callback_route(
     clock: Clock | None = None,
     arap: ArapCallbackTarget | None = None,
     key_of: Callable[[str], Awaitable[str | None]] | None = None,
+    once: OnceGuard | None = None,
 ) -> Route:
     """``POST /approvals/callback``: verify, then wake the resolver for the named handle.
 
     With ``arap`` (the backend) and ``key_of`` (handle → the submission key it was sent under),
-    ARAP callback bodies are accepted too (see the module docstring).
+    ARAP callback bodies are accepted instead (see the module docstring). ``once`` remembers
+    accepted signatures: by default in this process; a :class:`~mcp_approval.storage.SqlOnceGuard`
+    on the store refuses a replay to any worker on it.
     """
     time_source = clock or SystemClock()
-    seen = _SeenSignatures()
+    seen: OnceGuard = once or MemoryOnceGuard()
 
     async def receive(request: Request) -> Response:
         try:
@@ -164,21 +148,24 @@ def callback_route(
             document = None
         if arap is not None and key_of is not None and isinstance(document, dict) and "task" in document:
             header = request.headers.get(SIGNATURE_HEADER) or ""
-            if seen.accepted_before(header, now_s):
+            refused, handle = await _arap_callback(document, arap, key_of)
+            if refused is not None:
+                return refused
+            # Only an accepted callback counts as used (a refused one may be retried by its sender);
+            # older signatures fail freshness anyway.
+            if not await seen.first_use(header, now_s * 1000, (now_s + 2 * TOLERANCE_S) * 1000):
                 logger.warning("refused a replayed ARAP callback")
                 return _problem(409, "Callback already received")
-            answer = await _arap_callback(document, arap, key_of, wake)
-            if answer.status_code == 202:
-                seen.accept(header, now_s)
-            return answer
+            await wake(handle)
+            return Response(status_code=202)
         if arap is not None:
             # Only the ARAP shape: a bare handle would skip the state and single-use checks.
             logger.warning("refused an approval callback that is not in the ARAP shape")
             return _problem(400, _ARAP_SHAPE)
-        handle = document.get("handle") if isinstance(document, dict) else None
-        if not isinstance(handle, str) or not handle:
+        named = document.get("handle") if isinstance(document, dict) else None
+        if not isinstance(named, str) or not named:
             return _problem(400, 'The callback body must be {"handle": "..."}')
-        await wake(handle)
+        await wake(named)
         return Response(status_code=202)
 
     return Route(CALLBACK_PATH, receive, methods=["POST"])
@@ -188,23 +175,22 @@ async def _arap_callback(
     document: Mapping[str, Any],
     arap: ArapCallbackTarget,
     key_of: Callable[[str], Awaitable[str | None]],
-    wake: Callable[[str], Awaitable[None]],
-) -> Response:
-    """An authenticated ARAP callback: bound to a task this server submitted and its ``state``."""
+) -> tuple[Response | None, str]:
+    """An authenticated ARAP callback bound to a task this server submitted and its ``state``:
+    ``(None, handle)``, or the refusal."""
     task, state = document.get("task"), document.get("state")
     handle = arap.callback_handle(task) if isinstance(task, Mapping) else None
     if handle is None or not isinstance(state, str):
-        return _problem(400, _ARAP_SHAPE)
+        return _problem(400, _ARAP_SHAPE), ""
     key = await key_of(handle)
     expected = arap.callback_state(key) if key is not None else None
     if expected is None:
         logger.warning("refused an ARAP callback for a task this server did not submit")
-        return _problem(404, "Unknown task")
+        return _problem(404, "Unknown task"), ""
     if not hmac.compare_digest(expected.encode(), state.encode()):
         logger.warning("refused an ARAP callback whose state does not match its task")
-        return _problem(401, "Callback state does not match the task")
-    await wake(handle)
-    return Response(status_code=202)
+        return _problem(401, "Callback state does not match the task"), ""
+    return None, handle
 
 
 def _problem(status: int, title: str) -> JSONResponse:

@@ -223,7 +223,7 @@ class _Console:
             return await self._detail(session, request_id, 409, f"Nothing was recorded: {exc}.")
         except ReviewError as exc:
             return await self._detail(session, request_id, 409, f"Nothing was recorded: {exc}.")
-        session.flash("ok", _outcome(record, verdict))
+        await self.sessions.flash(session, "ok", _outcome(record, verdict))
         return RedirectResponse(f"{self.prefix}/requests/{quote(request_id, safe='')}", 303, _PAGE_HEADERS)
 
     async def login_page(self, request: Request) -> Response:
@@ -236,16 +236,16 @@ class _Console:
         _check_origin(request)
         client = client_key(request)
         # Checked before the form is read, so a throttled client learns nothing about the token it sends.
-        wait_s = self.throttle.retry_after_s(client)
+        wait_s = await self.throttle.retry_after_s(client)
         if wait_s is not None:
             return self._too_many_sign_ins(wait_s)
         token = (await _form(request)).get("token", "").strip()
         principal = await self.authenticate(token) if token else None
         if principal is None:
-            self.throttle.record_failure(client)
+            await self.throttle.record_failure(client)
             return self._render("login.html", None, status=401, error="That token was not accepted.")
-        self.sessions.drop(request.cookies.get(COOKIE))
-        cookie, _session = self.sessions.create(principal, token)
+        await self.sessions.drop(request.cookies.get(COOKIE))
+        cookie, _session = await self.sessions.create(principal, token)
         response = RedirectResponse(self.prefix, 303, _PAGE_HEADERS)
         response.set_cookie(
             COOKIE,
@@ -262,7 +262,7 @@ class _Console:
         session = await self._posted_form_session(request)
         if not session.csrf_matches((await _form(request)).get("csrf")):
             raise _Refused(403, "The form's security token is missing or wrong. Reload the page.")
-        self.sessions.drop(request.cookies.get(COOKIE))
+        await self.sessions.drop(request.cookies.get(COOKIE))
         response = RedirectResponse(f"{self.prefix}/login?signed_out", 303, _PAGE_HEADERS)
         response.delete_cookie(COOKIE, path=self.prefix, httponly=True, samesite="strict")
         return response
@@ -287,9 +287,9 @@ class _Console:
     async def _signed_in(self, request: Request) -> Session | None:
         """The request's session, if it has one whose token is still accepted for the same principal."""
         cookie = request.cookies.get(COOKIE)
-        session = self.sessions.get(cookie)
+        session = await self.sessions.get(cookie)
         if session is not None and await self.authenticate(session.token) != session.principal:
-            self.sessions.drop(cookie)
+            await self.sessions.drop(cookie)
             return None
         return session
 

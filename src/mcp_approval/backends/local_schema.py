@@ -10,7 +10,13 @@ from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Tab
 
 from mcp_approval.storage.migrations import Migrations
 
-__all__ = ["LOCAL_BACKEND_MIGRATIONS", "approval_decisions_table", "approval_requests_table", "metadata"]
+__all__ = [
+    "LOCAL_BACKEND_MIGRATIONS",
+    "approval_decisions_table",
+    "approval_requests_table",
+    "console_sessions_table",
+    "metadata",
+]
 
 #: The local backend's history; release schema version 2 created its tables.
 LOCAL_BACKEND_MIGRATIONS = Migrations(
@@ -54,3 +60,20 @@ approval_decisions_table = Table(
     Column("comment", Text, nullable=True),
     Column("decided_at", BigInteger, nullable=False),
 )
+
+console_sessions_table = Table(
+    "console_sessions",
+    metadata,
+    # SHA-256 of the session cookie (the table never holds a usable cookie).
+    Column("session_key", String(64), primary_key=True),
+    Column("principal", String(256), nullable=False),
+    # The reviewer's bearer token, AES-GCM under a key derived from the cookie: only its holder opens it.
+    Column("sealed_token", Text, nullable=False),
+    Column("csrf", String(64), nullable=False),
+    Column("created_ms", BigInteger, nullable=False),
+    Column("seen_ms", BigInteger, nullable=False),
+    # Messages for the next page: [[kind, text], ...].
+    Column("flashes_json", Text, nullable=False),
+)
+
+Index("ix_console_sessions_seen", console_sessions_table.c.seen_ms)

@@ -6,6 +6,10 @@ take a bearer token. Without a limit one client could try tokens as fast as the 
 client has ``max_failures`` of them within ``window_s`` seconds it is refused, without its token
 being checked, until the oldest of those failures leaves the window.
 
+The failures are kept in an :class:`~mcp_approval.storage.EventWindow`: in memory by default, in
+the store's ``rate_events`` table for ``serve`` and ``arap-server``, so that every worker on one
+store counts against the same limit (N workers do not give N times the limit).
+
 One instance is meant to be shared by the console and the reviewer API of one app, so failures on
 either count against both::
 
@@ -25,12 +29,12 @@ servers let uvicorn replace the peer with the forwarded address only for the pro
 from __future__ import annotations
 
 import json
-from collections import OrderedDict, deque
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.storage.shared import EventWindow, MemoryEventWindow
 
 __all__ = [
     "DEFAULT_MAX_CLIENTS",
@@ -65,7 +69,9 @@ class FailedLoginThrottle:
     token could otherwise interleave it with guesses to keep guessing for ever. Nor does one
     client's success or failure affect any other client.
 
-    Not thread-safe; meant for one event loop, where no method awaits.
+    The failures live in ``events``: by default this process's memory; a
+    :class:`~mcp_approval.storage.SqlEventWindow` on the deployment's store makes every worker
+    count against one limit (``serve`` and ``arap-server`` use it).
     """
 
     def __init__(
@@ -75,8 +81,13 @@ class FailedLoginThrottle:
         max_failures: int = DEFAULT_MAX_FAILURES,
         window_s: int = DEFAULT_WINDOW_S,
         max_clients: int = DEFAULT_MAX_CLIENTS,
+        events: EventWindow | None = None,
+        scope: str = "auth",
     ) -> None:
-        """A throttle allowing ``max_failures`` failures per ``window_s`` seconds to each of ``max_clients``.
+        """A throttle allowing ``max_failures`` failures per ``window_s`` seconds to each client.
+
+        ``max_clients`` bounds the in-memory table (the default ``events``); ``scope`` prefixes
+        the keys in ``events``, so unrelated limits can share one table.
 
         Raises:
             ValueError: a limit that is not positive.
@@ -86,46 +97,30 @@ class FailedLoginThrottle:
         self._clock = clock or SystemClock()
         self._max_failures = max_failures
         self._window_ms = window_s * 1000
-        self._max_clients = max_clients
-        # Key -> times of its latest failures (at most max_failures: older ones can never matter again),
-        # ordered by each key's latest failure so the first entry is the one to evict.
-        self._failures: OrderedDict[str, deque[int]] = OrderedDict()
+        self._events: EventWindow = events or MemoryEventWindow(max_keys=max_clients, per_key=max_failures)
+        self._scope = scope
 
-    def retry_after_s(self, key: str) -> int | None:
+    async def retry_after_s(self, key: str) -> int | None:
         """Whole seconds (at least 1) until ``key`` may try again, or ``None`` if it may try now."""
-        failures = self._recent(key)
-        if failures is None or len(failures) < self._max_failures:
+        now = self._clock.now_ms()
+        failures = await self._events.recent(self._key(key), now - self._window_ms, self._max_failures)
+        if len(failures) < self._max_failures:
             return None
-        wait_ms = failures[0] + self._window_ms - self._clock.now_ms()
+        wait_ms = failures[0] + self._window_ms - now
         return max(1, -(-wait_ms // 1000))  # round up: retrying at the advertised time must succeed
 
-    def record_failure(self, key: str) -> None:
+    async def record_failure(self, key: str) -> None:
         """Count one failed authentication by ``key`` now."""
-        failures = self._recent(key)
-        if failures is None:
-            if len(self._failures) >= self._max_clients:
-                self._failures.popitem(last=False)
-            failures = self._failures[key] = deque(maxlen=self._max_failures)
-        else:
-            self._failures.move_to_end(key)
-        failures.append(self._clock.now_ms())
+        now = self._clock.now_ms()
+        await self._events.add(self._key(key), now, forget_before_ms=now - self._window_ms)
 
     def tracked_clients(self) -> int:
-        """How many client keys are held in memory (never more than ``max_clients``)."""
-        return len(self._failures)
+        """How many client keys the in-memory table holds (never more than ``max_clients``; 0 for a shared table)."""
+        events = self._events
+        return events.tracked_keys() if isinstance(events, MemoryEventWindow) else 0
 
-    def _recent(self, key: str) -> deque[int] | None:
-        """``key``'s failures still inside the window, dropping older ones (and the key, if none are left)."""
-        failures = self._failures.get(key)
-        if failures is None:
-            return None
-        horizon = self._clock.now_ms() - self._window_ms
-        while failures and failures[0] <= horizon:
-            failures.popleft()
-        if not failures:
-            del self._failures[key]
-            return None
-        return failures
+    def _key(self, key: str) -> str:
+        return f"{self._scope}:{key}"
 
 
 class FailedAuthenticationLimit:
@@ -147,14 +142,14 @@ class FailedAuthenticationLimit:
             await self.app(scope, receive, send)
             return
         client = client_key(Request(scope))
-        wait_s = self.throttle.retry_after_s(client)
+        wait_s = await self.throttle.retry_after_s(client)
         if wait_s is not None:
             await _too_many(send, wait_s)
             return
 
         async def counting(message: Message) -> None:
             if message["type"] == "http.response.start" and message["status"] == 401:
-                self.throttle.record_failure(client)
+                await self.throttle.record_failure(client)
             await send(message)
 
         await self.app(scope, receive, counting)

@@ -79,13 +79,13 @@ def reviewer_routes(
     async def reviewer_of(request: Request) -> str:
         client = client_key(request)
         # Checked before the token, so a throttled client learns nothing about the tokens it sends.
-        wait_s = throttle.retry_after_s(client)
+        wait_s = await throttle.retry_after_s(client)
         if wait_s is not None:
             raise _Problem(429, "too many failed authentications from this address", {"Retry-After": str(wait_s)})
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         reviewer = await authenticate(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
         if reviewer is None:
-            throttle.record_failure(client)
+            await throttle.record_failure(client)
             raise _Problem(401, "a valid bearer token is required", {"WWW-Authenticate": "Bearer"})
         return reviewer
 

@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import hashlib
 import secrets
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +48,7 @@ from mcp_approval.reference.ars_submission import ArapError, BoundDenial, Denial
 from mcp_approval.reference.config import ArapSection
 from mcp_approval.reference.signing import KeySet
 from mcp_approval.storage.audit import AuditLog
+from mcp_approval.storage.shared import EventWindow, MemoryEventWindow
 
 __all__ = ["AccessRequestService", "Answer"]
 
@@ -77,6 +77,7 @@ class AccessRequestService:
         callbacks: sends notifications; ``None`` refuses submissions that ask for one.
         audit: where ARAP events go (task created, approval issued, submission refused).
         clock: the source of time.
+        submission_events: where submissions per client are counted (by default in memory).
     """
 
     def __init__(
@@ -93,6 +94,7 @@ class AccessRequestService:
         callbacks: CallbackSender | None,
         audit: AuditLog,
         clock: Clock,
+        submission_events: EventWindow | None = None,
     ) -> None:
         self.backend = backend
         self.store = store
@@ -106,7 +108,7 @@ class AccessRequestService:
         self._audit = audit
         self._clock = clock
         self._waiters: dict[str, asyncio.Event] = {}
-        self._recent: dict[str, deque[int]] = {}
+        self._submissions: EventWindow = submission_events or MemoryEventWindow()
         #: Completed background sweeps (see :meth:`sweep_once`).
         self.sweeps = 0
         self._resource_types = {c.id: frozenset(c.resource_types) for c in settings.clients if c.resource_types}
@@ -119,7 +121,7 @@ class AccessRequestService:
         digest = hashlib.sha256(submission.digest_input).hexdigest()
         if key is not None and (existing := await self.store.task_by_key(caller, key)) is not None:
             return await self._replayed(existing, digest)
-        self._count_submission(caller)
+        await self._count_submission(caller)
         callback = submission.body.get("callback")
         self._check_callback(callback)
         try:
@@ -163,16 +165,16 @@ class AccessRequestService:
         if allowed is not None and submission.resource["type"] not in allowed:
             raise ArapError(None, "this client may not request access to this resource type", status=403)
 
-    def _count_submission(self, caller: str) -> None:
-        """A sliding one-minute window per client (in memory: a restart forgets it)."""
+    async def _count_submission(self, caller: str) -> None:
+        """A sliding one-minute window per client, in ``submission_events`` (the store's table for
+        ``arap-server``, so every worker counts against one limit)."""
         now = self._clock.now_ms()
-        recent = self._recent.setdefault(caller, deque())
-        while recent and recent[0] <= now - 60_000:
-            recent.popleft()
-        if len(recent) >= self._settings.submissions_per_minute:
+        key, limit = f"ars-submit:{caller}", self._settings.submissions_per_minute
+        recent = await self._submissions.recent(key, now - 60_000, limit)
+        if len(recent) >= limit:
             retry = max(1, (recent[0] + 60_000 - now + 999) // 1000)
             raise ArapError(None, "too many submissions; retry later", status=429, headers={"Retry-After": str(retry)})
-        recent.append(now)
+        await self._submissions.add(key, now, forget_before_ms=now - 60_000)
 
     async def _replayed(self, task: TaskRecord, digest: str) -> Answer:
         if task.body_digest != digest:

@@ -79,8 +79,7 @@ class ArapSection(_Section):
     task_lifetime_s: float = Field(default=86_400.0, gt=0)
     #: How long a task handle (and its Idempotency-Key) answers after it ends.
     retention_s: float = Field(default=86_400.0, gt=0)
-    #: How often the background sweep runs (frees Idempotency-Keys past ``retention_s``, sends
-    #: due callbacks, notices expired tasks).
+    #: How often the background sweep runs (it frees Idempotency-Keys past ``retention_s``).
     sweep_interval_s: float = Field(default=5.0, gt=0)
     #: The ``Retry-After`` a pending status answer carries.
     retry_after_s: int = Field(default=5, ge=1)

@@ -31,6 +31,8 @@ from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
 from mcp_approval.backends.console import console_routes
+from mcp_approval.backends.console_session_table import SqlSessionTable
+from mcp_approval.backends.console_sessions import SessionStore
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.backends.login_throttle import FailedLoginThrottle
@@ -52,7 +54,15 @@ from mcp_approval.reference.config import ArapServerConfig
 from mcp_approval.reference.openapi_paths import ars_paths, pdp_paths
 from mcp_approval.reference.pdp_api import EchoRequestIdMiddleware, pdp_routes
 from mcp_approval.reference.signing import KeySet, load_key_set
-from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
+from mcp_approval.storage import (
+    AUDIT_MIGRATIONS,
+    SHARED_MIGRATIONS,
+    AuditLog,
+    Database,
+    SqlEventWindow,
+    migrate,
+    open_database,
+)
 
 __all__ = ["ArapServer", "build_arap_server", "check_base_url", "reviewer_backend"]
 
@@ -90,7 +100,7 @@ class ArapServer:
         The service's database holds the reviewer workflow (the local backend's tables), the audit
         log and the ARS's own tables; no task or PEP-side approval tables.
         """
-        await migrate(self.database, AUDIT_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS, ARS_MIGRATIONS)
+        await migrate(self.database, AUDIT_MIGRATIONS, SHARED_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS, ARS_MIGRATIONS)
         await self.backend.start(self.service.on_backend_change)
         self._sweeper = asyncio.create_task(self._sweep_loop())
 
@@ -231,14 +241,23 @@ def build_arap_server(
         callbacks=CallbackSender(secret.get_secret_value(), time) if (secret := settings.callback_secret) else None,
         audit=audit,
         clock=time,
+        submission_events=SqlEventWindow(database),  # one submission limit for every worker
     )
-    throttle = FailedLoginThrottle(time)  # one limit on failed sign-ins for the reviewer API and console
+    # One limit on failed sign-ins for the reviewer API and console, shared by every worker on the store.
+    throttle = FailedLoginThrottle(time, events=SqlEventWindow(database))
     routes: list[BaseRoute] = [
         *pdp_routes(pdp, base_url=base, access_request_endpoint=endpoint, jwks_uri=base + JWKS_PATH),
         jwks_route(keys, prefix=prefix),
         *ars_routes(service, token_authenticator(config.client_tokens()), prefix=prefix),
         *reviewer_routes(backend, token_authenticator(config.tokens()), throttle=throttle),
-        *console_routes(backend, token_authenticator(config.tokens()), audit, clock=time, throttle=throttle),
+        *console_routes(
+            backend,
+            token_authenticator(config.tokens()),
+            audit,
+            clock=time,
+            sessions=SessionStore(time, table=SqlSessionTable(database)),  # known to every worker
+            throttle=throttle,
+        ),
         *extra_routes,
     ]
     document = openapi_document(

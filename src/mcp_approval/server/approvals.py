@@ -32,6 +32,8 @@ from mcp_approval.approval.without_tasks import APPROVAL_STATUS_TOOL
 from mcp_approval.backends import ApprovalBackend
 from mcp_approval.backends.arap import ArapBackend
 from mcp_approval.backends.console import console_routes
+from mcp_approval.backends.console_session_table import SqlSessionTable
+from mcp_approval.backends.console_sessions import SessionStore
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.backends.login_throttle import FailedAuthenticationLimit, FailedLoginThrottle
@@ -43,7 +45,16 @@ from mcp_approval.notify import NotificationOptions, notification_outbox
 from mcp_approval.openapi import openapi_document, openapi_route
 from mcp_approval.policy import PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.policy.http import HttpPDP
-from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, Migrations, migrate
+from mcp_approval.storage import (
+    AUDIT_MIGRATIONS,
+    SHARED_MIGRATIONS,
+    AuditLog,
+    Database,
+    Migrations,
+    SqlEventWindow,
+    SqlOnceGuard,
+    migrate,
+)
 from mcp_approval.tasks import TaskOptions, TasksExtension, task_routing_middleware
 from mcp_approval.tasks.sql_store import SqlTaskStore
 
@@ -174,7 +185,7 @@ class Approvals:
         self.metrics_options = metrics or MetricsOptions()
         self._database = database
         # The tables beside the tasks' that these approvals use (an ARAP backend keeps its requests elsewhere).
-        self._histories: tuple[Migrations, ...] = (AUDIT_MIGRATIONS, APPROVAL_MIGRATIONS)
+        self._histories: tuple[Migrations, ...] = (AUDIT_MIGRATIONS, SHARED_MIGRATIONS, APPROVAL_MIGRATIONS)
         if isinstance(backend, LocalApprovalBackend):
             self._histories += (LOCAL_BACKEND_MIGRATIONS,)
         self.tasks = TasksExtension(
@@ -210,8 +221,9 @@ class Approvals:
             limits=options,
         )
         self._reviewers = reviewers or (_verified_subject(verifier) if verifier is not None else None)
-        # One limit on failed authentications for the reviewer API, the console and /mcp.
-        self._throttle = FailedLoginThrottle(self.clock)
+        # One limit on failed authentications for the reviewer API, the console and /mcp, counted in
+        # the store so that every worker on it shares the limit.
+        self._throttle = FailedLoginThrottle(self.clock, events=SqlEventWindow(database))
         self.outbox = notification_outbox(
             notifications or NotificationOptions(), backend, database, self.audit, clock=self.clock
         )
@@ -310,8 +322,15 @@ class Approvals:
             throttle = self._throttle  # one limit on failed sign-ins for both (and /mcp, see http_app)
             outcomes = WorkflowOutcomes(self._database, self.audit)
             routes += reviewer_routes(self.backend, self._reviewers, throttle=throttle, outcomes=outcomes)
+            sessions = SessionStore(self.clock, table=SqlSessionTable(self._database))  # known to every worker
             routes += console_routes(
-                self.backend, self._reviewers, self.audit, clock=self.clock, throttle=throttle, outcomes=outcomes
+                self.backend,
+                self._reviewers,
+                self.audit,
+                clock=self.clock,
+                sessions=sessions,
+                throttle=throttle,
+                outcomes=outcomes,
             )
         return routes
 
@@ -346,7 +365,8 @@ class Approvals:
             intent = await approval.store.by_handle(handle)
             return intent.key if intent is not None else None
 
-        return callback_route(secret, approval.wake, arap=backend, key_of=key_of)
+        once = SqlOnceGuard(self._database)  # a replay is refused by every worker on the store
+        return callback_route(secret, approval.wake, arap=backend, key_of=key_of, once=once)
 
 
 def _version() -> str:

@@ -24,9 +24,19 @@ from mcp_approval.storage.database import (
     open_database,
 )
 from mcp_approval.storage.migrations import Migrations, SchemaTooNewError, migrate
+from mcp_approval.storage.shared import (
+    SHARED_MIGRATIONS,
+    EventWindow,
+    MemoryEventWindow,
+    MemoryOnceGuard,
+    OnceGuard,
+    SqlEventWindow,
+    SqlOnceGuard,
+)
 
 __all__ = [
     "AUDIT_MIGRATIONS",
+    "SHARED_MIGRATIONS",
     "AuditEvent",
     "AuditFilter",
     "AuditLog",
@@ -35,9 +45,15 @@ __all__ = [
     "Database",
     "DeliveryCursor",
     "DeliveryCursors",
+    "EventWindow",
+    "MemoryEventWindow",
+    "MemoryOnceGuard",
     "Migrations",
+    "OnceGuard",
     "PostgresDatabase",
     "SchemaTooNewError",
+    "SqlEventWindow",
+    "SqlOnceGuard",
     "SqliteDatabase",
     "StoreUnavailableError",
     "all_cursors",

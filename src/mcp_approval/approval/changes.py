@@ -34,6 +34,7 @@ class ChangeFollower:
         clock: the source of time.
         wake: the resolver's wake-up (called with a request handle).
         first_look_back_ms: how far back the first read starts (changes made while no worker ran).
+        enabled: ``False`` ignores the feed (pending requests are then polled).
     """
 
     def __init__(
@@ -43,23 +44,25 @@ class ChangeFollower:
         wake: Callable[[str], Awaitable[None]],
         *,
         first_look_back_ms: int,
+        enabled: bool = True,
     ) -> None:
         self.backend = backend
         self.clock = clock
         self.wake = wake
         self.first_look_back_ms = first_look_back_ms
+        self.enabled = enabled
         self._next_from: int | None = None
         self._delivered: dict[str, int] = {}
 
     @property
     def active(self) -> bool:
         """Whether the backend offers a change feed (else pending requests are polled)."""
-        return isinstance(self.backend, SupportsChangeFeed)
+        return self.enabled and isinstance(self.backend, SupportsChangeFeed)
 
     async def follow(self) -> int:
         """Wake the resolver for each change since the previous pass; returns how many were new."""
         backend = self.backend
-        if not isinstance(backend, SupportsChangeFeed):
+        if not self.enabled or not isinstance(backend, SupportsChangeFeed):
             return 0
         now = self.clock.now_ms()
         start = self._next_from if self._next_from is not None else now - self.first_look_back_ms

@@ -139,7 +139,13 @@ class Resolver:
         # Handles woken before their task existed (an automatic resolver can decide that fast).
         self._early: dict[str, None] = {}
         fallback_s = max(options.poll_interval_s, options.fallback_poll_interval_s)
-        self.changes = ChangeFollower(deps.backend, deps.clock, self.wake, first_look_back_ms=round(fallback_s * 1000))
+        self.changes = ChangeFollower(
+            deps.backend,
+            deps.clock,
+            self.wake,
+            first_look_back_ms=round(fallback_s * 1000),
+            enabled=options.follow_changes,
+        )
         # A still-pending request is polled this often (rarely, when the backend's feed reports changes).
         self._pending_poll_ms = round((fallback_s if self.changes.active else options.poll_interval_s) * 1000)
 

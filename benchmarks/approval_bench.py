@@ -26,7 +26,7 @@ import time
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,10 +93,12 @@ class Scale:
     restart_sample: int  # old tasks read back with tasks/get after the restart
     concurrency: int
     bulk_concurrency: int
+    growth_tasks: int  # figure 4: pending approvals created without cancelling any
+    growth_slice: int  # figure 4: the rate is reported per slice of this many creations
 
 
-FULL = Scale("full", 3, 60, 240, 50, 10_000, 20, 8, 16)
-QUICK = Scale("quick", 1, 20, 60, 10, 500, 5, 8, 16)
+FULL = Scale("full", 3, 60, 240, 50, 10_000, 20, 8, 16, 10_000, 1_000)
+QUICK = Scale("quick", 1, 20, 60, 10, 500, 5, 8, 16, 1_500, 500)
 
 
 # -- databases and servers -------------------------------------------------------------------
@@ -459,11 +461,80 @@ async def resolver_pass(db: Database, start_ms: int, start: float, timeout_s: fl
     return time.perf_counter() - start, True
 
 
+# -- 4. creation while the pending set grows ------------------------------------------------
+
+
+GROWTH_RATIO_TARGET = 0.9  # last slice's rate / first slice's rate
+
+
+def rss_kib(pid: int) -> int:
+    """The resident set size of process ``pid`` in KiB (from /proc; 0 where there is none)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+async def bench_growth(scale: Scale, kind: DatabaseKind, report: Report) -> None:
+    """Approval-gated creations with nothing cancelled: the rate per slice as the pending set grows."""
+    n, size, conc = scale.growth_tasks, scale.growth_slice, scale.concurrency
+    log(f"\n[4] {n:,} approval-gated creations on {kind.label}, {conc} callers, none cancelled (growing pending set)")
+    async with served(kind, f"growth-{kind.label.lower()}") as srv:
+        alice = srv.alice
+        process = srv.server.process
+        pid = process.pid if process is not None else 0
+        await throughput(lambda _i: gated_call(alice), 20, conc)  # warm-up (counted in the pending set)
+        rates: list[float] = []
+        rss: dict[int, int] = {0: rss_kib(pid)}
+        started = time.perf_counter()
+        for done in range(0, n, size):
+            rates.append(await throughput(lambda _i: gated_call(alice), size, conc))
+            log(f"  {done + size:>7,} pending: {rates[-1]:.0f}/s")
+            if (done + size) % 10_000 == 0 or done + size >= n:
+                rss[done + size] = rss_kib(pid)
+        overall = n / (time.perf_counter() - started)
+        total, _, _ = await pending_state(srv.db, 0)
+        if total < n:
+            raise RuntimeError(f"expected at least {n} pending workflows, found {total}")
+    ratio = rates[-1] / rates[0]
+    per_task = (rss[max(rss)] - rss[0]) * 1024 / n
+    log(f"  overall {overall:.0f}/s; last slice / first {ratio:.2f}; RSS KiB {rss} ({per_task:.0f} B per task)")
+    report.figures[f"growth_{kind.label.lower()}"] = {
+        "tasks": n,
+        "slice": size,
+        "rates": rates,
+        "overall_per_s": overall,
+        "last_over_first": ratio,
+        "rss_kib": rss,
+    }
+    report.add(
+        Row(
+            f"approval-gated creations, {n:,} pending, {conc} callers, {kind.label}: last / first slice",
+            f"x{ratio:.2f}",
+            f"first {rates[0]:.0f}/s, last {rates[-1]:.0f}/s, overall {overall:.0f}/s",
+            f">= x{GROWTH_RATIO_TARGET}",
+            ratio >= GROWTH_RATIO_TARGET,
+        )
+    )
+    report.add(
+        Row(
+            f"server RSS growth per pending approval, {kind.label}",
+            f"{per_task:.0f} B",
+            f"RSS {rss[0] // 1024} -> {rss[max(rss)] // 1024} MiB",
+        )
+    )
+
+
 # -- main ------------------------------------------------------------------------------------
 
 
 async def run(args: argparse.Namespace) -> int:
     scale = QUICK if args.quick else FULL
+    if args.growth_tasks:
+        scale = replace(scale, growth_tasks=args.growth_tasks)
     started = time.perf_counter()
     log(f"approval benchmark ({scale.name}); python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
     postgres: Postgres | None = None
@@ -477,9 +548,10 @@ async def run(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix="mcpa-approval-bench-") as tmp:
             workdir = Path(tmp)
             kinds = database_kinds(workdir, postgres, prefix="approval")
-            for figure in (bench_creation, bench_latency, bench_restart):
+            figures = (FIGURES[args.only],) if args.only else tuple(FIGURES.values())
+            for figure in figures:
                 # --quick: the latency and restart figures on SQLite only.
-                selected = kinds[:1] if args.quick and figure is not bench_creation else kinds
+                selected = kinds[:1] if args.quick and figure in (bench_latency, bench_restart) else kinds
                 for kind in selected:
                     section = time.perf_counter()
                     await figure(scale, kind, report)
@@ -492,10 +564,15 @@ async def run(args: argparse.Namespace) -> int:
     return 0
 
 
+FIGURES = {"create": bench_creation, "latency": bench_latency, "restart": bench_restart, "growth": bench_growth}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Benchmark SEP-2848 tool approval on `mcp-approval serve`.")
     parser.add_argument("--quick", action="store_true", help="a short run for CI smoke use (under a minute)")
     add_postgres_arguments(parser)
+    parser.add_argument("--only", choices=sorted(FIGURES), help="run one figure only")
+    parser.add_argument("--growth-tasks", type=int, metavar="N", help="pending approvals the growth figure creates")
     parser.add_argument(
         "--json", nargs="?", const="-", metavar="PATH", help="also write the results as JSON (to stdout, or PATH)"
     )

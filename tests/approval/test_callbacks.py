@@ -1,7 +1,8 @@
 """Backend callbacks are authenticated wake-ups; the backend's status decides (SEP-2848 §Security).
 
-The server polls the backend only every 30 s here, and decisions are recorded through a second
-backend instance (as another process would), so only a callback can make the server look now.
+The server polls the backend only every 30 s here and does not follow the local backend's change
+feed, and decisions are recorded through a second backend instance (as another process would), so
+only a callback can make the server look now.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from tests.treasury.helpers import approval_for, assert_approved_executed, settl
 pytestmark = pytest.mark.anyio
 
 SECRET = "callback-secret-for-tests"
-SLOW_POLL = {"approval": {"poll_interval_s": 30.0, "callback_secret": SECRET}}
+SLOW_POLL = {"approval": {"poll_interval_s": 30.0, "callback_secret": SECRET, "follow_changes": False}}
 
 
 async def post_callback(

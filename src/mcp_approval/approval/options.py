@@ -107,6 +107,13 @@ class ApprovalOptions(BaseModel):
     max_pending_per_principal: int = Field(default=50, ge=1)
     #: How often a pending request's backend status is fetched.
     poll_interval_s: float = Field(default=2.0, gt=0)
+    #: With a backend that reports its changes (the local backend's change feed, read every pass),
+    #: how often a pending request's status is fetched all the same, should a change have been
+    #: missed. Never more often than ``poll_interval_s``.
+    fallback_poll_interval_s: float = Field(default=60.0, gt=0)
+    #: Read the backend's change feed every resolver pass, when it offers one (the local backend
+    #: does); ``false`` polls each pending request every ``poll_interval_s`` instead.
+    follow_changes: bool = True
     #: The ``pollIntervalMs`` suggested to clients on approval tasks (the composition sets it from
     #: ``[tasks] poll_interval_s`` when it is not given).
     task_poll_interval_s: float = Field(default=2.0, gt=0)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 
 from mcp_approval.approval import inputs as submission_inputs
 from mcp_approval.approval.binding import BindingIntegrityError, CallBinding
+from mcp_approval.approval.changes import ChangeFollower
 from mcp_approval.approval.dependencies import ApprovalDependencies
 from mcp_approval.approval.execution import Executor
 from mcp_approval.approval.messages import (
@@ -140,6 +141,16 @@ class Resolver:
         self._woken: set[str] = set()
         # Handles woken before their task existed (an automatic resolver can decide that fast).
         self._early: dict[str, None] = {}
+        fallback_s = max(options.poll_interval_s, options.fallback_poll_interval_s)
+        self.changes = ChangeFollower(
+            deps.backend,
+            deps.clock,
+            self.wake,
+            first_look_back_ms=round(fallback_s * 1000),
+            enabled=options.follow_changes,
+        )
+        # A still-pending request is polled this often (rarely, when the backend's feed reports changes).
+        self._pending_poll_ms = round((fallback_s if self.changes.active else options.poll_interval_s) * 1000)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -171,6 +182,7 @@ class Resolver:
         store = self.deps.store
         for workflow in await store.lapsed_claims():
             await self.executor.finish_unknown(workflow)
+        await self.changes.follow()
         while True:
             due = await store.lease_due(self.worker_id, self.lease_ms, _BATCH)
             await self._check_batch(due)
@@ -350,8 +362,7 @@ class Resolver:
         if deadline is not None and now >= deadline:
             await self._deny(workflow, EXPIRED)
             return
-        poll_ms = round(self.deps.options.poll_interval_s * 1000)
-        wait = round(state.retry_after_s * 1000) if state.retry_after_s else poll_ms
+        wait = round(state.retry_after_s * 1000) if state.retry_after_s else self._pending_poll_ms
         moved = deadline is not None and deadline != workflow.request_deadline
         next_check = now + max(wait, 1)
         await self._later(

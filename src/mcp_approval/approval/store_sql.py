@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, func, select, update
+from sqlalchemy import ColumnClause, Connection, and_, bindparam, func, literal_column, select, update
 
 from mcp_approval.approval.records import Admission, Intent, Reschedule
 from mcp_approval.approval.schema import approval_intents_table, approval_workflows_table
@@ -39,6 +39,7 @@ IN_FLIGHT = sorted(state.value for state in IN_FLIGHT_INTENTS)
 #: Intent states reconciliation still has to settle.
 UNSETTLED = sorted(state.value for state in UNSETTLED_INTENTS)
 
+_ONE: ColumnClause[Any] = literal_column("1")  # a constant column: a bounded count reads index entries only
 INSERT_INTENT = _I.insert()
 INSERT_WORKFLOW = _W.insert()
 #: A live workflow for (``owner``, ``tool``, ``digest``).
@@ -64,13 +65,20 @@ IN_FLIGHT_INTENT = (
     )
     .limit(1)
 )
-#: Intents ``owner`` recorded after ``since`` (the per-minute limit).
-RECENT_SUBMISSIONS = select(func.count()).where(
-    _I.c.principal_digest == bindparam("owner"), _I.c.created_at > bindparam("since")
+#: Intents ``owner`` recorded after ``since`` (the per-minute limit), counted up to ``cap``: an
+#: admission check reads at most the limit's worth of index entries, however many requests pile up.
+RECENT_SUBMISSIONS = select(func.count()).select_from(
+    select(_ONE)
+    .where(_I.c.principal_digest == bindparam("owner"), _I.c.created_at > bindparam("since"))
+    .limit(bindparam("cap"))
+    .subquery()
 )
-#: Pending workflows of ``owner`` (the pending limit).
-PENDING_WORKFLOWS = select(func.count()).where(
-    _W.c.principal_digest == bindparam("owner"), _W.c.phase == Phase.PENDING.value
+#: Pending workflows of ``owner`` (the pending limit), counted up to ``cap``.
+PENDING_WORKFLOWS = select(func.count()).select_from(
+    select(_ONE)
+    .where(_W.c.principal_digest == bindparam("owner"), _W.c.phase == Phase.PENDING.value)
+    .limit(bindparam("cap"))
+    .subquery()
 )
 #: ``submitted → bound``: the intent's task now exists.
 BIND_INTENT = (
@@ -117,9 +125,10 @@ def refusal(
     if existing is not None:
         return Admission.DUPLICATE, existing
     owner = {"owner": intent.principal_digest}
-    if int(conn.execute(RECENT_SUBMISSIONS, {**owner, "since": now - 60_000}).scalar_one()) >= per_minute:
+    recent = {**owner, "since": now - 60_000, "cap": per_minute}
+    if int(conn.execute(RECENT_SUBMISSIONS, recent).scalar_one()) >= per_minute:
         return Admission.RATE_LIMITED, None
-    if int(conn.execute(PENDING_WORKFLOWS, owner).scalar_one()) >= max_pending:
+    if int(conn.execute(PENDING_WORKFLOWS, {**owner, "cap": max_pending}).scalar_one()) >= max_pending:
         return Admission.TOO_MANY_PENDING, None
     try:
         check_task_limits(conn, intent.principal_digest, *task_limits)

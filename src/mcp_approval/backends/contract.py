@@ -29,6 +29,7 @@ __all__ = [
     "IdempotencyConflictError",
     "StatusListener",
     "SubmissionRejectedError",
+    "SupportsChangeFeed",
     "SupportsFindSubmitted",
     "SupportsStatusMany",
     "UnknownRequestError",
@@ -278,6 +279,19 @@ class SupportsStatusMany(Protocol):
 
     async def status_many(self, handles: Sequence[str]) -> dict[str, ApprovalState]:
         """``status`` of each known handle; unknown handles are left out of the answer."""
+        ...
+
+
+@runtime_checkable
+class SupportsChangeFeed(Protocol):
+    """Optional: a backend that lists the requests whose status changed since a time.
+
+    The resolver follows it every pass, so a decision made by any writer of the backend (another
+    worker, the review CLI) is seen within a pass without polling each pending request.
+    """
+
+    async def changed_since(self, since_ms: int) -> list[tuple[str, int]]:
+        """``(handle, changed at)`` of every request that left ``pending`` at or after ``since_ms``."""
         ...
 
 

@@ -76,6 +76,8 @@ _log = logging.getLogger(__name__)
 _DEFAULT_TEMPLATE = ApprovalTemplate()
 #: The role that lets a principal read every request and its reviewers (it decides none by itself).
 AUDITOR_ROLE = "auditor"
+#: The statuses a request can change to (all terminal): what :meth:`LocalApprovalBackend.changed_since` lists.
+_CHANGED = sorted(status.value for status in ApprovalStatus if status.terminal)
 #: How often a decision transaction is retried when a concurrent one won the compare-and-set.
 _CAS_ATTEMPTS = 5
 
@@ -239,6 +241,16 @@ class LocalApprovalBackend:
             handle = row["request_id"]
             states[handle] = await self.status(handle) if due(row, now) else await self._with_note(row, _state_of(row))
         return states
+
+    async def changed_since(self, since_ms: int) -> list[tuple[str, int]]:
+        """``(handle, changed at)`` of the requests decided, expired or withdrawn at or after ``since_ms``.
+
+        One range read per terminal status on ``ix_approval_requests_changed``: its cost follows
+        the changes in the window, not the number of pending requests.
+        """
+        query = select(_R.c.request_id, _R.c.updated_at).where(_R.c.status.in_(_CHANGED), _R.c.updated_at >= since_ms)
+        rows = await self._db.read(lambda conn: conn.execute(query).all())
+        return [(str(row.request_id), int(row.updated_at)) for row in rows]
 
     async def cancel(self, handle: str) -> None:
         """Withdraw a pending request; a terminal one is left as it is."""

@@ -50,6 +50,8 @@ approval_requests_table = Table(
 )
 
 Index("ix_approval_requests_status", approval_requests_table.c.status, approval_requests_table.c.created_at)
+# Added by revision local_0004: the change feed (requests that left ``pending`` since a time).
+Index("ix_approval_requests_changed", approval_requests_table.c.status, approval_requests_table.c.updated_at)
 
 approval_decisions_table = Table(
     "approval_decisions",

@@ -19,16 +19,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
+    ColumnClause,
     ColumnElement,
     Connection,
     Exists,
     Update,
     and_,
     bindparam,
-    case,
     delete,
     exists,
     func,
+    literal_column,
     or_,
     select,
     update,
@@ -46,17 +47,17 @@ __all__ = ["SqlTaskStore", "TaskRows", "check_task_limits"]
 _T = tasks_table
 _ACTIVE_VALUES = sorted(status.value for status in ACTIVE)
 _IS_ACTIVE = _T.c.status.in_(_ACTIVE_VALUES)
+#: A constant column, so a bounded count reads index entries only.
+_ONE: ColumnClause[Any] = literal_column("1")
 # Hot statements are built once with bound parameters, so SQLAlchemy compiles each only once.
 _GET = select(_T).where(_T.c.task_id == bindparam("task_id"))
 _GET_FOR_UPDATE = _GET.with_for_update()
 _INSERT = _T.insert()
-_ACTIVE_COUNTS = (
-    select(
-        func.count(),
-        func.coalesce(func.sum(case((_T.c.principal_digest == bindparam("principal"), 1), else_=0)), 0),
-    )
-    .select_from(_T)
-    .where(_IS_ACTIVE)
+#: Active tasks, and a principal's active tasks, each counted only up to ``cap`` (the limit checked):
+#: an admission check scans at most the limit's worth of index entries, however many tasks are live.
+_ACTIVE_UP_TO = select(func.count()).select_from(select(_ONE).where(_IS_ACTIVE).limit(bindparam("cap")).subquery())
+_OWN_ACTIVE_UP_TO = select(func.count()).select_from(
+    select(_ONE).where(_T.c.principal_digest == bindparam("principal"), _IS_ACTIVE).limit(bindparam("cap")).subquery()
 )
 
 
@@ -459,8 +460,13 @@ def check_task_limits(
 
     Runs inside the caller's transaction (task creation here, approval admission in the approval store).
     """
-    total, own = conn.execute(_ACTIVE_COUNTS, {"principal": principal_digest}).one()
-    if max_active is not None and total >= max_active:
-        raise TaskLimitReachedError("max_tasks", int(total))
-    if max_per_principal is not None and principal_digest is not None and own >= max_per_principal:
-        raise TaskLimitReachedError("max_per_principal", int(own))
+    if max_active is not None:
+        total = int(conn.execute(_ACTIVE_UP_TO, {"cap": max_active}).scalar_one())
+        if total >= max_active:
+            raise TaskLimitReachedError("max_tasks", total)
+    if max_per_principal is not None and principal_digest is not None:
+        own = int(
+            conn.execute(_OWN_ACTIVE_UP_TO, {"principal": principal_digest, "cap": max_per_principal}).scalar_one()
+        )
+        if own >= max_per_principal:
+            raise TaskLimitReachedError("max_per_principal", own)

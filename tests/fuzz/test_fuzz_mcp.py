@@ -9,6 +9,7 @@ the hang limit, and the server must still answer its health request afterwards.
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any
 
 import httpx
@@ -36,20 +37,49 @@ json_values = st.recursive(
 )
 
 
-@st.composite
-def nested(draw: st.DrawFn) -> Any:
-    """A value nested deeper than parsers like (objects and arrays, up to 3,000 levels)."""
-    depth = draw(st.integers(min_value=30, max_value=3_000))
-    value: Any = draw(scalars)
-    for level in range(depth):
-        value = {"x": value} if level % 2 else [value]
-    return value
+class Nested:
+    """A value nested ``depth`` levels deep (objects and arrays alternating), written out only as JSON text.
+
+    Held as a depth rather than as nested Python objects: neither ``json.dumps`` nor Hypothesis's
+    printing of an example may recurse thousands of levels in the test process itself.
+    """
+
+    def __init__(self, depth: int, leaf: Any) -> None:
+        self.depth, self.leaf = depth, leaf
+
+    def __repr__(self) -> str:
+        return f"Nested(depth={self.depth}, leaf={self.leaf!r})"
+
+    def json_text(self) -> str:
+        opens = "".join('{"x":' if level % 2 else "[" for level in reversed(range(self.depth)))
+        closes = "".join("}" if level % 2 else "]" for level in range(self.depth))
+        return opens + json.dumps(self.leaf, ensure_ascii=False) + closes
+
+
+def encode(value: Any) -> bytes:
+    """``value`` as a JSON body, each :class:`Nested` written out at its full depth."""
+    deep: dict[str, Nested] = {}
+
+    def placeholder(item: Any) -> str:
+        if not isinstance(item, Nested):
+            raise TypeError(f"not JSON: {type(item).__name__}")
+        key = f"nested-{secrets.token_hex(8)}"  # no generated string is this
+        deep[key] = item
+        return key
+
+    text = json.dumps(value, ensure_ascii=False, default=placeholder)
+    for key, item in deep.items():
+        text = text.replace(json.dumps(key), item.json_text(), 1)
+    return text.encode("utf-8", "surrogatepass")
+
+
+nested = st.builds(Nested, st.integers(min_value=30, max_value=3_000), scalars)
 
 
 big = st.builds(
     lambda n, c: c * n, st.integers(min_value=1_000, max_value=200_000), st.sampled_from(["a", "é", "\x00"])
 )
-arguments = st.dictionaries(text, json_values | nested() | big, max_size=8) | json_values
+arguments = st.dictionaries(text, json_values | nested | big, max_size=8) | json_values
 params = st.one_of(
     st.fixed_dictionaries({"name": st.sampled_from(TOOLS) | text, "arguments": arguments}),
     st.fixed_dictionaries({"taskId": text | json_values}),
@@ -62,8 +92,8 @@ message = st.fixed_dictionaries(
 )
 raw = st.one_of(
     st.binary(max_size=256),
-    st.builds(lambda m: json.dumps(m, ensure_ascii=False).encode("utf-8", "surrogatepass"), message),
-    st.builds(lambda ms: json.dumps(ms).encode(), st.lists(message, min_size=0, max_size=4)),
+    st.builds(encode, message),
+    st.builds(encode, st.lists(message, min_size=0, max_size=4)),
     st.sampled_from(
         [
             b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": {"a": NaN}}}',
@@ -98,8 +128,7 @@ def test_generated_messages(fuzzed_serve: TreasuryServer) -> None:
     @FUZZ_SETTINGS
     @given(body=message)
     def run(body: dict[str, Any]) -> None:
-        encoded = json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
-        post(fuzzed_serve.base_url, encoded, body.get("method"))
+        post(fuzzed_serve.base_url, encode(body), body.get("method"))
         assert_healthy(fuzzed_serve.base_url)
 
     run()

@@ -8,7 +8,7 @@ retry / request / deny outcomes of SEP-2848 §Completion that a static policy fi
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,16 +28,20 @@ from tests.support.wire import Wire
 BASE_URL = "http://127.0.0.1:8000"
 
 
+#: A scripted answer: a decision, or a coroutine function given the approval that decides (a slow PDP).
+ScriptedAnswer = Decision | Callable[[dict[str, Any]], Awaitable[Decision]]
+
+
 class ScriptedPDP:
     """The Cedar decision, except that re-evaluations take the next scripted decision first."""
 
     def __init__(self, inner: PolicyDecisionPoint) -> None:
         self.inner = inner
-        self.reevaluations: deque[Decision] = deque()
+        self.reevaluations: deque[ScriptedAnswer] = deque()
         self.seen_approvals: list[dict[str, Any]] = []
         self.gated: dict[str, str] = {}
 
-    def script(self, *decisions: Decision) -> None:
+    def script(self, *decisions: ScriptedAnswer) -> None:
         """Answer the next re-evaluations with ``decisions``, in order."""
         self.reevaluations.extend(decisions)
 
@@ -50,7 +54,8 @@ class ScriptedPDP:
         if approval is not None:
             self.seen_approvals.append(dict(approval))
             if self.reevaluations:
-                return self.reevaluations.popleft()
+                answer = self.reevaluations.popleft()
+                return answer if isinstance(answer, Decision) else await answer(dict(approval))
         template = self.gated.get(request.resource.id)
         if template is not None:
             if approval is not None:
@@ -88,6 +93,18 @@ class Harness:
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+def _with_patient_reconciliation(overrides: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    """``overrides`` with a 30 s intent grace unless they name one.
+
+    Nothing crashes in this process, so reconciliation has nothing to settle; the subprocess tests'
+    1 s grace would let it take a submission that is merely slow on a loaded machine for one a
+    crash left behind, and abandon it under the call that is still submitting.
+    """
+    merged = {section: dict(values) for section, values in (overrides or {}).items()}
+    merged.setdefault("approval", {}).setdefault("intent_grace_s", 30.0)
+    return merged
+
+
 @asynccontextmanager
 async def inprocess_treasury(
     tmp_path: Path,
@@ -101,7 +118,7 @@ async def inprocess_treasury(
 
     ``principal_valid`` replaces the deployment's check of whether a requester may still act.
     """
-    directory = deployment_dir(tmp_path, overrides)
+    directory = deployment_dir(tmp_path, _with_patient_reconciliation(overrides))
     deployment = build_deployment(load_config(directory / "config.toml"), base_url=BASE_URL, clock=clock)
     if backend is not None:
         deployment.approval.backend = backend

@@ -5,6 +5,8 @@ The treasury deployment runs in-process; its PDP answers re-evaluations from a s
 
 from __future__ import annotations
 
+import asyncio
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,33 @@ async def test_retry_never_outlives_the_approval(tmp_path: Path) -> None:
         task = await settled(harness.alice, created["taskId"])
         assert_denied_not_executed(task)
         assert "approval expired" in text_of(task["result"])  # ended by expiry, never by the retry itself
+        assert harness.ledger() == []
+
+
+@pytest.mark.sep_check("sep-2848-retry-stops-at-expiry", "sep-2848-expiry-fences")
+async def test_an_approval_that_expires_during_its_re_evaluation_is_not_chained(tmp_path: Path) -> None:
+    """The check starts before ``approved_until``; the PDP answers after it, asking for a new request.
+
+    The approval ran out: the call ends as expired, as it does when the check starts late, and no
+    second request is opened.
+    """
+
+    async def answer_once_expired(approval: dict[str, Any]) -> Decision:
+        until = datetime.fromisoformat(approval["approved_until"].replace("Z", "+00:00"))
+        left_s = (until - datetime.now(UTC)).total_seconds()
+        await asyncio.sleep(max(left_s, 0) + 0.05)  # a PDP slower than what is left of the approval
+        return request_again()
+
+    template = {"approvals_required": 1, "reviewer_role": "approver", "approval_valid_s": 1.0}
+    overrides = {"templates": {"treasury": template}}
+    async with inprocess_treasury(tmp_path, overrides) as harness:
+        harness.pdp.script(answer_once_expired)
+        created = await approve_transfer(harness, "acct-expires-meanwhile")
+        task = await settled(harness.alice, created["taskId"])
+        assert_denied_not_executed(task)
+        assert "approval expired" in text_of(task["result"])
+        assert len(harness.pdp.seen_approvals) == 1
+        assert await harness.deployment.approval.store.intent(created["taskId"], 2) is None  # nothing chained
         assert harness.ledger() == []
 
 

@@ -413,6 +413,11 @@ class Resolver:
             if not await self.executor.run(workflow, binding, until):
                 await self._deny(workflow, APPROVAL_EXPIRED)
             return
+        if until is not None and deps.clock.now_ms() >= until:
+            # The approval ran out while the PDP was deciding: whatever that deny asks for (a new
+            # request, say), this approval ended by expiry, as it would had the check started later.
+            await self._deny(workflow, APPROVAL_EXPIRED)
+            return
         action = NextAction.RETRY if decision.reason in _PDP_FAILURES else decision.next_action()
         if action is NextAction.RETRY:
             await self._retry(workflow, batch, until, decision.retry_after, now)

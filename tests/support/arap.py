@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 import tomllib
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_approval.hosts import unused_loopback_port
+from tests.support import forkserver
 from tests.support.fault_proxy import FaultProxy
 from tests.support.treasury import EXAMPLE, FAST, TreasuryServer, to_toml
 
@@ -35,7 +35,7 @@ class ArapServerProcess:
     def __init__(self, directory: Path, *, port: int | None = None) -> None:
         self.directory = directory
         self.port = port or unused_loopback_port()
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: subprocess.Popen[bytes] | forkserver.ForkedProcess | None = None
         self.log_path = directory / "arap-server.log"
 
     @property
@@ -44,10 +44,9 @@ class ArapServerProcess:
 
     def start(self, *, timeout_s: float = 30.0) -> ArapServerProcess:
         config = str(self.directory / "arap-server.toml")
-        command = [sys.executable, "-m", "mcp_approval", "arap-server", "--config", config, "--port", str(self.port)]
+        arguments = ["mcp_approval", "arap-server", "--config", config, "--port", str(self.port)]
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+        self.process = forkserver.start_module(arguments, env=dict(os.environ), log_path=self.log_path)
         deadline = time.monotonic() + timeout_s
         announced = "arap-server listening on "
         while time.monotonic() < deadline:

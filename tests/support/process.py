@@ -6,13 +6,13 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from mcp_approval.hosts import unused_loopback_port
+from tests.support import forkserver
 
 
 class ServerProcess:
@@ -23,25 +23,15 @@ class ServerProcess:
         self.port = unused_loopback_port()
         self.log_path = log_path
         self.extra_args = extra_args or []
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: subprocess.Popen[bytes] | forkserver.ForkedProcess | None = None
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 60.0) -> None:  # a loaded CI machine imports slowly
-        command = [
-            sys.executable,
-            "-m",
-            "mcp_approval.server.tasks_demo",
-            "--port",
-            str(self.port),
-            "--db",
-            self.db_url,
-            *self.extra_args,
-        ]
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
+        arguments = ["mcp_approval.server.tasks_demo", "--port", str(self.port), "--db", self.db_url, *self.extra_args]
+        self.process = forkserver.start_module(arguments, env=os.environ.copy(), log_path=self.log_path)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -13,7 +13,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import tomllib
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 import httpx
 
 from mcp_approval.hosts import unused_loopback_port
+from tests.support import forkserver
 from tests.support.wire import Reply, Wire
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "treasury"
@@ -112,7 +112,7 @@ class TreasuryServer:
         self.db_url = db_url
         self.env = env or {}
         self.port = unused_loopback_port()
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: subprocess.Popen[bytes] | forkserver.ForkedProcess | None = None
         self.log_path = directory / "server.log"
         #: What the test saw of the server (e.g. how a request ended), shown if it is found hung.
         self.notes: list[str] = []
@@ -123,14 +123,12 @@ class TreasuryServer:
 
     def start(self, *, env: dict[str, str] | None = None, timeout_s: float = 30.0) -> TreasuryServer:
         # Through dump_on_signal, so a hung server can be asked where it waits (see wait_exit).
-        command = [sys.executable, "-m", "tests.support.dump_on_signal", "mcp_approval", "serve"]
-        command += ["--config", str(self.directory / "config.toml")]
-        command += ["--port", str(self.port)]
+        arguments = ["mcp_approval", "serve", "--config", str(self.directory / "config.toml")]
+        arguments += ["--port", str(self.port)]
         if self.db_url:
-            command += ["--db", self.db_url]
+            arguments += ["--db", self.db_url]
         environment = {**os.environ, **self.env, **(env or {})}
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment)
+        self.process = forkserver.start_module(arguments, env=environment, log_path=self.log_path)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

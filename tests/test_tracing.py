@@ -30,7 +30,7 @@ pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[1]
 OPERATORS = ROOT / "docs" / "operators.md"
-ARGUMENT_VALUES = ("acct-traced", "acct-small", "30000", "50")
+ARGUMENT_VALUES = ("acct-traced", "acct-small", "30000", "40000", "50")
 SECRETS = ("alice-token", "carol-token")
 
 
@@ -75,6 +75,9 @@ async def test_a_gated_call_is_traced_from_the_gate_to_its_execution(
         approval = await approval_for(harness.reviewer("carol"), "wire_transfer", to="acct-traced")
         assert (await harness.reviewer("carol").decide(approval["id"], "approve")).status_code == 200
         assert_approved_executed(await settled(harness.alice, task_id))
+        withdrawn = (await harness.alice.call_tool("wire_transfer", {"to": "acct-traced", "amount": 40_000})).result
+        assert "taskId" not in (await harness.alice.cancel(withdrawn["taskId"])).result  # an acknowledgement
+        assert (await harness.alice.get(withdrawn["taskId"])).result["status"] == "cancelled"
 
         async def executed() -> list[ReadableSpan]:  # the span ends just after the result is stored
             return ours(exporter.get_finished_spans(), "execute", task_id)
@@ -82,7 +85,7 @@ async def test_a_gated_call_is_traced_from_the_gate_to_its_execution(
         await eventually(executed, bool)
     spans = exporter.get_finished_spans()
 
-    permitted, gated = ours(spans, "gate")
+    permitted, gated, _withdrawn = ours(spans, "gate")
     assert dict(permitted.attributes or {}) == {"mcp_approval.tool": "wire_transfer", "mcp_approval.decision": "permit"}
     assert dict(gated.attributes or {}) == {
         "mcp_approval.tool": "wire_transfer",
@@ -103,6 +106,10 @@ async def test_a_gated_call_is_traced_from_the_gate_to_its_execution(
     assert all(span.parent is None for span in statuses)  # background checks are traces of their own
     assert (statuses[-1].attributes or {})["mcp_approval.status"] == "approved"
 
+    (cancelled,) = ours(spans, "backend.cancel", withdrawn["taskId"])
+    assert cancelled.parent is not None  # part of the tasks/cancel request
+    assert [span.name for span in spans if span.context.span_id == cancelled.parent.span_id] == ["tasks/cancel"]
+
     (executed,) = ours(spans, "execute", task_id)
     assert executed.parent is None
     assert dict(executed.attributes or {}) == {
@@ -115,9 +122,7 @@ async def test_a_gated_call_is_traced_from_the_gate_to_its_execution(
     leaked = [text for text in texts if any(value in text for value in (*ARGUMENT_VALUES, *SECRETS))]
     assert leaked == []
     documented = set(re.findall(r"^\| `(mcp_approval\.[\w.]+)` \|", _tracing_section(), flags=re.MULTILINE))
-    assert documented == {span.name for span in spans if span.name.startswith("mcp_approval.")} | {
-        "mcp_approval.backend.cancel"
-    }
+    assert documented == {span.name for span in spans if span.name.startswith("mcp_approval.")}
 
 
 def test_background_work_starts_a_trace_of_its_own(exporter: InMemorySpanExporter) -> None:

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -144,3 +145,36 @@ def test_the_quickstart_shows_the_example_verbatim(fence: str, name: str) -> Non
     section = page[page.index("## As a library") :]
     blocks = re.findall(rf"^```{fence}\n(.*?)^```$", section, flags=re.MULTILINE | re.DOTALL)
     assert (EXAMPLE / name).read_text(encoding="utf-8") in blocks
+
+
+async def test_an_edited_request_row_cannot_be_approved_and_nothing_runs(example: LibraryServer) -> None:
+    """The library path seals what reviewers see as ``serve`` does: the attack of issue 16, item 1."""
+    async with httpx.AsyncClient(base_url=example.base_url, timeout=20) as http:
+        alice, carol = Wire(http, token="alice-token"), Reviewer(http, "carol-token")
+        created = (await alice.call_tool("pay", {"to": "attacker", "amount": 990})).result
+        approval = await approval_for(carol, "pay", to="attacker")
+        assert approval["integrity_failure"] is None
+        rewrite_request_arguments(example, approval["id"], to="payroll", amount=260)
+
+        shown = (await http.get(f"/approvals/{approval['id']}", headers=carol.headers)).json()
+        assert shown["integrity_failure"] == "the stored request does not match what was submitted"
+        assert shown["arguments"] == {}
+        refused = await carol.decide(approval["id"], "approve")
+        assert refused.status_code == 409, refused.text
+        assert "cannot be approved" in refused.json()["detail"]
+
+        assert (await carol.decide(approval["id"], "deny")).status_code == 200
+        assert_denied_not_executed(await settled(alice, created["taskId"]))
+    assert example.payments_to("attacker") == []
+    assert example.payments_to("payroll") == []
+
+
+def rewrite_request_arguments(example: LibraryServer, approval_id: str, **arguments: object) -> None:
+    """Edit the stored request's arguments the way an attacker with database access would."""
+    with sqlite3.connect(example.db_url.removeprefix("sqlite:///")) as conn:
+        (body_json,) = conn.execute(
+            "SELECT body_json FROM approval_requests WHERE request_id = ?", (approval_id,)
+        ).fetchone()
+        body = json.loads(body_json)
+        body["arguments"] = {**body["arguments"], **arguments}
+        conn.execute("UPDATE approval_requests SET body_json = ? WHERE request_id = ?", (json.dumps(body), approval_id))

@@ -23,11 +23,15 @@ from mcp_approval.approval.tools import ToolInvoker
 from mcp_approval.clock import Clock
 from mcp_approval.storage import StoreUnavailableError
 from mcp_approval.tasks.states import TaskStatus
+from mcp_approval.tracing import span
 
 __all__ = ["Executor"]
 
 logger = logging.getLogger("mcp_approval.approval")
 
+#: What became of an approved call that did not run here (its span's ``mcp_approval.outcome``; else its disposition).
+_EXPIRED = "expired"
+_CLAIM_LOST = "claim_lost"
 # Retries of a final store write while the database is unreachable (about a minute in all).
 _STORE_RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0, *([2.0] * 30))
 
@@ -67,9 +71,16 @@ class Executor:
         A lost claim (another worker won it, or a cancel or expiry fenced the task) is not an
         error: whoever won decides the outcome, and this returns ``True`` without running.
         """
+        with span("execute", root=True, tool=binding.tool, task_id=workflow.task_id) as traced:
+            outcome = await self._run(workflow, binding, valid_until)
+            traced.set("outcome", outcome)
+            return outcome != _EXPIRED
+
+    async def _run(self, workflow: Workflow, binding: CallBinding, valid_until: int | None) -> str:
+        """What became of the approved call: its disposition, ``expired`` or ``claim_lost``."""
         now = self.clock.now_ms()
         if valid_until is not None and now >= valid_until:
-            return False
+            return _EXPIRED
         deadline = now + self.execution_deadline_ms
         claimed = await self.store.claim(
             workflow.task_id,
@@ -79,7 +90,7 @@ class Executor:
             deadline=deadline,
         )
         if not claimed:
-            return True
+            return _CLAIM_LOST
         crash_point("after_claim")
         renewal = asyncio.create_task(self._renew(workflow.task_id, deadline))
         try:
@@ -91,7 +102,7 @@ class Executor:
         outcome = TaskOutcome(TaskStatus.COMPLETED, result=document, disposition=disposition.value)
         await _persist(lambda: self.store.finish(workflow.task_id, outcome))
         logger.info("task %s: approved call ran (%s)", workflow.task_id[:8], disposition.value)
-        return True
+        return disposition.value
 
     async def finish_unknown(self, workflow: Workflow) -> None:
         """End a claim whose worker stopped renewing it: ``outcome-unknown``, never re-invoked."""

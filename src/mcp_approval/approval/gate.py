@@ -56,6 +56,7 @@ from mcp_approval.policy import Decision, EvaluationRequest, NextAction, PolicyD
 from mcp_approval.policy.mapping import ToolMappingError, non_finite_argument
 from mcp_approval.protocol import DENIALS_EXTENSION, INVALID_PARAMS, META_CLIENT_INFO
 from mcp_approval.tasks.server import LOCAL_PRINCIPAL
+from mcp_approval.tracing import Span, span
 
 __all__ = [
     "ANONYMOUS_MESSAGE",
@@ -222,15 +223,29 @@ class PolicyGate(Extension):
         self, params: types.CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
         """Decide the call afresh, then run it or answer the denial without running it."""
+        with span("gate", tool=params.name) as traced:
+            result = await self._intercept(params, ctx, call_next, traced)
+            traced.set("task_id", _task_id_of(result))
+            return result
+
+    async def _intercept(
+        self,
+        params: types.CallToolRequestParams,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: CallNext,
+        traced: Span,
+    ) -> HandlerResult:
         tool = params.name
         arguments = params.arguments or {}
         large = large_json(arguments)  # a bounded look; large arguments are handled on a worker thread
         await off_loop(large, self._check_arguments, arguments)
         if tool in self.unchecked_tools:
+            traced.set("decision", "unchecked")
             return await call_next(ctx)
         echoed = note_retry(ctx.meta, operation=tool)  # correlation only; never decides anything
         principal = self._resolve_principal(ctx) or self.anonymous_principal
         if principal is None:
+            traced.set("decision", "anonymous")
             return _denied(ANONYMOUS_MESSAGE.format(tool=tool), Remediation.UNDISCLOSED)
         try:
             request = await off_loop(
@@ -243,12 +258,16 @@ class PolicyGate(Extension):
             )
         except ToolMappingError as exc:
             logger.info("tools/call %r denied: cannot map it to a policy request (%s)", tool, exc)
+            traced.set("decision", "unmappable")
             return _denied(UNAVAILABLE_MESSAGE.format(tool=tool), Remediation.UNAVAILABLE)
         decision = await self._decide(request)
         if decision is None:
+            traced.set("decision", "pdp_failure")
             return _denied(PDP_FAILURE_MESSAGE.format(tool=tool), Remediation.UNAVAILABLE)
+        traced.set("decision", "permit" if decision.decision else "deny")
         if decision.decision:
             return await call_next(ctx)
+        traced.set("next_action", decision.next_action().value)
         call = GatedCall(
             tool,
             dict(params.arguments or {}),
@@ -317,6 +336,12 @@ class PolicyGate(Extension):
             shortfall = Shortfall(tool=call.tool, missing_scopes=scopes, challenge_scopes=())
             return shortfall_result(shortfall, context_id=new_context_id())
         return None
+
+
+def _task_id_of(result: HandlerResult) -> str | None:
+    """The id of the task a call became (a flat ``CreateTaskResult``), if it became one."""
+    task_id = result.get("taskId") if isinstance(result, dict) else None
+    return task_id if isinstance(task_id, str) else None
 
 
 def _denied(message: str, remediation: Remediation) -> types.CallToolResult:

@@ -68,6 +68,7 @@ from mcp_approval.protocol import INTERNAL_ERROR
 from mcp_approval.storage import StoreUnavailableError
 from mcp_approval.tasks.models import error_document
 from mcp_approval.tasks.states import TaskStatus
+from mcp_approval.tracing import span
 
 __all__ = ["CheckPass", "Resolver"]
 
@@ -205,7 +206,8 @@ class Resolver:
         if len(handles) < 2 or not isinstance(backend, SupportsStatusMany):
             return {}
         try:
-            return await backend.status_many(handles)
+            with span("backend.status", root=True, backend=backend.name, requests=len(handles)):
+                return await backend.status_many(handles)
         except ApprovalBackendError as exc:
             logger.warning("batched backend status failed; asking one by one (%s)", exc)
             return {}
@@ -275,7 +277,7 @@ class Resolver:
             return False
         workflow = await store.get(task_id)
         if workflow is not None and workflow.handle is not None:
-            await withdraw(self.deps.backend, workflow.handle)
+            await withdraw(self.deps.backend, workflow.handle, task_id=task_id)
         return True
 
     # -- one check ---------------------------------------------------------------------------
@@ -290,8 +292,7 @@ class Resolver:
             await self._unsubmitted(workflow, now, batch)
             return
         try:
-            prefetched = batch.states.get(workflow.handle)
-            state = prefetched or await self.deps.backend.status(workflow.handle)
+            state = batch.states.get(workflow.handle) or await self._status(workflow.task_id, workflow.handle)
         except UnknownRequestError:
             await self._fail(workflow)
             return
@@ -305,6 +306,14 @@ class Resolver:
                 )
             return
         await self._act(workflow, state, now, batch)
+
+    async def _status(self, task_id: str, handle: str) -> ApprovalState:
+        """One request's state at the backend."""
+        backend = self.deps.backend
+        with span("backend.status", root=True, backend=backend.name, task_id=task_id, requests=1) as traced:
+            state = await backend.status(handle)
+            traced.set("status", state.status.value)
+            return state
 
     async def _unsubmitted(self, workflow: Workflow, now: int, batch: CheckPass) -> None:
         """A workflow with nothing at the backend yet: waiting for its inputs, or mid-chain."""

@@ -24,13 +24,14 @@ from mcp_approval.clock import Clock
 from mcp_approval.protocol import INTERNAL_ERROR
 from mcp_approval.tasks.models import error_document
 from mcp_approval.tasks.states import TaskStatus
+from mcp_approval.tracing import span
 
 __all__ = ["Resubmission", "withdraw"]
 
 logger = logging.getLogger("mcp_approval.approval")
 
 
-async def withdraw(backend: ApprovalBackend, handle: str) -> bool:
+async def withdraw(backend: ApprovalBackend, handle: str, *, task_id: str) -> bool:
     """Cancel a request at the backend, where it can be cancelled; ``False`` (logged) if the backend failed.
 
     The local fence alone keeps the tool from running, so a backend without cancel (or one that
@@ -39,7 +40,8 @@ async def withdraw(backend: ApprovalBackend, handle: str) -> bool:
     if not backend.supports_cancel:
         return True
     try:
-        await backend.cancel(handle)
+        with span("backend.cancel", backend=backend.name, task_id=task_id):
+            await backend.cancel(handle)
     except ApprovalBackendError as exc:
         logger.warning("could not withdraw approval request: %s", exc)
         return False
@@ -80,7 +82,8 @@ class Resubmission:
         """
         body = self.cipher.open(intent.body_sealed, record=intent.key)
         try:
-            handle = await self.backend.submit(intent.key, ApprovalSubmission.from_json(body))
+            with span("backend.submit", root=True, backend=self.backend.name, task_id=intent.task_id):
+                handle = await self.backend.submit(intent.key, ApprovalSubmission.from_json(body))
         except SubmissionRejectedError as exc:
             logger.warning("task %s: chained submission refused (%s)", intent.task_id[:8], exc)
             outcome = TaskOutcome(
@@ -153,4 +156,4 @@ class Resubmission:
         except ApprovalBackendError as exc:
             logger.warning("reconciliation: backend unreachable for an orphaned intent; retried later (%s)", exc)
             return False
-        return handle is None or await withdraw(self.backend, handle)
+        return handle is None or await withdraw(self.backend, handle, task_id=intent.task_id)

@@ -75,6 +75,7 @@ from mcp_approval.tasks.execution import check_declared
 from mcp_approval.tasks.models import create_task_result, new_task_id
 from mcp_approval.tasks.server import TasksExtension, declares_tasks
 from mcp_approval.tasks.sql_store import SqlTaskStore
+from mcp_approval.tracing import span
 
 __all__ = ["APPROVAL_HANDLER", "PrincipalCheck", "ToolApproval", "ToolApprovalExtension"]
 
@@ -336,7 +337,7 @@ class ToolApproval:
         if not await deps.store.mark_submitted(intent.key, handle):
             # Reconciliation claimed the intent as an orphan while the backend was being asked; it
             # may have looked for this request before it existed, so withdraw it here too.
-            await withdraw(deps.backend, handle)
+            await withdraw(deps.backend, handle, task_id=intent.task_id)
             raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
         crash_point("after_handle")
         new = await off_loop(
@@ -518,7 +519,8 @@ class ToolApproval:
         """The backend's handle; ``None`` when it refused the request for good (nothing to retry)."""
         deps = self._started()
         try:
-            return await deps.backend.submit(intent.key, submission)
+            with span("backend.submit", backend=deps.backend.name, task_id=intent.task_id):
+                return await deps.backend.submit(intent.key, submission)
         except SubmissionRejectedError as exc:
             logger.warning("approval backend refused the submission for good: %s", exc)
             await deps.store.abandon_intent(intent)

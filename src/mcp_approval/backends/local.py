@@ -124,6 +124,8 @@ class LocalApprovalBackend:
             request whose row no longer matches its seal is flagged (``integrity_failure``), shown
             without its content, and cannot be approved, by a reviewer or a resolver. Without a
             seal nothing is checked. Rows stored before sealing existed are sealed by :meth:`start`.
+            :class:`~mcp_approval.server.Approvals` gives a backend built without one its binding
+            key (:meth:`adopt_seal`), so a server always checks.
 
     Raises:
         ValueError: a resolver decides a template that is not in ``templates``.
@@ -157,6 +159,11 @@ class LocalApprovalBackend:
         self._audit = audit or AuditLog(database, self._clock)
         self._listener: StatusListener | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+
+    def adopt_seal(self, seal: RequestSeal) -> None:
+        """Seal with ``seal`` unless the backend was built with a seal of its own (call before :meth:`start`)."""
+        if self._seal is None:
+            self._seal = seal
 
     @property
     def templates(self) -> Mapping[str, ApprovalTemplate]:

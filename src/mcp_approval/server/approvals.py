@@ -125,7 +125,8 @@ class Approvals:
             :class:`~mcp_approval.policy.http.HttpPDP`, or your own ``PolicyDecisionPoint``);
             an ``HttpPDP`` is closed when the server stops.
         backend: where approval requests go (:class:`LocalApprovalBackend`, :class:`ArapBackend`,
-            or your own ``ApprovalBackend``).
+            or your own ``ApprovalBackend``). A local backend built without ``seal=`` seals its
+            requests under the call-binding key, so an edited request row cannot be approved.
         database: the SQL store of tasks and approval state (``open_database(url)`` with
             ``sqlite:///PATH`` or ``postgresql://...``); the same one a local backend keeps its
             requests in. Closed when the server stops.
@@ -186,8 +187,11 @@ class Approvals:
         self._database = database
         # The tables beside the tasks' that these approvals use (an ARAP backend keeps its requests elsewhere).
         self._histories: tuple[Migrations, ...] = (AUDIT_MIGRATIONS, SHARED_MIGRATIONS, APPROVAL_MIGRATIONS)
+        cipher = binding_cipher(options)
         if isinstance(backend, LocalApprovalBackend):
             self._histories += (LOCAL_BACKEND_MIGRATIONS,)
+            # What reviewers see is sealed under the binding key too, so an edited request row cannot be approved.
+            backend.adopt_seal(cipher)
         self.tasks = TasksExtension(
             task_options,
             store=SqlTaskStore(clock=clock, database=database),
@@ -202,7 +206,7 @@ class Approvals:
             mapper=mapper,
             tools=self._tools,
             tasks=self.tasks,
-            cipher=binding_cipher(options),
+            cipher=cipher,
             options=options,
             principal_valid=principal_valid,
             audit=self.audit,

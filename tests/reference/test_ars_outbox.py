@@ -76,7 +76,10 @@ class Receiver:
             def log_message(self, format: str, *args: Any) -> None:
                 """Quiet."""
 
-        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128  # a worker attempts a batch of callbacks at once
+
+        server = Server(("127.0.0.1", self.port), Handler)
         thread = threading.Thread(target=server.serve_forever, name=f"callback-receiver-{self.port}")
         thread.start()
         try:
@@ -256,11 +259,13 @@ async def test_two_workers_on_one_store_deliver_each_callback_once(db_url: str) 
     try:
         with receiver.up():
             delivered = 0
-            for _ in range(5):  # rounds, until every row is settled
-                counts = await asyncio.gather(first.deliver_due(), second.deliver_due())
-                delivered += sum(counts)
-                if delivered >= 30:
-                    break
+
+            async def round_together() -> int:
+                nonlocal delivered
+                delivered += sum(await asyncio.gather(first.deliver_due(), second.deliver_due()))
+                return delivered
+
+            await eventually(round_together, lambda total: total >= 30)
     finally:
         await first.stop()
         await second.stop()

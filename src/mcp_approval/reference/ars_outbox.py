@@ -39,8 +39,8 @@ __all__ = ["CallbackOutbox", "CallbackRow", "callback_rows", "queue_callback"]
 logger = logging.getLogger("mcp_approval.reference")
 
 _C, _T = arap_callbacks_table, arap_tasks_table
-#: Rows one worker claims per round.
-_BATCH: Final = 50
+#: Rows one worker claims (and attempts at once) per round.
+_BATCH: Final = 20
 
 
 def queue_callback(conn: Connection, request_id: str, status: str, now: int) -> None:
@@ -94,6 +94,9 @@ class CallbackOutbox:
         max_attempts: attempts before a row is abandoned.
         max_age_s: age after which a row still undelivered is abandoned.
         timeout_s: bound on one HTTP attempt.
+
+    Raises:
+        ValueError: a lease not longer than twice the attempt timeout (it could lapse mid-attempt).
     """
 
     def __init__(
@@ -111,6 +114,8 @@ class CallbackOutbox:
         max_age_s: float = 86_400.0,
         timeout_s: float = 10.0,
     ) -> None:
+        if lease_s <= 2 * timeout_s:
+            raise ValueError(f"lease_s ({lease_s}) must be longer than twice timeout_s ({timeout_s})")
         self._database = database
         self._secret = secret
         self._endpoint = requests_endpoint
@@ -164,10 +169,8 @@ class CallbackOutbox:
     async def deliver_due(self) -> int:
         """One round: claim the due rows no other worker holds, and attempt each; returns how many were delivered."""
         claimed = await self._claim()
-        delivered = 0
-        for row in claimed:
-            delivered += await self._attempt(row)
-        return delivered
+        # At once, so every attempt ends (timeout_s) well inside the lease taken for the batch.
+        return sum(await asyncio.gather(*(self._attempt(row) for row in claimed)))
 
     async def _claim(self) -> list[dict[str, Any]]:
         now = self._clock.now_ms()

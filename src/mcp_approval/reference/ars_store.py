@@ -2,6 +2,7 @@
 
 Only what ARAP adds lives here: recorded evaluations (the shared-state binding), tasks (handle,
 caller-scoped Idempotency-Key, binding, callback), issued approvals, and used ``jti`` values.
+The callbacks owed (``arap_callbacks``) are :mod:`~mcp_approval.reference.ars_outbox`'s.
 Each function is one transaction on a :class:`~mcp_approval.storage.Database`.
 """
 

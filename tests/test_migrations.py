@@ -164,6 +164,7 @@ def test_each_deployment_holds_only_the_tables_it_uses(tmp_path: Path) -> None:
         "arap_tasks",
         "arap_approvals",
         "arap_jti",
+        "arap_callbacks",
         "alembic_version_local_backend",
         "alembic_version_audit",
         "alembic_version_ars",

@@ -65,6 +65,7 @@ __all__ = [
     "RequestPage",
     "RequestSeal",
     "ReviewError",
+    "TerminalHook",
     "UnverifiedRequestError",
 ]
 
@@ -97,6 +98,11 @@ class RequestSeal(Protocol):
         ...
 
 
+#: Called as ``hook(conn, request_id, status, now_ms)`` inside the transaction that makes a request
+#: terminal (decided, cancelled or expired), so what it writes commits, or not, with the change.
+TerminalHook = Callable[[Connection, str, str, int], None]
+
+
 class UnverifiedRequestError(ReviewError):
     """The request's stored content does not match its seal, so nobody may approve it."""
 
@@ -126,6 +132,8 @@ class LocalApprovalBackend:
             seal nothing is checked. Rows stored before sealing existed are sealed by :meth:`start`.
             :class:`~mcp_approval.server.Approvals` gives a backend built without one its binding
             key (:meth:`adopt_seal`), so a server always checks.
+        on_terminal: runs in every transaction that ends a request (see :data:`TerminalHook`); an
+            exception it raises rolls the change back.
 
     Raises:
         ValueError: a resolver decides a template that is not in ``templates``.
@@ -145,9 +153,11 @@ class LocalApprovalBackend:
         audit: AuditLog | None = None,
         clock: Clock | None = None,
         seal: RequestSeal | None = None,
+        on_terminal: TerminalHook | None = None,
     ) -> None:
         self._db = database
         self._seal = seal
+        self._on_terminal = on_terminal
         self._templates = dict(templates)
         self._roles = roles
         self._resolvers = {resolver.template: resolver for resolver in resolvers}
@@ -270,6 +280,7 @@ class LocalApprovalBackend:
             if row["status"] == "pending":
                 cas(conn, row, now, status="cancelled", decided_at=now)
                 self._audit.record_in(conn, now, "approval.cancelled", subject=handle)
+                self._ended_in(conn, handle, "cancelled", now)
 
         await self._db.write(cancel)
 
@@ -460,6 +471,15 @@ class LocalApprovalBackend:
     def _expire_in(self, conn: Connection, row: Row, now: int) -> None:
         cas(conn, row, now, status="expired", decided_at=now)
         self._audit.record_in(conn, now, "approval.expired", subject=row["request_id"])
+        self._ended_in(conn, row["request_id"], "expired", now)
+
+    def _ended_in(self, conn: Connection, request_id: str, status: str, now: int) -> None:
+        if self._on_terminal is not None:
+            self._on_terminal(conn, request_id, status, now)
+
+    async def expire_due(self) -> None:
+        """Expire every pending request past its deadline now (a sweep; reads expire lazily too)."""
+        await self._expire_due()
 
     async def _expire_due(self) -> None:
         now = self._clock.now_ms()
@@ -538,6 +558,7 @@ class LocalApprovalBackend:
         cas(conn, row, now, **values)  # bumps the version even when the request stays pending
         if target is not None:
             self._audit.record_in(conn, now, f"approval.{target}", subject=request_id, actor=reviewer)
+            self._ended_in(conn, request_id, target, now)
         return _Outcome(self._reload(conn, request_id), terminal=target is not None)
 
     def why_ineligible(self, reviewer: str, *, requester: str, template: str | None) -> str | None:

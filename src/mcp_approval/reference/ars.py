@@ -42,7 +42,8 @@ from mcp_approval.protocol import (
     ARAP_TASK_EXPIRED,
     ARAP_UNKNOWN_TASK,
 )
-from mcp_approval.reference.arap_callbacks import CallbackSender, callback_problem
+from mcp_approval.reference.arap_callbacks import callback_problem
+from mcp_approval.reference.ars_outbox import CallbackOutbox
 from mcp_approval.reference.ars_store import ApprovalRecord, ArapStore, TaskRecord
 from mcp_approval.reference.ars_submission import ArapError, BoundDenial, DenialChecker, Submission
 from mcp_approval.reference.config import ArapSection
@@ -74,7 +75,8 @@ class AccessRequestService:
         endpoint: the Access Request endpoint (the state's ``iss``, and the base of task URLs).
         settings: the ``[arap]`` section.
         resolved_templates: templates an automatic resolver decides (a submission waits for it).
-        callbacks: sends notifications; ``None`` refuses submissions that ask for one.
+        callbacks: delivers the callbacks owed (``arap_callbacks``); ``None`` refuses submissions
+            that ask for one.
         audit: where ARAP events go (task created, approval issued, submission refused).
         clock: the source of time.
         submission_events: where submissions per client are counted (by default in memory).
@@ -91,7 +93,7 @@ class AccessRequestService:
         endpoint: str,
         settings: ArapSection,
         resolved_templates: frozenset[str],
-        callbacks: CallbackSender | None,
+        callbacks: CallbackOutbox | None,
         audit: AuditLog,
         clock: Clock,
         submission_events: EventWindow | None = None,
@@ -254,7 +256,8 @@ class AccessRequestService:
         task = await self._visible(caller, task_id)
         state = await self.backend.status(task.request_id)
         if state.status is ApprovalStatus.PENDING:
-            await self.backend.cancel(task.request_id)
+            await self.backend.cancel(task.request_id)  # owes the callback in the same transaction
+            self._wake_callbacks()
             state = await self.backend.status(task.request_id)
             if state.status is ApprovalStatus.CANCELLED:
                 return Answer(200, {"task": self._task_json(task, state)}, {})
@@ -329,18 +332,30 @@ class AccessRequestService:
     # -- background sweep ---------------------------------------------------------------------------
 
     async def sweep_once(self) -> None:
-        """One pass of the background sweep: free Idempotency-Keys whose window closed."""
-        await self.store.purge(self._clock.now_ms())
+        """One pass of the background sweep: expire tasks past their deadline (which owes their
+        callbacks), free Idempotency-Keys whose window closed, drop settled callbacks past retention."""
+        await self.backend.expire_due()
+        self._wake_callbacks()
+        now = self._clock.now_ms()
+        await self.store.purge(now)
+        if self.callbacks is not None:
+            await self.callbacks.purge(now - int(self._settings.retention_s * 1000))
         self.sweeps += 1
+
+    def _wake_callbacks(self) -> None:
+        if self.callbacks is not None:
+            self.callbacks.wake()
 
     # -- backend notifications --------------------------------------------------------------------
 
     async def on_backend_change(self, request_id: str) -> None:
-        """A request reached a terminal state: issue its approval, wake a waiting submission, send its callback.
+        """A request was decided: issue its approval, wake a waiting submission and the callback outbox.
 
         The approval is issued here, when the decision commits, so that it exists (and can be
-        revoked) from then on; a status read issues it too if this step was lost to a crash.
+        revoked) from then on; a status read issues it too if this step was lost to a crash. The
+        callback was already owed by the decision's own transaction (:func:`.ars_outbox.queue_callback`).
         """
+        self._wake_callbacks()
         event = self._waiters.get(request_id)
         if event is not None:
             event.set()
@@ -350,13 +365,6 @@ class AccessRequestService:
         state = await self.backend.status(request_id)
         if state.status is ApprovalStatus.APPROVED:
             await self._issued(task, state)
-        if task.callback_endpoint is None or self.callbacks is None:
-            return
-        body: dict[str, Any] = {"task": {k: v for k, v in self._task_json(task, state).items() if k != "links"}}
-        del body["task"]["expires_at"]
-        if task.callback_state is not None:
-            body = {"state": task.callback_state, **body}
-        self.callbacks.send(task.callback_endpoint, body)
 
 
 def _callback_state(callback: Any) -> str | None:

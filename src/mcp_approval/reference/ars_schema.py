@@ -7,13 +7,14 @@ hold only what ARAP adds around it. Only ``arap-server`` creates them. The revis
 
 from pathlib import Path
 
-from sqlalchemy import BigInteger, Column, Index, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Table, Text
 
 from mcp_approval.storage.migrations import Migrations
 
 __all__ = [
     "ARS_MIGRATIONS",
     "arap_approvals_table",
+    "arap_callbacks_table",
     "arap_evaluations_table",
     "arap_jti_table",
     "arap_tasks_table",
@@ -89,3 +90,27 @@ arap_jti_table = Table(
 )
 
 Index("ix_arap_jti_expires_at", arap_jti_table.c.expires_at)
+
+arap_callbacks_table = Table(
+    "arap_callbacks",
+    metadata,
+    # The callback owed for a task that ended (at most one: a task ends once), written in the
+    # transaction that ended it; the outbox (reference/ars_outbox.py) delivers it.
+    Column("task_id", String(64), primary_key=True),
+    Column("endpoint", Text, nullable=False),
+    Column("state", Text, nullable=True),
+    # The terminal status the body reports.
+    Column("status", String(16), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    # When the next attempt is due; NULL once delivered or abandoned.
+    Column("next_attempt_at", BigInteger, nullable=True),
+    # The worker delivering it, and until when that claim holds.
+    Column("lease_owner", String(64), nullable=True),
+    Column("lease_expires_at", BigInteger, nullable=True),
+    Column("delivered_at", BigInteger, nullable=True),
+    Column("abandoned_at", BigInteger, nullable=True),
+    Column("last_error", Text, nullable=True),
+)
+
+Index("ix_arap_callbacks_due", arap_callbacks_table.c.next_attempt_at)

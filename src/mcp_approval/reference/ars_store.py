@@ -2,6 +2,7 @@
 
 Only what ARAP adds lives here: recorded evaluations (the shared-state binding), tasks (handle,
 caller-scoped Idempotency-Key, binding, callback), issued approvals, and used ``jti`` values.
+The callbacks owed (``arap_callbacks``) are :mod:`~mcp_approval.reference.ars_outbox`'s.
 Each function is one transaction on a :class:`~mcp_approval.storage.Database`.
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, select, update
 from sqlalchemy.exc import IntegrityError
 
+from mcp_approval.backends.local_schema import approval_requests_table
 from mcp_approval.reference.ars_schema import (
     arap_approvals_table,
     arap_evaluations_table,
@@ -26,6 +28,7 @@ from mcp_approval.storage.database import Database
 __all__ = ["ApprovalRecord", "ArapStore", "EvaluationRecord", "TaskRecord"]
 
 _E, _T, _A, _J = arap_evaluations_table, arap_tasks_table, arap_approvals_table, arap_jti_table
+_R = approval_requests_table
 
 
 @dataclass(frozen=True)
@@ -137,7 +140,13 @@ class ArapStore:
             sqlalchemy.exc.IntegrityError: the key or the ``jti`` was taken concurrently.
         """
 
+        # The request's row lock orders this insert against a transaction ending the request
+        # (PostgreSQL; SQLite's BEGIN IMMEDIATE already does): either that transaction sees the
+        # task and queues its callback, or it committed first and the submission answers the end.
+        lock = select(_R.c.request_id).where(_R.c.request_id == task.request_id).with_for_update()
+
         def write(conn: Connection) -> None:
+            conn.execute(lock)
             conn.execute(delete(_J).where(_J.c.expires_at < now))
             if jti is not None:
                 conn.execute(_J.insert(), {"jti": jti[0], "expires_at": jti[1]})

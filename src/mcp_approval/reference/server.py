@@ -43,9 +43,9 @@ from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.hosts import is_loopback_host
 from mcp_approval.openapi import openapi_document, openapi_route
 from mcp_approval.policy import CedarPDP, EntityMapping
-from mcp_approval.reference.arap_callbacks import CallbackSender
 from mcp_approval.reference.arap_pdp import BindingPDP, IssuedApprovalVerifier
 from mcp_approval.reference.ars import AccessRequestService
+from mcp_approval.reference.ars_outbox import CallbackOutbox, queue_callback
 from mcp_approval.reference.ars_routes import JWKS_PATH, REQUESTS_PATH, ars_routes, jwks_route, token_authenticator
 from mcp_approval.reference.ars_schema import ARS_MIGRATIONS
 from mcp_approval.reference.ars_store import ArapStore
@@ -102,6 +102,8 @@ class ArapServer:
         """
         await migrate(self.database, AUDIT_MIGRATIONS, SHARED_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS, ARS_MIGRATIONS)
         await self.backend.start(self.service.on_backend_change)
+        if self.service.callbacks is not None:
+            await self.service.callbacks.start()  # including callbacks a previous process still owed
         self._sweeper = asyncio.create_task(self._sweep_loop())
 
     async def _sweep_loop(self) -> None:
@@ -160,7 +162,11 @@ def reviewer_backend(
     audit: AuditLog | None = None,
     clock: Clock | None = None,
 ) -> LocalApprovalBackend:
-    """The local approval backend behind an arap-server (the ``mcp-approval review`` CLI uses it too)."""
+    """The local approval backend behind an arap-server (the ``mcp-approval review`` CLI uses it too).
+
+    With a callback secret, every transaction that ends a request owes its task's callback
+    (:func:`~.ars_outbox.queue_callback`), whichever process (server worker or CLI) ends it.
+    """
     return LocalApprovalBackend(
         database,
         templates=config.templates,
@@ -169,6 +175,7 @@ def reviewer_backend(
         redact=config.approval.redact_arguments,
         audit=audit,
         clock=clock,
+        on_terminal=queue_callback if config.arap.callback_secret is not None else None,
     )
 
 
@@ -238,7 +245,9 @@ def build_arap_server(
         endpoint=endpoint,
         settings=settings,
         resolved_templates=frozenset(resolver.template for resolver in resolvers),
-        callbacks=CallbackSender(secret.get_secret_value(), time) if (secret := settings.callback_secret) else None,
+        callbacks=CallbackOutbox(database, secret=secret.get_secret_value(), requests_endpoint=endpoint, clock=time)
+        if (secret := settings.callback_secret)
+        else None,
         audit=audit,
         clock=time,
         submission_events=SqlEventWindow(database),  # one submission limit for every worker

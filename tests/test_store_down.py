@@ -47,7 +47,7 @@ def status_is(*statuses):
     return lambda reply: reply.status == 200 and reply.result["status"] in statuses
 
 
-async def test_store_down_fails_closed_and_loses_nothing(serve_inprocess, postgres_url):
+async def test_the_owner_answers_from_memory_while_changes_fail_closed(serve_inprocess, postgres_url):
     from tests.conftest import POSTGRES_ADMIN_URL
 
     database = postgres_url.rsplit("/", 1)[1]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import asyncpg
 import httpx
 import pytest
@@ -15,7 +17,7 @@ from tests.support.polling import eventually
 from tests.support.process import running
 from tests.support.wire import Wire
 
-pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
+pytestmark = pytest.mark.anyio
 
 # Demo server flags: quick polls and sweeps, lease = 3 x 0.1 s + 1 s = 1.3 s.
 FLAGS = ("--tokens", "--threshold", "0", "--poll-interval", "0.1", "--lease-grace", "1.0")
@@ -47,6 +49,7 @@ def status_is(*statuses):
     return lambda reply: reply.status == 200 and reply.result["status"] in statuses
 
 
+@pytest.mark.postgres
 async def test_the_owner_answers_from_memory_while_changes_fail_closed(serve_inprocess, postgres_url):
     from tests.conftest import POSTGRES_ADMIN_URL
 
@@ -70,6 +73,7 @@ async def test_the_owner_answers_from_memory_while_changes_fail_closed(serve_inp
     assert after["result"]["content"][0]["text"] == "outage finished after 1.0s"
 
 
+@pytest.mark.postgres
 @pytest.mark.slow
 async def test_the_owner_rides_out_an_outage_longer_than_its_lease(postgres_url, tmp_path):
     """Two worker processes on one PostgreSQL database; the database refuses connections for longer
@@ -105,6 +109,7 @@ async def test_the_owner_rides_out_an_outage_longer_than_its_lease(postgres_url,
     assert runs == 1
 
 
+@pytest.mark.postgres
 async def test_after_an_outage_the_sweeper_gives_owners_one_lease_to_come_back(postgres_url):
     """The sweeper cannot tell a dead owner from one the outage cut off too: it waits a lease."""
     from tests.conftest import POSTGRES_ADMIN_URL
@@ -135,3 +140,44 @@ async def test_after_an_outage_the_sweeper_gives_owners_one_lease_to_come_back(p
     assert after_return.status is TaskStatus.WORKING
     assert a_lease_later is not None
     assert a_lease_later.status is TaskStatus.FAILED
+
+
+class TransitionsRefused(SqlTaskStore):
+    """A real store whose status writes fail as unreachable while ``down`` (the rest answers)."""
+
+    down = False
+
+    async def transition(self, *args, **kwargs):
+        if self.down:
+            raise StoreUnavailableError("store unavailable: injected")
+        return await super().transition(*args, **kwargs)
+
+
+async def test_the_lease_of_a_finished_task_whose_outcome_is_not_stored_yet_is_renewed(tmp_path):
+    clock = ManualClock()
+    store = TransitionsRefused(f"sqlite:///{tmp_path / 'tasks.db'}", clock=clock)
+    runtime = TaskRuntime(store, TaskOptions(), clock=clock)
+    await store.open()
+    try:
+        execution = runtime.begin(tool_name="t", principal_digest=None, call=lambda _answered: asyncio.sleep(0, {}))
+        store.down = True
+        execution.start()
+        record = await execution.promote()
+        assert record is not None
+        await execution.wait(None)  # the tool returned; its terminal write keeps failing
+        clock.advance(runtime.options.lease_ms * 2)
+        await runtime.heartbeat_once()
+        renewed = await store.get(record.task_id)
+        remembered = runtime.remembered(record.task_id)
+        store.down = False
+        await runtime.heartbeat_once()  # the store answers: the waiting write goes at once
+        await execution.join()
+        stored = await store.get(record.task_id)
+    finally:
+        await store.close()
+    assert renewed is not None
+    assert renewed.lease_expires_at == clock.now_ms() + runtime.options.lease_ms
+    assert remembered is not None
+    assert remembered.status is TaskStatus.COMPLETED
+    assert stored is not None
+    assert (stored.status, stored.version) == (TaskStatus.COMPLETED, 1)

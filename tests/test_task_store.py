@@ -148,6 +148,19 @@ async def test_lapsed_leases_fail_and_heartbeats_keep_them(store):
     assert (await store.get(alive.task_id)).status is TaskStatus.WORKING
 
 
+async def test_an_owner_fenced_write_lands_only_while_the_owner_holds_the_task(store):
+    held = await store.create(new_task(owner="w1"))
+    assert not await store.transition(held.task_id, TaskStatus.COMPLETED, result={"by": "w2"}, owner="w2")
+    assert await store.transition(held.task_id, TaskStatus.COMPLETED, result={"by": "w1"}, owner="w1")
+    lapsed = await store.create(new_task(owner="w1"))
+    store.clock.advance(10_001)
+    assert await store.fail_lapsed({"code": -32603, "message": "lost"}, "lost") == [lapsed.task_id]
+    late = await store.transition(lapsed.task_id, TaskStatus.COMPLETED, result={"late": True}, owner="w1")
+    assert not late  # the sweeper's outcome stands: the late owner overwrites nothing
+    assert (await store.get(held.task_id)).result == {"by": "w1"}
+    assert (await store.get(lapsed.task_id)).status is TaskStatus.FAILED
+
+
 async def test_heartbeat_reports_cancel_and_input_signals(store):
     task = await store.create(new_task(owner="w1"))
     other = await store.create(new_task(owner="w1"))

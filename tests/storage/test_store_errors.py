@@ -35,3 +35,27 @@ async def test_a_constraint_violation_is_not_a_store_error() -> None:
         assert database.unavailable_errors == 0
     finally:
         await database.close()
+
+
+@pytest.mark.postgres
+async def test_a_write_on_a_connection_the_server_closed_is_a_store_error(postgres_url: str) -> None:
+    """The pooled connection dies under the write (the server terminated it): the caller sees
+    StoreUnavailableError, never a SQLAlchemy error about the dead connection's transaction."""
+    import asyncpg
+
+    database = open_database(postgres_url)
+    try:
+        await database.write(lambda conn: conn.execute(text("SELECT 1")).scalar_one())  # pooled now
+        admin = await asyncpg.connect(postgres_url.replace("postgresql://", "postgres://"), timeout=5)
+        try:
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        finally:
+            await admin.close()
+        with pytest.raises(StoreUnavailableError):
+            await database.write(lambda conn: conn.execute(text("SELECT 1")).scalar_one())
+        assert await database.write(lambda conn: conn.execute(text("SELECT 1")).scalar_one()) == 1  # recovers
+    finally:
+        await database.close()

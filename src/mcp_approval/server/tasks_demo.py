@@ -31,6 +31,8 @@ from mcp_approval.tasks import (
 
 __all__ = ["DEMO_MODES", "DEMO_TOKENS", "build_tasks_demo_server", "main"]
 
+logger = logging.getLogger("mcp_approval.tasks_demo")
+
 #: Tokens of the demo principals.
 DEMO_TOKENS = {"alice-token": "alice", "bob-token": "bob"}
 
@@ -81,6 +83,7 @@ def _register_tools(server: MCPServer[Any]) -> None:
     @server.tool()
     async def slow_job(seconds: float, label: str = "job") -> str:
         """Sleep, then report; a task when it outlasts the threshold."""
+        logger.info("slow_job %s started", label)  # tests count runs by this line
         await asyncio.sleep(seconds)
         return f"{label} finished after {seconds}s"
 

@@ -85,7 +85,11 @@ def _with_final_steps(operation: Operation[T]) -> Operation[T]:
             _run_final_steps(conn)
             return result
         finally:
-            conn.info.pop(_FINAL_STEPS, None)
+            # A connection found dead (the store went away) is invalidated, and reading its
+            # ``info`` would raise over the disconnect error the caller must see (it becomes
+            # StoreUnavailableError); its steps go with it.
+            if not conn.invalidated:
+                conn.info.pop(_FINAL_STEPS, None)
 
     return run
 

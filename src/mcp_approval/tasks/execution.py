@@ -15,13 +15,10 @@ from mcp.server.context import HandlerResult
 from mcp.shared.exceptions import MCPError
 from pydantic import TypeAdapter, ValidationError
 
-from mcp_approval.protocol import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    METHOD_ELICITATION_CREATE,
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
-)
+from mcp_approval.clock import Clock
+from mcp_approval.protocol import INTERNAL_ERROR, INVALID_PARAMS, METHOD_ELICITATION_CREATE
 from mcp_approval.storage import StoreUnavailableError
+from mcp_approval.tasks.capabilities import check_declared
 from mcp_approval.tasks.models import TaskRecord, error_document, new_task_id, result_document
 from mcp_approval.tasks.options import TaskOptions
 from mcp_approval.tasks.states import TaskStatus
@@ -109,6 +106,11 @@ class ExecutionHost(Protocol):
         """Where task rows live."""
         ...
 
+    @property
+    def clock(self) -> Clock:
+        """The source of time (stamps the worker's own view of its tasks)."""
+        ...
+
     def adopt(self, execution: Execution) -> None:
         """Track a promoted execution so signals and shutdown reach it."""
         ...
@@ -162,6 +164,9 @@ class Execution:
         self._call = call
         self.task_id: str | None = None
         self.record: TaskRecord | None = None
+        #: This worker's own view of the task (status, input asked, the outcome once known), kept
+        #: in memory so ``tasks/get`` can be answered from it while the store is unreachable.
+        self.view: TaskRecord | None = None
         self._created = asyncio.Event()
         self._outcome: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         self._finishing = False
@@ -235,6 +240,7 @@ class Execution:
             self._abandon_promotion()
             raise
         if not self.record.terminal:
+            self.view = self.record
             self._runtime.adopt(self)
         self._created.set()
         return self.record
@@ -282,8 +288,10 @@ class Execution:
         await self._created.wait()
         if self.task_id is None:  # promotion failed: the outcome is answered inline
             return
+        status, message, result, error = _terminal_write(outcome)
+        self._remember(status=status, status_message=message, result=result, error=error, input_requests={})
         try:
-            await self._runtime.persist_terminal(self.task_id, *_terminal_write(outcome))
+            await self._runtime.persist_terminal(self.task_id, status, message, result, error)
         finally:
             self._runtime.release(self.task_id)
             for waiter in self._waiters.values():
@@ -326,11 +334,20 @@ class Execution:
         keys = await self._runtime.store.add_input_requests(self.task_id, requests)
         if keys is None:  # the task has already ended (expired, or failed by a lost lease): stop
             raise asyncio.CancelledError
+        asked = {key: dict(request) for key, request in zip(keys, requests, strict=True)}
+        self._remember(status=TaskStatus.INPUT_REQUIRED, input_requests=asked)
         await self._runtime.task_changed(self.task_id)
         loop = asyncio.get_running_loop()
         futures = [self._waiters.setdefault(key, loop.create_future()) for key in keys]
         await self._runtime.deliver_input(self.task_id)  # answers may already be waiting
-        return list(await asyncio.gather(*futures))
+        answers = list(await asyncio.gather(*futures))
+        self._remember(status=TaskStatus.WORKING, input_requests={})
+        return answers
+
+    def _remember(self, **changes: Any) -> None:
+        """Record a change of the task in this worker's view of it (see :attr:`view`)."""
+        if self.view is not None:
+            self.view = replace(self.view, updated_at=self._runtime.clock.now_ms(), **changes)
 
     async def elicit(self, message: str, requested_schema: Mapping[str, Any]) -> dict[str, Any]:
         """Ask the user a form-mode question; returns the ``ElicitResult`` as a dict."""
@@ -345,41 +362,6 @@ class Execution:
             waiter = self._waiters.pop(key, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(value)
-
-
-def check_declared(request: Mapping[str, Any], capabilities: types.ClientCapabilities | None) -> None:
-    """Refuse an input request the client did not declare support for (the MRTR rule).
-
-    The declaration that counts is the one on the ``tools/call`` that created the task.
-
-    Raises:
-        MCPError: ``-32021`` with ``data.requiredCapabilities`` naming what is missing, or
-            ``-32602`` for a method that input requests cannot use.
-    """
-    method = request.get("method")
-    params = request.get("params") or {}
-    required: dict[str, Any]
-    if method == METHOD_ELICITATION_CREATE:
-        mode = params.get("mode", "form") if isinstance(params, Mapping) else "form"
-        elicitation = capabilities.elicitation if capabilities else None
-        declared = elicitation is not None and (
-            getattr(elicitation, mode, None) is not None or (mode == "form" and elicitation.url is None)
-        )
-        required = {"elicitation": {mode: {}}}
-    elif method == "sampling/createMessage":
-        declared = capabilities is not None and capabilities.sampling is not None
-        required = {"sampling": {}}
-    elif method == "roots/list":
-        declared = capabilities is not None and capabilities.roots is not None
-        required = {"roots": {}}
-    else:
-        raise MCPError(code=INVALID_PARAMS, message=f"{method!r} cannot be an input request")
-    if not declared:
-        raise MCPError(
-            code=MISSING_REQUIRED_CLIENT_CAPABILITY,
-            message=f"The client did not declare the capability {method} needs",
-            data={"requiredCapabilities": required},
-        )
 
 
 def _spawn(coro: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
@@ -406,4 +388,4 @@ def _terminal_write(outcome: Outcome) -> tuple[TaskStatus, str | None, dict[str,
     return TaskStatus.COMPLETED, None, result_document(outcome.result), None
 
 
-__all__ = ["AnsweredRound", "Execution", "Outcome", "StoreUnavailableError", "current_task"]
+__all__ = ["AnsweredRound", "Execution", "Outcome", "StoreUnavailableError", "check_declared", "current_task"]

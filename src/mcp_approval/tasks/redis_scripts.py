@@ -148,14 +148,16 @@ return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2]), redis.ca
 """
 )
 
-#: ARGV: id, target, source csv, '1' if target is terminal, message, now, result, error.
-#: Returns 1 when the write happened, else 0.
+#: ARGV: id, target, source csv, '1' if target is terminal, message, now, result, error, owner
+#: (the fence: when given, the task must still be held by it). Returns 1 when the write happened, else 0.
 TRANSITION: Final = (
     _COMMON
     + r"""
 local id, target, now = ARGV[1], ARGV[2], ARGV[6]
 local status = redis.call('HGET', KEYS[1], 'status')
 if not member(ARGV[3], status) then return 0 end
+local fence = opt(ARGV[9])
+if fence and redis.call('HGET', KEYS[1], 'owner') ~= fence then return 0 end
 if ARGV[4] == '1' then
   finish(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], id, target, opt(ARGV[5]), now,
          opt(ARGV[7]), opt(ARGV[8]))

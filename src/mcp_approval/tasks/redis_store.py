@@ -186,8 +186,9 @@ class RedisTaskStore:
         status_message: str | None = None,
         result: dict[str, Any] | None = None,
         error: dict[str, Any] | None = None,
+        owner: str | None = None,
     ) -> bool:
-        """Compare-and-set the status against the state table."""
+        """Compare-and-set the status against the state table (fenced on ``owner`` when given)."""
         terminal = target in TERMINAL
         written = await self._run(
             "TRANSITION",
@@ -199,6 +200,7 @@ class RedisTaskStore:
             self._clock.now_ms(),
             opt(dumps(result) if terminal and result is not None else None),
             opt(dumps(error) if terminal and error is not None else None),
+            opt(owner),
         )
         return bool(written)
 

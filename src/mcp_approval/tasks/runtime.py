@@ -18,7 +18,7 @@ from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.protocol import INTERNAL_ERROR
 from mcp_approval.storage import StoreUnavailableError
 from mcp_approval.tasks.execution import AnsweredRound, Execution
-from mcp_approval.tasks.models import error_document
+from mcp_approval.tasks.models import TaskRecord, error_document
 from mcp_approval.tasks.options import TaskOptions
 from mcp_approval.tasks.signals import SignalKind, TaskChange, TaskSignals, signals_for
 from mcp_approval.tasks.states import TaskStatus
@@ -68,6 +68,11 @@ class TaskRuntime:
         self._users = 0
         self._lock = asyncio.Lock()
         self._stopping = False
+        # When this worker last regained the store after failing to reach it (0: never lost it),
+        # and an event set while it reaches the store (wakes terminal writes waiting to retry).
+        self._reachable_since: int | None = 0
+        self._reachable = asyncio.Event()
+        self._reachable.set()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -191,6 +196,15 @@ class TaskRuntime:
         """The execution running ``task_id`` in this process, if any."""
         return self._executions.get(task_id)
 
+    def remembered(self, task_id: str) -> TaskRecord | None:
+        """This worker's own view of a task it holds (running, or its outcome not yet stored).
+
+        What ``tasks/get`` answers from while the store is unreachable; ``None`` for a task
+        this worker does not hold.
+        """
+        execution = self._executions.get(task_id)
+        return None if execution is None else execution.view
+
     async def persist_terminal(
         self,
         task_id: str,
@@ -201,27 +215,57 @@ class TaskRuntime:
     ) -> None:
         """Write a task's final status, retrying while the store is unreachable.
 
-        The outcome stays in memory meanwhile, so a store outage loses nothing the worker
-        still holds. Gives up only when the worker stops (the lease then lapses elsewhere).
+        The outcome stays in memory meanwhile (``tasks/get`` on this worker answers from it), so
+        a store outage loses nothing the worker still holds; a retry starts as soon as the
+        store answers again. The write is fenced on this worker's ownership: if the task ended
+        meanwhile (the sweeper failed it after a lapsed lease), that outcome stands. Gives up
+        only when the worker stops (the lease then lapses elsewhere).
         """
         attempt = 0
         while True:
             try:
                 written = await self.store.transition(
-                    task_id, status, status_message=status_message, result=result, error=error
+                    task_id, status, status_message=status_message, result=result, error=error, owner=self.worker_id
                 )
             except StoreUnavailableError:
+                self._note_unreachable()
                 if self._stopping and attempt >= len(_RETRY_BACKOFF_S):
                     logger.error("task %s: final status %s could not be stored", task_id[:8], status)
                     return
-                await asyncio.sleep(_RETRY_BACKOFF_S[min(attempt, len(_RETRY_BACKOFF_S) - 1)])
+                await self._retry_pause(_RETRY_BACKOFF_S[min(attempt, len(_RETRY_BACKOFF_S) - 1)])
                 attempt += 1
                 continue
-            if not written:
-                logger.info("task %s already terminal; %s not recorded", task_id[:8], status)
-            else:
+            self._note_reachable()
+            if written or (attempt > 0 and await self._already_written(task_id, status, result, error)):
                 await self.task_changed(task_id)
+            else:
+                logger.warning("task %s had already ended or changed hands; %s not recorded", task_id[:8], status)
             return
+
+    async def _already_written(
+        self, task_id: str, status: TaskStatus, result: dict[str, Any] | None, error: dict[str, Any] | None
+    ) -> bool:
+        """Whether an earlier attempt whose answer was lost in the outage did store this outcome."""
+        with contextlib.suppress(StoreUnavailableError):
+            record = await self.store.get(task_id)
+            return record is not None and (record.status, record.result, record.error) == (status, result, error)
+        return False
+
+    async def _retry_pause(self, delay_s: float) -> None:
+        """Wait ``delay_s`` before retrying a store write, or less if the store answers meanwhile."""
+        self._reachable.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._reachable.wait(), timeout=delay_s)
+
+    def _note_unreachable(self) -> None:
+        self._reachable_since = None
+        self._reachable.clear()
+
+    def _note_reachable(self) -> None:
+        if self._reachable_since is None:
+            self._reachable_since = self.clock.now_ms()
+            logger.info("task store reachable again")
+        self._reachable.set()
 
     async def deliver_input(self, task_id: str) -> None:
         """Move answers recorded in the store to the local execution waiting for them."""
@@ -231,6 +275,11 @@ class TaskRuntime:
         responses = await self.store.take_input_responses(task_id)
         if responses:
             execution.accept_responses(responses)
+
+    def local_running(self, task_id: str) -> bool:
+        """Whether this process runs ``task_id`` and its tool has not returned yet."""
+        execution = self._executions.get(task_id)
+        return execution is not None and execution.running
 
     def cancel_local(self, task_id: str) -> bool:
         """Cancel ``task_id`` if this process runs it; returns whether it did."""
@@ -249,17 +298,30 @@ class TaskRuntime:
         # error (suppressed below), and the loop must still end when the runtime stops.
         while not self._stopping:
             await asyncio.sleep(self.heartbeat_interval_s)
-            with contextlib.suppress(StoreUnavailableError):
+            with contextlib.suppress(StoreUnavailableError):  # noted by heartbeat_once
                 await self.heartbeat_once()
 
     async def heartbeat_once(self) -> None:
-        """Renew this worker's leases and act on cancel and input signals from other workers."""
+        """Renew this worker's leases and act on cancel and input signals from other workers.
+
+        The leases renewed are those of every task this worker holds: running, or finished with
+        its outcome not yet stored (so a store outage cannot hand the task to the sweeper
+        between the store's return and the delayed write).
+        """
         reconnect = getattr(self._signals, "reconnect_if_lost", None)
         if reconnect is not None:
             await reconnect()
-        running = [task_id for task_id, execution in self._executions.items() if execution.running]
-        signals = await self.store.heartbeat(self.worker_id, running, self.options.lease_ms)
+        held = list(self._executions)
+        try:
+            signals = await self.store.heartbeat(self.worker_id, held, self.options.lease_ms)
+        except StoreUnavailableError:
+            self._note_unreachable()
+            raise
+        if held:
+            self._note_reachable()
         for signal in signals:
+            if not self.local_running(signal.task_id):
+                continue
             if signal.cancel_requested:
                 self.cancel_local(signal.task_id)
             elif signal.has_input_responses:
@@ -268,13 +330,28 @@ class TaskRuntime:
     async def _sweep_loop(self) -> None:
         while not self._stopping:  # see _heartbeat_loop
             await asyncio.sleep(self.options.sweep_interval_s)
-            with contextlib.suppress(StoreUnavailableError):
+            with contextlib.suppress(StoreUnavailableError):  # noted by sweep_once
                 await self.sweep_once()
 
     async def sweep_once(self) -> None:
-        """Purge expired tasks and fail those whose worker's lease lapsed."""
-        for task_id in await self.store.purge_expired():
+        """Purge expired tasks and fail those whose worker's lease lapsed.
+
+        After this worker could not reach the store, lapsed leases are left alone until it has
+        reached the store again for one lease period: an outage stops every worker's renewals,
+        and the owners of tasks that outlived it must get the time to renew and to store their
+        outcomes before their leases count as lapsed.
+        """
+        try:
+            purged = await self.store.purge_expired()
+        except StoreUnavailableError:
+            self._note_unreachable()
+            raise
+        self._note_reachable()
+        for task_id in purged:
             self.cancel_local(task_id)
+        since = self._reachable_since
+        if since is None or self.clock.now_ms() - since < self.options.lease_ms:
+            return
         error = error_document(INTERNAL_ERROR, _LOST_WORKER_MESSAGE)
         lapsed = await self.store.fail_lapsed(error, _LOST_WORKER_MESSAGE)
         for task_id in lapsed:

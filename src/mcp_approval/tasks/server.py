@@ -237,13 +237,21 @@ class TasksExtension(Extension):
 
     # -- tasks/* ---------------------------------------------------------------------------
 
-    async def _load(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> TaskRecord:
+    async def _load(self, ctx: ServerRequestContext[Any, Any], task_id: str, *, remembered: bool = False) -> TaskRecord:
+        """The task as this request may see it (``-32602`` for unknown, expired or another's).
+
+        While the store is unreachable the answer is ``-32603``, except that with ``remembered``
+        the worker holding the task answers from its own view of it (:meth:`TaskRuntime.remembered`);
+        the same ownership and expiry checks apply to that view.
+        """
         require_client_extension(ctx, TASKS_EXTENSION)
         caller = self.caller(ctx)
         try:
             record = await self.store.get(task_id)
         except StoreUnavailableError as exc:
-            raise MCPError(code=INTERNAL_ERROR, message="Task store unavailable") from exc
+            record = self.runtime.remembered(task_id) if remembered else None
+            if record is None:
+                raise MCPError(code=INTERNAL_ERROR, message="Task store unavailable") from exc
         if record is None or record.expired(self.runtime.clock.now_ms()):
             raise MCPError(code=INVALID_PARAMS, message=UNKNOWN_TASK_MESSAGE)
         if record.principal_digest is not None and record.principal_digest != caller:
@@ -262,7 +270,8 @@ class TasksExtension(Extension):
         return None if record is None or record.expired(self.runtime.clock.now_ms()) else record
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
-        return detailed_task(await self._load(ctx, params.task_id))
+        # Only reads fall back to the worker's memory; every change still needs the store.
+        return detailed_task(await self._load(ctx, params.task_id, remembered=True))
 
     async def _update(self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams) -> dict[str, Any]:
         size = len(json.dumps(params.input_responses, separators=(",", ":")))

@@ -61,7 +61,7 @@ _OWN_ACTIVE_UP_TO = select(func.count()).select_from(
 )
 
 
-def _transition_statement(target: TaskStatus) -> Update:
+def _transition_statement(target: TaskStatus, *, fenced: bool) -> Update:
     values: dict[str, Any] = {
         "status": target.value,
         "status_message": bindparam("b_message"),
@@ -78,10 +78,15 @@ def _transition_statement(target: TaskStatus) -> Update:
             lease_expires_at=None,
         )
     guard = _T.c.status.in_(sorted(source.value for source in sources_of(target)))
-    return update(_T).where(_T.c.task_id == bindparam("b_task_id"), guard).values(**values)
+    statement = update(_T).where(_T.c.task_id == bindparam("b_task_id"), guard)
+    if fenced:  # the owner's fence: a worker that lost the task writes nothing
+        statement = statement.where(_T.c.owner == bindparam("b_owner"))
+    return statement.values(**values)
 
 
-_TRANSITIONS = {target: _transition_statement(target) for target in TaskStatus}
+_TRANSITIONS = {
+    (target, fenced): _transition_statement(target, fenced=fenced) for target in TaskStatus for fenced in (False, True)
+}
 
 
 def _dumps(value: Any) -> str:
@@ -167,16 +172,20 @@ class TaskRows:
         status_message: str | None = None,
         result: Mapping[str, Any] | None = None,
         error: Mapping[str, Any] | None = None,
+        owner: str | None = None,
     ) -> bool:
         """Compare-and-set the status against the state table; ``False`` if it may not move there.
 
         A terminal ``target`` also records the result or error and clears inputs and lease.
+        With ``owner``, the row must also still be held by that worker.
         """
         params = {"b_task_id": task_id, "b_message": status_message, "b_now": now_ms}
         if target in TERMINAL:
             params["b_result"] = None if result is None else _dumps(result)
             params["b_error"] = None if error is None else _dumps(error)
-        return bool(conn.execute(_TRANSITIONS[target], params).rowcount == 1)
+        if owner is not None:
+            params["b_owner"] = owner
+        return bool(conn.execute(_TRANSITIONS[target, owner is not None], params).rowcount == 1)
 
     def take_input_responses(self, conn: Connection, task_id: str, now_ms: int) -> dict[str, Any]:
         """Remove and return the recorded answers to the task's input requests."""
@@ -289,12 +298,13 @@ class SqlTaskStore:
         status_message: str | None = None,
         result: dict[str, Any] | None = None,
         error: dict[str, Any] | None = None,
+        owner: str | None = None,
     ) -> bool:
-        """Compare-and-set the status against the state table."""
+        """Compare-and-set the status against the state table (fenced on ``owner`` when given)."""
         now = self._clock.now_ms()
         return await self.database.write(
             lambda conn: self.rows.transition(
-                conn, task_id, target, now, status_message=status_message, result=result, error=error
+                conn, task_id, target, now, status_message=status_message, result=result, error=error, owner=owner
             )
         )
 

@@ -93,11 +93,14 @@ class TaskStore(Protocol):
         status_message: str | None = None,
         result: dict[str, Any] | None = None,
         error: dict[str, Any] | None = None,
+        owner: str | None = None,
     ) -> bool:
         """Move a task to ``target`` if the state table allows it from its current status.
 
         Returns whether the write happened. Moving to a terminal status releases the lease and
-        clears outstanding input.
+        clears outstanding input. With ``owner``, the write is also fenced on the task's owner:
+        it happens only while that worker still holds the task (a late write from a worker that
+        lost it, e.g. to the sweeper after a lapsed lease, changes nothing).
         """
         ...
 

@@ -38,6 +38,7 @@ from databases import Postgres, add_postgres_arguments
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from measure import Row, log, print_table
+from notify_cpu import CPU_FULL, CPU_QUICK, figure_cpu
 
 from mcp_approval.client import TasksClient
 from mcp_approval.hosts import unused_loopback_port
@@ -165,6 +166,7 @@ async def main(argv: list[str] | None = None) -> int:
     add_postgres_arguments(parser)
     args = parser.parse_args(argv)
     rounds = 3 if args.quick else 10
+    cpu_scale = CPU_QUICK if args.quick else CPU_FULL
     postgres = None if args.no_postgres else await Postgres.create_or_explain(args.postgres_url)
     if postgres is None and not args.no_postgres:
         return 2
@@ -172,9 +174,12 @@ async def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory() as workdir:
             rows.append(await figure_notify("SQLite", f"sqlite:///{Path(workdir) / 'tasks.db'}", rounds))
+            rows.append(await figure_cpu("SQLite", f"sqlite:///{Path(workdir) / 'cpu.db'}", cpu_scale))
         if postgres is not None:
             rows.append(await figure_notify("PostgreSQL", postgres.url, rounds))
             rows.append(await figure_cancel(postgres, rounds))
+            await postgres.reset()
+            rows.append(await figure_cpu("PostgreSQL", postgres.url, cpu_scale))
     finally:
         if postgres is not None:
             await postgres.drop()

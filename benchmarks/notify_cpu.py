@@ -7,7 +7,10 @@ from ``/proc/<pid>/stat``) are taken: the tasks alone (no client), N clients pol
 ``pollIntervalMs``, and N clients each holding a ``subscriptions/listen`` stream for its task. Each
 client has its own keep-alive connection and speaks raw HTTP/1.1 (pre-built requests, no JSON
 encoding per call), so the client process stays light; its own CPU is printed beside, and a warning
-is printed when it is high enough to slow the server down.
+is printed when it is high enough to slow the server down. On PostgreSQL the CPU of the database's
+backends serving the server is printed beside as well; the table's figure is the server process's.
+When the server cannot answer every poll that is due (one process saturates), the polling figure
+is marked as a lower bound.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import asyncpg  # type: ignore[import-untyped]
+from databases import Postgres
 from measure import Row, log, throughput
 from peers import CONNECTIONS, create_task, mcp_approval_subject, running
 from tests.support.wire import PROTOCOL, Wire, envelope
@@ -132,15 +137,54 @@ class Clients:
             writer.close()
 
 
-async def cpu_window(pid: int, window_s: float) -> tuple[float, float]:
-    """(server CPU-s/s, this process's CPU-s/s) over ``window_s``."""
-    server0, client0, start = process_cpu_s(pid), time.process_time(), time.monotonic()
-    await asyncio.sleep(window_s)
-    elapsed = time.monotonic() - start
-    return (process_cpu_s(pid) - server0) / elapsed, (time.process_time() - client0) / elapsed
+@dataclass(frozen=True)
+class Window:
+    """CPU-s/s over one window: the server, this (client) process, the database backends (if any)."""
+
+    server: float
+    client: float
+    database: float | None
 
 
-async def gathered(workers: list[Awaitable[None]], measure: Callable[[], Awaitable[None]]) -> None:
+@dataclass
+class Meter:
+    """Takes CPU windows of the server process and, on PostgreSQL, of the database's backends."""
+
+    pid: int
+    window_s: float
+    postgres: Postgres | None = None
+
+    async def backend_pids(self) -> list[int]:
+        """The PostgreSQL backends serving the scratch database (the server's pool)."""
+        if self.postgres is None:
+            return []
+        conn = await asyncpg.connect(self.postgres.url, timeout=5)
+        try:
+            rows = await conn.fetch("SELECT pid FROM pg_stat_activity WHERE datname = $1", self.postgres.name)
+            return [int(row["pid"]) for row in rows if row["pid"] != conn.get_server_pid()]
+        finally:
+            await conn.close()
+
+    async def window(self) -> Window:
+        """CPU-s/s over ``window_s`` (a backend that ends within the window is left out)."""
+        backends = await self.backend_pids()
+        database0 = {pid: cpu for pid in backends if (cpu := _cpu_or_none(pid)) is not None}
+        server0, client0, start = process_cpu_s(self.pid), time.process_time(), time.monotonic()
+        await asyncio.sleep(self.window_s)
+        elapsed = time.monotonic() - start
+        server, client = process_cpu_s(self.pid) - server0, time.process_time() - client0
+        database = sum(cpu - database0[pid] for pid in database0 if (cpu := _cpu_or_none(pid)) is not None)
+        return Window(server / elapsed, client / elapsed, database / elapsed if self.postgres else None)
+
+
+def _cpu_or_none(pid: int) -> float | None:
+    try:
+        return process_cpu_s(pid)
+    except OSError:  # the process ended
+        return None
+
+
+async def gathered(workers: list[Awaitable[None]], measure: Callable[[], Awaitable[Window]]) -> Window:
     """Run ``workers`` while ``measure`` runs; a worker failing fails the measurement; all stopped after."""
     tasks = [asyncio.ensure_future(worker) for worker in workers]
     measuring = asyncio.ensure_future(measure())
@@ -150,34 +194,34 @@ async def gathered(workers: list[Awaitable[None]], measure: Callable[[], Awaitab
             for task in done:
                 task.result()  # raises what stopped the worker
             raise RuntimeError("a waiting client stopped early")
-        measuring.result()
+        return measuring.result()
     finally:
         for task in [measuring, *tasks]:
             task.cancel()
         await asyncio.gather(measuring, *tasks, return_exceptions=True)
 
 
-async def measure_polling(pid: int, clients: Clients, window_s: float) -> tuple[float, float, float]:
-    """(server CPU-s/s, client CPU-s/s, tasks/get answered per s) with every client polling."""
+async def measure_polling(meter: Meter, clients: Clients) -> tuple[Window, float]:
+    """The CPU window with every client polling, and the ``tasks/get`` answered per s in it."""
     ready = asyncio.Event()
-    figures: list[float] = []
+    rate: list[float] = []
 
-    async def measure() -> None:
+    async def measure() -> Window:
         ready.set()
         await asyncio.sleep(2 * POLL_INTERVAL_S)  # every client has polled at least once
-        before = clients.requests
-        server, client = await cpu_window(pid, window_s)
-        figures.extend((server, client, (clients.requests - before) / window_s))
+        before, start = clients.requests, time.monotonic()
+        window = await meter.window()
+        rate.append((clients.requests - before) / (time.monotonic() - start))
+        return window
 
-    await gathered([clients.poll(task_id, ready) for task_id in clients.task_ids], measure)
-    return figures[0], figures[1], figures[2]
+    window = await gathered([clients.poll(task_id, ready) for task_id in clients.task_ids], measure)
+    return window, rate[0]
 
 
-async def measure_listening(pid: int, clients: Clients, window_s: float) -> tuple[float, float]:
-    """(server CPU-s/s, client CPU-s/s) with every client holding an acknowledged listen stream."""
+async def measure_listening(meter: Meter, clients: Clients) -> Window:
+    """The CPU window with every client holding an acknowledged listen stream."""
     everyone = asyncio.Event()
     count = 0
-    figures: list[float] = []
 
     def established() -> None:
         nonlocal count
@@ -185,52 +229,64 @@ async def measure_listening(pid: int, clients: Clients, window_s: float) -> tupl
         if count == len(clients.task_ids):
             everyone.set()
 
-    async def measure() -> None:
+    async def measure() -> Window:
         async with asyncio.timeout(120):
             await everyone.wait()
         await asyncio.sleep(1.0)  # let the last acknowledgements settle
-        figures.extend(await cpu_window(pid, window_s))
+        return await meter.window()
 
-    await gathered([clients.listen(task_id, established) for task_id in clients.task_ids], measure)
-    return figures[0], figures[1]
+    return await gathered([clients.listen(task_id, established) for task_id in clients.task_ids], measure)
 
 
-async def figure_cpu(kind: str, db_url: str, scale: CpuScale) -> Row:
+async def figure_cpu(kind: str, db_url: str, scale: CpuScale, postgres: Postgres | None = None) -> Row:
     """The CPU figure for one store: per 1,000 waiting clients, listening vs polling."""
     subject = mcp_approval_subject(f"mcp-approval {kind}", db_url)
     async with running(subject) as http:
         assert subject.process is not None
-        pid, n = subject.process.pid, scale.clients
+        meter = Meter(subject.process.pid, scale.window_s, postgres)
         wire = Wire(http)
         task_ids: list[str] = []
 
         async def create(_i: int) -> None:
             task_ids.append(await create_task(wire))
 
-        await throughput(create, n, CONNECTIONS)
-        idle, _ = await cpu_window(pid, scale.window_s)
-        listening, listen_client = await measure_listening(pid, Clients(subject.port, task_ids), scale.window_s)
-        polling, poll_client, rate = await measure_polling(pid, Clients(subject.port, task_ids), scale.window_s)
-    per_k = 1000 / n
+        await throughput(create, scale.clients, CONNECTIONS)
+        idle = await meter.window()
+        listening = await measure_listening(meter, Clients(subject.port, task_ids))
+        polling, rate = await measure_polling(meter, Clients(subject.port, task_ids))
+    return report(kind, scale, idle, listening, polling, rate)
+
+
+def report(kind: str, scale: CpuScale, idle: Window, listening: Window, polling: Window, rate: float) -> Row:
+    """Log the windows and warnings; the table row (server CPU only)."""
+    n, per_k = scale.clients, 1000 / scale.clients
+    tick = per_k / _TICKS / scale.window_s
     log(
-        f"{kind}: {n} waiting tasks, windows of {scale.window_s:.0f} s; server CPU-s/s per 1,000: "
-        f"tasks alone {idle * per_k:.3f}, listening {listening * per_k:.3f}, polling at "
-        f"{POLL_INTERVAL_S:.0f} s {polling * per_k:.3f} ({rate:.0f} tasks/get/s of {n / POLL_INTERVAL_S:.0f} due)"
+        f"{kind}: {n} waiting tasks, windows of {scale.window_s:.0f} s; server CPU-s/s per 1,000 (resolution "
+        f"{tick:.3f}): tasks alone {idle.server * per_k:.3f}, listening {listening.server * per_k:.3f}, polling "
+        f"at {POLL_INTERVAL_S:.0f} s {polling.server * per_k:.3f} "
+        f"({rate:.0f} tasks/get/s of {n / POLL_INTERVAL_S:.0f} due)"
     )
-    log(f"{kind}: client CPU-s/s (not counted): listening {listen_client:.3f}, polling {poll_client:.3f}")
-    if max(listen_client, poll_client) > CLIENT_CPU_WARN:
+    if polling.database is not None and listening.database is not None and idle.database is not None:
+        log(
+            f"{kind}: PostgreSQL backends' CPU-s/s per 1,000 (not in the figure): tasks alone "
+            f"{idle.database * per_k:.3f}, listening {listening.database * per_k:.3f}, "
+            f"polling {polling.database * per_k:.3f}"
+        )
+    log(f"{kind}: client CPU-s/s (not counted): listening {listening.client:.3f}, polling {polling.client:.3f}")
+    if max(listening.client, polling.client) > CLIENT_CPU_WARN:
         log(f"{kind}: warning: the client used over {CLIENT_CPU_WARN} CPU-s/s; on a small machine it competes")
     behind = rate < 0.9 * n / POLL_INTERVAL_S
     if behind:  # the server (one process) saturated: it cannot serve every poll that is due
-        due_scaled = polling * per_k * (n / POLL_INTERVAL_S) / max(rate, 1e-6)
+        due_scaled = polling.server * per_k * (n / POLL_INTERVAL_S) / max(rate, 1e-6)
         log(
             f"{kind}: warning: polling fell behind its interval (the server saturated); the polling figure "
             f"is a lower bound; scaled to every poll due it would be {due_scaled:.3f} CPU-s/s per 1,000"
         )
-    ratio = polling / max(listening, 1e-6)
+    ratio = polling.server / max(listening.server, 1 / _TICKS / scale.window_s)
     at_least = "≥" if behind else ""
     return Row(
         f"server CPU per 1,000 waiting clients, {kind}",
-        f"{listening * per_k:.3f} CPU-s/s notifications",
-        f"{at_least}{polling * per_k:.3f} CPU-s/s polling at {POLL_INTERVAL_S:.0f} s (x{at_least}{ratio:.1f})",
+        f"{listening.server * per_k:.3f} CPU-s/s notifications",
+        f"{at_least}{polling.server * per_k:.3f} CPU-s/s polling at {POLL_INTERVAL_S:.0f} s (x{at_least}{ratio:.0f})",
     )

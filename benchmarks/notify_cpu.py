@@ -154,27 +154,56 @@ class Meter:
     window_s: float
     postgres: Postgres | None = None
 
-    async def backend_pids(self) -> list[int]:
-        """The PostgreSQL backends serving the scratch database (the server's pool)."""
-        if self.postgres is None:
-            return []
-        conn = await asyncpg.connect(self.postgres.url, timeout=5)
-        try:
-            rows = await conn.fetch("SELECT pid FROM pg_stat_activity WHERE datname = $1", self.postgres.name)
-            return [int(row["pid"]) for row in rows if row["pid"] != conn.get_server_pid()]
-        finally:
-            await conn.close()
-
     async def window(self) -> Window:
-        """CPU-s/s over ``window_s`` (a backend that ends within the window is left out)."""
-        backends = await self.backend_pids()
-        database0 = {pid: cpu for pid in backends if (cpu := _cpu_or_none(pid)) is not None}
+        """CPU-s/s over ``window_s``."""
+        backends = BackendSampler(self.postgres) if self.postgres is not None else None
+        sampling = asyncio.create_task(backends.run()) if backends is not None else None
         server0, client0, start = process_cpu_s(self.pid), time.process_time(), time.monotonic()
         await asyncio.sleep(self.window_s)
         elapsed = time.monotonic() - start
         server, client = process_cpu_s(self.pid) - server0, time.process_time() - client0
-        database = sum(cpu - database0[pid] for pid in database0 if (cpu := _cpu_or_none(pid)) is not None)
-        return Window(server / elapsed, client / elapsed, database / elapsed if self.postgres else None)
+        database = None
+        if backends is not None and sampling is not None:
+            sampling.cancel()
+            await asyncio.gather(sampling, return_exceptions=True)
+            database = backends.cpu_s() / elapsed
+        return Window(server / elapsed, client / elapsed, database)
+
+
+@dataclass
+class BackendSampler:
+    """CPU of the PostgreSQL backends serving the scratch database, sampled every 0.1 s.
+
+    The server's pools open and close overflow connections under load, so the backends are looked
+    up throughout the window; each one counts from when it is first seen to when it is last seen
+    (what a backend spends before its first sample is missed: the figure is a lower bound).
+    """
+
+    postgres: Postgres
+    first: dict[int, float] = field(default_factory=dict)
+    last: dict[int, float] = field(default_factory=dict)
+
+    async def run(self) -> None:
+        """Sample until cancelled."""
+        conn = await asyncpg.connect(self.postgres.url, timeout=5)
+        try:
+            own = conn.get_server_pid()
+            while True:
+                rows = await conn.fetch("SELECT pid FROM pg_stat_activity WHERE datname = $1", self.postgres.name)
+                for pid in (int(row["pid"]) for row in rows if row["pid"] != own):
+                    if (cpu := _cpu_or_none(pid)) is not None:
+                        self.first.setdefault(pid, cpu)
+                        self.last[pid] = cpu
+                await asyncio.sleep(0.1)
+        finally:
+            await conn.close()
+
+    def cpu_s(self) -> float:
+        """CPU seconds the sampled backends spent between their first and last samples."""
+        for pid in self.last:  # a final reading for backends still alive
+            if (cpu := _cpu_or_none(pid)) is not None:
+                self.last[pid] = cpu
+        return sum(self.last[pid] - self.first[pid] for pid in self.last)
 
 
 def _cpu_or_none(pid: int) -> float | None:
@@ -269,7 +298,7 @@ def report(kind: str, scale: CpuScale, idle: Window, listening: Window, polling:
     )
     if polling.database is not None and listening.database is not None and idle.database is not None:
         log(
-            f"{kind}: PostgreSQL backends' CPU-s/s per 1,000 (not in the figure): tasks alone "
+            f"{kind}: PostgreSQL backends' CPU-s/s per 1,000 (a lower bound, not in the figure): tasks alone "
             f"{idle.database * per_k:.3f}, listening {listening.database * per_k:.3f}, "
             f"polling {polling.database * per_k:.3f}"
         )

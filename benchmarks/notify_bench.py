@@ -4,16 +4,20 @@ Run from the repository root::
 
     .venv/bin/python benchmarks/notify_bench.py [--quick] [--postgres-url URL] [--no-postgres]
 
-Figures (each against its baseline, measured in the same run, calls interleaved):
+Figures (each against its baseline, measured in the same run; in 1 and 2 the calls interleaved):
 
 1. completion → the client sees ``completed``: ``TasksClient`` waking on ``notifications/tasks``
    vs the same client polling at ``pollIntervalMs`` = 1 s (SQLite, PostgreSQL). The figure is the
    call's duration minus the tool's own 0.2 s.
 2. ``tasks/cancel`` on worker B → the owner A has stopped the tool (its task reads ``cancelled``),
    PostgreSQL: ``LISTEN``/``NOTIFY`` signals vs heartbeat only (``poll_interval_s`` = 1 s).
+3. server CPU per 1,000 waiting clients (SQLite, PostgreSQL): each client holding a
+   ``subscriptions/listen`` stream for its ``working`` task vs polling ``tasks/get`` at
+   ``pollIntervalMs`` = 1 s; 1,000 clients and 10 s windows (200 and 4 s with ``--quick``, the
+   figure normalised per 1,000), on a server process of its own (see ``notify_cpu.py``).
 
-Servers are real streamable-HTTP servers (uvicorn) on 127.0.0.1 inside this process; two workers
-share one PostgreSQL database. The exit status is 0 whatever the figures are; 2 when PostgreSQL
+The servers of figures 1 and 2 are real streamable-HTTP servers (uvicorn) on 127.0.0.1 inside this
+process; two workers share one PostgreSQL database. The exit status is 0 whatever the figures are; 2 when PostgreSQL
 is not reachable and ``--no-postgres`` was not given.
 """
 
@@ -38,6 +42,7 @@ from databases import Postgres, add_postgres_arguments
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from measure import Row, log, print_table
+from notify_cpu import CPU_FULL, CPU_QUICK, figure_cpu
 
 from mcp_approval.client import TasksClient
 from mcp_approval.hosts import unused_loopback_port
@@ -165,6 +170,7 @@ async def main(argv: list[str] | None = None) -> int:
     add_postgres_arguments(parser)
     args = parser.parse_args(argv)
     rounds = 3 if args.quick else 10
+    cpu_scale = CPU_QUICK if args.quick else CPU_FULL
     postgres = None if args.no_postgres else await Postgres.create_or_explain(args.postgres_url)
     if postgres is None and not args.no_postgres:
         return 2
@@ -172,9 +178,12 @@ async def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory() as workdir:
             rows.append(await figure_notify("SQLite", f"sqlite:///{Path(workdir) / 'tasks.db'}", rounds))
+            rows.append(await figure_cpu("SQLite", f"sqlite:///{Path(workdir) / 'cpu.db'}", cpu_scale))
         if postgres is not None:
             rows.append(await figure_notify("PostgreSQL", postgres.url, rounds))
             rows.append(await figure_cancel(postgres, rounds))
+            await postgres.reset()
+            rows.append(await figure_cpu("PostgreSQL", postgres.url, cpu_scale, postgres))
     finally:
         if postgres is not None:
             await postgres.drop()

@@ -41,6 +41,7 @@ EXPECTED: dict[int, tuple[str | None, int]] = {
     13: ("denied-not-executed", 0),
     14: ("approved-executed", 1),
     15: ("approved-executed", 1),
+    16: ("approved-executed", 1),
 }
 
 

@@ -6,6 +6,7 @@ import tomllib
 from pathlib import Path
 
 from mcp_approval.config import load_config
+from mcp_approval.demo.context import METRICS_TOKEN
 from mcp_approval.demo.servers import (
     ARAP_SERVER_ADDRESS,
     ARAP_TREASURY_ADDRESS,
@@ -26,6 +27,10 @@ def test_the_materialized_deployment_loads_and_names_the_port(tmp_path: Path) ->
     config = load_config(config_path)
     assert config.tasks.approval_url == "http://127.0.0.1:41234/console/requests/{approval_id}"
     assert config.approval.binding_keys, "a fixed key: pending approvals survive scenario 8's restart"
+    # Scenario 16 scrapes /metrics with the demo's scraper token.
+    assert config.metrics.enabled
+    assert config.metrics.bearer_token is not None
+    assert config.metrics.bearer_token.get_secret_value() == METRICS_TOKEN
     assert {p.name for p in tmp_path.joinpath("treasury").iterdir()} >= {
         "config.toml",
         "config-arap.toml",

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from mcp_approval.demo import parse_only
+from mcp_approval.demo.context import METRICS_TOKEN
 
 pytestmark = pytest.mark.slow
 
@@ -163,6 +164,7 @@ def test_keep_running_serves_until_stopped_then_cleans_up(tmp_path: Path, stop: 
         assert "/console" in text, text
         assert "mcp-approval review list --config" in text
         assert "carol-token" in text
+        assert f"/metrics -H 'authorization: Bearer {METRICS_TOKEN}'" in text
         assert processes_mentioning(str(tmp_path)), "the servers are up while it keeps running"
         (waiting,) = [line for line in guidance if line.startswith("waiting for you:")]
         approval_id = waiting.split()[-1]

@@ -18,6 +18,7 @@ from mcp_approval.reference.config import load_arap_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "treasury"
 PACKAGED = Path(__file__).resolve().parents[2] / "src" / "mcp_approval" / "demo" / "treasury"
+OPERATORS = Path(__file__).resolve().parents[2] / "docs" / "operators.md"
 POLICY_HEADER = "// The demo's copy of examples/treasury/policy.cedar, plus one rule the demo needs (at the end).\n//\n"
 
 
@@ -31,6 +32,7 @@ def test_the_materialized_deployment_loads_and_names_the_port(tmp_path: Path) ->
     assert config.metrics.enabled
     assert config.metrics.bearer_token is not None
     assert config.metrics.bearer_token.get_secret_value() == METRICS_TOKEN
+    assert f"with the token `{METRICS_TOKEN}`" in OPERATORS.read_text(encoding="utf-8"), "as the operators' page says"
     assert {p.name for p in tmp_path.joinpath("treasury").iterdir()} >= {
         "config.toml",
         "config-arap.toml",

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from mcp_approval.demo import parse_only
+from mcp_approval.demo.context import METRICS_TOKEN
 
 pytestmark = pytest.mark.slow
 
@@ -41,6 +42,7 @@ EXPECTED: dict[int, tuple[str | None, int]] = {
     13: ("denied-not-executed", 0),
     14: ("approved-executed", 1),
     15: ("approved-executed", 1),
+    16: ("approved-executed", 1),
 }
 
 
@@ -162,6 +164,7 @@ def test_keep_running_serves_until_stopped_then_cleans_up(tmp_path: Path, stop: 
         assert "/console" in text, text
         assert "mcp-approval review list --config" in text
         assert "carol-token" in text
+        assert f"/metrics -H 'authorization: Bearer {METRICS_TOKEN}'" in text
         assert processes_mentioning(str(tmp_path)), "the servers are up while it keeps running"
         (waiting,) = [line for line in guidance if line.startswith("waiting for you:")]
         approval_id = waiting.split()[-1]

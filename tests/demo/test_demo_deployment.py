@@ -6,6 +6,7 @@ import tomllib
 from pathlib import Path
 
 from mcp_approval.config import load_config
+from mcp_approval.demo.context import METRICS_TOKEN
 from mcp_approval.demo.servers import (
     ARAP_SERVER_ADDRESS,
     ARAP_TREASURY_ADDRESS,
@@ -17,6 +18,7 @@ from mcp_approval.reference.config import load_arap_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "treasury"
 PACKAGED = Path(__file__).resolve().parents[2] / "src" / "mcp_approval" / "demo" / "treasury"
+OPERATORS = Path(__file__).resolve().parents[2] / "docs" / "operators.md"
 POLICY_HEADER = "// The demo's copy of examples/treasury/policy.cedar, plus one rule the demo needs (at the end).\n//\n"
 
 
@@ -26,6 +28,11 @@ def test_the_materialized_deployment_loads_and_names_the_port(tmp_path: Path) ->
     config = load_config(config_path)
     assert config.tasks.approval_url == "http://127.0.0.1:41234/console/requests/{approval_id}"
     assert config.approval.binding_keys, "a fixed key: pending approvals survive scenario 8's restart"
+    # Scenario 16 scrapes /metrics with the demo's scraper token.
+    assert config.metrics.enabled
+    assert config.metrics.bearer_token is not None
+    assert config.metrics.bearer_token.get_secret_value() == METRICS_TOKEN
+    assert f"with the token `{METRICS_TOKEN}`" in OPERATORS.read_text(encoding="utf-8"), "as the operators' page says"
     assert {p.name for p in tmp_path.joinpath("treasury").iterdir()} >= {
         "config.toml",
         "config-arap.toml",

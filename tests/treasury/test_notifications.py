@@ -13,19 +13,24 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from mcp_approval.approval import messages
 from mcp_approval.config import ConfigError, load_config
 from mcp_approval.demo.servers import materialize
 from mcp_approval.server.deployment import build_deployment
 from tests.support.polling import eventually
 from tests.support.receivers import WEBHOOK_SECRET, Delivery, SmtpReceiver, WebhookReceiver
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals, to_toml
-from tests.treasury.helpers import approval_for, settled
+from tests.treasury.helpers import approval_for, assert_denied_not_executed, settled
 
 pytestmark = pytest.mark.anyio
 
 APPROVED = ["approval.requested", "approval.decided", "approval.approved", "approval.executed"]
 SCRAPE_TOKEN = "scrape-token-of-some-length"
 DENIED = ["approval.requested", "approval.decided", "approval.denied", "approval.executed"]
+#: Nobody decides: the request lapses, then its task ends as a denial.
+EXPIRED = ["approval.requested", "approval.expired", "approval.executed"]
+#: The requester cancels the task: it is fenced (ended, never run), then its request is withdrawn.
+CANCELLED = ["approval.requested", "approval.executed", "approval.cancelled"]
 
 
 def _notified(tmp_path: Path, receiver: WebhookReceiver, **schedule: Any) -> Path:
@@ -161,6 +166,53 @@ async def test_a_serve_killed_before_or_after_sending_delivers_after_restart(tmp
     assert accepted[1].webhook_id == accepted[2].webhook_id, "the event sent before the kill comes again, same id"
     assert accepted[1].body == accepted[2].body
     assert len({d.webhook_id for d in accepted}) == len(APPROVED)
+    assert all(d.verified for d in receiver.all())
+
+
+#: A deadline of seconds for transfers to "expiring-" accounts (the demo's rule), so a request can lapse in a test.
+_EXPIRING_RULE = """
+@requestable("treasury")
+@deadline("PT2S")
+forbid (principal in Role::"treasurer", action == Action::"tools/call", resource == tool::"wire_transfer")
+when { context.arguments.amount.greaterThan(decimal("25000.0")) && context.arguments.to like "expiring-*" }
+unless { context has approval };
+"""
+
+
+async def test_an_expired_and_a_cancelled_request_are_notified(tmp_path: Path) -> None:
+    receiver = WebhookReceiver().start()
+    directory = _notified(tmp_path, receiver)
+    with (directory / "policy.cedar").open("a") as policy:
+        policy.write(_EXPIRING_RULE)
+    server = await asyncio.to_thread(TreasuryServer(directory).start)
+    try:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+            alice, carol = principals(http)["alice"], Reviewer(http, "carol-token")
+            lapsing = (await alice.call_tool("wire_transfer", {"to": "expiring-n4", "amount": 30_000})).result
+            withdrawn = (await alice.call_tool("wire_transfer", {"to": "acct-n5", "amount": 30_000})).result
+            expired = await approval_for(carol, "wire_transfer", to="expiring-n4")
+            cancelled = await approval_for(carol, "wire_transfer", to="acct-n5")
+            assert "error" not in (await alice.cancel(withdrawn["taskId"])).body
+            assert (await settled(alice, withdrawn["taskId"]))["status"] == "cancelled"
+            assert_denied_not_executed(await settled(alice, lapsing["taskId"]))
+            await eventually(
+                lambda: asyncio.sleep(0, _by_request(receiver.accepted())),
+                lambda found: found.get(expired["id"]) == EXPIRED and found.get(cancelled["id"]) == CANCELLED,
+            )
+    finally:
+        server.kill()
+        receiver.stop()
+
+    data = {(d.payload["data"]["request_id"], d.payload["type"]): d.payload["data"] for d in receiver.accepted()}
+    for request, kind in ((expired, "approval.expired"), (cancelled, "approval.cancelled")):
+        ended = data[(request["id"], kind)]
+        assert (ended["tool"], ended["requester"], ended["template"]) == ("wire_transfer", "alice", "treasury")
+        assert ended["progress"] == "0 of 1 approval"
+        assert ended["console_url"] == f"{server.base_url}/console/requests/{request['id']}"
+    lapsed = data[(expired["id"], "approval.executed")]
+    assert (lapsed["outcome"], lapsed["reason"]) == ("denied-not-executed", messages.EXPIRED)
+    assert data[(cancelled["id"], "approval.executed")]["outcome"] == "cancelled"
+    assert len(receiver.accepted()) == len(EXPIRED) + len(CANCELLED), "each event once"
     assert all(d.verified for d in receiver.all())
 
 

@@ -9,6 +9,7 @@ from mcp_approval.demo import scenarios as basic
 from mcp_approval.demo import scenarios_links as links
 from mcp_approval.demo import scenarios_more as more
 from mcp_approval.demo import scenarios_notify as notify
+from mcp_approval.demo import scenarios_operators as operators
 from mcp_approval.demo import scenarios_without_tasks as no_tasks
 from mcp_approval.demo.context import Demo, ScenarioState
 from mcp_approval.demo.services import NEED_ARAP, NEED_CREDENTIALS
@@ -35,7 +36,12 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
     ScenarioSpec(
         2, "approved transfer", "a task; carol approves; approved-executed, one entry", basic.approved_transfer
     ),
-    ScenarioSpec(3, "denied transfer", "carol denies; denied-not-executed", basic.denied_transfer),
+    ScenarioSpec(
+        3,
+        "denied transfer",
+        "carol denies; denied-not-executed, and the reviewer API shows it did not run",
+        basic.denied_transfer,
+    ),
     ScenarioSpec(4, "automatic refund", "the refund rule approves within seconds", basic.automatic_refund),
     ScenarioSpec(5, "four eyes", "closing a quarter needs two distinct approvers", basic.four_eyes),
     ScenarioSpec(6, "cancel while pending", "cancelled before any decision; never executes", basic.cancel_pending),
@@ -71,7 +77,8 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
     ScenarioSpec(
         14,
         "notifications",
-        "a signed webhook tells the demo's receiver: requested, decided, approved, executed",
+        "a signed webhook tells the demo's receiver: requested, decided, approved, executed; "
+        "the reviewer API shows approved-executed",
         notify.notified_transfer,
     ),
     ScenarioSpec(
@@ -79,5 +86,11 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
         "client without tasks: requester page",
         "a url elicitation to the requester's page; the retry with its state: the result, once",
         no_tasks.url_without_tasks,
+    ),
+    ScenarioSpec(
+        16,
+        "operator metrics",
+        "/metrics, parsed as Prometheus would: pending, decisions, executions and deliveries move",
+        operators.metrics_move,
     ),
 )

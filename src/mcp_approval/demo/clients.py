@@ -77,6 +77,13 @@ class Reviewer:
         found = await until(matching, lambda records: len(records) == 1, timeout_s=timeout_s, what=f"{tool} request")
         return found[0]
 
+    async def request(self, approval_id: str) -> dict[str, Any]:
+        """``GET /approvals/{id}``: the request as the reviewer API shows it, ``outcome`` included."""
+        response = await self.http.get(f"/approvals/{approval_id}", headers=self._headers)
+        if response.status_code != 200:
+            raise ReviewerError(f"GET /approvals/{approval_id[:8]}…: HTTP {response.status_code} {response.text[:200]}")
+        return dict(response.json())
+
     async def decide(self, approval_id: str, decision: str, comment: str | None = None) -> httpx2.Response:
         """``POST /approvals/{id}/decide``; the response as it came (the caller judges the status)."""
         body: dict[str, Any] = {"decision": decision}

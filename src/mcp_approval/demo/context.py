@@ -23,15 +23,22 @@ from mcp_approval.demo.clients import (
     reviewer_http,
     short,
     text_of,
+    until,
 )
 from mcp_approval.demo.narration import Narrator
 from mcp_approval.demo.servers import ServerProcess, count_ledger
 from mcp_approval.demo.webhooks import WebhookInbox
 
-__all__ = ["TOKENS", "Demo", "ScenarioFailed", "ScenarioState", "describe", "is_task"]
+__all__ = ["METRICS_TOKEN", "TOKENS", "Demo", "ScenarioFailed", "ScenarioState", "describe", "is_task"]
 
 #: The demo deployment's static bearer tokens (its ``[[principals]]``).
 TOKENS = {name: f"{name}-token" for name in ("alice", "bob", "carol", "dave", "erin")}
+#: The scraper's token of the demo deployment's ``[metrics]`` (a demo value, like the tokens above).
+METRICS_TOKEN = "metrics-token"  # noqa: S105 (demo-only, as in config.toml)
+#: Outcome states a request's call is still on its way through (the reviewer API may lag the client briefly).
+_UNSETTLED = frozenset({"pending", "running"})
+#: How long the reviewer API may take to show the outcome the client already read.
+OUTCOME_WAIT_S = 10.0
 
 
 class ScenarioFailed(Exception):
@@ -142,6 +149,23 @@ class Demo:
         else:
             self.narrator.got(f"HTTP {response.status_code} {short(_problem_detail(response.text), 80)}")
         self.expect(response.status_code == expect, f"the reviewer API answered {response.status_code}")
+
+    async def outcome(self, reviewer: Reviewer, record: dict[str, Any], state: str) -> dict[str, Any]:
+        """``GET /approvals/{id}`` as ``reviewer`` until the call's outcome is settled, narrated as the
+        console's Outcome section shows it; it must be ``state``."""
+        self.narrator.call(reviewer.name, f"GET /approvals/{record['id'][:8]}… (what happened to the call?)")
+        shown = await until(
+            lambda: reviewer.request(record["id"]),
+            lambda body: bool(body.get("outcome")) and body["outcome"]["state"] not in _UNSETTLED,
+            timeout_s=OUTCOME_WAIT_S,
+            what="the request's outcome",
+        )
+        outcome: dict[str, Any] = shown["outcome"]
+        self.narrator.got(
+            f"outcome {outcome['state']}: {outcome['text']}" + (f" at {outcome['at']}" if outcome["at"] else "")
+        )
+        self.expect(outcome["state"] == state, f"the reviewer sees {state}")
+        return outcome
 
     async def wait(self, tasks: TasksClient, client: Client, who: str, task_id: str) -> types.CallToolResult:
         """Poll the task to its end with ``tasks/get`` (as :class:`TasksClient` does), narrated."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 
 from mcp_approval.demo.catalog import SCENARIOS, ScenarioSpec
-from mcp_approval.demo.context import TOKENS, Demo, ScenarioState
+from mcp_approval.demo.context import METRICS_TOKEN, TOKENS, Demo, ScenarioState
 from mcp_approval.demo.narration import Narrator, Outcome, ScenarioResult, results_json
 from mcp_approval.demo.scenarios import open_request
 from mcp_approval.demo.servers import ServerProcess, materialize, point_at, remove_tree
@@ -172,6 +172,7 @@ async def _keep_running(demo: Demo, db_url: str) -> None:
         pending,
         f"decide it:             mcp-approval review approve {request_id} --as carol --config {config} --db {db_url}",
         f"or over HTTP:          curl -s {url}/approvals -H 'authorization: Bearer carol-token'",
+        f"metrics (Prometheus):  curl -s {url}/metrics -H 'authorization: Bearer {METRICS_TOKEN}'",
         *(f"{server.name}: {server.base_url}" for server in demo.extra.values()),
         KEEP_RUNNING_LINE,
     ]

@@ -77,12 +77,15 @@ async def denied_transfer(demo: Demo, state: ScenarioState) -> str:
     async with demo.client("alice", extensions=[tasks]) as alice, demo.reviewers("carol") as (carol,):
         created = await demo.call(alice, "alice", "wire_transfer", {"to": account, "amount": LARGE})
         demo.expect(is_task(created), "a working task")
-        await demo.decide(carol, await carol.find("wire_transfer", to=account), "deny")
+        record = await carol.find("wire_transfer", to=account)
+        await demo.decide(carol, record, "deny")
         result = await demo.wait(tasks, alice, "alice", created.task_id)
-    state.disposition = disposition_of(result)
-    demo.expect(state.disposition == DISPOSITION_DENIED_NOT_EXECUTED, "disposition denied-not-executed")
-    demo.expect(bool(result.is_error) and "did not run" in text_of(result), "the body says the tool did not run")
-    demo.expect(envelope_of(result) == "unavailable", "envelope unavailable")
+        state.disposition = disposition_of(result)
+        demo.expect(state.disposition == DISPOSITION_DENIED_NOT_EXECUTED, "disposition denied-not-executed")
+        demo.expect(bool(result.is_error) and "did not run" in text_of(result), "the body says the tool did not run")
+        demo.expect(envelope_of(result) == "unavailable", "envelope unavailable")
+        # What the console's request page shows carol afterwards: the call did not run, and why.
+        await demo.outcome(carol, record, DISPOSITION_DENIED_NOT_EXECUTED)
     demo.expect(demo.executions(to=account) == 0, "no ledger entry")
     return "carol denied; never ran"
 

@@ -20,7 +20,8 @@ ARRIVAL_S = 20.0
 
 
 async def notified_transfer(demo: Demo, state: ScenarioState) -> str:
-    """14. The treasury template notifies a signed webhook: opened, decided, approved, executed."""
+    """14. The treasury template notifies a signed webhook: opened, decided, approved, executed; the reviewer
+    API then shows carol what happened to the call, as the console does."""
     inbox = demo.inbox
     if inbox is None:
         raise ScenarioFailed("the demo's webhook receiver is not running")
@@ -38,11 +39,14 @@ async def notified_transfer(demo: Demo, state: ScenarioState) -> str:
         result = await demo.wait(tasks, alice, "alice", created.task_id)
         state.disposition = disposition_of(result)
         executed = await _arrival(demo, inbox, record["id"], "approval.executed")
+        # What the console's request page shows carol afterwards: the call ran, and when.
+        outcome = await demo.outcome(carol, record, DISPOSITION_APPROVED_EXECUTED)
     types = tuple(message.type for message in inbox.messages(record["id"]))
     demo.expect(types == NOTIFIED, "requested, decided, approved, executed: each once, in order")
     demo.expect(executed.data.get("outcome") == DISPOSITION_APPROVED_EXECUTED, "the last one says it ran")
+    demo.expect(outcome["task_id"] == created.task_id, "the reviewer's outcome is alice's task")
     demo.expect(demo.executions(to=account) == 1, "exactly one ledger entry")
-    return f"{len(types)} signed notifications verified by the receiver"
+    return f"{len(types)} signed notifications verified by the receiver; the reviewer sees {outcome['state']}"
 
 
 async def _arrival(demo: Demo, inbox: WebhookInbox, request_id: str, kind: str) -> ReceivedMessage:

@@ -159,9 +159,15 @@ def module_store_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path_factory.mktemp('store') / 'tasks.db'}"
     elif request.param == "postgres":
-        yield from _postgres_database()
+        yield request.getfixturevalue("module_postgres_url")
     else:
         yield from _redis_store_url()
+
+
+@pytest.fixture(scope="module")
+def module_postgres_url() -> Iterator[str]:
+    """A PostgreSQL database of one module's own, dropped after the module's tests."""
+    yield from _postgres_database()
 
 
 def _unreachable(message: str, remedy: str) -> NoReturn:

@@ -116,6 +116,10 @@ def redis_url() -> Iterator[str]:
 
     Skips (or fails in CI) without a server or without the ``redis`` package.
     """
+    yield from _redis_store_url()
+
+
+def _redis_store_url() -> Iterator[str]:
     try:
         import redis
     except ImportError as exc:
@@ -136,6 +140,34 @@ def redis_url() -> Iterator[str]:
         for key in client.scan_iter(match=f"{prefix}*", count=500):
             client.delete(key)
         client.close()
+
+
+#: The three task stores, as fixture params: SQLite always, PostgreSQL and Redis when their servers answer.
+STORES = [
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("redis", marks=pytest.mark.redis),
+]
+
+
+@pytest.fixture(scope="module", params=STORES)
+def module_store_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A fresh store of each kind (SQLite, PostgreSQL, Redis) shared by one module's tests.
+
+    PostgreSQL gets a database of its own and Redis a key prefix of its own, both removed afterwards.
+    """
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path_factory.mktemp('store') / 'tasks.db'}"
+    elif request.param == "postgres":
+        yield request.getfixturevalue("module_postgres_url")
+    else:
+        yield from _redis_store_url()
+
+
+@pytest.fixture(scope="module")
+def module_postgres_url() -> Iterator[str]:
+    """A PostgreSQL database of one module's own, dropped after the module's tests."""
+    yield from _postgres_database()
 
 
 def _unreachable(message: str, remedy: str) -> NoReturn:

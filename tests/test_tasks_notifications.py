@@ -1,4 +1,8 @@
-"""``notifications/tasks`` over ``subscriptions/listen`` on the 2026-07-28 wire (real HTTP: streams)."""
+"""``notifications/tasks`` over ``subscriptions/listen`` on the 2026-07-28 wire (real HTTP: streams).
+
+The exchange tests run once per task store (SQLite, PostgreSQL, Redis): each store signals status changes
+its own way (in process, ``LISTEN/NOTIFY``, pub/sub), and the stream must look the same on all three.
+"""
 
 from __future__ import annotations
 
@@ -19,15 +23,17 @@ def ended(statuses: list[str]) -> bool:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(module_store_url, tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("notify")
-    with running(f"sqlite:///{tmp_path / 'tasks.db'}", tmp_path, "--threshold", "0") as process:
+    with running(module_store_url, tmp_path, "--threshold", "0") as process:
         yield process
 
 
 @pytest.fixture
-def token_server(tmp_path):
-    with running(f"sqlite:///{tmp_path / 'tasks.db'}", tmp_path, "--threshold", "0", "--tokens") as process:
+def token_server(module_store_url, tmp_path):
+    # Two processes share PostgreSQL or Redis as workers do; a SQLite file belongs to one process.
+    url = f"sqlite:///{tmp_path / 'tasks.db'}" if module_store_url.startswith("sqlite") else module_store_url
+    with running(url, tmp_path, "--threshold", "0", "--tokens") as process:
         yield process
 
 

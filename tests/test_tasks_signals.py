@@ -16,6 +16,7 @@ from mcp_approval.tasks.signals import (
     TaskChange,
     TaskSignals,
 )
+from mcp_approval.tasks.states import TaskStatus
 
 pytestmark = pytest.mark.anyio
 
@@ -54,6 +55,9 @@ async def pair(make: Callable[[], TaskSignals]) -> AsyncIterator[tuple[TaskSigna
 def test_the_wire_form_round_trips_and_foreign_payloads_are_ignored():
     change = TaskChange("t-1", SignalKind.CANCEL)
     assert TaskChange.decode(change.encode()) == change
+    resumed = TaskChange("t-2", SignalKind.STATUS, TaskStatus.WORKING)
+    assert TaskChange.decode(resumed.encode()) == resumed
+    assert TaskChange.decode('{"t": "x", "k": "status", "s": "asleep"}') is None
     assert TaskChange.decode("not json") is None
     assert TaskChange.decode('{"t": "x", "k": "explode"}') is None
     assert TaskChange.decode("[]") is None

@@ -1,8 +1,12 @@
-"""``notifications/tasks`` for approval tasks: the decision and the completion reach the listen stream."""
+"""``notifications/tasks`` for approval tasks: the decision and the completion reach the listen stream.
+
+On SQLite and on PostgreSQL (the stores approvals run on); the last test has two PostgreSQL workers.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -13,6 +17,17 @@ from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, pri
 from tests.treasury.helpers import approval_for
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def treasury(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TreasuryServer]:
+    """The treasury server on each store approvals run on (a ``redis://`` store serves tasks only)."""
+    db_url = None if request.param == "sqlite" else str(request.getfixturevalue("module_postgres_url"))
+    server = TreasuryServer(deployment_dir(tmp_path_factory.mktemp("treasury")), db_url=db_url).start(timeout_s=90)
+    try:
+        yield server
+    finally:
+        server.kill()
 
 
 def ended(statuses: list[str]) -> bool:

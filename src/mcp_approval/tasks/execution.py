@@ -134,7 +134,7 @@ class ExecutionHost(Protocol):
         """Move answers recorded in the store to the local execution waiting for them."""
         ...
 
-    async def task_changed(self, task_id: str) -> None:
+    async def task_changed(self, task_id: str, status: TaskStatus | None = None) -> None:
         """Signal every worker that the task's status changed (for ``notifications/tasks``)."""
         ...
 
@@ -336,7 +336,7 @@ class Execution:
             raise asyncio.CancelledError
         asked = {key: dict(request) for key, request in zip(keys, requests, strict=True)}
         self._remember(status=TaskStatus.INPUT_REQUIRED, input_requests=asked)
-        await self._runtime.task_changed(self.task_id)
+        await self._runtime.task_changed(self.task_id, TaskStatus.INPUT_REQUIRED)
         loop = asyncio.get_running_loop()
         futures = [self._waiters.setdefault(key, loop.create_future()) for key in keys]
         await self._runtime.deliver_input(self.task_id)  # answers may already be waiting

@@ -13,7 +13,10 @@ treated exactly like unknown ids: left out of the acknowledgement, nothing more.
 Changes arrive as :class:`~mcp_approval.tasks.signals.TaskChange` signals from whichever worker
 made them; the stream then reads the task from the store. After the acknowledgement each accepted
 task's current state is sent once, so a change between the client's last ``tasks/get`` and the
-listen is never missed. Consecutive identical documents are sent once. A dropped stream loses
+listen is never missed. Consecutive identical documents are sent once. When the signal of a
+change to ``working`` is read only after the task moved on (its answer completed it at once, and
+the signal took a pub/sub round trip), that ``working`` is still sent before the later state, so
+the client sees every status change; it carries the task's fields without an outcome. A dropped stream loses
 nothing: the client re-listens or polls ``tasks/get``.
 """
 
@@ -38,8 +41,9 @@ from mcp_approval.protocol import (
     TASKS_EXTENSION,
 )
 from mcp_approval.storage import StoreUnavailableError
-from mcp_approval.tasks.models import TaskRecord, detailed_task
+from mcp_approval.tasks.models import TaskRecord, detailed_task, task_fields
 from mcp_approval.tasks.signals import SignalKind, TaskChange, TaskSignals
+from mcp_approval.tasks.states import TaskStatus
 
 __all__ = ["MAX_TASK_IDS_PER_LISTEN", "METHOD_NOTIFICATIONS_TASKS", "TaskNotifier"]
 
@@ -138,16 +142,16 @@ class _TaskStream:
         self.accepted = accepted
         self._watching = set(accepted)
         self._read = read
-        self._pending: asyncio.Queue[str] = asyncio.Queue()
+        self._pending: asyncio.Queue[tuple[str, TaskStatus | None]] = asyncio.Queue()
         self._acknowledged = asyncio.Event()
         self._last: dict[str, dict[str, Any]] = {}
         for task_id in accepted:  # the current state goes out right after the acknowledgement
-            self._pending.put_nowait(task_id)
+            self._pending.put_nowait((task_id, None))
 
     def on_change(self, change: TaskChange) -> None:
         """A signal listener: queue a status change of a watched task."""
         if change.kind is SignalKind.STATUS and change.task_id in self._watching:
-            self._pending.put_nowait(change.task_id)
+            self._pending.put_nowait((change.task_id, change.status))
 
     def acknowledgement(self, params: dict[str, Any]) -> dict[str, Any]:
         """The SDK's acknowledgement params with the accepted task ids added."""
@@ -163,7 +167,7 @@ class _TaskStream:
         """Send each queued change, in order, once the acknowledgement went out."""
         await self._acknowledged.wait()
         while self._watching:
-            task_id = await self._pending.get()
+            task_id, status = await self._pending.get()
             if task_id not in self._watching:
                 continue
             try:
@@ -173,15 +177,28 @@ class _TaskStream:
             if record is None:
                 self._watching.discard(task_id)  # purged: nothing more will change
                 continue
+            if status is TaskStatus.WORKING and record.status is not TaskStatus.WORKING:
+                await self._send_passed_working(record)
             await self._send(record)
 
+    async def _send_passed_working(self, record: TaskRecord) -> None:
+        """The ``working`` the task passed through before ``record`` (unless it was the last one sent)."""
+        last = self._last.get(record.task_id)
+        if last is not None and last.get("status") != TaskStatus.WORKING.value:
+            body = task_fields(record)
+            body["status"] = TaskStatus.WORKING.value
+            body.pop("statusMessage", None)  # the message belongs to the later state
+            await self._send_body(record.task_id, body, terminal=False)
+
     async def _send(self, record: TaskRecord) -> None:
-        body = detailed_task(record)
-        if self._last.get(record.task_id) == body:
+        await self._send_body(record.task_id, detailed_task(record), terminal=record.terminal)
+
+    async def _send_body(self, task_id: str, body: dict[str, Any], *, terminal: bool) -> None:
+        if self._last.get(task_id) == body:
             return
-        self._last[record.task_id] = body
-        if record.terminal:
-            self._watching.discard(record.task_id)  # terminal states are absorbing
+        self._last[task_id] = body
+        if terminal:
+            self._watching.discard(task_id)  # terminal states are absorbing
         meta = {**body.get("_meta", {}), _SUBSCRIPTION_ID: self.request_id}
         notification = _Notification(method=METHOD_NOTIFICATIONS_TASKS, params={**body, "_meta": meta})
         await self.session.send_notification(cast(Any, notification), related_request_id=self.request_id)

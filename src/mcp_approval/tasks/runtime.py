@@ -150,18 +150,20 @@ class TaskRuntime:
         with contextlib.suppress(StoreUnavailableError):
             await self.deliver_input(task_id)
 
-    async def publish(self, task_id: str, kind: SignalKind = SignalKind.STATUS) -> None:
+    async def publish(
+        self, task_id: str, kind: SignalKind = SignalKind.STATUS, status: TaskStatus | None = None
+    ) -> None:
         """Tell every worker that ``task_id`` changed (a wake-up; never raises)."""
         if self._signals is None:
             return
         try:
-            await self._signals.publish(TaskChange(task_id, kind))
+            await self._signals.publish(TaskChange(task_id, kind, status))
         except Exception:  # a signal is best effort: the heartbeat and tasks/get remain
             logger.exception("task %s: %s signal not published", task_id[:8], kind)
 
-    async def task_changed(self, task_id: str) -> None:
-        """A task's status (or what ``tasks/get`` shows) changed: notify listeners on every worker."""
-        await self.publish(task_id, SignalKind.STATUS)
+    async def task_changed(self, task_id: str, status: TaskStatus | None = None) -> None:
+        """A task's status (to ``status``, if known) or what ``tasks/get`` shows changed: tell every worker."""
+        await self.publish(task_id, SignalKind.STATUS, status)
 
     # -- executions ------------------------------------------------------------------------
 
@@ -237,7 +239,7 @@ class TaskRuntime:
                 continue
             self._note_reachable()
             if written or (attempt > 0 and await self._already_written(task_id, status, result, error)):
-                await self.task_changed(task_id)
+                await self.task_changed(task_id, status)
             else:
                 logger.warning("task %s had already ended or changed hands; %s not recorded", task_id[:8], status)
             return

@@ -293,7 +293,9 @@ class TasksExtension(Extension):
             elif accepted:
                 await self.runtime.publish(record.task_id, SignalKind.INPUT)  # its worker acts at once
             if accepted:
-                await self.runtime.task_changed(record.task_id)
+                # Every outstanding request answered: the store moved the task back to working.
+                resumed = record.status is TaskStatus.INPUT_REQUIRED and set(accepted) >= set(record.input_requests)
+                await self.runtime.task_changed(record.task_id, TaskStatus.WORKING if resumed else None)
         except StoreUnavailableError as exc:
             raise MCPError(code=INTERNAL_ERROR, message="Task store unavailable") from exc
         return {}
@@ -328,7 +330,7 @@ class TasksExtension(Extension):
         if flagged.owner is None:
             # Nothing runs it: cancelling is only a status change.
             if await self.store.transition(record.task_id, TaskStatus.CANCELLED, status_message="Cancelled"):
-                await self.runtime.task_changed(record.task_id)
+                await self.runtime.task_changed(record.task_id, TaskStatus.CANCELLED)
             return
         # Its worker acts on the signal at once (or, if the signal is lost, at its next heartbeat).
         await self.runtime.publish(record.task_id, SignalKind.CANCEL)

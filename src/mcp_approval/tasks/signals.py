@@ -3,7 +3,9 @@
 A signal says "something about task X changed": its status (so ``notifications/tasks`` can be
 sent from whichever worker holds the client's listen stream), a cancellation request or answers
 to its input requests (so the worker running it acts now, not at its next heartbeat). A signal
-is a wake-up, never state: receivers read the store. A lost signal costs latency only; the
+is a wake-up, never state: receivers read the store. A status signal may name the status written,
+so a stream whose read comes after a later change (pub/sub takes a round trip) still notifies
+the passing ``working`` instead of skipping it. A lost signal costs latency only; the
 heartbeat and the clients' ``tasks/get`` remain the safety net.
 
 - :class:`LocalTaskSignals`: one process (SQLite).
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from mcp_approval.tasks.sql_store import SqlTaskStore
+from mcp_approval.tasks.states import TaskStatus
 from mcp_approval.tasks.store import TaskStore
 
 if TYPE_CHECKING:
@@ -61,21 +64,26 @@ class SignalKind(enum.StrEnum):
 
 @dataclass(frozen=True)
 class TaskChange:
-    """One signal: ``task_id`` had a change of ``kind``."""
+    """One signal: ``task_id`` had a change of ``kind`` (to ``status``, when the publisher knows it)."""
 
     task_id: str
     kind: SignalKind
+    status: TaskStatus | None = None
 
     def encode(self) -> str:
         """The wire form (small JSON; far below PostgreSQL's 8000-byte payload limit)."""
-        return json.dumps({"t": self.task_id, "k": self.kind.value}, separators=(",", ":"))
+        data = {"t": self.task_id, "k": self.kind.value}
+        if self.status is not None:
+            data["s"] = self.status.value
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def decode(cls, payload: str | bytes) -> TaskChange | None:
         """Parse a payload; ``None`` for anything malformed (a foreign publisher is ignored)."""
         try:
             data = json.loads(payload)
-            return cls(task_id=str(data["t"]), kind=SignalKind(data["k"]))
+            status = TaskStatus(data["s"]) if "s" in data else None
+            return cls(task_id=str(data["t"]), kind=SignalKind(data["k"]), status=status)
         except (ValueError, KeyError, TypeError):
             return None
 

@@ -290,10 +290,12 @@ def build_arap_server(
     )
     # One limit on failed sign-ins for the reviewer API and console, shared by every worker on the store.
     throttle = FailedLoginThrottle(time, events=SqlEventWindow(database))
+    # Wrong client tokens have a limit of their own (a PEP's failures do not lock reviewers out), also shared.
+    client_throttle = FailedLoginThrottle(time, events=SqlEventWindow(database), scope="ars-client")
     routes: list[BaseRoute] = [
         *pdp_routes(pdp, base_url=base, access_request_endpoint=endpoint, jwks_uri=base + JWKS_PATH),
         jwks_route(keys, prefix=prefix),
-        *ars_routes(service, token_authenticator(config.client_tokens()), prefix=prefix),
+        *ars_routes(service, token_authenticator(config.client_tokens()), prefix=prefix, throttle=client_throttle),
         *reviewer_routes(backend, token_authenticator(config.tokens()), throttle=throttle),
         *console_routes(
             backend,

@@ -14,9 +14,12 @@ import tomllib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
+from typer.testing import CliRunner
 
+from mcp_approval.cli.main import app
 from tests.console.conftest import CSRF
 from tests.support.arap import ArapDeployment, arap_deployment
 from tests.support.treasury import Reviewer, principals, to_toml
@@ -96,6 +99,13 @@ async def test_an_edited_access_request_is_flagged_unapprovable_and_nothing_runs
     )
     assert posted.status_code == 409, posted.text
     ars.cookies.clear()
+
+    # The review CLI, reading the arap-server's store, checks the same seal under the same key.
+    config = str(deployment.directory / "arap-server.toml")
+    arguments = ["review", "approve", approval["id"], "--config", config, "--as", "dave"]
+    cli = await anyio.to_thread.run_sync(lambda: CliRunner().invoke(app, arguments))
+    assert cli.exit_code != 0, cli.output
+    assert "cannot be approved" in cli.output
 
     assert (await carol.decide(approval["id"], "deny")).status_code == 200
     assert_denied_not_executed(await settled(alice, created["taskId"]))

@@ -35,6 +35,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from mcp_approval.approval.schema import approval_workflows_table
+from mcp_approval.backends.login_throttle import FailedLoginThrottle, client_key
 from mcp_approval.notify.outbox import CONSUMER_PREFIX
 from mcp_approval.storage import AuditEvent, AuditLog, Database, all_cursors
 
@@ -189,17 +190,35 @@ def metrics_paths(options: MetricsOptions) -> dict[str, Any]:
             "content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
         },
         "401": {"description": "no valid token", "content": {"text/plain": {"schema": {"type": "string"}}}},
+        "429": {
+            "description": "too many failed authentications from this address (see Retry-After)",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        },
     }
     return {options.path: {"get": {"summary": "Approval metrics", "security": [{"bearer": []}], "responses": answers}}}
 
 
-def metrics_route(options: MetricsOptions, metrics: ApprovalMetrics) -> BaseRoute:
-    """``GET options.path``: the metrics, to a request bearing ``options.bearer_token``."""
+def metrics_route(
+    options: MetricsOptions, metrics: ApprovalMetrics, *, throttle: FailedLoginThrottle | None = None
+) -> BaseRoute:
+    """``GET options.path``: the metrics, to a request bearing ``options.bearer_token``.
+
+    ``throttle`` counts missing and wrong tokens per client address (by default a new one in this
+    process's memory); a client over its limit is answered ``429`` with ``Retry-After``.
+    """
     token = options.bearer_token.get_secret_value().encode() if options.bearer_token is not None else b""
+    limit = throttle or FailedLoginThrottle()
 
     async def serve(request: Request) -> Response:
+        client = client_key(request)
+        # Checked before the token, so a throttled client learns nothing about the tokens it sends.
+        wait_s = await limit.retry_after_s(client)
+        if wait_s is not None:
+            message = "too many failed authentications from this address\n"
+            return PlainTextResponse(message, 429, {"Retry-After": str(wait_s)})
         scheme, _, presented = request.headers.get("authorization", "").partition(" ")
         if not token or scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip().encode(), token):
+            await limit.record_failure(client)
             return PlainTextResponse("a valid bearer token is required\n", 401, {"WWW-Authenticate": "Bearer"})
         await metrics.refresh()
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

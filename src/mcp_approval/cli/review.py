@@ -114,10 +114,14 @@ def _reviewed(
         )
     if _is_arap_server_file(path):
         from mcp_approval.reference.config import load_arap_config
-        from mcp_approval.reference.server import reviewer_backend
+        from mcp_approval.reference.server import configured_request_seal, reviewer_backend
 
         arap = load_arap_config(path)
-        return arap.store_url(), lambda database: reviewer_backend(arap, database)
+        try:
+            seal = configured_request_seal(arap)
+        except ValueError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+        return arap.store_url(), lambda database: reviewer_backend(arap, database, seal=seal)
     config = load_config(path)
     return config.store_url(), lambda database: local_backend_from_config(config, database, with_resolvers=False)
 

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from mcp_approval.backends.login_throttle import FailedLoginThrottle, client_key
 from mcp_approval.json_body import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
 from mcp_approval.reference.ars import AccessRequestService, Answer
 from mcp_approval.reference.ars_submission import ArapError, parse_submission
@@ -50,14 +51,30 @@ def token_authenticator(tokens: Mapping[str, str]) -> Callable[[str], Awaitable[
 
 
 def ars_routes(
-    service: AccessRequestService, authenticate: Callable[[str], Awaitable[str | None]], *, prefix: str
+    service: AccessRequestService,
+    authenticate: Callable[[str], Awaitable[str | None]],
+    *,
+    prefix: str,
+    throttle: FailedLoginThrottle | None = None,
 ) -> list[BaseRoute]:
-    """The Access Request Service routes under ``prefix`` (the PDP base URL's path)."""
+    """The Access Request Service routes under ``prefix`` (the PDP base URL's path).
+
+    ``throttle`` counts missing and wrong client tokens per client address (by default a new one in
+    this process's memory); a client over its limit is answered ``429`` with ``Retry-After``.
+    """
+    limit = throttle or FailedLoginThrottle()
 
     async def caller_of(request: Request) -> str:
+        client = client_key(request)
+        # Checked before the token, so a throttled client learns nothing about the tokens it sends.
+        wait_s = await limit.retry_after_s(client)
+        if wait_s is not None:
+            detail = "too many failed authentications from this address"
+            raise ArapError(None, detail, status=429, headers={"Retry-After": str(wait_s)})
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         caller = await authenticate(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
         if caller is None:
+            await limit.record_failure(client)
             raise ArapError(None, "a valid client bearer token is required", status=401)
         return caller
 

@@ -100,6 +100,7 @@ def ars_paths(prefix: str = "") -> dict[str, Any]:
                 (413, "body too large"),
                 (415, "not JSON"),
                 (422, "idempotency key reused with another body"),
+                (429, "too many submissions, or failed authentications from this address (see Retry-After)"),
             )
         },
     }

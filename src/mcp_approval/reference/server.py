@@ -30,10 +30,11 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
+from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.backends.console import console_routes
 from mcp_approval.backends.console_session_table import SqlSessionTable
 from mcp_approval.backends.console_sessions import SessionStore
-from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.local import LocalApprovalBackend, RequestSeal
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.backends.login_throttle import FailedLoginThrottle
 from mcp_approval.backends.openapi_paths import console_paths, reviewer_paths
@@ -64,7 +65,14 @@ from mcp_approval.storage import (
     open_database,
 )
 
-__all__ = ["ArapServer", "build_arap_server", "check_base_url", "reviewer_backend"]
+__all__ = [
+    "ArapServer",
+    "build_arap_server",
+    "check_base_url",
+    "configured_request_seal",
+    "request_seal",
+    "reviewer_backend",
+]
 
 logger = logging.getLogger("mcp_approval.reference")
 
@@ -154,6 +162,29 @@ def check_base_url(base_url: str, *, dev_mode: bool) -> str:
     raise ValueError(f"{url}: ARAP requires an https base URL (http is allowed only on loopback in dev mode)")
 
 
+def request_seal(keys: KeySet) -> BindingCipher:
+    """What seals the reviewer content of each Access Request: a key derived from the signing key.
+
+    Derived, not random, so that every worker and the review CLI on the same key file check the same
+    seals, and a restart keeps pending requests approvable (a dev-mode key of its own lives as long
+    as the process, like the tokens it signs).
+    """
+    key_id = "ars-" + keys.signing.kid.replace(":", "_")
+    return BindingCipher({key_id: keys.signing.derive_secret("ars-request-seal")})
+
+
+def configured_request_seal(config: ArapServerConfig) -> BindingCipher | None:
+    """The seal of a config with a signing key file (``None`` without one: nothing to check against).
+
+    Raises:
+        ValueError: the key file does not load.
+    """
+    key_file = config.arap.signing_key_file
+    if key_file is None:
+        return None
+    return request_seal(load_key_set(config.resolve(key_file), config.arap.key_id, dev_mode=config.arap.dev_mode))
+
+
 def reviewer_backend(
     config: ArapServerConfig,
     database: Database,
@@ -161,11 +192,14 @@ def reviewer_backend(
     resolvers: Sequence[AutoResolver] = (),
     audit: AuditLog | None = None,
     clock: Clock | None = None,
+    seal: RequestSeal | None = None,
 ) -> LocalApprovalBackend:
     """The local approval backend behind an arap-server (the ``mcp-approval review`` CLI uses it too).
 
     With a callback secret, every transaction that ends a request owes its task's callback
     (:func:`~.ars_outbox.queue_callback`), whichever process (server worker or CLI) ends it.
+    With ``seal`` (:func:`request_seal`), a request whose stored row was edited is flagged
+    ``integrity_failure`` and cannot be approved.
     """
     return LocalApprovalBackend(
         database,
@@ -176,6 +210,7 @@ def reviewer_backend(
         audit=audit,
         clock=clock,
         on_terminal=queue_callback if config.arap.callback_secret is not None else None,
+        seal=seal,
     )
 
 
@@ -207,7 +242,8 @@ def build_arap_server(
     store = ArapStore(database)
     audit = AuditLog(database, time)
     resolvers = resolvers_from_config(config.resolvers)
-    backend = reviewer_backend(config, database, resolvers=resolvers, audit=audit, clock=time)
+    # Reviewers see only content that still matches what was submitted (an edited row fails closed).
+    backend = reviewer_backend(config, database, resolvers=resolvers, audit=audit, clock=time, seal=request_seal(keys))
     verifier = IssuedApprovalVerifier(
         keys=keys, pdp_id=base, ars_id=endpoint, store=store, grant_delay_s=settings.grant_delay_s, clock=time
     )
@@ -254,10 +290,12 @@ def build_arap_server(
     )
     # One limit on failed sign-ins for the reviewer API and console, shared by every worker on the store.
     throttle = FailedLoginThrottle(time, events=SqlEventWindow(database))
+    # Wrong client tokens have a limit of their own (a PEP's failures do not lock reviewers out), also shared.
+    client_throttle = FailedLoginThrottle(time, events=SqlEventWindow(database), scope="ars-client")
     routes: list[BaseRoute] = [
         *pdp_routes(pdp, base_url=base, access_request_endpoint=endpoint, jwks_uri=base + JWKS_PATH),
         jwks_route(keys, prefix=prefix),
-        *ars_routes(service, token_authenticator(config.client_tokens()), prefix=prefix),
+        *ars_routes(service, token_authenticator(config.client_tokens()), prefix=prefix, throttle=client_throttle),
         *reviewer_routes(backend, token_authenticator(config.tokens()), throttle=throttle),
         *console_routes(
             backend,

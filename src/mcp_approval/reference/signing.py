@@ -18,6 +18,8 @@ from typing import Any, Final
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.hashes import SHA256
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from jwt.algorithms import ECAlgorithm
 
 __all__ = ["ALGORITHM", "KeySet", "SigningKey", "TokenError", "load_key_set"]
@@ -61,6 +63,14 @@ class SigningKey:
         if not isinstance(key, ec.EllipticCurvePrivateKey) or not isinstance(key.curve, ec.SECP256R1):
             raise ValueError(f"{path}: the signing key must be an EC P-256 key (ES256)")
         return cls(kid, key)
+
+    def derive_secret(self, purpose: str) -> bytes:
+        """A 32-byte secret for another use of this key (HKDF-SHA256 over the private scalar, ``purpose`` as info).
+
+        It lives as long as the key: the same key file gives the same secret in every process.
+        """
+        scalar = self.private_key.private_numbers().private_value.to_bytes(32, "big")
+        return HKDF(algorithm=SHA256(), length=32, salt=None, info=f"mcp-approval/{purpose}".encode()).derive(scalar)
 
     def to_pem(self) -> bytes:
         """The private key as unencrypted PKCS#8 PEM."""

@@ -321,7 +321,10 @@ class Approvals:
             approval = self.approval
             routes.append(requester_page_route(approval.links, lambda reference: approval.store.get(reference)))
         if self.metrics_options.enabled:
-            routes.append(metrics_route(self.metrics_options, ApprovalMetrics(self._database, self.audit)))
+            # Wrong scraper tokens have a limit of their own (they cannot lock reviewers out), shared by the workers.
+            scrapers = FailedLoginThrottle(self.clock, events=SqlEventWindow(self._database), scope="metrics")
+            metrics = ApprovalMetrics(self._database, self.audit)
+            routes.append(metrics_route(self.metrics_options, metrics, throttle=scrapers))
         if isinstance(self.backend, LocalApprovalBackend) and self._reviewers is not None:
             throttle = self._throttle  # one limit on failed sign-ins for both (and /mcp, see http_app)
             outcomes = WorkflowOutcomes(self._database, self.audit)

@@ -177,6 +177,8 @@ def test_a_callback_owed_when_the_ars_is_killed_is_delivered_after_its_restart(t
         with receiver.up():
             server = ArapProcess(directory / "arap-server.toml", tmp_path, db_url=store_url, port=server.port).start()
             wait_for_received(receiver, 1)
+            # The row is marked after the receiver's answer: wait for it before the server goes.
+            wait_for_rows(store_url, lambda found: found[0].delivered_at is not None)
     finally:
         server.kill()
     ((body, _, _),) = receiver.received

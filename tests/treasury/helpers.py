@@ -15,7 +15,11 @@ IMMEDIATE = "io.modelcontextprotocol/model-immediate-response"
 
 
 async def approval_for(reviewer: Reviewer, tool: str, **arguments: Any) -> dict[str, Any]:
-    """The pending approval request of the call with these arguments (waits for it to appear)."""
+    """The pending approval request of the call with these arguments (waits for it to appear).
+
+    The wait is long (60 s) because the call may come from a client process still starting on a
+    loaded machine; it only runs out when something is wrong.
+    """
 
     async def find() -> list[dict[str, Any]]:
         return [
@@ -24,7 +28,7 @@ async def approval_for(reviewer: Reviewer, tool: str, **arguments: Any) -> dict[
             if item["tool"] == tool and all(item["arguments"].get(k) == v for k, v in arguments.items())
         ]
 
-    (found,) = await eventually(find, lambda items: len(items) == 1)
+    (found,) = await eventually(find, lambda items: len(items) == 1, timeout_s=60)
     return found
 
 

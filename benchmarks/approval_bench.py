@@ -23,7 +23,6 @@ import statistics
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -36,7 +35,7 @@ if str(ROOT) not in sys.path:
 
 import httpx  # noqa: E402
 from databases import DatabaseKind, Postgres, add_postgres_arguments, database_kinds  # noqa: E402
-from measure import Report, Row, log, median, percentile, settle, throughput  # noqa: E402
+from measure import Report, Row, exit_code_of, log, median, percentile, settle, throughput  # noqa: E402
 from sqlalchemy import Connection, func, select, update  # noqa: E402
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir  # noqa: E402
 from tests.support.wire import Wire  # noqa: E402
@@ -577,13 +576,7 @@ def main(argv: list[str] | None = None) -> int:
         "--json", nargs="?", const="-", metavar="PATH", help="also write the results as JSON (to stdout, or PATH)"
     )
     args = parser.parse_args(argv)
-    try:
-        return asyncio.run(run(args))
-    except KeyboardInterrupt:
-        return 130
-    except Exception:
-        traceback.print_exc()
-        return 1
+    return exit_code_of(run(args))
 
 
 if __name__ == "__main__":

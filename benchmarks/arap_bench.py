@@ -29,7 +29,6 @@ import os
 import sys
 import tempfile
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +38,7 @@ if str(ROOT) not in sys.path:
 
 import httpx  # noqa: E402
 import httpx2  # noqa: E402
-from measure import Report, Row, log, median, percentile, settle, throughput  # noqa: E402
+from measure import Report, Row, exit_code_of, log, median, percentile, settle, throughput  # noqa: E402
 from tests.support.arap import ArapDeployment, arap_deployment  # noqa: E402
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir  # noqa: E402
 from tests.support.wire import Wire  # noqa: E402
@@ -230,13 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         "--json", nargs="?", const="-", metavar="PATH", help="also write the results as JSON (to stdout, or PATH)"
     )
     args = parser.parse_args(argv)
-    try:
-        return asyncio.run(run(args))
-    except KeyboardInterrupt:
-        return 130
-    except Exception:
-        traceback.print_exc()
-        return 1
+    return exit_code_of(run(args))
 
 
 if __name__ == "__main__":

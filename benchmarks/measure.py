@@ -10,10 +10,22 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+import traceback
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+
+def exit_code_of(benchmark: Coroutine[Any, Any, int]) -> int:
+    """Run a benchmark's ``run``: its exit code, 130 on Ctrl-C, 1 (with the traceback) on an error."""
+    try:
+        return asyncio.run(benchmark)
+    except KeyboardInterrupt:
+        return 130
+    except Exception:
+        traceback.print_exc()
+        return 1
 
 
 def log(message: str) -> None:

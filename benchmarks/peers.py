@@ -32,7 +32,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -45,7 +44,7 @@ if str(ROOT) not in sys.path:
 
 import httpx  # noqa: E402
 from databases import DEFAULT_POSTGRES_URL, Postgres  # noqa: E402
-from measure import log, throughput  # noqa: E402
+from measure import exit_code_of, log, throughput  # noqa: E402
 from tests.support.wire import Reply, Wire  # noqa: E402
 
 from mcp_approval.hosts import unused_loopback_port  # noqa: E402
@@ -360,13 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve_plain:
         serve_plain(args.serve_plain)
         return 0
-    try:
-        return asyncio.run(run(args))
-    except KeyboardInterrupt:
-        return 130
-    except Exception:
-        traceback.print_exc()
-        return 1
+    return exit_code_of(run(args))
 
 
 if __name__ == "__main__":

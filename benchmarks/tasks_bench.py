@@ -27,7 +27,6 @@ import statistics
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from databases import DatabaseKind, Postgres, add_postgres_arguments, database_k
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
-from measure import Row, log, median, paired_calls, print_table, settle, throughput, timed_calls
+from measure import Row, exit_code_of, log, median, paired_calls, print_table, settle, throughput, timed_calls
 
 from mcp_approval.client import CreateTaskResult, TasksClient
 from mcp_approval.server import tasks_demo
@@ -514,13 +513,7 @@ def main(argv: list[str] | None = None) -> int:
         url, batch, concurrency = args.rss_child
         print(json.dumps(asyncio.run(rss_child(url, int(batch), int(concurrency)))))
         return 0
-    try:
-        return asyncio.run(run(args))
-    except KeyboardInterrupt:
-        return 130
-    except Exception:
-        traceback.print_exc()
-        return 1
+    return exit_code_of(run(args))
 
 
 if __name__ == "__main__":

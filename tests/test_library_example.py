@@ -7,7 +7,6 @@ import json
 import os
 import re
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ import httpx
 import pytest
 
 from mcp_approval.hosts import unused_loopback_port
-from tests.support.treasury import Reviewer
+from tests.support.treasury import Reviewer, rewrite_request_arguments
 from tests.support.wire import Wire
 from tests.treasury.helpers import approval_for, assert_approved_executed, assert_denied_not_executed, settled
 
@@ -154,7 +153,8 @@ async def test_an_edited_request_row_cannot_be_approved_and_nothing_runs(example
         created = (await alice.call_tool("pay", {"to": "attacker", "amount": 990})).result
         approval = await approval_for(carol, "pay", to="attacker")
         assert approval["integrity_failure"] is None
-        rewrite_request_arguments(example, approval["id"], to="payroll", amount=260)
+        database = Path(example.db_url.removeprefix("sqlite:///"))
+        rewrite_request_arguments(database, approval["id"], to="payroll", amount=260)
 
         shown = (await http.get(f"/approvals/{approval['id']}", headers=carol.headers)).json()
         assert shown["integrity_failure"] == "the stored request does not match what was submitted"
@@ -167,14 +167,3 @@ async def test_an_edited_request_row_cannot_be_approved_and_nothing_runs(example
         assert_denied_not_executed(await settled(alice, created["taskId"]))
     assert example.payments_to("attacker") == []
     assert example.payments_to("payroll") == []
-
-
-def rewrite_request_arguments(example: LibraryServer, approval_id: str, **arguments: object) -> None:
-    """Edit the stored request's arguments the way an attacker with database access would."""
-    with sqlite3.connect(example.db_url.removeprefix("sqlite:///")) as conn:
-        (body_json,) = conn.execute(
-            "SELECT body_json FROM approval_requests WHERE request_id = ?", (approval_id,)
-        ).fetchone()
-        body = json.loads(body_json)
-        body["arguments"] = {**body["arguments"], **arguments}
-        conn.execute("UPDATE approval_requests SET body_json = ? WHERE request_id = ?", (json.dumps(body), approval_id))

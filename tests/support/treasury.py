@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import time
 import tomllib
@@ -180,6 +181,17 @@ class TreasuryServer:
         if not path.exists():
             return []
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def rewrite_request_arguments(database: Path, approval_id: str, **arguments: object) -> None:
+    """Edit a stored approval request's arguments in a SQLite ``database``, as an attacker with write access could."""
+    with sqlite3.connect(database) as conn:
+        (body_json,) = conn.execute(
+            "SELECT body_json FROM approval_requests WHERE request_id = ?", (approval_id,)
+        ).fetchone()
+        body = json.loads(body_json)
+        body["arguments"] = {**body["arguments"], **arguments}
+        conn.execute("UPDATE approval_requests SET body_json = ? WHERE request_id = ?", (json.dumps(body), approval_id))
 
 
 class Reviewer:

@@ -8,11 +8,8 @@ and the same visibility rules hold (an extra principal, ``olga``, holds only the
 
 from __future__ import annotations
 
-import json
-import sqlite3
 import tomllib
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import anyio
 import httpx
@@ -22,7 +19,7 @@ from typer.testing import CliRunner
 from mcp_approval.cli.main import app
 from tests.console.conftest import CSRF
 from tests.support.arap import ArapDeployment, arap_deployment
-from tests.support.treasury import Reviewer, principals, to_toml
+from tests.support.treasury import Reviewer, principals, rewrite_request_arguments, to_toml
 from tests.support.wire import Wire
 from tests.treasury.helpers import approval_for, assert_approved_executed, assert_denied_not_executed, settled
 
@@ -58,17 +55,6 @@ async def ars(deployment: ArapDeployment) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-def rewrite_request_body(directory: Path, approval_id: str, **arguments: object) -> None:
-    """Edit an Access Request's stored arguments in the arap-server's database, as an attacker could."""
-    with sqlite3.connect(directory / "arap-server.db") as conn:
-        (body_json,) = conn.execute(
-            "SELECT body_json FROM approval_requests WHERE request_id = ?", (approval_id,)
-        ).fetchone()
-        body = json.loads(body_json)
-        body["arguments"] = {**body["arguments"], **arguments}
-        conn.execute("UPDATE approval_requests SET body_json = ? WHERE request_id = ?", (json.dumps(body), approval_id))
-
-
 async def test_an_edited_access_request_is_flagged_unapprovable_and_nothing_runs(
     deployment: ArapDeployment, alice: Wire, ars: httpx.AsyncClient
 ) -> None:
@@ -76,7 +62,8 @@ async def test_an_edited_access_request_is_flagged_unapprovable_and_nothing_runs
     carol = Reviewer(ars, "carol-token")
     approval = await approval_for(carol, "wire_transfer", to="acct-ars-attacker")
     assert approval["integrity_failure"] is None
-    rewrite_request_body(deployment.directory, approval["id"], to="acct-ars-payroll", amount=26_000)
+    database = deployment.directory / "arap-server.db"
+    rewrite_request_arguments(database, approval["id"], to="acct-ars-payroll", amount=26_000)
 
     shown = (await ars.get(f"/approvals/{approval['id']}", headers=carol.headers)).json()
     assert shown["integrity_failure"] == "the stored request does not match what was submitted"

@@ -7,28 +7,14 @@ its content, cannot be approved through the API or the console, and nothing runs
 
 from __future__ import annotations
 
-import json
-import sqlite3
-
 import httpx
 import pytest
 
 from tests.console.conftest import CSRF
-from tests.support.treasury import Reviewer, TreasuryServer, principals
+from tests.support.treasury import Reviewer, TreasuryServer, principals, rewrite_request_arguments
 from tests.treasury.helpers import approval_for, assert_approved_executed, assert_denied_not_executed, settled
 
 pytestmark = pytest.mark.anyio
-
-
-def rewrite_request_body(server: TreasuryServer, approval_id: str, **arguments: object) -> None:
-    """Edit the stored request's arguments the way an attacker with database access would."""
-    with sqlite3.connect(server.directory / "treasury.db") as conn:
-        (body_json,) = conn.execute(
-            "SELECT body_json FROM approval_requests WHERE request_id = ?", (approval_id,)
-        ).fetchone()
-        body = json.loads(body_json)
-        body["arguments"] = {**body["arguments"], **arguments}
-        conn.execute("UPDATE approval_requests SET body_json = ? WHERE request_id = ?", (json.dumps(body), approval_id))
 
 
 async def test_an_edited_request_is_flagged_unapprovable_and_nothing_runs(
@@ -39,7 +25,7 @@ async def test_an_edited_request_is_flagged_unapprovable_and_nothing_runs(
     carol = Reviewer(http, "carol-token")
     approval = await approval_for(carol, "wire_transfer", to="acct-attacker")
     assert approval["integrity_failure"] is None
-    rewrite_request_body(treasury, approval["id"], to="acct-payroll", amount=26_000)
+    rewrite_request_arguments(treasury.directory / "treasury.db", approval["id"], to="acct-payroll", amount=26_000)
 
     shown = (await http.get(f"/approvals/{approval['id']}", headers=carol.headers)).json()
     assert shown["integrity_failure"] == "the stored request does not match what was submitted"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
+
 from tests.support.polling import eventually
 from tests.support.treasury import Reviewer, TreasuryServer
 from tests.support.wire import Wire
@@ -76,3 +78,23 @@ def assert_approved_executed(task: dict[str, Any]) -> None:
 def wire_text(document: Any) -> str:
     """Everything a client saw, as one string (for artifact leak checks)."""
     return json.dumps(document, sort_keys=True)
+
+
+async def listed_ids(http: httpx.AsyncClient, token: str, status: str) -> set[str]:
+    """The ids of the approval requests ``token``'s principal is shown in the ``status`` listing."""
+    response = await http.get("/approvals", params={"status": status}, headers={"authorization": f"Bearer {token}"})
+    assert response.status_code == 200, response.text
+    return {item["id"] for item in response.json()["approvals"]}
+
+
+async def shown(http: httpx.AsyncClient, token: str, approval_id: str) -> httpx.Response:
+    """``GET /approvals/{id}`` as ``token``'s principal."""
+    return await http.get(f"/approvals/{approval_id}", headers={"authorization": f"Bearer {token}"})
+
+
+async def console_page(http: httpx.AsyncClient, token: str, path: str) -> httpx.Response:
+    """A console page as ``token``'s principal, signed in afresh."""
+    http.cookies.clear()
+    signed_in = await http.post("/console/login", data={"token": token})
+    assert signed_in.status_code == 303, signed_in.text
+    return await http.get(path)

@@ -21,7 +21,15 @@ from tests.console.conftest import CSRF
 from tests.support.arap import ArapDeployment, arap_deployment
 from tests.support.treasury import Reviewer, principals, rewrite_request_arguments, to_toml
 from tests.support.wire import Wire
-from tests.treasury.helpers import approval_for, assert_approved_executed, assert_denied_not_executed, settled
+from tests.treasury.helpers import (
+    approval_for,
+    assert_approved_executed,
+    assert_denied_not_executed,
+    console_page,
+    listed_ids,
+    settled,
+    shown,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -114,23 +122,6 @@ async def test_an_unedited_access_request_survives_a_restart_approvable(
     assert shown["arguments"]["amount"] == 30_000
     assert (await carol.decide(approval["id"], "approve")).status_code == 200
     assert_approved_executed(await settled(alice, created["taskId"], timeout_s=60))
-
-
-async def listed_ids(ars: httpx.AsyncClient, token: str, status: str) -> set[str]:
-    response = await ars.get("/approvals", params={"status": status}, headers={"authorization": f"Bearer {token}"})
-    assert response.status_code == 200, response.text
-    return {item["id"] for item in response.json()["approvals"]}
-
-
-async def shown(ars: httpx.AsyncClient, token: str, approval_id: str) -> httpx.Response:
-    return await ars.get(f"/approvals/{approval_id}", headers={"authorization": f"Bearer {token}"})
-
-
-async def console_page(ars: httpx.AsyncClient, token: str, path: str) -> httpx.Response:
-    ars.cookies.clear()
-    signed_in = await ars.post("/console/login", data={"token": token})
-    assert signed_in.status_code == 303, signed_in.text
-    return await ars.get(path)
 
 
 async def test_each_principal_sees_what_it_may_decide_its_own_or_everything_as_auditor(

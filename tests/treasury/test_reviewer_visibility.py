@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from mcp_approval.cli.main import app
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals, to_toml
-from tests.treasury.helpers import approval_for
+from tests.treasury.helpers import approval_for, console_page, listed_ids, shown
 
 pytestmark = pytest.mark.anyio
 
@@ -45,23 +45,6 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TreasuryServer
 async def http(audited: TreasuryServer) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=audited.base_url, timeout=20) as client:
         yield client
-
-
-async def listed_ids(http: httpx.AsyncClient, token: str, status: str) -> set[str]:
-    response = await http.get("/approvals", params={"status": status}, headers={"authorization": f"Bearer {token}"})
-    assert response.status_code == 200, response.text
-    return {item["id"] for item in response.json()["approvals"]}
-
-
-async def shown(http: httpx.AsyncClient, token: str, approval_id: str) -> httpx.Response:
-    return await http.get(f"/approvals/{approval_id}", headers={"authorization": f"Bearer {token}"})
-
-
-async def console_page(http: httpx.AsyncClient, token: str, path: str) -> httpx.Response:
-    http.cookies.clear()
-    signed_in = await http.post("/console/login", data={"token": token})
-    assert signed_in.status_code == 303, signed_in.text
-    return await http.get(path)
 
 
 async def test_each_principal_sees_what_it_may_decide_its_own_or_everything_as_auditor(

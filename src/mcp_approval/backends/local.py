@@ -304,7 +304,7 @@ class LocalApprovalBackend:
 
         With a ``viewer``, only the requests it may see (see :meth:`get_request`) are listed or counted.
         """
-        await self._expire_due()
+        await self.expire_due()
         where = _R.c.status == "pending" if status == "pending" else _R.c.status != "pending"
         visible = self._visible_rows(viewer)
         if visible is not None:
@@ -478,10 +478,7 @@ class LocalApprovalBackend:
             self._on_terminal(conn, request_id, status, now)
 
     async def expire_due(self) -> None:
-        """Expire every pending request past its deadline now (a sweep; reads expire lazily too)."""
-        await self._expire_due()
-
-    async def _expire_due(self) -> None:
+        """Expire every pending request past its deadline now (listing calls this; so may a sweep)."""
         now = self._clock.now_ms()
         due = select(_R).where(_R.c.status == "pending", _R.c.expires_at <= now)
 

@@ -16,8 +16,8 @@ task's current state is sent once, so a change between the client's last ``tasks
 listen is never missed. Consecutive identical documents are sent once. When the signal of a
 change to ``working`` is read only after the task moved on (its answer completed it at once, and
 the signal took a pub/sub round trip), that ``working`` is still sent before the later state, so
-the client sees every status change; it carries the task's fields without an outcome. A dropped stream loses
-nothing: the client re-listens or polls ``tasks/get``.
+the client sees every status change; it carries the task's fields without an outcome. A dropped
+stream loses nothing: the client re-listens or polls ``tasks/get``.
 """
 
 from __future__ import annotations

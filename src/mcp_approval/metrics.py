@@ -35,7 +35,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from mcp_approval.approval.schema import approval_workflows_table
-from mcp_approval.backends.login_throttle import FailedLoginThrottle, client_key
+from mcp_approval.backends.login_throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
 from mcp_approval.notify.outbox import CONSUMER_PREFIX
 from mcp_approval.storage import AuditEvent, AuditLog, Database, all_cursors
 
@@ -209,16 +209,16 @@ def metrics_route(
     token = options.bearer_token.get_secret_value().encode() if options.bearer_token is not None else b""
     limit = throttle or FailedLoginThrottle()
 
+    async def scraper(presented: str) -> str | None:
+        return "scraper" if token and hmac.compare_digest(presented.encode(), token) else None
+
     async def serve(request: Request) -> Response:
-        client = client_key(request)
-        # Checked before the token, so a throttled client learns nothing about the tokens it sends.
-        wait_s = await limit.retry_after_s(client)
-        if wait_s is not None:
+        try:
+            caller = await bearer_caller(request, limit, scraper)
+        except TooManyFailuresError as exc:
             message = "too many failed authentications from this address\n"
-            return PlainTextResponse(message, 429, {"Retry-After": str(wait_s)})
-        scheme, _, presented = request.headers.get("authorization", "").partition(" ")
-        if not token or scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip().encode(), token):
-            await limit.record_failure(client)
+            return PlainTextResponse(message, 429, {"Retry-After": str(exc.retry_after_s)})
+        if caller is None:
             return PlainTextResponse("a valid bearer token is required\n", 401, {"WWW-Authenticate": "Bearer"})
         await metrics.refresh()
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

@@ -29,6 +29,7 @@ servers let uvicorn replace the peer with the forwarded address only for the pro
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -42,6 +43,8 @@ __all__ = [
     "DEFAULT_WINDOW_S",
     "FailedAuthenticationLimit",
     "FailedLoginThrottle",
+    "TooManyFailuresError",
+    "bearer_caller",
     "client_key",
 ]
 
@@ -121,6 +124,38 @@ class FailedLoginThrottle:
 
     def _key(self, key: str) -> str:
         return f"{self._scope}:{key}"
+
+
+class TooManyFailuresError(Exception):
+    """The client is over its limit of failed authentications: its token was not checked."""
+
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__(f"too many failed authentications; retry after {retry_after_s} s")
+        #: Whole seconds until the client may try again (the ``Retry-After`` to answer).
+        self.retry_after_s = retry_after_s
+
+
+async def bearer_caller(
+    request: Request, throttle: FailedLoginThrottle, authenticate: Callable[[str], Awaitable[str | None]]
+) -> str | None:
+    """Who the request's bearer token names, or ``None``: a missing or wrong token, counted as a failure.
+
+    The limit is checked before the token, so a throttled client learns nothing about the tokens it
+    sends. Endpoints that read their own ``Authorization`` header share this one order of checks.
+
+    Raises:
+        TooManyFailuresError: the client's address is over its limit.
+    """
+    client = client_key(request)
+    wait_s = await throttle.retry_after_s(client)
+    if wait_s is not None:
+        raise TooManyFailuresError(wait_s)
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    token = token.strip()
+    caller = await authenticate(token) if scheme.lower() == "bearer" and token else None
+    if caller is None:
+        await throttle.record_failure(client)
+    return caller
 
 
 class FailedAuthenticationLimit:

@@ -22,7 +22,7 @@ from starlette.routing import BaseRoute, Route
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_records import NotEligibleError, ReviewError
-from mcp_approval.backends.login_throttle import FailedLoginThrottle, client_key
+from mcp_approval.backends.login_throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
 from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.json_body import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
 
@@ -77,15 +77,12 @@ def reviewer_routes(
     throttle = throttle or FailedLoginThrottle()
 
     async def reviewer_of(request: Request) -> str:
-        client = client_key(request)
-        # Checked before the token, so a throttled client learns nothing about the tokens it sends.
-        wait_s = await throttle.retry_after_s(client)
-        if wait_s is not None:
-            raise _Problem(429, "too many failed authentications from this address", {"Retry-After": str(wait_s)})
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        reviewer = await authenticate(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+        try:
+            reviewer = await bearer_caller(request, throttle, authenticate)
+        except TooManyFailuresError as exc:
+            detail = "too many failed authentications from this address"
+            raise _Problem(429, detail, {"Retry-After": str(exc.retry_after_s)}) from None
         if reviewer is None:
-            await throttle.record_failure(client)
             raise _Problem(401, "a valid bearer token is required", {"WWW-Authenticate": "Bearer"})
         return reviewer
 

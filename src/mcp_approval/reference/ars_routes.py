@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from mcp_approval.backends.login_throttle import FailedLoginThrottle, client_key
+from mcp_approval.backends.login_throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
 from mcp_approval.json_body import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
 from mcp_approval.reference.ars import AccessRequestService, Answer
 from mcp_approval.reference.ars_submission import ArapError, parse_submission
@@ -65,16 +65,12 @@ def ars_routes(
     limit = throttle or FailedLoginThrottle()
 
     async def caller_of(request: Request) -> str:
-        client = client_key(request)
-        # Checked before the token, so a throttled client learns nothing about the tokens it sends.
-        wait_s = await limit.retry_after_s(client)
-        if wait_s is not None:
+        try:
+            caller = await bearer_caller(request, limit, authenticate)
+        except TooManyFailuresError as exc:
             detail = "too many failed authentications from this address"
-            raise ArapError(None, detail, status=429, headers={"Retry-After": str(wait_s)})
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        caller = await authenticate(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+            raise ArapError(None, detail, status=429, headers={"Retry-After": str(exc.retry_after_s)}) from None
         if caller is None:
-            await limit.record_failure(client)
             raise ArapError(None, "a valid client bearer token is required", status=401)
         return caller
 

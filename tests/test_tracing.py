@@ -18,7 +18,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 OPERATORS = ROOT / "docs" / "operators.md"
-ARGUMENT_VALUES = ("acct-traced", "acct-small", "30000", "40000", "50")
+# Long enough that a random 43-character task id or trace id cannot contain one by chance ("50" once did).
+ARGUMENT_VALUES = ("acct-traced", "acct-small", "30000", "40000", "4321")
 SECRETS = ("alice-token", "carol-token")
 
 Span = dict[str, Any]

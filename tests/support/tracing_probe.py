@@ -55,7 +55,7 @@ def _described(spans: tuple[ReadableSpan, ...]) -> list[dict[str, Any]]:
 
 async def _call(directory: Path, memory: InMemorySpanExporter) -> dict[str, Any]:
     async with inprocess_treasury(directory) as harness:
-        small = (await harness.alice.call_tool("wire_transfer", {"to": "acct-small", "amount": 50})).result
+        small = (await harness.alice.call_tool("wire_transfer", {"to": "acct-small", "amount": 4_321})).result
         assert small["isError"] is False
         created = (await harness.alice.call_tool("wire_transfer", {"to": "acct-traced", "amount": 30_000})).result
         task_id = created["taskId"]

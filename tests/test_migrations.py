@@ -75,7 +75,7 @@ async def test_migrating_again_changes_nothing_and_reports_the_heads(db_url: str
     finally:
         await database.close()
     assert first == {"tasks": ()}
-    assert second == {"tasks": ("tasks_0002",)}
+    assert second == {"tasks": ("tasks_0003",)}
 
 
 async def test_a_database_migrated_by_a_newer_release_is_refused(db_url: str) -> None:

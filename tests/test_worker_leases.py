@@ -4,6 +4,7 @@ leases honoured, and a worker's renewal covers every task it holds in a fixed nu
 from __future__ import annotations
 
 import shutil
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +144,7 @@ async def test_renewal_costs_the_same_statements_for_one_task_or_five_hundred(tm
         for held in (1, 500):
             ids = [(await store.create(_new_task(f"w{held}"))).task_id for _ in range(held)]
             await store.heartbeat(f"w{held}", ids, LEASE_MS)  # hands the new tasks' leases over
-            counts.append(await _statements(store.database, lambda: store.heartbeat(f"w{held}", ids, LEASE_MS)))
+            counts.append(await _statements(store.database, partial(store.heartbeat, f"w{held}", ids, LEASE_MS)))
     finally:
         await store.close()
     assert counts[0] == counts[1]

@@ -119,6 +119,7 @@ def test_each_deployment_holds_only_the_tables_it_uses(tmp_path: Path) -> None:
     pair.kill()
     assert _tables(local.directory / "treasury.db") == {
         "tasks",
+        "task_workers",
         "approval_workflows",
         "approval_intents",
         "approval_requests",
@@ -138,6 +139,7 @@ def test_each_deployment_holds_only_the_tables_it_uses(tmp_path: Path) -> None:
     # The PEP with the ARAP backend: no local-backend tables, no ARS tables.
     assert _tables(pair.directory / "treasury-arap.db") == {
         "tasks",
+        "task_workers",
         "approval_workflows",
         "approval_intents",
         "audit_events",

@@ -108,7 +108,12 @@ async def test_the_release_database_upgrades_to_head_without_losing_a_row(db_url
     assert heads == {name: [revision] for name, revision in HEADS.items()}
     # The audit log gained its chain head and an empty table of delivery cursors, the console its
     # (empty) session table; every other table holds exactly what it held.
-    assert after == before | {"audit_chain_head": 1, "audit_delivery_cursors": 0, "console_sessions": 0}
+    assert after == before | {
+        "audit_chain_head": 1,
+        "audit_delivery_cursors": 0,
+        "console_sessions": 0,
+        "task_workers": 0,
+    }
     assert after["tasks"] == after["approval_workflows"] == after["approval_requests"] == 1
     assert {"handler", "meta_json"} <= columns
     # The reference ARS's tables the release created stay (nothing stored is lost), unversioned:

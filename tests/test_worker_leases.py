@@ -9,15 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, event, func, select
+from sqlalchemy import event
 
 from mcp_approval.clock import ManualClock
 from mcp_approval.storage import Database, migrate, open_database
 from mcp_approval.storage.migrations import Migrations
 from mcp_approval.tasks import NewTask, TaskStatus
 from mcp_approval.tasks.models import new_task_id
-from mcp_approval.tasks.schema import TASKS_MIGRATIONS, task_workers_table, tasks_table
+from mcp_approval.tasks.schema import TASKS_MIGRATIONS, tasks_table
 from mcp_approval.tasks.sql_store import SqlTaskStore
+from mcp_approval.tasks.store_url import store_from_url
 
 pytestmark = pytest.mark.anyio
 
@@ -114,9 +115,23 @@ async def test_running_and_pending_rows_keep_their_leases_across_the_upgrade(db_
     }
 
 
-async def test_a_task_not_yet_covered_by_its_worker_lease_lives_on_its_own_lease(db_url: str) -> None:
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ]
+)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store of each kind."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'tasks.db'}"
+    return str(request.getfixturevalue(f"{request.param}_url"))
+
+
+async def test_a_task_not_yet_covered_by_its_worker_lease_lives_on_its_own_lease(store_url: str) -> None:
     clock = ManualClock()
-    store = SqlTaskStore(db_url, clock=clock)
+    store = store_from_url(store_url, clock=clock)
     await store.open()
     try:
         first = await store.create(_new_task("w1"))
@@ -125,14 +140,39 @@ async def test_a_task_not_yet_covered_by_its_worker_lease_lives_on_its_own_lease
         late = await store.create(_new_task("w1"))  # its own lease ends at 2 * LEASE_MS - 1
         clock.advance(2)
         lapsed_first = await store.fail_lapsed(LOST, "lost")
-        workers_after_first = await store.database.read(_worker_count)
+        late_record = await store.get(late.task_id)
         clock.advance(LEASE_MS)
         lapsed_late = await store.fail_lapsed(LOST, "lost")
     finally:
         await store.close()
     assert lapsed_first == [first.task_id]  # the worker lapsed; its new task still has its own lease
-    assert workers_after_first == 0  # a lapsed worker's row goes with its tasks
+    assert late_record is not None
+    assert (late_record.status, late_record.lease_expires_at) == (TaskStatus.WORKING, late.lease_expires_at)
     assert lapsed_late == [late.task_id]
+
+
+async def test_a_worker_renewing_again_after_a_pause_keeps_its_new_tasks(store_url: str) -> None:
+    """A worker whose lease lapsed unswept renews again: its tasks, new ones too, stay covered."""
+    clock = ManualClock()
+    store = store_from_url(store_url, clock=clock)
+    await store.open()
+    try:
+        old = await store.create(_new_task("w1"))
+        await store.heartbeat("w1", [old.task_id], LEASE_MS)
+        clock.advance(LEASE_MS - 1)
+        new = await store.create(_new_task("w1"))
+        clock.advance(2)
+        await store.heartbeat("w1", [old.task_id, new.task_id], LEASE_MS)  # lapsed, but nobody swept yet
+        clock.advance(LEASE_MS - 1)
+        lapsed = await store.fail_lapsed(LOST, "lost")
+        old_record, new_record = await store.get(old.task_id), await store.get(new.task_id)
+    finally:
+        await store.close()
+    assert lapsed == []
+    assert old_record is not None
+    assert new_record is not None
+    assert (old_record.status, new_record.status) == (TaskStatus.WORKING, TaskStatus.WORKING)
+    assert new_record.lease_expires_at == clock.now_ms() + 1
 
 
 async def test_renewal_costs_the_same_statements_for_one_task_or_five_hundred(tmp_path: Path) -> None:
@@ -160,10 +200,6 @@ def _new_task(owner: str) -> NewTask:
         owner=owner,
         lease_ms=LEASE_MS,
     )
-
-
-def _worker_count(conn: Connection) -> int:
-    return int(conn.execute(select(func.count()).select_from(task_workers_table)).scalar_one())
 
 
 async def _statements(database: Database, run: Any) -> int:

@@ -11,7 +11,14 @@ from sqlalchemy import BigInteger, Boolean, Column, Index, Integer, MetaData, St
 
 from mcp_approval.storage.migrations import Migrations
 
-__all__ = ["SIGNAL_PENDING", "TASKS_MIGRATIONS", "metadata", "task_workers_table", "tasks_table"]
+__all__ = [
+    "SIGNAL_PENDING",
+    "TASKS_MIGRATIONS",
+    "metadata",
+    "task_active_deltas_table",
+    "task_workers_table",
+    "tasks_table",
+]
 
 #: The tasks table's history; databases of the single-history releases had it from version 1.
 TASKS_MIGRATIONS = Migrations(
@@ -82,3 +89,12 @@ task_workers_table = Table(
 )
 
 Index("ix_task_workers_lease", task_workers_table.c.lease_expires_at)
+
+#: The number of unfinished tasks, as the sum of its rows (tasks_0004): triggers on ``tasks``
+#: append +1/-1 as rows enter or leave the unfinished statuses; the sweeper folds them into one.
+task_active_deltas_table = Table(
+    "task_active_deltas",
+    metadata,
+    Column("delta_id", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True),
+    Column("delta", BigInteger, nullable=False),
+)

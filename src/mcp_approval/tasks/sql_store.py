@@ -40,7 +40,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.storage import Database, migrate, normalize_url, open_database
 from mcp_approval.tasks.models import TaskRecord
-from mcp_approval.tasks.schema import SIGNAL_PENDING, TASKS_MIGRATIONS, task_workers_table, tasks_table
+from mcp_approval.tasks.schema import (
+    SIGNAL_PENDING,
+    TASKS_MIGRATIONS,
+    task_active_deltas_table,
+    task_workers_table,
+    tasks_table,
+)
 from mcp_approval.tasks.states import ACTIVE, TERMINAL, TaskStatus, sources_of
 from mcp_approval.tasks.store import NewTask, TaskLimitReachedError, TaskSignal
 
@@ -48,6 +54,7 @@ __all__ = ["SqlTaskStore", "TaskRows", "check_task_limits"]
 
 _T = tasks_table
 _W = task_workers_table
+_D = task_active_deltas_table
 _ACTIVE_VALUES = sorted(status.value for status in ACTIVE)
 _IS_ACTIVE = _T.c.status.in_(_ACTIVE_VALUES)
 #: A constant column, so a bounded count reads index entries only.
@@ -58,9 +65,12 @@ _WORKER_LEASE = select(_W.c.lease_expires_at).where(_W.c.worker_id == _T.c.owner
 _GET = select(_T, _WORKER_LEASE.label("worker_lease")).where(_T.c.task_id == bindparam("task_id"))
 _GET_FOR_UPDATE = _GET.with_for_update(of=_T)
 _INSERT = _T.insert()
-#: Active tasks, and a principal's active tasks, each counted only up to ``cap`` (the limit checked):
-#: an admission check scans at most the limit's worth of index entries, however many tasks are live.
-_ACTIVE_UP_TO = select(func.count()).select_from(select(_ONE).where(_IS_ACTIVE).limit(bindparam("cap")).subquery())
+#: The number of unfinished tasks: the sum of the rows the triggers of revision tasks_0004 append
+#: (folded by the sweeper), so it costs the same however many tasks are live.
+_ACTIVE_COUNT = select(func.coalesce(func.sum(_D.c.delta), 0))
+_DELTA_ROWS = select(func.count()).select_from(_D)
+#: A principal's active tasks, counted only up to ``cap`` (the limit checked): an admission check
+#: scans at most the limit's worth of index entries.
 _OWN_ACTIVE_UP_TO = select(func.count()).select_from(
     select(_ONE).where(_T.c.principal_digest == bindparam("principal"), _IS_ACTIVE).limit(bindparam("cap")).subquery()
 )
@@ -493,28 +503,42 @@ class SqlTaskStore:
         return await self.database.write(fail)
 
     async def purge_expired(self) -> list[str]:
-        """Delete tasks past their retention period."""
+        """Delete tasks past their retention period (and fold the unfinished-task count's rows)."""
         expired = and_(_T.c.expires_at.is_not(None), _T.c.expires_at <= self._clock.now_ms())
 
         def purge(conn: Connection) -> list[str]:
             ids = [row.task_id for row in conn.execute(select(_T.c.task_id).where(expired))]
             if ids:
                 conn.execute(delete(_T).where(expired, _T.c.task_id.in_(ids)))
+            _fold_active_count(conn)
             return ids
 
         return await self.database.write(purge)
 
     async def count_active(self, principal_digest: str | None = None) -> int:
-        """Count non-terminal tasks."""
-        statement = select(func.count()).select_from(_T).where(_IS_ACTIVE)
+        """Count non-terminal tasks (overall: the count the database keeps)."""
+        statement = _ACTIVE_COUNT
         if principal_digest is not None:
-            statement = statement.where(_T.c.principal_digest == principal_digest)
+            statement = (
+                select(func.count()).select_from(_T).where(_IS_ACTIVE, _T.c.principal_digest == principal_digest)
+            )
         return await self.database.read(lambda conn: int(conn.execute(statement).scalar_one()))
 
 
 def _drop_workers(workers: Sequence[str], now: int) -> Delete:
     """Delete the lease rows of ``workers`` that are still lapsed (a worker renewing meanwhile stays)."""
     return delete(_W).where(_W.c.worker_id.in_(list(workers)), _W.c.lease_expires_at < now)
+
+
+def _fold_active_count(conn: Connection) -> None:
+    """Replace the rows of the unfinished-task count by their sum, once there are several.
+
+    ``DELETE ... RETURNING`` sums exactly the rows it removed: a row another transaction appends
+    meanwhile is neither removed nor lost.
+    """
+    if int(conn.execute(_DELTA_ROWS).scalar_one()) > 1:
+        total = sum(conn.execute(delete(_D).returning(_D.c.delta)).scalars())
+        conn.execute(_D.insert().values(delta=total))
 
 
 def _rewrite(conn: Connection, record: TaskRecord, now: int, **values: Any) -> None:
@@ -531,7 +555,7 @@ def check_task_limits(
     Runs inside the caller's transaction (task creation here, approval admission in the approval store).
     """
     if max_active is not None:
-        total = int(conn.execute(_ACTIVE_UP_TO, {"cap": max_active}).scalar_one())
+        total = int(conn.execute(_ACTIVE_COUNT).scalar_one())
         if total >= max_active:
             raise TaskLimitReachedError("max_tasks", total)
     if max_per_principal is not None and principal_digest is not None:

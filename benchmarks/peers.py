@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/peers.py [--quick] [--growth N] [--no-postgres] [--no-redis]
+    .venv/bin/python benchmarks/peers.py [--quick] [--growth N] [--only-growth] [--no-postgres] [--no-redis]
 
 Every subject is a server process of its own on 127.0.0.1 (one uvicorn worker), measured in
 one run by the same client: raw JSON-RPC over keep-alive HTTP, 8 connections. Figures:
@@ -12,7 +12,8 @@ one run by the same client: raw JSON-RPC over keep-alive HTTP, 8 connections. Fi
 * task creations/s (``slow_job`` promoted to a task at once; each stays ``working``) and
   ``tasks/get``/s on each store;
 * growth (``--growth N``): N live tasks created on each store, the rate per slice of 1,000
-  (last over first) and the server's RSS per 10,000.
+  (last over first, target >= 0.9) and the server's RSS per 10,000; then the idle server's CPU
+  with those N tasks live (from ``/proc/<pid>/stat`` over ``--idle-s`` seconds, target <= 1%).
 
 FastMCP with its tasks extra is installed into a virtual environment of its own (under
 ``~/.cache/mcp-approval-bench``); when that cannot be done, or its server does not answer, its
@@ -34,7 +35,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,10 +67,15 @@ class Scale:
     gets: int  # tasks/get per store
     growth: int  # live tasks the growth figure creates per store (0: skipped)
     growth_slice: int
+    idle_s: float  # how long the idle server's CPU is measured after the growth figure
 
 
-FULL = Scale("full", 4_000, 2_000, 4_000, 0, 1_000)
-QUICK = Scale("quick", 400, 200, 400, 1_000, 250)
+FULL = Scale("full", 4_000, 2_000, 4_000, 0, 1_000, 10.0)
+QUICK = Scale("quick", 400, 200, 400, 1_000, 250, 3.0)
+#: What the growth figures should reach (issue 15): the last slice's rate over the first's, and
+#: the idle server's CPU share with every created task still live.
+GROWTH_TARGET = 0.9
+IDLE_CPU_TARGET_PCT = 1.0
 
 
 # -- servers ------------------------------------------------------------------------------------
@@ -116,6 +122,14 @@ class Subject:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def cpu_s(self) -> float:
+        """User plus system CPU seconds the server has used so far (``/proc/<pid>/stat``)."""
+        if self.process is None:
+            return 0.0
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        # utime and stime are fields 14 and 15 of the file, 12 and 13 after the command name.
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def rss_kib(self) -> int:
         """The server's resident set size in KiB (0 when unknown)."""
@@ -272,6 +286,18 @@ async def growth(subject: Subject, http: httpx.AsyncClient, n: int, size: int) -
     return {"rates": rates, "last_over_first": rates[-1] / rates[0], "rss_kib": rss}
 
 
+async def idle_cpu_pct(subject: Subject, seconds: float) -> float:
+    """The server's CPU use, in percent of one core, while no request arrives for ``seconds``.
+
+    Measured after a settling second (the last requests' follow-up work): what remains is the
+    background loops (lease renewal, signals, the sweeper) with every task still live.
+    """
+    await asyncio.sleep(1.0)
+    before, start = subject.cpu_s(), time.monotonic()
+    await asyncio.sleep(seconds)
+    return 100 * (subject.cpu_s() - before) / (time.monotonic() - start)
+
+
 # -- main ---------------------------------------------------------------------------------------
 
 
@@ -292,7 +318,9 @@ async def stores(args: argparse.Namespace, workdir: Path) -> tuple[list[tuple[st
 async def run(args: argparse.Namespace) -> int:
     scale = QUICK if args.quick else FULL
     if args.growth is not None:
-        scale = Scale(scale.name, scale.calls, scale.creations, scale.gets, args.growth, scale.growth_slice)
+        scale = replace(scale, growth=args.growth)
+    if args.idle_s is not None:
+        scale = replace(scale, idle_s=args.idle_s)
     machine = f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {CONNECTIONS} connections"
     log(f"peers benchmark ({scale.name}); {machine}")
 
@@ -307,6 +335,14 @@ async def run(args: argparse.Namespace) -> int:
 
 
 async def measure_all(args: argparse.Namespace, scale: Scale, urls: list[tuple[str, str]]) -> None:
+    if not args.only_growth:
+        await side_by_side(args, scale, urls)
+    if scale.growth:
+        await growth_figures(scale, urls)
+
+
+async def side_by_side(args: argparse.Namespace, scale: Scale, urls: list[tuple[str, str]]) -> None:
+    """Sync ``echo`` on every subject, task creation and ``tasks/get`` on every store."""
     plain = plain_subject()
     async with running(plain) as http:
         plain_rate = await echo_rate(http, scale.calls)
@@ -333,23 +369,34 @@ async def measure_all(args: argparse.Namespace, scale: Scale, urls: list[tuple[s
                 log(f"  FastMCP ({PEER_PACKAGE})  {peer_rate:7.0f}  (x{peer_rate / plain_rate:.2f} of plain)")
             except Exception as exc:  # a peer that does not answer is reported, not fatal
                 log(f"  FastMCP: skipped: its server did not answer ({type(exc).__name__}: {str(exc)[:300]})")
-    if scale.growth:
-        log(f"\ngrowth: {scale.growth:,} live tasks per store, rate per slice of {scale.growth_slice:,}")
-        for label, url in urls:
-            subject = mcp_approval_subject(f"mcp-approval {label}", url + ("-growth" if label == "SQLite" else ""))
-            async with running(subject) as http:
-                figures = await growth(subject, http, scale.growth, scale.growth_slice)
-            slices = ", ".join(f"{rate:.0f}" for rate in figures["rates"])
-            log(
-                f"  {label:<10} per slice/s: {slices}; last / first x{figures['last_over_first']:.2f}; "
-                f"RSS KiB {figures['rss_kib']}"
-            )
+
+
+async def growth_figures(scale: Scale, urls: list[tuple[str, str]]) -> None:
+    """Per store: creation as live tasks pile up, then the idle server's CPU with all of them live."""
+    log(
+        f"\ngrowth: {scale.growth:,} live tasks per store, rate per slice of {scale.growth_slice:,} "
+        f"(target: last / first >= {GROWTH_TARGET}); then idle CPU over {scale.idle_s:.0f} s "
+        f"(target <= {IDLE_CPU_TARGET_PCT:.0f}%)"
+    )
+    for label, url in urls:
+        subject = mcp_approval_subject(f"mcp-approval {label}", url + ("-growth" if label == "SQLite" else ""))
+        async with running(subject) as http:
+            figures = await growth(subject, http, scale.growth, scale.growth_slice)
+            idle = await idle_cpu_pct(subject, scale.idle_s)
+        slices = ", ".join(f"{rate:.0f}" for rate in figures["rates"])
+        log(
+            f"  {label:<10} per slice/s: {slices}; last / first x{figures['last_over_first']:.2f}; "
+            f"RSS KiB {figures['rss_kib']}"
+        )
+        log(f"  {label:<10} idle CPU with {scale.growth:,} live tasks: {idle:.2f}% of one core")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Compare plain mcp, mcp-approval and FastMCP side by side.")
     parser.add_argument("--quick", action="store_true", help="a short CI run (under two minutes)")
     parser.add_argument("--growth", type=int, metavar="N", help="live tasks the growth figure creates per store")
+    parser.add_argument("--only-growth", action="store_true", help="only the growth and idle CPU figures")
+    parser.add_argument("--idle-s", type=float, metavar="S", help="seconds the idle server's CPU is measured")
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--no-redis", action="store_true")

@@ -75,7 +75,7 @@ async def test_migrating_again_changes_nothing_and_reports_the_heads(db_url: str
     finally:
         await database.close()
     assert first == {"tasks": ()}
-    assert second == {"tasks": ("tasks_0002",)}
+    assert second == {"tasks": ("tasks_0004",)}
 
 
 async def test_a_database_migrated_by_a_newer_release_is_refused(db_url: str) -> None:
@@ -119,6 +119,8 @@ def test_each_deployment_holds_only_the_tables_it_uses(tmp_path: Path) -> None:
     pair.kill()
     assert _tables(local.directory / "treasury.db") == {
         "tasks",
+        "task_workers",
+        "task_active_deltas",
         "approval_workflows",
         "approval_intents",
         "approval_requests",
@@ -138,6 +140,8 @@ def test_each_deployment_holds_only_the_tables_it_uses(tmp_path: Path) -> None:
     # The PEP with the ARAP backend: no local-backend tables, no ARS tables.
     assert _tables(pair.directory / "treasury-arap.db") == {
         "tasks",
+        "task_workers",
+        "task_active_deltas",
         "approval_workflows",
         "approval_intents",
         "audit_events",

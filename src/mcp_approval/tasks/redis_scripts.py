@@ -7,12 +7,20 @@ in ``ARGV``, as a comma-framed list such as ``",working,input_required,"``.
 
 Conventions shared by every script:
 
-- Single-task scripts get the same seven ``KEYS``: the task hash, its outstanding input
+- Single-task scripts get the same nine ``KEYS``: the task hash, its outstanding input
   requests (hash: key → JSON), its recorded answers (hash: key → JSON), the active index
   (hash: task id → principal digest, ``""`` for none), the per-principal active counts (hash),
-  the lease index (sorted set scored by lease expiry) and the retention index (sorted set
-  scored by ``createdAt + ttlMs``). ``ARGV[1]`` is the task id.
-- Batch scripts get the four indexes first, then the task's three keys for each id in ``ARGV``.
+  the task lease index (sorted set scored by a task's own lease expiry), the retention index
+  (sorted set scored by ``createdAt + ttlMs``), the worker lease index (sorted set: worker id
+  scored by its lease expiry) and the owner index (hash: unfinished task id → its worker).
+  ``ARGV[1]`` is the task id.
+- Batch scripts get the six indexes first, then the task's three keys for each id in ``ARGV``.
+- Each worker has one lease (its entry in the worker index) covering every task it owns, and
+  two keys named after it: ``owned:<worker>`` (sorted set of its unfinished tasks, scored by the
+  task's own lease until the worker's next renewal takes it over, then 0) and
+  ``signals:<worker>`` (set of its tasks with a cancel request or answers not taken). Scripts
+  derive these names from the worker index's key (same prefix), so with a hash-tagged prefix
+  they share the slot of the keys passed in.
 - An optional string arrives as ``""`` when absent and as ``"=" .. value`` when present, so an
   empty status message stays distinct from none.
 - Times are epoch milliseconds from the store's clock, never Redis ``TIME``, so every worker
@@ -33,6 +41,7 @@ from mcp_approval.tasks.states import TaskStatus
 __all__ = [
     "ADD_INPUT",
     "CREATE",
+    "DROP_WORKER",
     "EXTEND_TTL",
     "FAIL_LAPSED",
     "HEARTBEAT",
@@ -83,13 +92,41 @@ local function deactivate(active, counts, id)
   end
 end
 
+-- The keys named after a worker, from the worker index's key ("<prefix>workers").
+local function worker_keys(workers, owner)
+  local prefix = string.sub(workers, 1, -8)
+  return prefix .. 'owned:' .. owner, prefix .. 'signals:' .. owner
+end
+
+-- A task gained a cancel request or answers: its owner reads it at its next renewal.
+local function flag_signal(owners, workers, id)
+  local owner = redis.call('HGET', owners, id)
+  if owner then
+    local _, signals = worker_keys(workers, owner)
+    redis.call('SADD', signals, id)
+  end
+end
+
+-- The task leaves its owner's keys (it ended, or is gone: the owner index outlives its hash).
+local function disown(owners, workers, id)
+  local owner = redis.call('HGET', owners, id)
+  if owner then
+    local owned, signals = worker_keys(workers, owner)
+    redis.call('ZREM', owned, id)
+    redis.call('SREM', signals, id)
+    redis.call('HDEL', owners, id)
+  end
+end
+
 local function touch(task, now)
   redis.call('HSET', task, 'updated_at', now)
   redis.call('HINCRBY', task, 'version', 1)
 end
 
 -- A terminal write: the lease is released and outstanding input is dropped.
-local function finish(task, inreq, inresp, active, counts, leases, id, status, message, now, result, err)
+local function finish(task, inreq, inresp, active, counts, leases, workers, owners, id, status, message, now,
+                      result, err)
+  disown(owners, workers, id)
   redis.call('HSET', task, 'status', status)
   touch(task, now)
   set_or_clear(task, 'status_message', message)
@@ -125,6 +162,12 @@ if active then
   redis.call('HSET', KEYS[4], id, principal or '')
   if principal then redis.call('HINCRBY', KEYS[5], principal, 1) end
   if ARGV[9] ~= '' then redis.call('ZADD', KEYS[6], ARGV[9], id) end
+  local owner = redis.call('HGET', KEYS[1], 'owner')
+  if owner then
+    local owned = worker_keys(KEYS[8], owner)
+    redis.call('ZADD', owned, ARGV[9] == '' and 0 or ARGV[9], id)
+    redis.call('HSET', KEYS[9], id, owner)
+  end
 end
 if ARGV[7] ~= '' then
   redis.call('ZADD', KEYS[7], ARGV[7], id)
@@ -134,8 +177,9 @@ return {'ok'}
 """
 )
 
-#: ARGV: id, '1' to flag a cancel request, active csv. Returns ``{task, requests, answers}``
-#: (flat HGETALL lists) or nil when there is no such task.
+#: ARGV: id, '1' to flag a cancel request, active csv. Returns ``{task, requests, answers,
+#: worker lease}`` (flat HGETALL lists, then the owner's worker lease or false) or nil when there
+#: is no such task.
 READ: Final = (
     _COMMON
     + r"""
@@ -143,8 +187,11 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 if ARGV[2] == '1' and member(ARGV[3], redis.call('HGET', KEYS[1], 'status')) then
   redis.call('HSET', KEYS[1], 'cancel_requested', '1')
   redis.call('HINCRBY', KEYS[1], 'version', 1)
+  flag_signal(KEYS[9], KEYS[8], ARGV[1])
 end
-return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2]), redis.call('HGETALL', KEYS[3])}
+local owner = redis.call('HGET', KEYS[1], 'owner')
+local worker = owner and redis.call('ZSCORE', KEYS[8], owner)
+return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2]), redis.call('HGETALL', KEYS[3]), worker}
 """
 )
 
@@ -159,8 +206,8 @@ if not member(ARGV[3], status) then return 0 end
 local fence = opt(ARGV[9])
 if fence and redis.call('HGET', KEYS[1], 'owner') ~= fence then return 0 end
 if ARGV[4] == '1' then
-  finish(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], id, target, opt(ARGV[5]), now,
-         opt(ARGV[7]), opt(ARGV[8]))
+  finish(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[8], KEYS[9], id, target, opt(ARGV[5]),
+         now, opt(ARGV[7]), opt(ARGV[8]))
 else
   redis.call('HSET', KEYS[1], 'status', target)
   touch(KEYS[1], now)
@@ -207,6 +254,7 @@ for i = 6, #ARGV, 2 do
 end
 if #accepted == 0 then return accepted end
 follow_expiry(KEYS[1], KEYS[3])
+flag_signal(KEYS[9], KEYS[8], ARGV[1])
 if status == ARGV[4] and redis.call('EXISTS', KEYS[2]) == 0 then
   redis.call('HSET', KEYS[1], 'status', ARGV[5])
 end
@@ -224,6 +272,11 @@ local answers = redis.call('HGETALL', KEYS[3])
 if #answers == 0 then return answers end
 redis.call('DEL', KEYS[3])
 touch(KEYS[1], ARGV[2])
+local owner = redis.call('HGET', KEYS[1], 'owner')
+if owner and redis.call('HGET', KEYS[1], 'cancel_requested') ~= '1' then
+  local _, signals = worker_keys(KEYS[8], owner)
+  redis.call('SREM', signals, ARGV[1])
+end
 return answers
 """
 )
@@ -254,48 +307,61 @@ return 1
 """
 )
 
-#: KEYS: the lease index, then task hash and answers hash per id. ARGV: owner, lease expiry,
-#: active csv, ids... Renews the owner's leases; returns ``{id, cancel, has_input}`` per task
-#: with a pending signal.
+#: KEYS: the task lease index, the worker lease index. ARGV: worker, lease expiry, active csv.
+#: Renews the worker's one lease, takes over the own leases of its tasks created since its last
+#: renewal, and returns ``{id, cancel, has_input}`` per task of its with a pending signal.
 HEARTBEAT: Final = (
     _COMMON
     + r"""
+local owner, expiry = ARGV[1], ARGV[2]
+local owned, signals = worker_keys(KEYS[2], owner)
+local prefix = string.sub(KEYS[2], 1, -8)
+redis.call('ZADD', KEYS[2], expiry, owner)
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', owned, '(0', '+inf')) do
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('ZADD', owned, 0, id)
+end
 local out = {}
-for i = 4, #ARGV do
-  local n = i - 3
-  local task, answers, id = KEYS[2 * n], KEYS[2 * n + 1], ARGV[i]
-  local row = redis.call('HMGET', task, 'owner', 'status', 'cancel_requested')
-  if row[1] == ARGV[1] and member(ARGV[3], row[2]) then
-    redis.call('HSET', task, 'lease_expires_at', ARGV[2])
-    redis.call('ZADD', KEYS[1], ARGV[2], id)
-    local cancel = row[3] == '1'
-    local input = redis.call('EXISTS', answers) == 1
-    if cancel or input then out[#out + 1] = {id, cancel and 1 or 0, input and 1 or 0} end
+for _, id in ipairs(redis.call('SMEMBERS', signals)) do
+  local row = redis.call('HMGET', prefix .. 'task:' .. id, 'owner', 'status', 'cancel_requested')
+  local cancel = row[3] == '1'
+  local input = redis.call('EXISTS', prefix .. 'input-responses:' .. id) == 1
+  if row[1] == owner and member(ARGV[3], row[2]) and (cancel or input) then
+    out[#out + 1] = {id, cancel and 1 or 0, input and 1 or 0}
+  else
+    redis.call('SREM', signals, id)
   end
 end
 return out
 """
 )
 
-#: KEYS: active, counts, leases, expiry, then three keys per id. ARGV: now, active csv, failed
-#: status, message, error JSON, ids... Fails each task still active with a lapsed lease; drops
-#: index entries of tasks that are gone or already finished. Returns the ids failed.
+#: KEYS: active, counts, leases, expiry, workers, owners, then three keys per id. ARGV: now, active csv,
+#: failed status, message, error JSON, ids... Fails each task still active whose own lease (if
+#: not taken over) and owner's worker lease have both lapsed; drops index entries of tasks that
+#: are gone or already finished. Returns the ids failed.
 FAIL_LAPSED: Final = (
     _COMMON
     + r"""
 local now = tonumber(ARGV[1])
 local failed = {}
 for i = 6, #ARGV do
-  local base = 4 + 3 * (i - 6)
+  local base = 6 + 3 * (i - 6)
   local task, id = KEYS[base + 1], ARGV[i]
-  local row = redis.call('HMGET', task, 'status', 'lease_expires_at')
-  if member(ARGV[2], row[1]) and row[2] and tonumber(row[2]) < now then
-    finish(task, KEYS[base + 2], KEYS[base + 3], KEYS[1], KEYS[2], KEYS[3], id, ARGV[3], opt(ARGV[4]),
-           ARGV[1], nil, ARGV[5])
+  local row = redis.call('HMGET', task, 'status', 'owner')
+  local own = redis.call('ZSCORE', KEYS[3], id)
+  local worker = row[2] and redis.call('ZSCORE', KEYS[5], row[2])
+  local held = (own and tonumber(own) >= now) or (worker and tonumber(worker) >= now)
+  if member(ARGV[2], row[1]) and (own or worker) and not held then
+    finish(task, KEYS[base + 2], KEYS[base + 3], KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], id, ARGV[3],
+           opt(ARGV[4]), ARGV[1], nil, ARGV[5])
     failed[#failed + 1] = id
-  elseif not row[1] or not member(ARGV[2], row[1]) or not row[2] then
+  elseif not row[1] or not member(ARGV[2], row[1]) then
     redis.call('ZREM', KEYS[3], id)
-    if not row[1] then deactivate(KEYS[1], KEYS[2], id) end
+    if not row[1] then
+      deactivate(KEYS[1], KEYS[2], id)
+      disown(KEYS[6], KEYS[5], id)
+    end
   end
 end
 return failed
@@ -311,10 +377,11 @@ PURGE: Final = (
 local now = tonumber(ARGV[1])
 local purged = {}
 for i = 2, #ARGV do
-  local base = 4 + 3 * (i - 2)
+  local base = 6 + 3 * (i - 2)
   local id = ARGV[i]
   local expires = redis.call('ZSCORE', KEYS[4], id)
   if expires and tonumber(expires) <= now then
+    disown(KEYS[6], KEYS[5], id)
     redis.call('DEL', KEYS[base + 1], KEYS[base + 2], KEYS[base + 3])
     redis.call('ZREM', KEYS[4], id)
     redis.call('ZREM', KEYS[3], id)
@@ -325,6 +392,17 @@ end
 return purged
 """
 )
+
+#: KEYS: the worker lease index, the worker's ``owned`` set. ARGV: worker, now. Drops the lease
+#: entry of a worker whose lease lapsed once none of its tasks remains taken over by it (its
+#: tasks not taken over yet keep their own leases). Returns 1 if dropped.
+DROP_WORKER: Final = r"""
+local lease = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not lease or tonumber(lease) >= tonumber(ARGV[2]) then return 0 end
+if redis.call('ZCOUNT', KEYS[2], 0, 0) > 0 then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[1])
+return 1
+"""
 
 # -- the values scripts exchange ----------------------------------------------------------
 
@@ -398,9 +476,12 @@ def decode_record(reply: Any) -> TaskRecord | None:
     """A :class:`TaskRecord` from the READ script's reply (``None`` when there is no task)."""
     if reply is None:
         return None
-    task_flat, requests, responses = reply
+    task_flat, requests, responses, *worker = reply
     row = pairs(task_flat)
     numbers = {name: None if name not in row else int(row[name]) for name in INT_FIELDS}
+    if row.get("owner") is not None and worker and worker[0]:
+        # The task's lease ends with the later of its own and its owner's worker lease.
+        numbers["lease_expires_at"] = max(numbers["lease_expires_at"] or 0, int(float(text(worker[0]))))
     documents = {name: None if name not in row else json.loads(row[name]) for name in JSON_FIELDS}
     return TaskRecord(
         task_id=row["task_id"],

@@ -49,7 +49,7 @@ _SOURCES_CSV: Final = {
 }
 _SCRIPT_NAMES: Final = (
     *("CREATE", "READ", "TRANSITION", "ADD_INPUT", "SUBMIT_INPUT", "TAKE_INPUT"),
-    *("EXTEND_TTL", "HEARTBEAT", "FAIL_LAPSED", "PURGE"),
+    *("EXTEND_TTL", "HEARTBEAT", "FAIL_LAPSED", "PURGE", "DROP_WORKER"),
 )
 
 
@@ -85,7 +85,9 @@ class RedisTaskStore:
         self._clock = clock or SystemClock()
         self._client: Redis | None = None
         self._scripts: dict[str, AsyncScript] = {}
-        self._indexes = [f"{prefix}{name}" for name in ("active", "active-per-principal", "leases", "expiry")]
+        self._indexes = [
+            f"{prefix}{name}" for name in ("active", "active-per-principal", "leases", "expiry", "workers", "owners")
+        ]
 
     @classmethod
     def from_url(cls, url: str, *, clock: Clock | None = None) -> RedisTaskStore:
@@ -246,25 +248,35 @@ class RedisTaskStore:
         return bool(done)
 
     async def heartbeat(self, owner: str, task_ids: Sequence[str], lease_ms: int) -> list[TaskSignal]:
-        """Renew ``owner``'s leases and read pending signals, in one script."""
+        """Renew ``owner``'s one worker lease and read its pending signals, in one script.
+
+        The script's work does not grow with the number of tasks held: it renews one entry,
+        takes over the leases of the tasks created since the last renewal and reads the
+        worker's signal set. ``task_ids`` only tells whether the worker holds any task.
+        """
         if not task_ids:
             return []
-        keys = [self._indexes[2]]
-        for task_id in task_ids:
-            keys += [self._key("task", task_id), self._key("input-responses", task_id)]
-        args: list[str | int] = [owner, self._clock.now_ms() + lease_ms, _ACTIVE_CSV, *task_ids]
-        rows = await self._call("HEARTBEAT", keys, args)
+        keys = [self._indexes[2], self._indexes[4]]
+        rows = await self._call("HEARTBEAT", keys, [owner, self._clock.now_ms() + lease_ms, _ACTIVE_CSV])
         return [
             TaskSignal(task_id=text(task_id), cancel_requested=bool(cancel), has_input_responses=bool(has_input))
             for task_id, cancel, has_input in rows
         ]
 
     async def fail_lapsed(self, error: dict[str, Any], status_message: str) -> list[str]:
-        """Fail every active task whose lease has lapsed (re-checked atomically per batch)."""
+        """Fail every active task whose own lease and worker lease have lapsed (re-checked per batch).
+
+        The candidates are the tasks whose own lease lapsed before their worker took it over,
+        and the tasks of each worker whose lease lapsed; that worker's entry is then dropped.
+        """
         now = self._clock.now_ms()
-        candidates = await self._ids_scored_below(self._indexes[2], f"({now}")
         head: list[str | int] = [now, _ACTIVE_CSV, TaskStatus.FAILED.value, opt(status_message), dumps(error)]
-        return await self._batches("FAIL_LAPSED", candidates, head)
+        failed = await self._batches("FAIL_LAPSED", await self._ids_scored_below(self._indexes[2], f"({now}"), head)
+        for worker in await self._ids_scored_below(self._indexes[4], f"({now}"):
+            owned = self._key("owned", worker)
+            failed += await self._batches("FAIL_LAPSED", await self._ids_scored_below(owned, "+inf"), head)
+            await self._call("DROP_WORKER", [self._indexes[4], owned], [worker, now])
+        return failed
 
     async def purge_expired(self) -> list[str]:
         """Delete tasks past their retention period, with their index entries."""
@@ -296,7 +308,7 @@ class RedisTaskStore:
         return self._client
 
     async def _run(self, script: str, task_id: str, *args: str | int) -> Any:
-        """Run a single-task script: the task's three keys and the four indexes."""
+        """Run a single-task script: the task's three keys and the six indexes."""
         return await self._call(script, self._task_keys(task_id) + self._indexes, [task_id, *args])
 
     async def _call(self, script: str, keys: list[str], args: Sequence[str | int]) -> Any:

@@ -304,11 +304,12 @@ class TaskRuntime:
                 await self.heartbeat_once()
 
     async def heartbeat_once(self) -> None:
-        """Renew this worker's leases and act on cancel and input signals from other workers.
+        """Renew this worker's lease and act on cancel and input signals from other workers.
 
-        The leases renewed are those of every task this worker holds: running, or finished with
+        The one worker lease covers every task this worker holds: running, or finished with
         its outcome not yet stored (so a store outage cannot hand the task to the sweeper
-        between the store's return and the delayed write).
+        between the store's return and the delayed write). Its cost does not grow with the
+        number of tasks held.
         """
         reconnect = getattr(self._signals, "reconnect_if_lost", None)
         if reconnect is not None:

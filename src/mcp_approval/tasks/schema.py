@@ -1,4 +1,4 @@
-"""The tasks layer's table, and its migration history (revisions in ``schema_versions/``).
+"""The tasks layer's tables, and its migration history (revisions in ``schema_versions/``).
 
 Times are integer milliseconds since the Unix epoch; JSON documents are stored as text that
 this project serializes itself, so both databases keep byte-identical values. The table objects
@@ -7,11 +7,18 @@ here describe the head revision for queries; the revisions spell out their own D
 
 from pathlib import Path
 
-from sqlalchemy import BigInteger, Boolean, Column, Index, Integer, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Boolean, Column, Index, Integer, MetaData, String, Table, Text, text
 
 from mcp_approval.storage.migrations import Migrations
 
-__all__ = ["TASKS_MIGRATIONS", "metadata", "tasks_table"]
+__all__ = [
+    "SIGNAL_PENDING",
+    "TASKS_MIGRATIONS",
+    "metadata",
+    "task_active_deltas_table",
+    "task_workers_table",
+    "tasks_table",
+]
 
 #: The tasks table's history; databases of the single-history releases had it from version 1.
 TASKS_MIGRATIONS = Migrations(
@@ -44,8 +51,11 @@ tasks_table = Table(
     # Input keys are numbered per task and never reused.
     Column("input_seq", Integer, nullable=False, default=0),
     Column("cancel_requested", Boolean, nullable=False, default=False),
-    # The worker running the task and how long its lease holds; NULL when nothing runs it.
+    # The worker running the task; NULL when nothing runs it.
     Column("owner", String(64), nullable=True),
+    # The task's own lease. Since tasks_0003 it covers a new task only until its owner's first
+    # renewal of its worker lease (task_workers), which then clears it; rows of an older worker
+    # that renews per task keep it.
     Column("lease_expires_at", BigInteger, nullable=True),
     # Bumped by every write; read-modify-write operations compare-and-set on it.
     Column("version", Integer, nullable=False, default=0),
@@ -58,5 +68,33 @@ tasks_table = Table(
 Index("ix_tasks_principal_status", tasks_table.c.principal_digest, tasks_table.c.status)
 Index("ix_tasks_status", tasks_table.c.status)
 Index("ix_tasks_expires_at", tasks_table.c.expires_at)
-Index("ix_tasks_owner", tasks_table.c.owner)
 Index("ix_tasks_lease", tasks_table.c.lease_expires_at)
+# Added by revision tasks_0003 (replacing ix_tasks_owner): a worker's tasks whose own lease is not
+# handed over yet are one range of this index.
+Index("ix_tasks_owner_lease", tasks_table.c.owner, tasks_table.c.lease_expires_at)
+
+#: The condition of a task with a signal its owner has not acted on (a cancel request, answers
+#: not taken). Spelled as literal SQL so a query repeating it matches the partial index below.
+SIGNAL_PENDING = text("cancel_requested OR input_responses_json <> '{}'")
+# A worker's pending signals are read through this index: it holds only the signalled rows.
+Index("ix_tasks_owner_signals", tasks_table.c.owner, postgresql_where=SIGNAL_PENDING, sqlite_where=SIGNAL_PENDING)
+
+#: One lease per worker (tasks_0003): a worker renews it once per interval however many tasks it
+#: holds, and its tasks count as lapsed once it expires.
+task_workers_table = Table(
+    "task_workers",
+    metadata,
+    Column("worker_id", String(64), primary_key=True),
+    Column("lease_expires_at", BigInteger, nullable=False),
+)
+
+Index("ix_task_workers_lease", task_workers_table.c.lease_expires_at)
+
+#: The number of unfinished tasks, as the sum of its rows (tasks_0004): triggers on ``tasks``
+#: append +1/-1 as rows enter or leave the unfinished statuses; the sweeper folds them into one.
+task_active_deltas_table = Table(
+    "task_active_deltas",
+    metadata,
+    Column("delta_id", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True),
+    Column("delta", BigInteger, nullable=False),
+)

@@ -22,6 +22,7 @@ from sqlalchemy import (
     ColumnClause,
     ColumnElement,
     Connection,
+    Delete,
     Exists,
     Update,
     and_,
@@ -34,30 +35,66 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.storage import Database, migrate, normalize_url, open_database
 from mcp_approval.tasks.models import TaskRecord
-from mcp_approval.tasks.schema import TASKS_MIGRATIONS, tasks_table
+from mcp_approval.tasks.schema import (
+    SIGNAL_PENDING,
+    TASKS_MIGRATIONS,
+    task_active_deltas_table,
+    task_workers_table,
+    tasks_table,
+)
 from mcp_approval.tasks.states import ACTIVE, TERMINAL, TaskStatus, sources_of
 from mcp_approval.tasks.store import NewTask, TaskLimitReachedError, TaskSignal
 
 __all__ = ["SqlTaskStore", "TaskRows", "check_task_limits"]
 
 _T = tasks_table
+_W = task_workers_table
+_D = task_active_deltas_table
 _ACTIVE_VALUES = sorted(status.value for status in ACTIVE)
 _IS_ACTIVE = _T.c.status.in_(_ACTIVE_VALUES)
 #: A constant column, so a bounded count reads index entries only.
 _ONE: ColumnClause[Any] = literal_column("1")
 # Hot statements are built once with bound parameters, so SQLAlchemy compiles each only once.
-_GET = select(_T).where(_T.c.task_id == bindparam("task_id"))
-_GET_FOR_UPDATE = _GET.with_for_update()
+#: The owner's worker lease beside a task row (NULL without an owner or a worker row).
+_WORKER_LEASE = select(_W.c.lease_expires_at).where(_W.c.worker_id == _T.c.owner).scalar_subquery()
+_GET = select(_T, _WORKER_LEASE.label("worker_lease")).where(_T.c.task_id == bindparam("task_id"))
+_GET_FOR_UPDATE = _GET.with_for_update(of=_T)
 _INSERT = _T.insert()
-#: Active tasks, and a principal's active tasks, each counted only up to ``cap`` (the limit checked):
-#: an admission check scans at most the limit's worth of index entries, however many tasks are live.
-_ACTIVE_UP_TO = select(func.count()).select_from(select(_ONE).where(_IS_ACTIVE).limit(bindparam("cap")).subquery())
+#: The number of unfinished tasks: the sum of the rows the triggers of revision tasks_0004 append
+#: (folded by the sweeper), so it costs the same however many tasks are live.
+_ACTIVE_COUNT = select(func.coalesce(func.sum(_D.c.delta), 0))
+_DELTA_ROWS = select(func.count()).select_from(_D)
+#: A principal's active tasks, counted only up to ``cap`` (the limit checked): an admission check
+#: scans at most the limit's worth of index entries.
 _OWN_ACTIVE_UP_TO = select(func.count()).select_from(
     select(_ONE).where(_T.c.principal_digest == bindparam("principal"), _IS_ACTIVE).limit(bindparam("cap")).subquery()
+)
+
+
+def _renew_worker(dialect: Any) -> Any:
+    """An upsert of one worker's lease row, in ``dialect``'s spelling (both accept the same form)."""
+    statement = dialect.insert(_W).values(worker_id=bindparam("b_owner"), lease_expires_at=bindparam("b_expires"))
+    return statement.on_conflict_do_update(
+        index_elements=[_W.c.worker_id], set_={"lease_expires_at": statement.excluded.lease_expires_at}
+    )
+
+
+_RENEW_WORKER = {"postgresql": _renew_worker(postgresql), "sqlite": _renew_worker(sqlite)}
+#: A task's own lease only bridges the time until its owner's worker lease is renewed: from then
+#: on the worker lease covers it. Reads the owner's tasks not handed over yet (one index range).
+_HAND_OVER = (
+    update(_T)
+    .where(_T.c.owner == bindparam("b_owner"), _T.c.lease_expires_at.is_not(None))
+    .values(lease_expires_at=None)
+)
+#: The owner's tasks with a pending signal, read through the partial index that holds only those.
+_SIGNALS = select(_T.c.task_id, _T.c.cancel_requested, _T.c.input_responses_json).where(
+    _T.c.owner == bindparam("b_owner"), SIGNAL_PENDING, _IS_ACTIVE
 )
 
 
@@ -115,11 +152,17 @@ def _record(values: Mapping[str, Any]) -> TaskRecord:
         input_seq=values["input_seq"],
         cancel_requested=bool(values["cancel_requested"]),
         owner=values["owner"],
-        lease_expires_at=values["lease_expires_at"],
+        lease_expires_at=_effective_lease(values),
         version=values["version"],
         handler=values["handler"],
         meta=_loads(values["meta_json"]),
     )
+
+
+def _effective_lease(values: Mapping[str, Any]) -> int | None:
+    """When the task's lease ends: the later of its own and its owner's worker lease."""
+    leases = [lease for lease in (values["lease_expires_at"], values.get("worker_lease")) if lease is not None]
+    return max(leases, default=None)
 
 
 def _fetch(conn: Connection, task_id: str, *, lock: bool = False) -> TaskRecord | None:
@@ -391,32 +434,46 @@ class SqlTaskStore:
         return await self.database.write(lambda conn: conn.execute(statement).rowcount == 1)
 
     async def heartbeat(self, owner: str, task_ids: Sequence[str], lease_ms: int) -> list[TaskSignal]:
-        """Renew leases in one UPDATE, then read pending signals in one SELECT."""
+        """Renew ``owner``'s worker lease and read its pending signals: a fixed number of statements.
+
+        ``task_ids`` only tells whether the worker holds anything (a worker holding nothing lets
+        its lease lapse, as every task lease did before). The lease covers every unfinished task
+        the worker owns; its new tasks' own leases are handed over to it here.
+        """
         if not task_ids:
             return []
-        mine = and_(_T.c.owner == owner, _T.c.task_id.in_(list(task_ids)), _IS_ACTIVE)
-        renew = update(_T).where(mine).values(lease_expires_at=self._clock.now_ms() + lease_ms)
-        pending = select(_T.c.task_id, _T.c.cancel_requested, _T.c.input_responses_json).where(
-            mine, or_(_T.c.cancel_requested.is_(True), _T.c.input_responses_json != "{}")
-        )
+        params = {"b_owner": owner, "b_expires": self._clock.now_ms() + lease_ms}
 
         def beat(conn: Connection) -> list[TaskSignal]:
-            conn.execute(renew)
+            conn.execute(_RENEW_WORKER[conn.dialect.name], params)
+            conn.execute(_HAND_OVER, params)
             return [
                 TaskSignal(
                     task_id=row.task_id,
                     cancel_requested=bool(row.cancel_requested),
                     has_input_responses=row.input_responses_json != "{}",
                 )
-                for row in conn.execute(pending)
+                for row in conn.execute(_SIGNALS, params)
             ]
 
         return await self.database.write(beat)
 
     async def fail_lapsed(self, error: dict[str, Any], status_message: str) -> list[str]:
-        """Fail every active task whose lease has lapsed."""
+        """Fail every active task whose lease has lapsed: its owner's worker lease and its own.
+
+        Two indexed reads: the tasks of workers whose lease expired (their rows are then
+        dropped), and tasks whose own lease expired with no live worker lease behind them (a
+        worker that died before its first renewal, a row of an older release, no owner).
+        """
         now = self._clock.now_ms()
-        lapsed = and_(_IS_ACTIVE, _T.c.lease_expires_at.is_not(None), _T.c.lease_expires_at < now)
+        live_owner = exists().where(_W.c.worker_id == _T.c.owner, _W.c.lease_expires_at >= now)
+        own_lapsed = or_(_T.c.lease_expires_at.is_(None), _T.c.lease_expires_at < now)
+        lapsed_workers = select(_W.c.worker_id).where(_W.c.lease_expires_at < now).with_for_update()
+        # No status test in the reads: only unfinished tasks have an owner or a lease (a terminal
+        # write clears both), so each read is one range of a lease index, however many tasks are live.
+        unrenewed = select(_T.c.task_id).where(
+            _T.c.lease_expires_at.is_not(None), _T.c.lease_expires_at < now, ~live_owner
+        )
         failure = {
             "status": TaskStatus.FAILED.value,
             "status_message": status_message,
@@ -430,31 +487,58 @@ class SqlTaskStore:
         }
 
         def fail(conn: Connection) -> list[str]:
-            ids = [row.task_id for row in conn.execute(select(_T.c.task_id).where(lapsed))]
+            workers = [row.worker_id for row in conn.execute(lapsed_workers)]
+            ids: dict[str, None] = {}
+            if workers:
+                orphaned = select(_T.c.task_id).where(_T.c.owner.in_(workers), own_lapsed)
+                ids.update((row.task_id, None) for row in conn.execute(orphaned))
+            ids.update((row.task_id, None) for row in conn.execute(unrenewed))
             if ids:
-                conn.execute(update(_T).where(lapsed, _T.c.task_id.in_(ids)).values(**failure))
-            return ids
+                lapsed = and_(_IS_ACTIVE, own_lapsed, ~live_owner)  # re-checked under the write
+                conn.execute(update(_T).where(lapsed, _T.c.task_id.in_(list(ids))).values(**failure))
+            if workers:
+                conn.execute(_drop_workers(workers, now))
+            return list(ids)
 
         return await self.database.write(fail)
 
     async def purge_expired(self) -> list[str]:
-        """Delete tasks past their retention period."""
+        """Delete tasks past their retention period (and fold the unfinished-task count's rows)."""
         expired = and_(_T.c.expires_at.is_not(None), _T.c.expires_at <= self._clock.now_ms())
 
         def purge(conn: Connection) -> list[str]:
             ids = [row.task_id for row in conn.execute(select(_T.c.task_id).where(expired))]
             if ids:
                 conn.execute(delete(_T).where(expired, _T.c.task_id.in_(ids)))
+            _fold_active_count(conn)
             return ids
 
         return await self.database.write(purge)
 
     async def count_active(self, principal_digest: str | None = None) -> int:
-        """Count non-terminal tasks."""
-        statement = select(func.count()).select_from(_T).where(_IS_ACTIVE)
+        """Count non-terminal tasks (overall: the count the database keeps)."""
+        statement = _ACTIVE_COUNT
         if principal_digest is not None:
-            statement = statement.where(_T.c.principal_digest == principal_digest)
+            statement = (
+                select(func.count()).select_from(_T).where(_IS_ACTIVE, _T.c.principal_digest == principal_digest)
+            )
         return await self.database.read(lambda conn: int(conn.execute(statement).scalar_one()))
+
+
+def _drop_workers(workers: Sequence[str], now: int) -> Delete:
+    """Delete the lease rows of ``workers`` that are still lapsed (a worker renewing meanwhile stays)."""
+    return delete(_W).where(_W.c.worker_id.in_(list(workers)), _W.c.lease_expires_at < now)
+
+
+def _fold_active_count(conn: Connection) -> None:
+    """Replace the rows of the unfinished-task count by their sum, once there are several.
+
+    ``DELETE ... RETURNING`` sums exactly the rows it removed: a row another transaction appends
+    meanwhile is neither removed nor lost.
+    """
+    if int(conn.execute(_DELTA_ROWS).scalar_one()) > 1:
+        total = sum(conn.execute(delete(_D).returning(_D.c.delta)).scalars())
+        conn.execute(_D.insert().values(delta=total))
 
 
 def _rewrite(conn: Connection, record: TaskRecord, now: int, **values: Any) -> None:
@@ -471,7 +555,7 @@ def check_task_limits(
     Runs inside the caller's transaction (task creation here, approval admission in the approval store).
     """
     if max_active is not None:
-        total = int(conn.execute(_ACTIVE_UP_TO, {"cap": max_active}).scalar_one())
+        total = int(conn.execute(_ACTIVE_COUNT).scalar_one())
         if total >= max_active:
             raise TaskLimitReachedError("max_tasks", total)
     if max_per_principal is not None and principal_digest is not None:

@@ -133,11 +133,20 @@ class TaskStore(Protocol):
         ...
 
     async def heartbeat(self, owner: str, task_ids: Sequence[str], lease_ms: int) -> list[TaskSignal]:
-        """Renew ``owner``'s lease on its running tasks and report their pending signals."""
+        """Renew ``owner``'s worker lease and report the pending signals of the tasks it owns.
+
+        One lease per worker covers every unfinished task it owns, so the cost does not grow
+        with the number of tasks; ``task_ids`` (the tasks the worker holds) only tells whether
+        it holds any: a worker holding none renews nothing and its lease lapses.
+        """
         ...
 
     async def fail_lapsed(self, error: dict[str, Any], status_message: str) -> list[str]:
-        """Mark ``failed`` every non-terminal task whose worker's lease has lapsed."""
+        """Mark ``failed`` every non-terminal task whose worker's lease has lapsed.
+
+        A new task carries its own lease until its owner first renews its worker lease; a task
+        counts as lapsed when neither lease holds.
+        """
         ...
 
     async def purge_expired(self) -> list[str]:

@@ -414,13 +414,19 @@ class ApprovalStore:
         return await self.database.read(lambda conn: [intent_from_row(row._mapping) for row in conn.execute(statement)])
 
     async def purge_orphans(self) -> int:
-        """Delete workflows and settled intents whose task row is gone (retention ended)."""
+        """Delete workflows and settled intents whose task row is gone (retention ended).
+
+        Also folds the admission counts, so the count rows of principals that no longer ask (and
+        whose plain tasks keep moving) do not pile up.
+        """
         task_gone = ~self.tasks.exists(_W.c.task_id)
         intent_settled = and_(_I.c.state.not_in(sql.UNSETTLED), ~exists().where(_W.c.task_id == _I.c.task_id))
 
         def purge(conn: Connection) -> int:
             removed = conn.execute(delete(_W).where(task_gone)).rowcount
-            return removed + conn.execute(delete(_I).where(intent_settled)).rowcount
+            removed += conn.execute(delete(_I).where(intent_settled)).rowcount
+            sql.fold_counts(conn)
+            return removed
 
         return await self.database.write(purge)
 

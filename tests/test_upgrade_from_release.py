@@ -109,8 +109,8 @@ async def test_the_release_database_upgrades_to_head_without_losing_a_row(db_url
     # The audit log gained its chain head and an empty table of delivery cursors, the console its
     # (empty) session table; every other table holds exactly what it held.
     # The admission counts hold the release's pending request: unfinished tasks in all, its
-    # principal's, its principal's pending approvals.
-    added = {"audit_chain_head": 1, "audit_delivery_cursors": 0, "console_sessions": 0, "approval_counts": 3}
+    # principal's, its principal's pending approvals, and its intent in the minute it was recorded.
+    added = {"audit_chain_head": 1, "audit_delivery_cursors": 0, "console_sessions": 0, "approval_counts": 4}
     assert after == before | added
     assert after["tasks"] == after["approval_workflows"] == after["approval_requests"] == 1
     assert {"handler", "meta_json"} <= columns

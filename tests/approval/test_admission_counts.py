@@ -5,6 +5,7 @@ requests already stored."""
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,9 +16,15 @@ from sqlalchemy import Connection, delete, func, select, update
 
 from mcp_approval.approval import store_sql
 from mcp_approval.approval.records import Admission, Intent, NewWorkflow, TaskOutcome
-from mcp_approval.approval.schema import APPROVAL_MIGRATIONS, approval_counts_table, approval_workflows_table
+from mcp_approval.approval.schema import (
+    APPROVAL_MIGRATIONS,
+    approval_counts_table,
+    approval_intents_table,
+    approval_workflows_table,
+)
 from mcp_approval.approval.states import Disposition, IntentState
 from mcp_approval.approval.store import ApprovalStore
+from mcp_approval.clock import ManualClock
 from mcp_approval.storage import Database, migrate, open_database
 from mcp_approval.tasks.schema import TASKS_MIGRATIONS, tasks_table
 from mcp_approval.tasks.states import TaskStatus
@@ -25,7 +32,7 @@ from mcp_approval.tasks.store import NewTask
 
 pytestmark = pytest.mark.anyio
 
-_T, _W, _C = tasks_table, approval_workflows_table, approval_counts_table
+_T, _W, _I, _C = tasks_table, approval_workflows_table, approval_intents_table, approval_counts_table
 ALICE, BOB = "a" * 64, "b" * 64
 UNLIMITED = 10**9
 FENCED = TaskOutcome(TaskStatus.CANCELLED, status_message="withdrawn")
@@ -53,14 +60,24 @@ def _true_counts(conn: Connection) -> dict[str, int]:
     return {scope: n for scope, n in counts.items() if n}
 
 
-def _kept_counts(conn: Connection) -> dict[str, int]:
-    """The counts as admission reads them (every scope present)."""
+def _kept_counts(conn: Connection, prefix: str = "") -> dict[str, int]:
+    """The counts as admission reads them: the per-minute ones (``prefix="rate:"``), or the others."""
     query = select(_C.c.scope, func.sum(_C.c.delta)).group_by(_C.c.scope)
-    return {scope: int(n) for scope, n in conn.execute(query) if n}
+    return {scope: int(n) for scope, n in conn.execute(query) if n and scope.startswith("rate:") == (prefix == "rate:")}
+
+
+def _true_rates(conn: Connection) -> dict[str, int]:
+    """The intents per principal and minute, computed from the rows."""
+    query = select(_I.c.principal_digest, _I.c.created_at)
+    counts: Counter[str] = Counter()
+    for owner, created_at in conn.execute(query):
+        counts[store_sql.rate_scope(owner, created_at // 60_000)] += 1
+    return dict(counts)
 
 
 async def _assert_counts_hold(database: Database) -> None:
     assert await database.read(_kept_counts) == await database.read(_true_counts)
+    assert await database.read(functools.partial(_kept_counts, prefix="rate:")) == await database.read(_true_rates)
 
 
 class Requests:
@@ -83,7 +100,7 @@ class Requests:
             body_sealed="k1:body",
             state=IntentState.OPEN,
             handle=None,
-            created_at=0,
+            created_at=self.store.clock.now_ms(),
         )
         admission, _ = await self.store.record_intent(
             intent,
@@ -155,8 +172,8 @@ async def test_the_counts_follow_every_statement_that_moves_a_row(database: Data
     await database.write(lambda conn: conn.execute(update(_T).values(status=_T.c.status)))
     await _assert_counts_hold(database)
     await database.write(lambda conn: conn.execute(delete(_T).where(_T.c.task_id.in_([opened[3], "plain-1"]))))
-    await store.purge_orphans()  # deletes the orphaned (pending) workflow of opened[3]
-    await _assert_counts_hold(database)
+    await store.purge_orphans()  # deletes the orphaned (pending) workflow of opened[3], and its intent
+    assert await database.read(_kept_counts) == await database.read(_true_counts)
 
 
 async def test_admission_folds_the_rows_it_reads_without_changing_a_count(database: Database) -> None:
@@ -174,7 +191,7 @@ async def test_admission_folds_the_rows_it_reads_without_changing_a_count(databa
     await store.purge_orphans()
     per_scope = select(_C.c.scope, func.count()).group_by(_C.c.scope)
     assert all(n == 1 for _, n in await database.read(lambda conn: conn.execute(per_scope).all()))
-    await _assert_counts_hold(database)
+    assert await database.read(_kept_counts) == await database.read(_true_counts)
 
 
 async def test_admission_refuses_by_the_counts(database: Database) -> None:
@@ -224,18 +241,41 @@ async def test_an_upgrade_counts_the_pending_requests_already_stored(db_url: str
             )
             await database.write(functools.partial(tasks.insert, task=task, now_ms=1))
             await database.write(lambda conn, row=workflow: conn.execute(_W.insert(), row))
+            intent = {**_legacy_intent(task_id), "state": "bound" if phase == "pending" else "abandoned"}
+            await database.write(lambda conn, row=intent: conn.execute(_I.insert(), row))
         await migrate(database, TASKS_MIGRATIONS, APPROVAL_MIGRATIONS)
         await _assert_counts_hold(database)
         assert await database.read(_kept_counts) == {"tasks": 3, f"tasks:{ALICE}": 3, f"pending:{ALICE}": 3}
-        # The kept requests still count against alice's limit, and still end normally.
-        store = ApprovalStore(database, result_retention_ms=60_000)
+        # The kept requests still count against alice's limits, and still end normally.
+        store = ApprovalStore(database, result_retention_ms=60_000, clock=ManualClock(start_ms=LEGACY_AT + 1))
         requests = Requests(store)
+        assert (await requests.open(ALICE, per_minute=4))[0] is Admission.RATE_LIMITED  # 4 intents this minute
         assert (await requests.open(ALICE, max_pending=3))[0] is Admission.TOO_MANY_PENDING
         assert await store.fence("old-0", FENCED)
         assert (await requests.open(ALICE, max_pending=3))[0] is Admission.RECORDED
         await _assert_counts_hold(database)
     finally:
         await database.close()
+
+
+LEGACY_AT = 1_780_000_000_000
+
+
+def _legacy_intent(task_id: str) -> dict[str, Any]:
+    return {
+        "idempotency_key": f"key-{task_id}",
+        "task_id": task_id,
+        "generation": 1,
+        "principal_digest": ALICE,
+        "tool_name": "deploy",
+        "arguments_digest": f"{task_id:0>64}",
+        "body_ciphertext": "k1:body",
+        "key_id": "k1",
+        "state": "bound",
+        "handle": f"h-{task_id}",
+        "created_at": LEGACY_AT,
+        "updated_at": LEGACY_AT,
+    }
 
 
 def _legacy_workflow(task_id: str) -> dict[str, Any]:
@@ -256,3 +296,24 @@ def _legacy_workflow(task_id: str) -> dict[str, Any]:
         "updated_at": 1,
         "version": 0,
     }
+
+
+async def test_the_per_minute_limit_counts_a_sliding_window_exactly(database: Database) -> None:
+    clock = ManualClock(start_ms=10 * 60_000 + 30_000)  # half-way through a minute
+    store = ApprovalStore(database, result_retention_ms=60_000, clock=clock)
+    requests = Requests(store)
+    for _ in range(3):
+        assert (await requests.open(ALICE, per_minute=3))[0] is Admission.RECORDED
+        clock.advance(15_000)  # at :30, :45 and the next minute's :00
+    assert (await requests.open(ALICE, per_minute=3))[0] is Admission.RATE_LIMITED  # 3 in (now - 60 s, now]
+    assert (await requests.open(BOB, per_minute=3))[0] is Admission.RECORDED
+    await _assert_counts_hold(database)
+    clock.advance(16_000)  # the first left the window; its minute still counts it, the exact count decides
+    assert (await requests.open(ALICE, per_minute=3))[0] is Admission.RECORDED
+    assert (await requests.open(ALICE, per_minute=3))[0] is Admission.RATE_LIMITED
+    # Long after, the purge drops the per-minute counts of minutes past the window (and a bit).
+    clock.advance((store_sql.RATE_KEPT_MINUTES + 3) * 60_000)
+    await store.purge_orphans()
+    scopes = await database.read(lambda conn: conn.execute(select(_C.c.scope)).scalars().all())
+    assert not [scope for scope in scopes if scope.startswith("rate:")]
+    assert (await requests.open(ALICE, per_minute=3))[0] is Admission.RECORDED

@@ -112,8 +112,9 @@ approval_counts_table = Table(
     # enters or leaves a counted set. A scope's count is the sum of its rows; folding replaces
     # them with one row holding that sum.
     Column("id", Integer, primary_key=True, autoincrement=True),
-    # "tasks" (unfinished tasks), "tasks:<principal digest>", "pending:<principal digest>".
-    Column("scope", String(80), nullable=False),
+    # "tasks" (unfinished tasks), "tasks:<principal digest>", "pending:<principal digest>",
+    # "rate:<principal digest>:<minute since the epoch, 12 digits>" (intents recorded then).
+    Column("scope", String(100), nullable=False),
     Column("delta", BigInteger, nullable=False),
 )
 

@@ -416,16 +416,18 @@ class ApprovalStore:
     async def purge_orphans(self) -> int:
         """Delete workflows and settled intents whose task row is gone (retention ended).
 
-        Also folds the admission counts, so the count rows of principals that no longer ask (and
-        whose plain tasks keep moving) do not pile up.
+        Also tidies the admission counts: drops the per-minute intent counts of minutes long past
+        and folds the rest, so the rows of principals that no longer ask (and whose plain tasks
+        keep moving) do not pile up.
         """
+        now = self.clock.now_ms()
         task_gone = ~self.tasks.exists(_W.c.task_id)
         intent_settled = and_(_I.c.state.not_in(sql.UNSETTLED), ~exists().where(_W.c.task_id == _I.c.task_id))
 
         def purge(conn: Connection) -> int:
             removed = conn.execute(delete(_W).where(task_gone)).rowcount
             removed += conn.execute(delete(_I).where(intent_settled)).rowcount
-            sql.fold_counts(conn)
+            sql.fold_counts(conn, now)
             return removed
 
         return await self.database.write(purge)

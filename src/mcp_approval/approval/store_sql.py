@@ -25,10 +25,13 @@ __all__ = [
     "LIVE_PHASES",
     "LOOK_AGAIN",
     "MOVE_INTENT",
+    "RATE_COUNTS",
     "UNSETTLED",
     "fold_counts",
     "fold_scope",
     "live_match",
+    "rate_bound",
+    "rate_scope",
     "read_counts",
     "refusal",
     "reschedule_one",
@@ -85,6 +88,14 @@ COUNTS = (
     .where(_C.c.scope.in_(bindparam("scopes", expanding=True)))
     .group_by(_C.c.scope)
 )
+#: The per-minute intent counts of one principal from a minute on (``low`` to ``high``).
+RATE_COUNTS = (
+    select(_C.c.scope, func.sum(_C.c.delta).label("total"), func.count().label("rows"))
+    .where(_C.c.scope >= bindparam("low"), _C.c.scope < bindparam("high"))
+    .group_by(_C.c.scope)
+)
+#: Per-minute counts kept this many minutes past the window, so a worker whose clock lags still finds them.
+RATE_KEPT_MINUTES = 5
 #: The rows of one scope that no concurrent fold holds (PostgreSQL; SQLite's writer is alone anyway).
 _SCOPE_ROWS = select(_C.c.id, _C.c.delta).where(_C.c.scope == bindparam("scope")).with_for_update(skip_locked=True)
 #: Scopes spread over more than one row.
@@ -136,9 +147,12 @@ def refusal(
     if existing is not None:
         return Admission.DUPLICATE, existing
     owner = intent.principal_digest
-    recent = {"owner": owner, "since": now - 60_000, "cap": per_minute}
-    if int(conn.execute(RECENT_SUBMISSIONS, recent).scalar_one()) >= per_minute:
-        return Admission.RATE_LIMITED, None
+    since = now - 60_000
+    # The exact count of the window is read only when the minutes it spans hold enough intents.
+    if rate_bound(conn, owner, since) >= per_minute:
+        recent = {"owner": owner, "since": since, "cap": per_minute}
+        if int(conn.execute(RECENT_SUBMISSIONS, recent).scalar_one()) >= per_minute:
+            return Admission.RATE_LIMITED, None
     # Counts kept by the database's triggers: a few rows each, however many requests are pending.
     pending, tasks, own_tasks = f"pending:{owner}", "tasks", f"tasks:{owner}"
     counts = read_counts(conn, (pending, tasks, own_tasks))
@@ -150,6 +164,22 @@ def refusal(
     ):
         return Admission.TASK_LIMIT, None
     return None
+
+
+def rate_scope(owner: str, minute: int) -> str:
+    """The scope counting the intents ``owner`` recorded in ``minute`` (since the epoch)."""
+    return f"rate:{owner}:{minute:012d}"
+
+
+def rate_bound(conn: Connection, owner: str, since: int) -> int:
+    """At least how many intents ``owner`` recorded after ``since``: those of its minute and later."""
+    span = {"low": rate_scope(owner, since // 60_000), "high": f"rate:{owner};"}  # ";" sorts right after ":"
+    total = 0
+    for row in conn.execute(RATE_COUNTS, span):
+        total += int(row.total)
+        if row.rows > FOLD_AT:
+            fold_scope(conn, row.scope)
+    return total
 
 
 def read_counts(conn: Connection, scopes: tuple[str, ...]) -> dict[str, int]:
@@ -177,8 +207,14 @@ def fold_scope(conn: Connection, scope: str) -> None:
         conn.execute(_C.insert(), {"scope": scope, "delta": total})
 
 
-def fold_counts(conn: Connection) -> None:
-    """Fold every scope spread over more than one row (e.g. principals that stopped asking)."""
+def fold_counts(conn: Connection, now: int) -> None:
+    """Drop the per-minute counts of minutes long past; fold every scope spread over more than one row.
+
+    Folding here reaches the scopes of principals that stopped asking (whose tasks still move).
+    """
+    stale = f"{now // 60_000 - 1 - RATE_KEPT_MINUTES:012d}"
+    minute = func.substr(_C.c.scope, func.length(_C.c.scope) - 11)
+    conn.execute(delete(_C).where(_C.c.scope >= "rate:", _C.c.scope < "rate;", minute < stale))
     for scope in conn.execute(_UNFOLDED).scalars().all():
         fold_scope(conn, scope)
 

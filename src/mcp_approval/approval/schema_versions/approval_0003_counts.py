@@ -9,8 +9,11 @@ admission folds into one row now and then. Appending never updates a shared row,
 writers on PostgreSQL take no lock on a counter.
 
 Scopes: ``tasks`` (tasks in ``working`` or ``input_required``), ``tasks:<principal digest>`` and
-``pending:<principal digest>`` (approval workflows in phase ``pending``). The upgrade counts the
-rows already there, so pending requests keep counting against their principals' limits.
+``pending:<principal digest>`` (approval workflows in phase ``pending``), and
+``rate:<principal digest>:<minute>`` (intents recorded in that minute since the epoch, 12 digits:
+an upper bound for the per-minute limit, so its exact count is read only near the limit). The
+upgrade counts the rows already there, so pending requests keep counting against their
+principals' limits.
 
 Revision ID: approval_0003
 Revises: approval_0002
@@ -41,7 +44,7 @@ def upgrade() -> None:
     op.create_table(
         "approval_counts",
         sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
-        sa.Column("scope", sa.String(80), nullable=False),
+        sa.Column("scope", sa.String(100), nullable=False),
         sa.Column("delta", sa.BigInteger(), nullable=False),
     )
     op.create_index("ix_approval_counts_scope", "approval_counts", ["scope", "delta"])
@@ -59,11 +62,43 @@ def upgrade() -> None:
             _postgresql_triggers(table, column, counted, whole, own)
         else:
             _sqlite_triggers(table, column, counted, whole, own)
+    _rate_counts(op.get_bind().dialect.name == "postgresql")
+
+
+def _rate_counts(postgresql: bool) -> None:
+    """Intents per principal and minute: today's rows, then one ``+1`` per intent recorded."""
+    minute = (
+        "lpad(({row}.created_at / 60000)::text, 12, '0')" if postgresql else "printf('%012d', {row}.created_at / 60000)"
+    )
+    scope = "'rate:' || {row}.principal_digest || ':' || " + minute
+    op.execute(
+        f"INSERT INTO approval_counts (scope, delta) SELECT {scope.format(row='approval_intents')}, COUNT(*) "  # noqa: S608
+        f"FROM approval_intents GROUP BY principal_digest, created_at / 60000"
+    )
+    insert = f"INSERT INTO approval_counts (scope, delta) VALUES ({scope.format(row='NEW')}, 1);"  # noqa: S608
+    if not postgresql:
+        op.execute(
+            f"CREATE TRIGGER approval_count_approval_intents_insert AFTER INSERT ON approval_intents BEGIN {insert} END"
+        )
+        return
+    op.execute(
+        "CREATE FUNCTION approval_count_approval_intents() RETURNS trigger LANGUAGE plpgsql AS $$ "
+        f"BEGIN {insert} RETURN NULL; END $$"
+    )
+    op.execute(
+        "CREATE TRIGGER approval_count_approval_intents_insert AFTER INSERT ON approval_intents "
+        "FOR EACH ROW EXECUTE FUNCTION approval_count_approval_intents()"
+    )
 
 
 def downgrade() -> None:
     """Drop the triggers and the counts."""
     postgresql = op.get_bind().dialect.name == "postgresql"
+    op.execute(
+        "DROP TRIGGER IF EXISTS approval_count_approval_intents_insert" + (" ON approval_intents" if postgresql else "")
+    )
+    if postgresql:
+        op.execute("DROP FUNCTION IF EXISTS approval_count_approval_intents()")
     for table, *_ in _COUNTED:
         for event in ("insert", "update", "delete"):
             suffix = f" ON {table}" if postgresql else ""

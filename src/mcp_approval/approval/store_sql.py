@@ -88,12 +88,13 @@ COUNTS = (
     .where(_C.c.scope.in_(bindparam("scopes", expanding=True)))
     .group_by(_C.c.scope)
 )
-#: The per-minute intent counts of one principal from a minute on (``low`` to ``high``).
+#: The per-minute intent counts of one principal from a minute on (``low`` to ``high``, inclusive).
 RATE_COUNTS = (
     select(_C.c.scope, func.sum(_C.c.delta).label("total"), func.count().label("rows"))
-    .where(_C.c.scope >= bindparam("low"), _C.c.scope < bindparam("high"))
+    .where(_C.c.scope >= bindparam("low"), _C.c.scope <= bindparam("high"))
     .group_by(_C.c.scope)
 )
+_LAST_MINUTE = 10**12 - 1  # the largest minute a scope's 12 digits can name
 #: Per-minute counts kept this many minutes past the window, so a worker whose clock lags still finds them.
 RATE_KEPT_MINUTES = 5
 #: The rows of one scope that no concurrent fold holds (PostgreSQL; SQLite's writer is alone anyway).
@@ -173,7 +174,9 @@ def rate_scope(owner: str, minute: int) -> str:
 
 def rate_bound(conn: Connection, owner: str, since: int) -> int:
     """At least how many intents ``owner`` recorded after ``since``: those of its minute and later."""
-    span = {"low": rate_scope(owner, since // 60_000), "high": f"rate:{owner};"}  # ";" sorts right after ":"
+    # Both ends share the prefix and differ in equal-length digits only, so the range holds exactly
+    # this principal's minutes in any collation (PostgreSQL's may ignore the punctuation).
+    span = {"low": rate_scope(owner, since // 60_000), "high": rate_scope(owner, _LAST_MINUTE)}
     total = 0
     for row in conn.execute(RATE_COUNTS, span):
         total += int(row.total)
@@ -214,7 +217,7 @@ def fold_counts(conn: Connection, now: int) -> None:
     """
     stale = f"{now // 60_000 - 1 - RATE_KEPT_MINUTES:012d}"
     minute = func.substr(_C.c.scope, func.length(_C.c.scope) - 11)
-    conn.execute(delete(_C).where(_C.c.scope >= "rate:", _C.c.scope < "rate;", minute < stale))
+    conn.execute(delete(_C).where(_C.c.scope.like("rate:%"), minute < stale))
     for scope in conn.execute(_UNFOLDED).scalars().all():
         fold_scope(conn, scope)
 

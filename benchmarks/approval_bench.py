@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # for tests.support
 
+import asyncpg  # type: ignore[import-untyped]  # noqa: E402
 import httpx  # noqa: E402
 from databases import DatabaseKind, Postgres, add_postgres_arguments, database_kinds  # noqa: E402
 from measure import Report, Row, exit_code_of, log, median, percentile, settle, throughput  # noqa: E402
@@ -477,6 +478,47 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used (0 where there is none)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU seconds of the server process and, on PostgreSQL, of the database's backends.
+
+    Backends are found in ``pg_stat_activity`` at each reading and followed by pid; a backend that
+    exits between two readings loses its last interval, so the database's share is a lower bound.
+    On a shared machine this is steadier than the rate: another process's load delays the calls
+    but hardly changes the CPU each one costs.
+    """
+
+    def __init__(self, pid: int, postgres: Postgres | None) -> None:
+        self.pid, self.postgres = pid, postgres
+        self.seen: dict[int, float] = {}
+        self.server = self.database = 0.0
+
+    async def read(self) -> tuple[float, float]:
+        """(server, database backends) CPU seconds used so far."""
+        self.server = cpu_s(self.pid)
+        if self.postgres is not None:
+            conn = await asyncpg.connect(self.postgres.admin_dsn, timeout=5)
+            try:
+                rows = await conn.fetch("SELECT pid FROM pg_stat_activity WHERE datname = $1", self.postgres.name)
+            finally:
+                await conn.close()
+            first = not self.seen  # the first reading is the baseline; later, a new backend counts from 0
+            for row in rows:
+                backend = int(row["pid"])
+                now = cpu_s(backend)
+                self.database += max(0.0, now - self.seen.get(backend, now if first else 0.0))
+                self.seen[backend] = now
+        return self.server, self.database
+
+
 async def bench_growth(scale: Scale, kind: DatabaseKind, report: Report) -> None:
     """Approval-gated creations with nothing cancelled: the rate per slice as the pending set grows."""
     n, size, conc = scale.growth_tasks, scale.growth_slice, scale.concurrency
@@ -486,12 +528,18 @@ async def bench_growth(scale: Scale, kind: DatabaseKind, report: Report) -> None
         process = srv.server.process
         pid = process.pid if process is not None else 0
         await throughput(lambda _i: gated_call(alice), 20, conc)  # warm-up (counted in the pending set)
+        meter = CpuMeter(pid, kind.postgres)
         rates: list[float] = []
+        cpu_ms: list[float] = []  # server (+ database) CPU ms per creation, per slice
         rss: dict[int, int] = {0: rss_kib(pid)}
         started = time.perf_counter()
+        before = sum(await meter.read())
         for done in range(0, n, size):
             rates.append(await throughput(lambda _i: gated_call(alice), size, conc))
-            log(f"  {done + size:>7,} pending: {rates[-1]:.0f}/s")
+            after = sum(await meter.read())
+            cpu_ms.append((after - before) * 1000 / size)
+            before = after
+            log(f"  {done + size:>7,} pending: {rates[-1]:.0f}/s, {cpu_ms[-1]:.2f} CPU ms per creation")
             if (done + size) % 10_000 == 0 or done + size >= n:
                 rss[done + size] = rss_kib(pid)
         overall = n / (time.perf_counter() - started)
@@ -499,14 +547,20 @@ async def bench_growth(scale: Scale, kind: DatabaseKind, report: Report) -> None
         if total < n:
             raise RuntimeError(f"expected at least {n} pending workflows, found {total}")
     ratio = rates[-1] / rates[0]
+    cpu_ratio = cpu_ms[-1] / cpu_ms[0] if cpu_ms[0] else float("nan")
     per_task = (rss[max(rss)] - rss[0]) * 1024 / n
-    log(f"  overall {overall:.0f}/s; last slice / first {ratio:.2f}; RSS KiB {rss} ({per_task:.0f} B per task)")
+    log(
+        f"  overall {overall:.0f}/s; last slice / first {ratio:.2f}; CPU per creation last / first {cpu_ratio:.2f}; "
+        f"RSS KiB {rss} ({per_task:.0f} B per task)"
+    )
     report.figures[f"growth_{kind.label.lower()}"] = {
         "tasks": n,
         "slice": size,
         "rates": rates,
+        "cpu_ms_per_creation": cpu_ms,
         "overall_per_s": overall,
         "last_over_first": ratio,
+        "cpu_last_over_first": cpu_ratio,
         "rss_kib": rss,
     }
     report.add(
@@ -516,6 +570,14 @@ async def bench_growth(scale: Scale, kind: DatabaseKind, report: Report) -> None
             f"first {rates[0]:.0f}/s, last {rates[-1]:.0f}/s, overall {overall:.0f}/s",
             f">= x{GROWTH_RATIO_TARGET}",
             ratio >= GROWTH_RATIO_TARGET,
+        )
+    )
+    who = "server + database backends" if kind.postgres is not None else "server"
+    report.add(
+        Row(
+            f"CPU per approval-gated creation, {n:,} pending, {kind.label}: last / first slice",
+            f"x{cpu_ratio:.2f}",
+            f"{who}: first {cpu_ms[0]:.2f} ms, last {cpu_ms[-1]:.2f} ms",
         )
     )
     report.add(

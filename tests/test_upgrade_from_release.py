@@ -34,7 +34,7 @@ RELEASE = Path(__file__).parent / "data" / "release_d16cd99"
 FIXTURE = json.loads((RELEASE / "rows.json").read_text())
 #: What a local-backend deployment opens: the tables it uses, each at its head.
 DEPLOYMENT = (TASKS_MIGRATIONS, AUDIT_MIGRATIONS, APPROVAL_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS)
-HEADS = {"tasks": "tasks_0004", "audit": "audit_0003", "approval": "approval_0002", "local_backend": "local_0004"}
+HEADS = {"tasks": "tasks_0004", "audit": "audit_0003", "approval": "approval_0003", "local_backend": "local_0004"}
 
 
 def _is_time(column: str) -> bool:
@@ -108,13 +108,16 @@ async def test_the_release_database_upgrades_to_head_without_losing_a_row(db_url
     assert heads == {name: [revision] for name, revision in HEADS.items()}
     # The audit log gained its chain head and an empty table of delivery cursors, the console its
     # (empty) session table, the tasks layer its worker leases and its count of unfinished tasks;
-    # every other table holds exactly what it held.
+    # every other table holds exactly what it held. The admission counts hold the release's pending
+    # request: unfinished tasks in all, its principal's, its principal's pending approvals, and its
+    # intent in the minute it was recorded.
     assert after == before | {
         "audit_chain_head": 1,
         "audit_delivery_cursors": 0,
         "console_sessions": 0,
         "task_workers": 0,
         "task_active_deltas": 1,  # the count of unfinished tasks at the upgrade
+        "approval_counts": 4,
     }
     assert after["tasks"] == after["approval_workflows"] == after["approval_requests"] == 1
     assert {"handler", "meta_json"} <= columns

@@ -9,7 +9,13 @@ from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Tab
 
 from mcp_approval.storage.migrations import Migrations
 
-__all__ = ["APPROVAL_MIGRATIONS", "approval_intents_table", "approval_workflows_table", "metadata"]
+__all__ = [
+    "APPROVAL_MIGRATIONS",
+    "approval_counts_table",
+    "approval_intents_table",
+    "approval_workflows_table",
+    "metadata",
+]
 
 #: The approval tables' history; release schema version 2 created them.
 APPROVAL_MIGRATIONS = Migrations(
@@ -98,3 +104,18 @@ Index(
     approval_intents_table.c.tool_name,
     approval_intents_table.c.arguments_digest,
 )
+
+approval_counts_table = Table(
+    "approval_counts",
+    metadata,
+    # Written by triggers (revision approval_0003), never by the code: a +1 or -1 each time a row
+    # enters or leaves a counted set. A scope's count is the sum of its rows; folding replaces
+    # them with one row holding that sum.
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    # "tasks" (unfinished tasks), "tasks:<principal digest>", "pending:<principal digest>",
+    # "rate:<principal digest>:<minute since the epoch, 12 digits>" (intents recorded then).
+    Column("scope", String(100), nullable=False),
+    Column("delta", BigInteger, nullable=False),
+)
+
+Index("ix_approval_counts_scope", approval_counts_table.c.scope, approval_counts_table.c.delta)

@@ -414,13 +414,21 @@ class ApprovalStore:
         return await self.database.read(lambda conn: [intent_from_row(row._mapping) for row in conn.execute(statement)])
 
     async def purge_orphans(self) -> int:
-        """Delete workflows and settled intents whose task row is gone (retention ended)."""
+        """Delete workflows and settled intents whose task row is gone (retention ended).
+
+        Also tidies the admission counts: drops the per-minute intent counts of minutes long past
+        and folds the rest, so the rows of principals that no longer ask (and whose plain tasks
+        keep moving) do not pile up.
+        """
+        now = self.clock.now_ms()
         task_gone = ~self.tasks.exists(_W.c.task_id)
         intent_settled = and_(_I.c.state.not_in(sql.UNSETTLED), ~exists().where(_W.c.task_id == _I.c.task_id))
 
         def purge(conn: Connection) -> int:
             removed = conn.execute(delete(_W).where(task_gone)).rowcount
-            return removed + conn.execute(delete(_I).where(intent_settled)).rowcount
+            removed += conn.execute(delete(_I).where(intent_settled)).rowcount
+            sql.fold_counts(conn, now)
+            return removed
 
         return await self.database.write(purge)
 

@@ -120,7 +120,7 @@ def test_each_deployment_holds_only_the_tables_it_uses(tmp_path: Path) -> None:
     assert _tables(local.directory / "treasury.db") == {
         "tasks",
         "task_workers",
-        "task_active_deltas",
+        "task_counts",
         "approval_workflows",
         "approval_intents",
         "approval_counts",
@@ -142,7 +142,7 @@ def test_each_deployment_holds_only_the_tables_it_uses(tmp_path: Path) -> None:
     assert _tables(pair.directory / "treasury-arap.db") == {
         "tasks",
         "task_workers",
-        "task_active_deltas",
+        "task_counts",
         "approval_workflows",
         "approval_intents",
         "approval_counts",

@@ -107,17 +107,17 @@ async def test_the_release_database_upgrades_to_head_without_losing_a_row(db_url
     assert found == {"tasks": (), "audit": (), "approval": (), "local_backend": ()}
     assert heads == {name: [revision] for name, revision in HEADS.items()}
     # The audit log gained its chain head and an empty table of delivery cursors, the console its
-    # (empty) session table, the tasks layer its worker leases and its count of unfinished tasks;
-    # every other table holds exactly what it held. The admission counts hold the release's pending
-    # request: unfinished tasks in all, its principal's, its principal's pending approvals, and its
-    # intent in the minute it was recorded.
+    # (empty) session table, the tasks layer its worker leases and its counts of unfinished tasks,
+    # the approval layer its admission counts; every other table holds exactly what it held. The
+    # counts hold the release's pending request: unfinished tasks in all and its principal's, its
+    # principal's pending approvals, and its intent in the minute it was recorded.
     assert after == before | {
         "audit_chain_head": 1,
         "audit_delivery_cursors": 0,
         "console_sessions": 0,
         "task_workers": 0,
-        "task_active_deltas": 1,  # the count of unfinished tasks at the upgrade
-        "approval_counts": 4,
+        "task_counts": 2,
+        "approval_counts": 2,
     }
     assert after["tasks"] == after["approval_workflows"] == after["approval_requests"] == 1
     assert {"handler", "meta_json"} <= columns

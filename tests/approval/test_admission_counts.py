@@ -1,6 +1,6 @@
-"""Admission counts (``approval_counts``): the database's triggers keep them equal to the rows they
-count whatever statement moves a row, admission refuses by them, and an upgrade counts the pending
-requests already stored."""
+"""Admission counts (``approval_counts``, and the tasks layer's ``task_counts``): the database's
+triggers keep them equal to the rows they count whatever statement moves a row, admission refuses
+by them, and an upgrade counts the pending requests and unfinished tasks already stored."""
 
 from __future__ import annotations
 
@@ -26,13 +26,21 @@ from mcp_approval.approval.states import Disposition, IntentState
 from mcp_approval.approval.store import ApprovalStore
 from mcp_approval.clock import ManualClock
 from mcp_approval.storage import Database, migrate, open_database
-from mcp_approval.tasks.schema import TASKS_MIGRATIONS, tasks_table
+from mcp_approval.storage.counts import FOLD_AT
+from mcp_approval.tasks.schema import TASKS_MIGRATIONS, task_counts_table, tasks_table
+from mcp_approval.tasks.sql_store import SqlTaskStore
 from mcp_approval.tasks.states import TaskStatus
 from mcp_approval.tasks.store import NewTask
 
 pytestmark = pytest.mark.anyio
 
-_T, _W, _I, _C = tasks_table, approval_workflows_table, approval_intents_table, approval_counts_table
+_T, _W, _I, _C, _TC = (
+    tasks_table,
+    approval_workflows_table,
+    approval_intents_table,
+    approval_counts_table,
+    task_counts_table,
+)
 ALICE, BOB = "a" * 64, "b" * 64
 UNLIMITED = 10**9
 FENCED = TaskOutcome(TaskStatus.CANCELLED, status_message="withdrawn")
@@ -62,8 +70,20 @@ def _true_counts(conn: Connection) -> dict[str, int]:
 
 def _kept_counts(conn: Connection, prefix: str = "") -> dict[str, int]:
     """The counts as admission reads them: the per-minute ones (``prefix="rate:"``), or the others."""
-    query = select(_C.c.scope, func.sum(_C.c.delta)).group_by(_C.c.scope)
-    return {scope: int(n) for scope, n in conn.execute(query) if n and scope.startswith("rate:") == (prefix == "rate:")}
+    kept: dict[str, int] = {}
+    for table in (_C, _TC):
+        query = select(table.c.scope, func.sum(table.c.delta)).group_by(table.c.scope)
+        kept |= {
+            scope: int(n) for scope, n in conn.execute(query) if n and scope.startswith("rate:") == (prefix == "rate:")
+        }
+    return kept
+
+
+def _rows_per_scope(conn: Connection) -> list[int]:
+    """How many rows each scope of both counts tables is spread over."""
+    return [
+        n for table in (_C, _TC) for _, n in conn.execute(select(table.c.scope, func.count()).group_by(table.c.scope))
+    ]
 
 
 def _true_rates(conn: Connection) -> dict[str, int]:
@@ -179,18 +199,19 @@ async def test_the_counts_follow_every_statement_that_moves_a_row(database: Data
 async def test_admission_folds_the_rows_it_reads_without_changing_a_count(database: Database) -> None:
     store = ApprovalStore(database, result_retention_ms=60_000)
     requests = Requests(store)
-    for _ in range(store_sql.FOLD_AT + 8):
-        _, task_id = await requests.open(ALICE)
+    for _ in range(FOLD_AT + 8):
+        _, task_id = await requests.open(ALICE, task_limits=(UNLIMITED, UNLIMITED))
         assert await store.fence(task_id, FENCED)
-    rows = await database.read(lambda conn: conn.execute(select(func.count()).select_from(_C)).scalar_one())
-    assert rows <= 3 * (store_sql.FOLD_AT + 2)  # each scope was folded once it passed FOLD_AT rows
+    # Each scope read (alice's pending workflows, unfinished tasks in all and alice's) was folded
+    # once it passed FOLD_AT rows; the per-minute one, read as a range, too.
+    assert max(await database.read(_rows_per_scope)) <= FOLD_AT + 2
     await _assert_counts_hold(database)
-    # The periodic purge folds every scope, also those nobody's admission reads any more.
+    # The periodic purges fold every scope, also those nobody's admission reads any more.
     for i in range(5):
         await database.write(functools.partial(store.tasks.insert, task=_plain_task(f"plain-{i}", BOB), now_ms=1))
     await store.purge_orphans()
-    per_scope = select(_C.c.scope, func.count()).group_by(_C.c.scope)
-    assert all(n == 1 for _, n in await database.read(lambda conn: conn.execute(per_scope).all()))
+    await SqlTaskStore(database=database).purge_expired()
+    assert set(await database.read(_rows_per_scope)) == {1}
     assert await database.read(_kept_counts) == await database.read(_true_counts)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, String, Table, Text
 
+from mcp_approval.storage.counts import counts_table
 from mcp_approval.storage.migrations import Migrations
 
 __all__ = [
@@ -105,17 +106,7 @@ Index(
     approval_intents_table.c.arguments_digest,
 )
 
-approval_counts_table = Table(
-    "approval_counts",
-    metadata,
-    # Written by triggers (revision approval_0003), never by the code: a +1 or -1 each time a row
-    # enters or leaves a counted set. A scope's count is the sum of its rows; folding replaces
-    # them with one row holding that sum.
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    # "tasks" (unfinished tasks), "tasks:<principal digest>", "pending:<principal digest>",
-    # "rate:<principal digest>:<minute since the epoch, 12 digits>" (intents recorded then).
-    Column("scope", String(100), nullable=False),
-    Column("delta", BigInteger, nullable=False),
-)
-
-Index("ix_approval_counts_scope", approval_counts_table.c.scope, approval_counts_table.c.delta)
+#: Admission counts kept by the triggers of revision approval_0003 (see
+#: :mod:`mcp_approval.storage.counts`): ``"pending:<principal digest>"`` (pending workflows) and
+#: ``"rate:<principal digest>:<minute since the epoch, 12 digits>"`` (intents recorded then).
+approval_counts_table = counts_table("approval_counts", metadata)

@@ -13,33 +13,30 @@ from sqlalchemy import ColumnClause, Connection, and_, bindparam, delete, func, 
 from mcp_approval.approval.records import Admission, Intent, Reschedule
 from mcp_approval.approval.schema import approval_counts_table, approval_intents_table, approval_workflows_table
 from mcp_approval.approval.states import IN_FLIGHT_INTENTS, UNSETTLED_INTENTS, IntentState, Phase, intent_sources
-from mcp_approval.tasks.sql_store import TaskRows
+from mcp_approval.storage.counts import ScopedCounts
+from mcp_approval.tasks.sql_store import TaskRows, check_task_limits
+from mcp_approval.tasks.store import TaskLimitReachedError
 
 __all__ = [
+    "APPROVAL_COUNTS",
     "BIND_INTENT",
-    "COUNTS",
-    "FOLD_AT",
     "INSERT_INTENT",
     "INSERT_WORKFLOW",
     "IN_FLIGHT",
     "LIVE_PHASES",
     "LOOK_AGAIN",
     "MOVE_INTENT",
-    "RATE_COUNTS",
     "UNSETTLED",
     "fold_counts",
-    "fold_scope",
     "live_match",
     "rate_bound",
     "rate_scope",
-    "read_counts",
     "refusal",
     "reschedule_one",
 ]
 
 _W = approval_workflows_table
 _I = approval_intents_table
-_C = approval_counts_table
 #: Workflow phases in which a call is still live (a duplicate joins it).
 LIVE_PHASES = sorted(phase.value for phase in (Phase.PENDING, Phase.CLAIMED))
 #: Intent states of a submission whose task does not exist yet.
@@ -81,28 +78,11 @@ RECENT_SUBMISSIONS = select(func.count()).select_from(
     .limit(bindparam("cap"))
     .subquery()
 )
-#: The counts of ``scopes`` (see :data:`~mcp_approval.approval.schema.approval_counts_table`): each
-#: scope's sum and how many rows it is spread over (a few, since admission folds them).
-COUNTS = (
-    select(_C.c.scope, func.sum(_C.c.delta).label("total"), func.count().label("rows"))
-    .where(_C.c.scope.in_(bindparam("scopes", expanding=True)))
-    .group_by(_C.c.scope)
-)
-#: The per-minute intent counts of one principal from a minute on (``low`` to ``high``, inclusive).
-RATE_COUNTS = (
-    select(_C.c.scope, func.sum(_C.c.delta).label("total"), func.count().label("rows"))
-    .where(_C.c.scope >= bindparam("low"), _C.c.scope <= bindparam("high"))
-    .group_by(_C.c.scope)
-)
+#: The admission counts the database keeps (revision approval_0003).
+APPROVAL_COUNTS = ScopedCounts(approval_counts_table)
 _LAST_MINUTE = 10**12 - 1  # the largest minute a scope's 12 digits can name
 #: Per-minute counts kept this many minutes past the window, so a worker whose clock lags still finds them.
 RATE_KEPT_MINUTES = 5
-#: The rows of one scope that no concurrent fold holds (PostgreSQL; SQLite's writer is alone anyway).
-_SCOPE_ROWS = select(_C.c.id, _C.c.delta).where(_C.c.scope == bindparam("scope")).with_for_update(skip_locked=True)
-#: Scopes spread over more than one row.
-_UNFOLDED = select(_C.c.scope).group_by(_C.c.scope).having(func.count() > 1)
-#: A scope spread over more rows than this is folded by the admission that reads it.
-FOLD_AT = 32
 #: ``submitted → bound``: the intent's task now exists.
 BIND_INTENT = (
     update(_I)
@@ -155,14 +135,12 @@ def refusal(
         if int(conn.execute(RECENT_SUBMISSIONS, recent).scalar_one()) >= per_minute:
             return Admission.RATE_LIMITED, None
     # Counts kept by the database's triggers: a few rows each, however many requests are pending.
-    pending, tasks, own_tasks = f"pending:{owner}", "tasks", f"tasks:{owner}"
-    counts = read_counts(conn, (pending, tasks, own_tasks))
-    if counts.get(pending, 0) >= max_pending:
+    pending = f"pending:{owner}"
+    if APPROVAL_COUNTS.read(conn, [pending]).get(pending, 0) >= max_pending:
         return Admission.TOO_MANY_PENDING, None
-    max_tasks, max_own = task_limits
-    if (max_tasks is not None and counts.get(tasks, 0) >= max_tasks) or (
-        max_own is not None and counts.get(own_tasks, 0) >= max_own
-    ):
+    try:
+        check_task_limits(conn, intent.principal_digest, *task_limits)
+    except TaskLimitReachedError:
         return Admission.TASK_LIMIT, None
     return None
 
@@ -176,50 +154,20 @@ def rate_bound(conn: Connection, owner: str, since: int) -> int:
     """At least how many intents ``owner`` recorded after ``since``: those of its minute and later."""
     # Both ends share the prefix and differ in equal-length digits only, so the range holds exactly
     # this principal's minutes in any collation (PostgreSQL's may ignore the punctuation).
-    span = {"low": rate_scope(owner, since // 60_000), "high": rate_scope(owner, _LAST_MINUTE)}
-    total = 0
-    for row in conn.execute(RATE_COUNTS, span):
-        total += int(row.total)
-        if row.rows > FOLD_AT:
-            fold_scope(conn, row.scope)
-    return total
-
-
-def read_counts(conn: Connection, scopes: tuple[str, ...]) -> dict[str, int]:
-    """The counts of ``scopes`` (absent: 0), folding a scope spread over more than :data:`FOLD_AT` rows."""
-    counts: dict[str, int] = {}
-    for row in conn.execute(COUNTS, {"scopes": list(scopes)}):
-        counts[row.scope] = int(row.total)
-        if row.rows > FOLD_AT:
-            fold_scope(conn, row.scope)
-    return counts
-
-
-def fold_scope(conn: Connection, scope: str) -> None:
-    """Replace the rows of ``scope`` with one row holding their sum (none when it is 0).
-
-    On PostgreSQL, rows another transaction is folding are skipped, so two folds never wait for
-    each other and each moves only rows it holds; rows appended meanwhile stay for the next fold.
-    """
-    rows = conn.execute(_SCOPE_ROWS, {"scope": scope}).all()
-    if len(rows) < 2:
-        return
-    conn.execute(delete(_C).where(_C.c.id.in_([row.id for row in rows])))
-    total = sum(int(row.delta) for row in rows)
-    if total:
-        conn.execute(_C.insert(), {"scope": scope, "delta": total})
+    low, high = rate_scope(owner, since // 60_000), rate_scope(owner, _LAST_MINUTE)
+    return sum(APPROVAL_COUNTS.read_range(conn, low, high).values())
 
 
 def fold_counts(conn: Connection, now: int) -> None:
     """Drop the per-minute counts of minutes long past; fold every scope spread over more than one row.
 
-    Folding here reaches the scopes of principals that stopped asking (whose tasks still move).
+    Folding here reaches the scopes of principals that stopped asking.
     """
+    table = APPROVAL_COUNTS.table
     stale = f"{now // 60_000 - 1 - RATE_KEPT_MINUTES:012d}"
-    minute = func.substr(_C.c.scope, func.length(_C.c.scope) - 11)
-    conn.execute(delete(_C).where(_C.c.scope.like("rate:%"), minute < stale))
-    for scope in conn.execute(_UNFOLDED).scalars().all():
-        fold_scope(conn, scope)
+    minute = func.substr(table.c.scope, func.length(table.c.scope) - 11)
+    conn.execute(delete(table).where(table.c.scope.like("rate:%"), minute < stale))
+    APPROVAL_COUNTS.fold_all(conn)
 
 
 def live_match(conn: Connection, principal_digest: str, tool: str, digest: str) -> str | None:

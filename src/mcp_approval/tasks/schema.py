@@ -9,13 +9,14 @@ from pathlib import Path
 
 from sqlalchemy import BigInteger, Boolean, Column, Index, Integer, MetaData, String, Table, Text, text
 
+from mcp_approval.storage.counts import counts_table
 from mcp_approval.storage.migrations import Migrations
 
 __all__ = [
     "SIGNAL_PENDING",
     "TASKS_MIGRATIONS",
     "metadata",
-    "task_active_deltas_table",
+    "task_counts_table",
     "task_workers_table",
     "tasks_table",
 ]
@@ -90,11 +91,6 @@ task_workers_table = Table(
 
 Index("ix_task_workers_lease", task_workers_table.c.lease_expires_at)
 
-#: The number of unfinished tasks, as the sum of its rows (tasks_0004): triggers on ``tasks``
-#: append +1/-1 as rows enter or leave the unfinished statuses; the sweeper folds them into one.
-task_active_deltas_table = Table(
-    "task_active_deltas",
-    metadata,
-    Column("delta_id", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True),
-    Column("delta", BigInteger, nullable=False),
-)
+#: The number of unfinished tasks, in all (scope ``"tasks"``) and per principal (``"tasks:<digest>"``),
+#: kept by the triggers of revision tasks_0004 (see :mod:`mcp_approval.storage.counts`).
+task_counts_table = counts_table("task_counts", metadata)

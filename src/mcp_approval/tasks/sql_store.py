@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
-    ColumnClause,
     ColumnElement,
     Connection,
     Delete,
@@ -29,8 +28,6 @@ from sqlalchemy import (
     bindparam,
     delete,
     exists,
-    func,
-    literal_column,
     or_,
     select,
     update,
@@ -39,41 +36,39 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.storage import Database, migrate, normalize_url, open_database
+from mcp_approval.storage.counts import ScopedCounts
 from mcp_approval.tasks.models import TaskRecord
 from mcp_approval.tasks.schema import (
     SIGNAL_PENDING,
     TASKS_MIGRATIONS,
-    task_active_deltas_table,
+    task_counts_table,
     task_workers_table,
     tasks_table,
 )
 from mcp_approval.tasks.states import ACTIVE, TERMINAL, TaskStatus, sources_of
 from mcp_approval.tasks.store import NewTask, TaskLimitReachedError, TaskSignal
 
-__all__ = ["SqlTaskStore", "TaskRows", "check_task_limits"]
+__all__ = ["ALL_TASKS", "TASK_COUNTS", "SqlTaskStore", "TaskRows", "check_task_limits", "tasks_of"]
 
 _T = tasks_table
 _W = task_workers_table
-_D = task_active_deltas_table
 _ACTIVE_VALUES = sorted(status.value for status in ACTIVE)
 _IS_ACTIVE = _T.c.status.in_(_ACTIVE_VALUES)
-#: A constant column, so a bounded count reads index entries only.
-_ONE: ColumnClause[Any] = literal_column("1")
 # Hot statements are built once with bound parameters, so SQLAlchemy compiles each only once.
 #: The owner's worker lease beside a task row (NULL without an owner or a worker row).
 _WORKER_LEASE = select(_W.c.lease_expires_at).where(_W.c.worker_id == _T.c.owner).scalar_subquery()
 _GET = select(_T, _WORKER_LEASE.label("worker_lease")).where(_T.c.task_id == bindparam("task_id"))
 _GET_FOR_UPDATE = _GET.with_for_update(of=_T)
 _INSERT = _T.insert()
-#: The number of unfinished tasks: the sum of the rows the triggers of revision tasks_0004 append
-#: (folded by the sweeper), so it costs the same however many tasks are live.
-_ACTIVE_COUNT = select(func.coalesce(func.sum(_D.c.delta), 0))
-_DELTA_ROWS = select(func.count()).select_from(_D)
-#: A principal's active tasks, counted only up to ``cap`` (the limit checked): an admission check
-#: scans at most the limit's worth of index entries.
-_OWN_ACTIVE_UP_TO = select(func.count()).select_from(
-    select(_ONE).where(_T.c.principal_digest == bindparam("principal"), _IS_ACTIVE).limit(bindparam("cap")).subquery()
-)
+#: The counts of unfinished tasks the database keeps (revision tasks_0004): a limit check reads a
+#: few rows, however many tasks are unfinished.
+TASK_COUNTS = ScopedCounts(task_counts_table)
+ALL_TASKS = "tasks"
+
+
+def tasks_of(principal_digest: str) -> str:
+    """The scope counting ``principal_digest``'s unfinished tasks."""
+    return f"tasks:{principal_digest}"
 
 
 def _renew_worker(dialect: Any) -> Any:
@@ -510,35 +505,20 @@ class SqlTaskStore:
             ids = [row.task_id for row in conn.execute(select(_T.c.task_id).where(expired))]
             if ids:
                 conn.execute(delete(_T).where(expired, _T.c.task_id.in_(ids)))
-            _fold_active_count(conn)
+            TASK_COUNTS.fold_all(conn)
             return ids
 
         return await self.database.write(purge)
 
     async def count_active(self, principal_digest: str | None = None) -> int:
-        """Count non-terminal tasks (overall: the count the database keeps)."""
-        statement = _ACTIVE_COUNT
-        if principal_digest is not None:
-            statement = (
-                select(func.count()).select_from(_T).where(_IS_ACTIVE, _T.c.principal_digest == principal_digest)
-            )
-        return await self.database.read(lambda conn: int(conn.execute(statement).scalar_one()))
+        """Count non-terminal tasks, in all or of one principal (the counts the database keeps)."""
+        scope = ALL_TASKS if principal_digest is None else tasks_of(principal_digest)
+        return await self.database.write(lambda conn: TASK_COUNTS.read(conn, [scope]).get(scope, 0))
 
 
 def _drop_workers(workers: Sequence[str], now: int) -> Delete:
     """Delete the lease rows of ``workers`` that are still lapsed (a worker renewing meanwhile stays)."""
     return delete(_W).where(_W.c.worker_id.in_(list(workers)), _W.c.lease_expires_at < now)
-
-
-def _fold_active_count(conn: Connection) -> None:
-    """Replace the rows of the unfinished-task count by their sum, once there are several.
-
-    ``DELETE ... RETURNING`` sums exactly the rows it removed: a row another transaction appends
-    meanwhile is neither removed nor lost.
-    """
-    if int(conn.execute(_DELTA_ROWS).scalar_one()) > 1:
-        total = sum(conn.execute(delete(_D).returning(_D.c.delta)).scalars())
-        conn.execute(_D.insert().values(delta=total))
 
 
 def _rewrite(conn: Connection, record: TaskRecord, now: int, **values: Any) -> None:
@@ -554,13 +534,12 @@ def check_task_limits(
 
     Runs inside the caller's transaction (task creation here, approval admission in the approval store).
     """
-    if max_active is not None:
-        total = int(conn.execute(_ACTIVE_COUNT).scalar_one())
-        if total >= max_active:
-            raise TaskLimitReachedError("max_tasks", total)
-    if max_per_principal is not None and principal_digest is not None:
-        own = int(
-            conn.execute(_OWN_ACTIVE_UP_TO, {"principal": principal_digest, "cap": max_per_principal}).scalar_one()
-        )
-        if own >= max_per_principal:
-            raise TaskLimitReachedError("max_per_principal", own)
+    own_scope = None if max_per_principal is None or principal_digest is None else tasks_of(principal_digest)
+    wanted = ([ALL_TASKS] if max_active is not None else []) + ([own_scope] if own_scope is not None else [])
+    if not wanted:
+        return
+    counts = TASK_COUNTS.read(conn, wanted)
+    if max_active is not None and counts.get(ALL_TASKS, 0) >= max_active:
+        raise TaskLimitReachedError("max_tasks", counts[ALL_TASKS])
+    if own_scope is not None and max_per_principal is not None and counts.get(own_scope, 0) >= max_per_principal:
+        raise TaskLimitReachedError("max_per_principal", counts[own_scope])

@@ -1,5 +1,6 @@
-"""The count of unfinished tasks the database keeps (tasks_0004) matches a count of the rows
-through every way a task starts or stops being unfinished, and limits are checked against it."""
+"""The counts of unfinished tasks the database keeps (tasks_0004), in all and per principal, match
+a count of the rows through every way a task starts or stops being unfinished, and limits are
+checked against them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from mcp_approval.clock import ManualClock
 from mcp_approval.storage import migrate, open_database
 from mcp_approval.tasks import NewTask, TaskStatus
 from mcp_approval.tasks.models import new_task_id
-from mcp_approval.tasks.schema import TASKS_MIGRATIONS, task_active_deltas_table, tasks_table
+from mcp_approval.tasks.schema import TASKS_MIGRATIONS, task_counts_table, tasks_table
 from mcp_approval.tasks.sql_store import SqlTaskStore
 from mcp_approval.tasks.store import TaskLimitReachedError
 from tests.test_worker_leases import _history_up_to, _row
@@ -35,13 +36,18 @@ def _task(**fields: object) -> NewTask:
     return NewTask(**base)  # type: ignore[arg-type]
 
 
-def _scanned(conn: Connection) -> int:
+ALICE = "a" * 64
+
+
+def _scanned(conn: Connection, principal: str | None = None) -> int:
     active = tasks_table.c.status.in_(["working", "input_required"])
+    if principal is not None:
+        active &= tasks_table.c.principal_digest == principal
     return int(conn.execute(select(func.count()).select_from(tasks_table).where(active)).scalar_one())
 
 
 def _delta_rows(conn: Connection) -> int:
-    return int(conn.execute(select(func.count()).select_from(task_active_deltas_table)).scalar_one())
+    return int(conn.execute(select(func.count()).select_from(task_counts_table)).scalar_one())
 
 
 async def test_the_kept_count_follows_every_change_of_the_unfinished_set(db_url: str) -> None:
@@ -49,12 +55,15 @@ async def test_the_kept_count_follows_every_change_of_the_unfinished_set(db_url:
     store = SqlTaskStore(db_url, clock=clock)
     await store.open()
     seen: list[tuple[int, int]] = []
+    seen_own: list[tuple[int, int]] = []
 
     async def check() -> None:
         seen.append((await store.count_active(), await store.database.read(_scanned)))
+        own = await store.database.read(lambda conn: _scanned(conn, ALICE))
+        seen_own.append((await store.count_active(ALICE), own))
 
     try:
-        tasks = [await store.create(_task()) for _ in range(6)]
+        tasks = [await store.create(_task(principal_digest=ALICE if i % 2 else None)) for i in range(6)]
         await store.create(_task(status=TaskStatus.COMPLETED, result={"done": True}))  # born finished
         await check()
         await store.add_input_requests(tasks[0].task_id, [{"method": "elicitation/create"}])  # still unfinished
@@ -70,13 +79,14 @@ async def test_the_kept_count_follows_every_change_of_the_unfinished_set(db_url:
         await check()
         await store.create(_task(ttl_ms=1000))  # unfinished when its retention ends: purged
         clock.advance(1000)
-        await store.purge_expired()  # and folds the count's rows into one
+        await store.purge_expired()  # and folds each count's rows into one
         await check()
         rows_after_fold = await store.database.read(_delta_rows)
     finally:
         await store.close()
     assert seen == [(6, 6), (4, 4), (0, 0), (0, 0)]
-    assert rows_after_fold == 1
+    assert seen_own == [(3, 3), (2, 2), (0, 0), (0, 0)]
+    assert rows_after_fold == 0  # every count is 0: folded away
 
 
 async def test_the_limit_is_checked_against_the_kept_count(db_url: str) -> None:
@@ -89,9 +99,14 @@ async def test_the_limit_is_checked_against_the_kept_count(db_url: str) -> None:
             await store.create(_task(), max_active=2)
         await store.transition(first.task_id, TaskStatus.COMPLETED, result={})
         await store.create(_task(), max_active=2)  # a finished task frees its place
+        await store.create(_task(principal_digest=ALICE), max_active_per_principal=1)
+        with pytest.raises(TaskLimitReachedError) as own_refused:
+            await store.create(_task(principal_digest=ALICE), max_active_per_principal=1)
+        await store.create(_task(principal_digest="b" * 64), max_active_per_principal=1)  # another principal's count
     finally:
         await store.close()
     assert (refused.value.limit, refused.value.active) == ("max_tasks", 2)
+    assert (own_refused.value.limit, own_refused.value.active) == ("max_per_principal", 1)
 
 
 async def test_the_upgrade_counts_the_unfinished_tasks_already_stored(db_url: str, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ starts on the filled store and the run reports:
 
 * the time from the process start to the first ``tasks/get`` answer for a sample of old tasks;
 * the time from the process start to the end of the resolver's first full pass, read from the
-  log line the resolver writes at the end of each full pass (``full pass over N pending``),
+  log line the resolver writes at the end of its first pass (``first pass after start checked N``),
   or, where a server writes none, from the database (no pending workflow due before the start);
 * the server's CPU use while idle, from ``/proc/<pid>/stat`` over ``--idle-s`` seconds after that
   pass (the change feed decides; no approval is touched);
@@ -35,7 +35,6 @@ import secrets
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,7 +65,7 @@ RSS_TARGET_B = 1024  # bytes per pending approval
 GATED_AMOUNT = 50_000
 INSERT_CHUNK = 2_000
 UNLIMITED = 1_000_000_000
-PASS_LINE = re.compile(r"full pass over (\d+) pending")
+PASS_LINE = re.compile(r"first pass after start checked (\d+) due approvals")
 
 #: The example's own intervals (not the tests' fast ones), with the per-principal limits lifted.
 OVERRIDES: dict[str, dict[str, Any]] = {
@@ -211,6 +210,7 @@ class Figures:
 
     pending: int
     fill_s: float
+    base_answer_s: float  # the same start on a store holding one approval
     answer_s: float
     pass_s: float
     seen_by: str
@@ -223,16 +223,25 @@ class Figures:
         return max(0, self.rss_kib - self.rss_empty_kib) * 1024 / self.pending
 
 
-async def empty_rss(directory: Path, url: str, settle_s: float) -> int:
-    """RSS of the server on a store holding a single approval, once settled."""
-    server = TreasuryServer(directory, db_url=url).start(timeout_s=60)
+async def baseline(directory: Path, url: str, template: str, settle_s: float) -> tuple[float, int]:
+    """On the store holding one approval: seconds from the start to a ``tasks/get`` answer, and settled RSS.
+
+    The answer time is mostly interpreter start and imports, which a loaded machine slows down;
+    the figures at scale are read against it.
+    """
+    server = TreasuryServer(directory, db_url=url)
+    start = time.perf_counter()
+    starter = asyncio.create_task(asyncio.to_thread(server.start, timeout_s=60))
     try:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as http:
-            await Wire(http, token="alice-token").request("tools/list", {})
+            answer_s = await first_answer(Wire(http, token="alice-token"), [template], start)
+        await starter
         await asyncio.sleep(settle_s)
         assert server.process is not None
-        return rss_kib(server.process.pid)
+        return answer_s, rss_kib(server.process.pid)
     finally:
+        if not starter.done():
+            await asyncio.gather(starter, return_exceptions=True)
         server.kill()
 
 
@@ -241,7 +250,8 @@ async def measure(scale: Scale, kind: DatabaseKind, workdir: Path) -> Figures:
     url = await kind.fresh()
     directory = deployment_dir(workdir, OVERRIDES, name=f"resolver-{kind.label.lower()}")
     template = await one_pending_approval(directory, url)
-    rss_empty = await empty_rss(directory, url, 1.0)
+    base_answer_s, rss_empty = await baseline(directory, url, template, 1.0)
+    log(f"  one approval: tasks/get answered {base_answer_s:.2f} s after the start; RSS {rss_empty // 1024} MiB")
     db = open_database(url)
     try:
         started = time.perf_counter()
@@ -277,26 +287,31 @@ async def measure(scale: Scale, kind: DatabaseKind, workdir: Path) -> Figures:
             server.kill()
     finally:
         await db.close()
-    return Figures(total, fill_s, answer_s, pass_s, seen_by, idle, rss_empty, rss)
+    return Figures(total, fill_s, base_answer_s, answer_s, pass_s, seen_by, idle, rss_empty, rss)
 
 
 def report_rows(report: Report, kind: DatabaseKind, f: Figures) -> None:
     """The table rows of one database's figures (targets as issue 15 states them, at its scale)."""
     label, n = kind.label, f"{f.pending:,}"
     report.figures[f"resolver_{label.lower()}"] = {**f.__dict__, "bytes_per_pending": f.bytes_per_pending}
-    rows: list[tuple[str, str, str, str, Callable[[], bool]]] = [
-        (f"{n} pending, {label}: start -> tasks/get answers", f"{f.answer_s:.2f} s", "includes imports",
-         f"<= {ANSWER_TARGET_S:g} s", lambda: f.answer_s <= ANSWER_TARGET_S),
-        (f"{n} pending, {label}: start -> first full resolver pass", f"{f.pass_s:.2f} s", f"seen in the {f.seen_by}",
-         f"<= {PASS_TARGET_S:g} s", lambda: f.pass_s <= PASS_TARGET_S),
-        (f"{n} pending, {label}: idle CPU", f"{f.idle_cpu:.2f}%", "of one core, after the first pass",
-         f"<= {IDLE_CPU_TARGET:g}%", lambda: f.idle_cpu <= IDLE_CPU_TARGET),
-        (f"{n} pending, {label}: RSS per pending approval", f"{f.bytes_per_pending:.0f} B",
-         f"RSS {f.rss_empty_kib // 1024} -> {f.rss_kib // 1024} MiB", f"<= {RSS_TARGET_B} B",
-         lambda: f.bytes_per_pending <= RSS_TARGET_B),
-    ]  # fmt: skip
-    for figure, measured, baseline, target, passed in rows:
-        report.add(Row(figure, measured, baseline, target, passed()))
+    answer = f"{f.answer_s:.2f} s"
+    report.add(
+        Row(f"{n} pending, {label}: start -> tasks/get answers", answer, f"one approval: {f.base_answer_s:.2f} s",
+            f"<= {ANSWER_TARGET_S:g} s", f.answer_s <= ANSWER_TARGET_S)
+    )  # fmt: skip
+    report.add(
+        Row(f"{n} pending, {label}: start -> first full resolver pass", f"{f.pass_s:.2f} s",
+            f"seen in the {f.seen_by}", f"<= {PASS_TARGET_S:g} s", f.pass_s <= PASS_TARGET_S)
+    )  # fmt: skip
+    report.add(
+        Row(f"{n} pending, {label}: idle CPU", f"{f.idle_cpu:.2f}%", "of one core, after the first pass",
+            f"<= {IDLE_CPU_TARGET:g}%", f.idle_cpu <= IDLE_CPU_TARGET)
+    )  # fmt: skip
+    report.add(
+        Row(f"{n} pending, {label}: RSS per pending approval", f"{f.bytes_per_pending:.0f} B",
+            f"RSS {f.rss_empty_kib // 1024} -> {f.rss_kib // 1024} MiB", f"<= {RSS_TARGET_B} B",
+            f.bytes_per_pending <= RSS_TARGET_B)
+    )  # fmt: skip
 
 
 async def run(args: argparse.Namespace) -> int:

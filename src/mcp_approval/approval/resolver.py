@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -76,7 +77,9 @@ __all__ = ["CheckPass", "Resolver"]
 _LARGE_SEALED_CHARS = 16 * 1024
 logger = logging.getLogger("mcp_approval.approval")
 
-_BATCH = 200
+# Workflows leased and checked together: each batch costs two commits (lease, reschedule), so a
+# pass over a large pending set after a restart is bound by how many batches it takes.
+_BATCH = 1000
 _EARLY_WAKES = 4096
 _CONCURRENCY = 32
 # Denials a PEP-side PDP client makes up when the PDP cannot be asked: transient, never a verdict.
@@ -156,8 +159,11 @@ class Resolver:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Reconcile what a crash may have left, then resolve in the background."""
-        await self.reconcile()
+        """Resolve in the background: reconcile what a crash may have left, then pass after pass.
+
+        Nothing here waits for the store, so a server starts serving at once however many
+        approvals are pending; the first pass works through them in leased batches.
+        """
         self._loop = asyncio.create_task(self._run(), name="mcp-approval resolver")
 
     async def stop(self) -> None:
@@ -169,29 +175,42 @@ class Resolver:
         self._loop = None
 
     async def _run(self) -> None:
+        started, first = time.perf_counter(), True
         while True:
             try:
-                await self.tick()
+                if first:
+                    await self.reconcile()
+                checked = await self.tick()
+                if first:
+                    first = False
+                    took = time.perf_counter() - started
+                    logger.info("resolver: first pass after start checked %d due approvals in %.2f s", checked, took)
             except StoreUnavailableError:
                 logger.warning("approval store unavailable; the resolver retries")
             except Exception:
                 logger.exception("approval resolver tick failed")
             await asyncio.sleep(self.tick_s)
 
-    async def tick(self) -> None:
-        """One pass: lost executions, due checks (batch after batch), and now and then reconciliation."""
+    async def tick(self) -> int:
+        """One pass: lost executions, due checks (batch after batch), and now and then reconciliation.
+
+        Returns how many due workflows the pass checked.
+        """
         store = self.deps.store
         for workflow in await store.lapsed_claims():
             await self.executor.finish_unknown(workflow)
         await self.changes.follow()
+        checked = 0
         while True:
             due = await store.lease_due(self.worker_id, self.lease_ms, _BATCH)
             await self._check_batch(due)
+            checked += len(due)
             if len(due) < _BATCH:
                 break
         now = self.deps.clock.now_ms()
         if now - self._last_reconcile >= max(1000, round(self.deps.options.intent_grace_s * 500)):
             await self.reconcile()
+        return checked
 
     async def _check_batch(self, due: list[Workflow]) -> None:
         """Check leased workflows together: one status read if the backend can, one reschedule write."""

@@ -252,11 +252,11 @@ class ApprovalStore:
             ids = [row.task_id for row in conn.execute(select(_W.c.task_id).where(due).limit(limit))]
             if not ids:
                 return []
-            conn.execute(
-                update(_W)
-                .where(due, _W.c.task_id.in_(ids))
-                .values(lease_owner=worker, lease_expires_at=now + lease_ms, version=_W.c.version + 1)
-            )
+            # One statement per row, each addressed by its primary key: a single statement with
+            # ``task_id IN (…)`` next to the due condition is planned on the due index by SQLite,
+            # which then reads every pending row per batch (a pass quadratic in the pending set).
+            params = [{"t": task_id, "now": now, "until": now + lease_ms, "worker": worker} for task_id in ids]
+            conn.execute(sql.TAKE_LEASE if task_id is None else sql.TAKE_LEASE_NOW, params)
             rows = conn.execute(select(_W).where(_W.c.task_id.in_(ids), _W.c.lease_owner == worker))
             return [workflow_from_row(row._mapping) for row in rows]
 
@@ -413,14 +413,24 @@ class ApprovalStore:
         statement = select(_I).where(_I.c.state.in_(sql.UNSETTLED), _I.c.created_at < older_than_ms).limit(limit)
         return await self.database.read(lambda conn: [intent_from_row(row._mapping) for row in conn.execute(statement)])
 
-    async def purge_orphans(self) -> int:
-        """Delete workflows and settled intents whose task row is gone (retention ended)."""
-        task_gone = ~self.tasks.exists(_W.c.task_id)
-        intent_settled = and_(_I.c.state.not_in(sql.UNSETTLED), ~exists().where(_W.c.task_id == _I.c.task_id))
+    async def purge_orphans(self, after: str = "", limit: int = 1000) -> str | None:
+        """Delete workflows and settled intents whose task row is gone (retention ended), one page at a time.
 
-        def purge(conn: Connection) -> int:
-            removed = conn.execute(delete(_W).where(task_gone)).rowcount
-            return removed + conn.execute(delete(_I).where(intent_settled)).rowcount
+        The page is the next ``limit`` workflows by task id after ``after`` (and the intents of the
+        same task id range), so a call reads a bounded number of rows however many are pending.
+        Returns where the next page starts, or ``None`` once the last page was purged.
+        """
+        page = select(_W.c.task_id).where(_W.c.task_id > after).order_by(_W.c.task_id).limit(limit)
+
+        def purge(conn: Connection) -> str | None:
+            ids = list(conn.execute(page).scalars())
+            upto = ids[-1] if len(ids) == limit else None
+            in_range = [_W.c.task_id > after] + ([_W.c.task_id <= upto] if upto is not None else [])
+            conn.execute(delete(_W).where(*in_range, ~self.tasks.exists(_W.c.task_id)))
+            intents_in_range = [_I.c.task_id > after] + ([_I.c.task_id <= upto] if upto is not None else [])
+            settled = _I.c.state.not_in(sql.UNSETTLED)
+            conn.execute(delete(_I).where(*intents_in_range, settled, ~exists().where(_W.c.task_id == _I.c.task_id)))
+            return upto
 
         return await self.database.write(purge)
 

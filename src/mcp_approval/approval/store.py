@@ -18,6 +18,7 @@ from mcp_approval.approval import store_sql as sql
 from mcp_approval.approval.records import (
     APPROVAL_HANDLER,
     Admission,
+    DueCheck,
     Intent,
     NewWorkflow,
     Reschedule,
@@ -241,15 +242,21 @@ class ApprovalStore:
 
     # -- resolving -------------------------------------------------------------------------
 
-    async def lease_due(self, worker: str, lease_ms: int, limit: int, *, task_id: str | None = None) -> list[Workflow]:
-        """Lease pending workflows due for a check (or just ``task_id``) to ``worker``."""
+    async def lease_due(
+        self, worker: str, lease_ms: int, limit: int, *, task_id: str | None = None, among: Sequence[str] = ()
+    ) -> list[Workflow]:
+        """Lease pending workflows due for a check to ``worker``.
+
+        ``task_id`` leases just that workflow, due or not (a wake-up); ``among`` leases those of
+        the given workflows that are still due (a pass that read them first, see :meth:`due_checks`).
+        """
         now = self.clock.now_ms()
         free = or_(_W.c.lease_owner.is_(None), _W.c.lease_expires_at < now)
         due = and_(_W.c.phase == Phase.PENDING.value, free)
         due = and_(due, _W.c.task_id == task_id) if task_id is not None else and_(due, _W.c.next_check_at <= now)
 
         def lease(conn: Connection) -> list[Workflow]:
-            ids = [row.task_id for row in conn.execute(select(_W.c.task_id).where(due).limit(limit))]
+            ids = list(among) or [row.task_id for row in conn.execute(select(_W.c.task_id).where(due).limit(limit))]
             if not ids:
                 return []
             # One statement per row, each addressed by its primary key: a single statement with
@@ -261,6 +268,27 @@ class ApprovalStore:
             return [workflow_from_row(row._mapping) for row in rows]
 
         return await self.database.write(lease)
+
+    async def due_checks(self, limit: int) -> list[DueCheck]:
+        """Up to ``limit`` pending workflows due for a check and not leased, read without leasing them."""
+        now = self.clock.now_ms()
+        free = or_(_W.c.lease_owner.is_(None), _W.c.lease_expires_at < now)
+        columns = (_W.c.task_id, _W.c.generation, _W.c.handle, _W.c.request_deadline, _W.c.created_at)
+        query = select(*columns).where(_W.c.phase == Phase.PENDING.value, _W.c.next_check_at <= now, free).limit(limit)
+        return await self.database.read(lambda conn: [DueCheck(*row) for row in conn.execute(query)])
+
+    async def look_again_unleased(self, items: Sequence[Reschedule]) -> None:
+        """Set the next check of workflows read by :meth:`due_checks` whose request is still pending.
+
+        A compare-and-set, not a lease: an item is written only while its workflow is still at
+        the same generation, pending, due and not leased. A worker that leased it meanwhile (a
+        wake-up, another worker's pass) decides for it instead, so a decision is never
+        overwritten by this "look again later", and nothing else is written without a lease.
+        """
+        now = self.clock.now_ms()
+        params = [{"t": item.task_id, "g": item.generation, "n": item.next_check_at, "now": now} for item in items]
+        if params:
+            await self.database.write(lambda conn: conn.execute(sql.LOOK_AGAIN_UNLEASED, params))
 
     async def reschedule(self, item: Reschedule) -> bool:
         """Release the lease and set when to look again; optionally record moved deadlines."""
@@ -512,6 +540,7 @@ __all__ = [
     "APPROVAL_HANDLER",
     "Admission",
     "ApprovalStore",
+    "DueCheck",
     "Intent",
     "NewWorkflow",
     "Reschedule",

@@ -23,6 +23,7 @@ __all__ = [
     "IN_FLIGHT",
     "LIVE_PHASES",
     "LOOK_AGAIN",
+    "LOOK_AGAIN_UNLEASED",
     "MOVE_INTENT",
     "TAKE_LEASE",
     "TAKE_LEASE_NOW",
@@ -118,6 +119,20 @@ TAKE_LEASE_NOW = (
     update(_W)
     .where(_W.c.task_id == bindparam("t"), _W.c.phase == Phase.PENDING.value, _LEASE_FREE)
     .values(**_LEASE_VALUES)
+)
+
+#: Set a due, unleased pending workflow's next check (``t``, ``g``, ``n``) if it is still due and
+#: free at ``now``: a "look again later" written without a lease (see ``ApprovalStore.look_again_unleased``).
+LOOK_AGAIN_UNLEASED = (
+    update(_W)
+    .where(
+        _W.c.task_id == bindparam("t"),
+        _W.c.generation == bindparam("g"),
+        _W.c.phase == Phase.PENDING.value,
+        _LEASE_FREE,
+        _W.c.next_check_at <= bindparam("now"),
+    )
+    .values(next_check_at=bindparam("n"), version=_W.c.version + 1)
 )
 
 

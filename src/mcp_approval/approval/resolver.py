@@ -77,8 +77,8 @@ __all__ = ["CheckPass", "Resolver"]
 _LARGE_SEALED_CHARS = 16 * 1024
 logger = logging.getLogger("mcp_approval.approval")
 
-# Workflows leased and checked together: each batch costs two commits (lease, reschedule), so a
-# pass over a large pending set after a restart is bound by how many batches it takes.
+# Due workflows read and checked together: a batch costs one commit (two when some must be
+# leased), so a pass over a large pending set after a restart is bound by how many batches it takes.
 _BATCH = 1000
 _EARLY_WAKES = 4096
 _CONCURRENCY = 32

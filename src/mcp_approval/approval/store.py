@@ -262,7 +262,7 @@ class ApprovalStore:
             # One statement per row, each addressed by its primary key: a single statement with
             # ``task_id IN (…)`` next to the due condition is planned on the due index by SQLite,
             # which then reads every pending row per batch (a pass quadratic in the pending set).
-            params = [{"t": task_id, "now": now, "until": now + lease_ms, "worker": worker} for task_id in ids]
+            params = [{"t": leased, "now": now, "until": now + lease_ms, "worker": worker} for leased in ids]
             conn.execute(sql.TAKE_LEASE if task_id is None else sql.TAKE_LEASE_NOW, params)
             rows = conn.execute(select(_W).where(_W.c.task_id.in_(ids), _W.c.lease_owner == worker))
             return [workflow_from_row(row._mapping) for row in rows]

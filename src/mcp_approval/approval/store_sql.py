@@ -122,7 +122,8 @@ TAKE_LEASE_NOW = (
 )
 
 #: Set a due, unleased pending workflow's next check (``t``, ``g``, ``n``) if it is still due and
-#: free at ``now``: a "look again later" written without a lease (see ``ApprovalStore.look_again_unleased``).
+#: free at ``now``: a "look again later" written without a lease (see ``ApprovalStore.look_again_unleased``);
+#: a lapsed lease it finds is cleared, as :data:`LOOK_AGAIN` clears the lease it releases.
 LOOK_AGAIN_UNLEASED = (
     update(_W)
     .where(
@@ -132,7 +133,7 @@ LOOK_AGAIN_UNLEASED = (
         _LEASE_FREE,
         _W.c.next_check_at <= bindparam("now"),
     )
-    .values(next_check_at=bindparam("n"), version=_W.c.version + 1)
+    .values(next_check_at=bindparam("n"), lease_owner=None, lease_expires_at=None, version=_W.c.version + 1)
 )
 
 

@@ -179,6 +179,17 @@ class Reschedule:
 
 
 @dataclass(frozen=True)
+class DueCheck:
+    """What a resolver pass reads of a due pending workflow before deciding whether to lease it."""
+
+    task_id: str
+    generation: int
+    handle: str | None
+    request_deadline: int | None
+    created_at: int
+
+
+@dataclass(frozen=True)
 class TaskOutcome:
     """The final task write that accompanies a fence or a finish."""
 

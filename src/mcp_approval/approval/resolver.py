@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -50,7 +51,7 @@ from mcp_approval.approval.requests import new_intent, submission_for
 from mcp_approval.approval.resubmission import Resubmission, withdraw
 from mcp_approval.approval.results import denied_result
 from mcp_approval.approval.states import IN_FLIGHT_INTENTS, Disposition, IntentState
-from mcp_approval.approval.store import Intent, Reschedule, TaskOutcome, Workflow
+from mcp_approval.approval.store import DueCheck, Intent, Reschedule, TaskOutcome, Workflow
 from mcp_approval.backends import (
     ApprovalBackendError,
     ApprovalState,
@@ -76,7 +77,9 @@ __all__ = ["CheckPass", "Resolver"]
 _LARGE_SEALED_CHARS = 16 * 1024
 logger = logging.getLogger("mcp_approval.approval")
 
-_BATCH = 200
+# Due workflows read and checked together: a batch costs one commit (two when some must be
+# leased), so a pass over a large pending set after a restart is bound by how many batches it takes.
+_BATCH = 1000
 _EARLY_WAKES = 4096
 _CONCURRENCY = 32
 # Denials a PEP-side PDP client makes up when the PDP cannot be asked: transient, never a verdict.
@@ -156,8 +159,11 @@ class Resolver:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Reconcile what a crash may have left, then resolve in the background."""
-        await self.reconcile()
+        """Resolve in the background: reconcile what a crash may have left, then pass after pass.
+
+        Nothing here waits for the store, so a server starts serving at once however many
+        approvals are pending; the first pass works through them in leased batches.
+        """
         self._loop = asyncio.create_task(self._run(), name="mcp-approval resolver")
 
     async def stop(self) -> None:
@@ -169,40 +175,91 @@ class Resolver:
         self._loop = None
 
     async def _run(self) -> None:
+        started, first = time.perf_counter(), True
         while True:
             try:
-                await self.tick()
+                if first:
+                    await self.reconcile()
+                checked = await self.tick()
+                if first:
+                    first = False
+                    took = time.perf_counter() - started
+                    logger.info("resolver: first pass after start checked %d due approvals in %.2f s", checked, took)
             except StoreUnavailableError:
                 logger.warning("approval store unavailable; the resolver retries")
             except Exception:
                 logger.exception("approval resolver tick failed")
             await asyncio.sleep(self.tick_s)
 
-    async def tick(self) -> None:
-        """One pass: lost executions, due checks (batch after batch), and now and then reconciliation."""
+    async def tick(self) -> int:
+        """One pass: lost executions, due checks (batch after batch), and now and then reconciliation.
+
+        Returns how many due workflows the pass checked.
+        """
         store = self.deps.store
         for workflow in await store.lapsed_claims():
             await self.executor.finish_unknown(workflow)
         await self.changes.follow()
+        checked = 0
         while True:
-            due = await store.lease_due(self.worker_id, self.lease_ms, _BATCH)
-            await self._check_batch(due)
-            if len(due) < _BATCH:
+            due = await self._pass_batch()
+            checked += due
+            if due < _BATCH:
                 break
         now = self.deps.clock.now_ms()
         if now - self._last_reconcile >= max(1000, round(self.deps.options.intent_grace_s * 500)):
             await self.reconcile()
+        return checked
 
-    async def _check_batch(self, due: list[Workflow]) -> None:
-        """Check leased workflows together: one status read if the backend can, one reschedule write."""
-        batch = CheckPass.batch(await self._statuses(due))
+    async def _pass_batch(self) -> int:
+        """Check one batch of due workflows; returns how many were due.
+
+        The batch is read without a lease and its backend states in one call. A request still
+        pending with the deadline the workflow already has needs nothing but a later look: that
+        is written as a compare-and-set on the workflow still being due and free (one write, no
+        lease, no per-workflow task). Every other workflow is leased and checked in full.
+        """
+        store = self.deps.store
+        due = await store.due_checks(_BATCH)
+        states = await self._statuses([item.handle for item in due if item.handle is not None])
+        now = self.deps.clock.now_ms()
+        quiet: list[Reschedule] = []
+        rest: list[str] = []
+        for item in due:
+            next_check = self._quiet_next_check(item, states, now)
+            if next_check is None:
+                rest.append(item.task_id)
+            else:
+                quiet.append(Reschedule(item.task_id, item.generation, next_check))
+        await store.look_again_unleased(quiet)
+        if rest:
+            leased = await store.lease_due(self.worker_id, self.lease_ms, len(rest), among=rest)
+            await self._check_batch(leased, states)
+        return len(due)
+
+    def _quiet_next_check(self, item: DueCheck, states: Mapping[str, ApprovalState], now: int) -> int | None:
+        """The next look at a request still pending as the workflow knows it, else ``None`` (a full check)."""
+        state = states.get(item.handle) if item.handle is not None else None
+        if state is None or state.status is not ApprovalStatus.PENDING:
+            return None
+        deadline = item.request_deadline
+        if state.deadline_ms is not None:
+            deadline = min(state.deadline_ms, item.created_at + round(self.deps.options.max_pending_s * 1000))
+        if deadline != item.request_deadline or (deadline is not None and now >= deadline):
+            return None  # a moved deadline (retention follows it) or an expiry: see _still_pending
+        wait = round(state.retry_after_s * 1000) if state.retry_after_s else self._pending_poll_ms
+        next_check = now + max(wait, 1)
+        return next_check if deadline is None else min(next_check, deadline)
+
+    async def _check_batch(self, due: list[Workflow], states: Mapping[str, ApprovalState]) -> None:
+        """Check leased workflows together, with the batch's states read up front; one reschedule write."""
+        batch = CheckPass.batch(states)
         await asyncio.gather(*(self._guarded(workflow, batch) for workflow in due))
         await self.deps.store.reschedule_many(batch.deferred or [])
 
-    async def _statuses(self, due: list[Workflow]) -> dict[str, ApprovalState]:
+    async def _statuses(self, handles: list[str]) -> dict[str, ApprovalState]:
         """The batch's backend states in one call, when the backend offers it (else each is asked)."""
         backend = self.deps.backend
-        handles = [workflow.handle for workflow in due if workflow.handle is not None]
         if len(handles) < 2 or not isinstance(backend, SupportsStatusMany):
             return {}
         try:

@@ -73,6 +73,8 @@ class Resubmission:
         self.cipher = cipher
         self.clock = clock
         self.intent_grace_ms = intent_grace_ms
+        # Where the next page of the orphan purge starts (it walks the workflows page by page).
+        self._purge_after = ""
 
     async def submit_chained(self, intent: Intent, deadline: int | None) -> None:
         """Submit a chained intent, bind its handle and schedule the task's next check.
@@ -112,7 +114,7 @@ class Resubmission:
         await self.submit_chained(intent, ApprovalSubmission.from_json(body).deadline_ms)
 
     async def reconcile(self) -> None:
-        """Settle intents a crash left in flight, and purge records whose task retention ended.
+        """Settle intents a crash left in flight, and purge one page of records whose task retention ended.
 
         An initial intent with no task is withdrawn at the backend (found under its key) and
         abandoned: its caller never got a task id, and a retry is a fresh call. An intent the
@@ -122,7 +124,7 @@ class Resubmission:
         cutoff = self.clock.now_ms() - self.intent_grace_ms
         for intent in await self.store.stale_intents(cutoff):
             await self._reconcile_intent(intent)
-        await self.store.purge_orphans()
+        self._purge_after = await self.store.purge_orphans(self._purge_after) or ""
 
     async def _find(self, intent: Intent) -> str | None:
         """The handle of an intent's request: by key, or by resubmitting its exact body (ARAP)."""

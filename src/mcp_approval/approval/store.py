@@ -18,6 +18,7 @@ from mcp_approval.approval import store_sql as sql
 from mcp_approval.approval.records import (
     APPROVAL_HANDLER,
     Admission,
+    DueCheck,
     Intent,
     NewWorkflow,
     Reschedule,
@@ -241,26 +242,53 @@ class ApprovalStore:
 
     # -- resolving -------------------------------------------------------------------------
 
-    async def lease_due(self, worker: str, lease_ms: int, limit: int, *, task_id: str | None = None) -> list[Workflow]:
-        """Lease pending workflows due for a check (or just ``task_id``) to ``worker``."""
+    async def lease_due(
+        self, worker: str, lease_ms: int, limit: int, *, task_id: str | None = None, among: Sequence[str] = ()
+    ) -> list[Workflow]:
+        """Lease pending workflows due for a check to ``worker``.
+
+        ``task_id`` leases just that workflow, due or not (a wake-up); ``among`` leases those of
+        the given workflows that are still due (a pass that read them first, see :meth:`due_checks`).
+        """
         now = self.clock.now_ms()
         free = or_(_W.c.lease_owner.is_(None), _W.c.lease_expires_at < now)
         due = and_(_W.c.phase == Phase.PENDING.value, free)
         due = and_(due, _W.c.task_id == task_id) if task_id is not None else and_(due, _W.c.next_check_at <= now)
 
         def lease(conn: Connection) -> list[Workflow]:
-            ids = [row.task_id for row in conn.execute(select(_W.c.task_id).where(due).limit(limit))]
+            ids = list(among) or [row.task_id for row in conn.execute(select(_W.c.task_id).where(due).limit(limit))]
             if not ids:
                 return []
-            conn.execute(
-                update(_W)
-                .where(due, _W.c.task_id.in_(ids))
-                .values(lease_owner=worker, lease_expires_at=now + lease_ms, version=_W.c.version + 1)
-            )
+            # One statement per row, each addressed by its primary key: a single statement with
+            # ``task_id IN (…)`` next to the due condition is planned on the due index by SQLite,
+            # which then reads every pending row per batch (a pass quadratic in the pending set).
+            params = [{"t": leased, "now": now, "until": now + lease_ms, "worker": worker} for leased in ids]
+            conn.execute(sql.TAKE_LEASE if task_id is None else sql.TAKE_LEASE_NOW, params)
             rows = conn.execute(select(_W).where(_W.c.task_id.in_(ids), _W.c.lease_owner == worker))
             return [workflow_from_row(row._mapping) for row in rows]
 
         return await self.database.write(lease)
+
+    async def due_checks(self, limit: int) -> list[DueCheck]:
+        """Up to ``limit`` pending workflows due for a check and not leased, read without leasing them."""
+        now = self.clock.now_ms()
+        free = or_(_W.c.lease_owner.is_(None), _W.c.lease_expires_at < now)
+        columns = (_W.c.task_id, _W.c.generation, _W.c.handle, _W.c.request_deadline, _W.c.created_at)
+        query = select(*columns).where(_W.c.phase == Phase.PENDING.value, _W.c.next_check_at <= now, free).limit(limit)
+        return await self.database.read(lambda conn: [DueCheck(*row) for row in conn.execute(query)])
+
+    async def look_again_unleased(self, items: Sequence[Reschedule]) -> None:
+        """Set the next check of workflows read by :meth:`due_checks` whose request is still pending.
+
+        A compare-and-set, not a lease: an item is written only while its workflow is still at
+        the same generation, pending, due and not leased. A worker that leased it meanwhile (a
+        wake-up, another worker's pass) decides for it instead, so a decision is never
+        overwritten by this "look again later", and nothing else is written without a lease.
+        """
+        now = self.clock.now_ms()
+        params = [{"t": item.task_id, "g": item.generation, "n": item.next_check_at, "now": now} for item in items]
+        if params:
+            await self.database.write(lambda conn: conn.execute(sql.LOOK_AGAIN_UNLEASED, params))
 
     async def reschedule(self, item: Reschedule) -> bool:
         """Release the lease and set when to look again; optionally record moved deadlines."""
@@ -413,22 +441,29 @@ class ApprovalStore:
         statement = select(_I).where(_I.c.state.in_(sql.UNSETTLED), _I.c.created_at < older_than_ms).limit(limit)
         return await self.database.read(lambda conn: [intent_from_row(row._mapping) for row in conn.execute(statement)])
 
-    async def purge_orphans(self) -> int:
-        """Delete workflows and settled intents whose task row is gone (retention ended).
+    async def purge_orphans(self, after: str = "", limit: int = 1000) -> str | None:
+        """Delete workflows and settled intents whose task row is gone (retention ended), one page at a time.
+
+        The page is the next ``limit`` workflows by task id after ``after`` (and the intents of the
+        same task id range), so a call reads a bounded number of rows however many are pending.
+        Returns where the next page starts, or ``None`` once the last page was purged.
 
         Also tidies the admission counts: drops the per-minute intent counts of minutes long past
-        and folds the rest, so the rows of principals that no longer ask (and whose plain tasks
-        keep moving) do not pile up.
+        and folds the rest, so the rows of principals that no longer ask do not pile up.
         """
+        page = select(_W.c.task_id).where(_W.c.task_id > after).order_by(_W.c.task_id).limit(limit)
         now = self.clock.now_ms()
-        task_gone = ~self.tasks.exists(_W.c.task_id)
-        intent_settled = and_(_I.c.state.not_in(sql.UNSETTLED), ~exists().where(_W.c.task_id == _I.c.task_id))
 
-        def purge(conn: Connection) -> int:
-            removed = conn.execute(delete(_W).where(task_gone)).rowcount
-            removed += conn.execute(delete(_I).where(intent_settled)).rowcount
+        def purge(conn: Connection) -> str | None:
+            ids = list(conn.execute(page).scalars())
+            upto = ids[-1] if len(ids) == limit else None
+            in_range = [_W.c.task_id > after] + ([_W.c.task_id <= upto] if upto is not None else [])
+            conn.execute(delete(_W).where(*in_range, ~self.tasks.exists(_W.c.task_id)))
+            intents_in_range = [_I.c.task_id > after] + ([_I.c.task_id <= upto] if upto is not None else [])
+            settled = _I.c.state.not_in(sql.UNSETTLED)
+            conn.execute(delete(_I).where(*intents_in_range, settled, ~exists().where(_W.c.task_id == _I.c.task_id)))
             sql.fold_counts(conn, now)
-            return removed
+            return upto
 
         return await self.database.write(purge)
 
@@ -510,6 +545,7 @@ __all__ = [
     "APPROVAL_HANDLER",
     "Admission",
     "ApprovalStore",
+    "DueCheck",
     "Intent",
     "NewWorkflow",
     "Reschedule",

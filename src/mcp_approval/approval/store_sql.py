@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnClause, Connection, and_, bindparam, delete, func, literal_column, select, update
+from sqlalchemy import ColumnClause, Connection, and_, bindparam, delete, func, literal_column, or_, select, update
 
 from mcp_approval.approval.records import Admission, Intent, Reschedule
 from mcp_approval.approval.schema import approval_counts_table, approval_intents_table, approval_workflows_table
@@ -25,7 +25,10 @@ __all__ = [
     "IN_FLIGHT",
     "LIVE_PHASES",
     "LOOK_AGAIN",
+    "LOOK_AGAIN_UNLEASED",
     "MOVE_INTENT",
+    "TAKE_LEASE",
+    "TAKE_LEASE_NOW",
     "UNSETTLED",
     "fold_counts",
     "live_match",
@@ -94,6 +97,45 @@ BIND_INTENT = (
 LOOK_AGAIN = (
     update(_W)
     .where(_W.c.task_id == bindparam("t"), _W.c.generation == bindparam("g"), _W.c.phase == Phase.PENDING.value)
+    .values(next_check_at=bindparam("n"), lease_owner=None, lease_expires_at=None, version=_W.c.version + 1)
+)
+
+_LEASE_FREE = or_(_W.c.lease_owner.is_(None), _W.c.lease_expires_at < bindparam("now"))
+_LEASE_VALUES = {
+    "lease_owner": bindparam("worker"),
+    "lease_expires_at": bindparam("until"),
+    "version": _W.c.version + 1,
+}
+#: Lease one due pending workflow (``t``) to ``worker`` until ``until``, if still free at ``now``.
+TAKE_LEASE = (
+    update(_W)
+    .where(
+        _W.c.task_id == bindparam("t"),
+        _W.c.phase == Phase.PENDING.value,
+        _LEASE_FREE,
+        _W.c.next_check_at <= bindparam("now"),
+    )
+    .values(**_LEASE_VALUES)
+)
+#: :data:`TAKE_LEASE` for a wake-up: the workflow is checked now, whenever its next check was due.
+TAKE_LEASE_NOW = (
+    update(_W)
+    .where(_W.c.task_id == bindparam("t"), _W.c.phase == Phase.PENDING.value, _LEASE_FREE)
+    .values(**_LEASE_VALUES)
+)
+
+#: Set a due, unleased pending workflow's next check (``t``, ``g``, ``n``) if it is still due and
+#: free at ``now``: a "look again later" written without a lease (see ``ApprovalStore.look_again_unleased``);
+#: a lapsed lease it finds is cleared, as :data:`LOOK_AGAIN` clears the lease it releases.
+LOOK_AGAIN_UNLEASED = (
+    update(_W)
+    .where(
+        _W.c.task_id == bindparam("t"),
+        _W.c.generation == bindparam("g"),
+        _W.c.phase == Phase.PENDING.value,
+        _LEASE_FREE,
+        _W.c.next_check_at <= bindparam("now"),
+    )
     .values(next_check_at=bindparam("n"), lease_owner=None, lease_expires_at=None, version=_W.c.version + 1)
 )
 

@@ -250,7 +250,8 @@ class LocalApprovalBackend:
 
     async def status_many(self, handles: Sequence[str]) -> dict[str, ApprovalState]:
         """:meth:`status` of many requests with one read; unknown handles are left out."""
-        query = select(_R).where(_R.c.request_id.in_(list(handles)))
+        # Only what a state is made of: a pass over many pending requests reads no bodies or seals.
+        query = select(*_STATE_COLUMNS).where(_R.c.request_id.in_(list(handles)))
         rows = await self._db.read(lambda conn: [dict(row) for row in conn.execute(query).mappings()])
         now = self._clock.now_ms()
         states: dict[str, ApprovalState] = {}
@@ -635,6 +636,17 @@ def _sealed_content(row: Row) -> dict[str, Any]:
         "approvals_required": row["approvals_required"],
         "expires_at": row["expires_at"],
     }
+
+
+#: The columns :func:`_state_of`, :func:`due` and :meth:`LocalApprovalBackend._with_note` read.
+_STATE_COLUMNS = (
+    _R.c.request_id,
+    _R.c.status,
+    _R.c.template,
+    _R.c.expires_at,
+    _R.c.approved_until,
+    _R.c.decided_at,
+)
 
 
 def _state_of(row: Row) -> ApprovalState:

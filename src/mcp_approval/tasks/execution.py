@@ -167,8 +167,10 @@ class Execution:
         #: This worker's own view of the task (status, input asked, the outcome once known), kept
         #: in memory so ``tasks/get`` can be answered from it while the store is unreachable.
         self.view: TaskRecord | None = None
-        self._created = asyncio.Event()
+        self._created: asyncio.Event | None = None  # made by the first promote()
         self._outcome: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        # Futures of callers of wait(), resolved by _run the moment the outcome is set.
+        self._wakers: list[asyncio.Future[None]] = []
         self._finishing = False
         self._waiters: dict[str, asyncio.Future[Any]] = {}
         self._runner: asyncio.Task[None] | None = None
@@ -181,9 +183,24 @@ class Execution:
         self._runner = _spawn(self._run(), name=f"mcp-approval call {self.tool_name}")
 
     async def wait(self, timeout_s: float | None) -> Outcome | None:
-        """Wait up to ``timeout_s`` for the outcome; ``None`` if the call is still running."""
+        """Wait up to ``timeout_s`` for the outcome; ``None`` if the call is still running.
+
+        Cancelling the waiter never cancels the call.
+        """
         if not self._outcome.done() and timeout_s != 0:
-            await asyncio.wait((self._outcome,), timeout=timeout_s)  # never cancels the outcome
+            # A private future that _run resolves directly and a timer, rather than
+            # asyncio.wait: no callbacks to add and remove, and the waiter wakes in the
+            # loop iteration after the outcome instead of two iterations later.
+            loop = asyncio.get_running_loop()
+            waker: asyncio.Future[None] = loop.create_future()
+            self._wakers.append(waker)
+            timer = None if timeout_s is None else loop.call_later(timeout_s, _wake, waker)
+            try:
+                await waker
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                self._wakers.remove(waker)
         return self._outcome.result() if self._outcome.done() else None
 
     @property
@@ -205,6 +222,7 @@ class Execution:
         Raises :class:`StoreUnavailableError` if the row cannot be written.
         """
         if self._promotion is None:
+            self._created = asyncio.Event()
             self._promotion = asyncio.ensure_future(self._promote_once())
         return await asyncio.shield(self._promotion)
 
@@ -242,13 +260,18 @@ class Execution:
         if not self.record.terminal:
             self.view = self.record
             self._runtime.adopt(self)
-        self._created.set()
+        self._promoted()
         return self.record
 
     def _abandon_promotion(self) -> None:
         # No row exists: the outcome goes back to the inline answer, and _record_outcome
         # (which may already be waiting for the row) stands down.
         self.task_id = None
+        self._promoted()
+
+    def _promoted(self) -> None:
+        """The promotion has ended (a row was written, or none will be)."""
+        assert self._created is not None  # made by promote() before _promote_once runs
         self._created.set()
 
     def cancel(self) -> bool:
@@ -279,12 +302,15 @@ class Execution:
             outcome = Outcome("result", result=result)
         self._finishing = True
         self._outcome.set_result(outcome)
+        for waker in self._wakers:
+            _wake(waker)
         # A task promoted before this point records the outcome; one promoted later is born
         # terminal with it (see promote).
         if self.task_id is not None:
             await asyncio.shield(self._record_outcome(outcome))
 
     async def _record_outcome(self, outcome: Outcome) -> None:
+        assert self._created is not None  # task_id is only set once promote() has begun
         await self._created.wait()
         if self.task_id is None:  # promotion failed: the outcome is answered inline
             return
@@ -374,6 +400,11 @@ def _spawn(coro: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
     if sys.version_info >= (3, 12):
         return asyncio.Task(coro, loop=loop, name=name, eager_start=True)  # type: ignore[call-arg,unused-ignore]
     return loop.create_task(coro, name=name)
+
+
+def _wake(waker: asyncio.Future[None]) -> None:
+    if not waker.done():  # a waiter cancelled meanwhile has a cancelled waker
+        waker.set_result(None)
 
 
 def _terminal_write(outcome: Outcome) -> tuple[TaskStatus, str | None, dict[str, Any] | None, dict[str, Any] | None]:

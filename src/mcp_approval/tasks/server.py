@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator, Sequence
@@ -55,6 +56,8 @@ __all__ = [
 logger = logging.getLogger("mcp_approval.tasks")
 
 _MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
+# A server sees the same few principals over and over: hash each once, not on every request.
+_digest_of = functools.lru_cache(maxsize=4096)(principal_digest)
 #: The principal of in-process and stdio callers: the transport itself is the one client.
 LOCAL_PRINCIPAL = "local"
 
@@ -232,7 +235,7 @@ class TasksExtension(Extension):
         """The stored owner for a task created by this request, or :data:`ANONYMOUS`."""
         principal = self._resolve_principal(ctx)
         if principal is not None:
-            return principal_digest(principal)
+            return _digest_of(principal)
         return None if self.options.allow_anonymous_tasks else ANONYMOUS
 
     # -- tasks/* ---------------------------------------------------------------------------

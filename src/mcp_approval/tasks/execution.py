@@ -178,9 +178,17 @@ class Execution:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start running the call in the background."""
-        self._runner = _spawn(self._run(), name=f"mcp-approval call {self.tool_name}")
+    def start(self, *, eager: bool = True) -> None:
+        """Start running the call in a task of its own.
+
+        ``eager``: run its first step at once, inside this call (up to its first suspension),
+        so a call that finishes without suspending is over when this returns. Otherwise the
+        first step waits for the next event-loop iteration.
+        """
+        name = f"mcp-approval call {self.tool_name}"
+        self._runner = (
+            _spawn(self._run(), name=name) if eager else asyncio.get_running_loop().create_task(self._run(), name=name)
+        )
 
     async def wait(self, timeout_s: float | None) -> Outcome | None:
         """Wait up to ``timeout_s`` for the outcome; ``None`` if the call is still running.
@@ -391,15 +399,66 @@ class Execution:
 
 
 def _spawn(coro: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
-    """Start ``coro`` in its own task; eagerly where the interpreter can (Python 3.12+).
+    """Start ``coro`` in its own task, eagerly: at once, up to its first suspension.
 
-    An eager task runs at once up to its first suspension, so a call that finishes without
-    suspending never costs the event-loop round trips of a scheduled task.
+    A call that finishes without suspending then never costs the event-loop round trips of a
+    scheduled task (the task's first step, then the waiter's wake-up), and is answered in the
+    same step as the request. Python 3.12+ has this built in (``eager_start``); on 3.11 the
+    same start is made by :class:`_EagerTask`.
     """
     loop = asyncio.get_running_loop()
     if sys.version_info >= (3, 12):
         return asyncio.Task(coro, loop=loop, name=name, eager_start=True)  # type: ignore[call-arg,unused-ignore]
-    return loop.create_task(coro, name=name)
+    if _EAGER_311 is None:  # pragma: no cover - an interpreter without asyncio's Python task
+        return loop.create_task(coro, name=name)
+    task = _EAGER_311(coro, loop=loop, name=name)
+    task.start_eagerly()
+    return task  # type: ignore[no-any-return]
+
+
+def _eager_task_311() -> Any:
+    """Python 3.11's Python ``Task``, started the way 3.12's ``eager_start`` starts a task.
+
+    The task is the running task (``asyncio.current_task()``) throughout, the first step
+    included, so anyio cancel scopes and ``asyncio.timeout`` entered in that step are exited in
+    the task that entered them. ``None`` if this interpreter's asyncio lacks the pieces.
+    """
+    base: Any = getattr(asyncio.tasks, "_PyTask", None)
+    future: Any = getattr(asyncio.futures, "_PyFuture", None)
+    enter: Any = getattr(asyncio.tasks, "_enter_task", None)
+    leave: Any = getattr(asyncio.tasks, "_leave_task", None)
+    register: Any = getattr(asyncio.tasks, "_register_task", None)
+    if None in (base, future, enter, leave, register) or not hasattr(base, "_Task__step"):
+        return None
+
+    class _EagerTask(base):  # type: ignore[misc]
+        def __init__(self, coro: Coroutine[Any, Any, None], *, loop: asyncio.AbstractEventLoop, name: str) -> None:
+            # Task.__init__ of 3.11 without its call_soon of the first step: start_eagerly runs it.
+            future.__init__(self, loop=loop)
+            self._name = name
+            self._num_cancels_requested = 0
+            self._must_cancel = False
+            self._fut_waiter = None
+            self._coro = coro
+            self._context = contextvars.copy_context()
+            register(self)
+
+        def start_eagerly(self) -> None:
+            # The step enters this task as the current one; the caller's task steps aside meanwhile.
+            loop = self._loop
+            caller = asyncio.current_task(loop)
+            if caller is not None:
+                leave(loop, caller)
+            try:
+                self._context.run(self._Task__step)
+            finally:
+                if caller is not None:
+                    enter(loop, caller)
+
+    return _EagerTask
+
+
+_EAGER_311 = _eager_task_311() if sys.version_info < (3, 12) else None
 
 
 def _wake(waker: asyncio.Future[None]) -> None:

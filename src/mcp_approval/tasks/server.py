@@ -216,7 +216,9 @@ class TasksExtension(Extension):
             call=run_call,
             capabilities=ctx.session.client_capabilities,
         )
-        execution.start()
+        # At a zero threshold the call is a task before it runs at all, so it is not started
+        # eagerly: a first step that finishes at once would otherwise be answered inline.
+        execution.start(eager=bool(self.options.threshold_s))
         outcome = await execution.wait(self.options.threshold_s or 0.0)
         if outcome is not None and (mode is TaskMode.OPTIONAL or outcome.asks_for_input):
             return outcome.unwrap()  # finished in time, or an input round that precedes any task

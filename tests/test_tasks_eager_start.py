@@ -23,7 +23,10 @@ pytestmark = pytest.mark.anyio
 def tasks_server() -> tuple[MCPServer, TasksExtension, list[asyncio.Task[object] | None]]:
     tasks = TasksExtension(TaskOptions(threshold_s=0.05, poll_interval_s=0.02), store=store_from_url("sqlite://"))
     server = MCPServer(
-        "eager", extensions=[tasks], lifespan=tasks.lifespan, middleware=[task_routing_middleware, tasks.listen_middleware]
+        "eager",
+        extensions=[tasks],
+        lifespan=tasks.lifespan,
+        middleware=[task_routing_middleware, tasks.listen_middleware],
     )
     seen: list[asyncio.Task[object] | None] = []
 
@@ -54,7 +57,8 @@ async def test_a_call_that_outlasts_the_threshold_keeps_its_task_and_runs_once()
             stored = await tasks.store.count_active()
     assert result.content[0].text == "slept 0.3"
     assert len(seen) == 2  # one run
-    assert seen[0] is not None and seen[0] is seen[1]
+    assert seen[0] is not None
+    assert seen[0] is seen[1]
     assert stored == 0  # the task ended completed
 
 
@@ -65,6 +69,8 @@ async def test_a_call_that_never_suspends_is_answered_inline_from_its_own_task()
             first = await client.call_tool("at_once", {})
             second = await client.call_tool("at_once", {})
     assert (first.content[0].text, second.content[0].text) == ("done", "done")
-    assert seen[0] is not None and seen[1] is not None
+    assert seen[0] is not None
+    assert seen[1] is not None
     assert seen[0] is not seen[1]  # each call in a task of its own
-    assert seen[0].done() and seen[1].done()
+    assert seen[0].done()
+    assert seen[1].done()

@@ -178,17 +178,19 @@ class Execution:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def start(self, *, eager: bool = True) -> None:
+    def start(self, *, eager: bool = False) -> None:
         """Start running the call in a task of its own.
 
         ``eager``: run its first step at once, inside this call (up to its first suspension),
         so a call that finishes without suspending is over when this returns. Otherwise the
-        first step waits for the next event-loop iteration.
+        first step waits for the next event-loop iteration, after whatever the caller does next
+        (a :meth:`promote` made right after starts before the call's first step ends).
         """
         name = f"mcp-approval call {self.tool_name}"
-        self._runner = (
-            _spawn(self._run(), name=name) if eager else asyncio.get_running_loop().create_task(self._run(), name=name)
-        )
+        if eager:
+            self._runner = _spawn(self._run(), name=name)
+        else:
+            self._runner = asyncio.get_running_loop().create_task(self._run(), name=name)
 
     async def wait(self, timeout_s: float | None) -> Outcome | None:
         """Wait up to ``timeout_s`` for the outcome; ``None`` if the call is still running.

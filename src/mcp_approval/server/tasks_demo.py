@@ -137,7 +137,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lease-grace", type=float, default=1.0)
     parser.add_argument("--ttl", type=float, default=3600.0)
     parser.add_argument("--tokens", action="store_true", help="require the demo bearer tokens")
+    parser.add_argument(
+        "--mode",
+        action="append",
+        default=[],
+        metavar="TOOL=MODE",
+        help="override a tool's task mode (forbidden, optional, required); repeatable",
+    )
     args = parser.parse_args(argv)
+    try:
+        overrides = dict(_tool_mode(text) for text in args.mode)
+    except ValueError as exc:
+        parser.error(str(exc))
     logging.basicConfig(level=logging.INFO)
     base_url = f"http://127.0.0.1:{args.port}"
     options = TaskOptions(
@@ -146,13 +157,25 @@ def main(argv: list[str] | None = None) -> None:
         lease_grace_s=args.lease_grace,
         sweep_interval_s=min(1.0, args.poll_interval),
         ttl_s=args.ttl,
-        modes=DEMO_MODES,
+        modes={**DEMO_MODES, **overrides},
         allow_anonymous_tasks=not args.tokens,
     )
     tokens = DEMO_TOKENS if args.tokens else None
     server, _ = build_tasks_demo_server(options, store=store_from_url(args.db), base_url=base_url, tokens=tokens)
     app = server.streamable_http_app(json_response=True)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+
+
+def _tool_mode(text: str) -> tuple[str, TaskMode]:
+    """``TOOL=MODE`` as a (tool, mode) pair; ``ValueError`` naming what is wrong."""
+    tool, sep, mode = text.partition("=")
+    if not sep or not tool:
+        raise ValueError(f"--mode {text!r}: expected TOOL=MODE")
+    try:
+        return tool, TaskMode(mode)
+    except ValueError:
+        modes = ", ".join(m.value for m in TaskMode)
+        raise ValueError(f"--mode {text!r}: the mode is one of {modes}") from None
 
 
 if __name__ == "__main__":

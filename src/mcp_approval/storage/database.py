@@ -14,6 +14,7 @@ Store code is written as plain synchronous functions of a :class:`sqlalchemy.Con
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import tempfile
@@ -193,19 +194,32 @@ class SqliteDatabase(Database):
             self._pending.append(_QueuedWrite(operation, future, loop))
             start, self._draining = not self._draining, True
         if start:
-            loop.run_in_executor(self._thread, self._drain)
+            # Not run_in_executor: its asyncio wrapper costs one more wake-up of the loop per
+            # drain, and _drain reports every outcome itself.
+            self._thread.submit(self._drain)
         with _translated_errors(self):
             return await future  # type: ignore[no-any-return]
 
     def _drain(self) -> None:
         """Commit batch after batch until nothing is queued (runs on the writer thread)."""
-        while True:
+        batch: list[_QueuedWrite] = []
+        try:
+            while True:
+                with self._pending_lock:
+                    batch, self._pending = self._pending[:_GROUP_LIMIT], self._pending[_GROUP_LIMIT:]
+                    if not batch:
+                        self._draining = False
+                        return
+                _settle(batch, self._commit_batch(batch))
+                batch = []
+        except BaseException as exc:
+            # Never leave writers waiting on a thread that stopped draining: the next write
+            # starts a new drain, and the batch in hand fails with the error.
             with self._pending_lock:
-                batch, self._pending = self._pending[:_GROUP_LIMIT], self._pending[_GROUP_LIMIT:]
-                if not batch:
-                    self._draining = False
-                    return
-            _settle(batch, self._commit_batch(batch))
+                self._draining = False
+            if batch:
+                _settle(batch, [(None, exc)] * len(batch))
+            raise
 
     def _commit_batch(self, batch: list[_QueuedWrite]) -> list[tuple[Any, BaseException | None]]:
         outcomes: list[tuple[Any, BaseException | None]] = []
@@ -217,7 +231,8 @@ class SqliteDatabase(Database):
                         if len(batch) == 1:
                             outcomes.append((batch[0].operation(conn), None))
                         else:
-                            outcomes.extend(_in_savepoint(conn, item.operation) for item in batch)
+                            savepoint = _Savepoint(conn)
+                            outcomes.extend(savepoint.run(item.operation) for item in batch)
                         _run_final_steps(conn)
                 finally:
                     conn.info.pop(_FINAL_STEPS, None)
@@ -260,27 +275,51 @@ class _QueuedWrite:
     loop: asyncio.AbstractEventLoop
 
 
-def _in_savepoint(conn: Connection, operation: Operation[Any]) -> tuple[Any, BaseException | None]:
-    try:
-        with conn.begin_nested():
-            return operation(conn), None
-    except Exception as exc:
-        return None, exc
+class _Savepoint:
+    """Runs each operation of a shared SQLite transaction in a savepoint of its own.
+
+    The savepoint statements go straight to the driver's connection: SQLAlchemy's
+    ``begin_nested`` costs a transaction object, events and a compiled statement per
+    operation, and nothing here needs them (the outer transaction stays SQLAlchemy's). An
+    operation that raises is rolled back to its savepoint, so the others' writes stand.
+    """
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._driver: Any = conn.connection.driver_connection
+
+    def run(self, operation: Operation[Any]) -> tuple[Any, BaseException | None]:
+        """``(result, None)``, or ``(None, error)`` with the operation's writes undone."""
+        driver = self._driver
+        driver.execute("SAVEPOINT mcpa_write")
+        try:
+            value = operation(self._conn)
+        except Exception as exc:
+            driver.execute("ROLLBACK TO mcpa_write")
+            driver.execute("RELEASE mcpa_write")
+            return None, exc
+        driver.execute("RELEASE mcpa_write")
+        return value, None
 
 
 def _settle(batch: list[_QueuedWrite], outcomes: list[tuple[Any, BaseException | None]]) -> None:
-    """Hand each write's result or exception to its waiting coroutine."""
+    """Hand each write's result or exception to its waiting coroutine: one wake-up per event loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]] = {}
     for item, (value, error) in zip(batch, outcomes, strict=True):
-        item.loop.call_soon_threadsafe(_resolve, item.future, value, error)
+        by_loop.setdefault(item.loop, []).append((item.future, value, error))
+    for loop, settled in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits for these writes
+            loop.call_soon_threadsafe(_resolve_all, settled)
 
 
-def _resolve(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
-    if future.done():  # the writer gave up waiting (cancelled); the write itself stands
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(value)
+def _resolve_all(settled: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    for future, value, error in settled:
+        if future.done():  # the writer gave up waiting (cancelled); the write itself stands
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:

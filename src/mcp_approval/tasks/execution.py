@@ -167,8 +167,10 @@ class Execution:
         #: This worker's own view of the task (status, input asked, the outcome once known), kept
         #: in memory so ``tasks/get`` can be answered from it while the store is unreachable.
         self.view: TaskRecord | None = None
-        self._created = asyncio.Event()
+        self._created: asyncio.Event | None = None  # made by the first promote()
         self._outcome: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        # Futures of callers of wait(), resolved by _run the moment the outcome is set.
+        self._wakers: list[asyncio.Future[None]] = []
         self._finishing = False
         self._waiters: dict[str, asyncio.Future[Any]] = {}
         self._runner: asyncio.Task[None] | None = None
@@ -176,14 +178,39 @@ class Execution:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start running the call in the background."""
-        self._runner = _spawn(self._run(), name=f"mcp-approval call {self.tool_name}")
+    def start(self, *, eager: bool = False) -> None:
+        """Start running the call in a task of its own.
+
+        ``eager``: run its first step at once, inside this call (up to its first suspension),
+        so a call that finishes without suspending is over when this returns. Otherwise the
+        first step waits for the next event-loop iteration, after whatever the caller does next
+        (a :meth:`promote` made right after starts before the call's first step ends).
+        """
+        name = f"mcp-approval call {self.tool_name}"
+        if eager:
+            self._runner = _spawn(self._run(), name=name)
+        else:
+            self._runner = asyncio.get_running_loop().create_task(self._run(), name=name)
 
     async def wait(self, timeout_s: float | None) -> Outcome | None:
-        """Wait up to ``timeout_s`` for the outcome; ``None`` if the call is still running."""
+        """Wait up to ``timeout_s`` for the outcome; ``None`` if the call is still running.
+
+        Cancelling the waiter never cancels the call.
+        """
         if not self._outcome.done() and timeout_s != 0:
-            await asyncio.wait((self._outcome,), timeout=timeout_s)  # never cancels the outcome
+            # A private future that _run resolves directly and a timer, rather than
+            # asyncio.wait: no callbacks to add and remove, and the waiter wakes in the
+            # loop iteration after the outcome instead of two iterations later.
+            loop = asyncio.get_running_loop()
+            waker: asyncio.Future[None] = loop.create_future()
+            self._wakers.append(waker)
+            timer = None if timeout_s is None else loop.call_later(timeout_s, _wake, waker)
+            try:
+                await waker
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                self._wakers.remove(waker)
         return self._outcome.result() if self._outcome.done() else None
 
     @property
@@ -205,6 +232,7 @@ class Execution:
         Raises :class:`StoreUnavailableError` if the row cannot be written.
         """
         if self._promotion is None:
+            self._created = asyncio.Event()
             self._promotion = asyncio.ensure_future(self._promote_once())
         return await asyncio.shield(self._promotion)
 
@@ -242,13 +270,18 @@ class Execution:
         if not self.record.terminal:
             self.view = self.record
             self._runtime.adopt(self)
-        self._created.set()
+        self._promoted()
         return self.record
 
     def _abandon_promotion(self) -> None:
         # No row exists: the outcome goes back to the inline answer, and _record_outcome
         # (which may already be waiting for the row) stands down.
         self.task_id = None
+        self._promoted()
+
+    def _promoted(self) -> None:
+        """The promotion has ended (a row was written, or none will be)."""
+        assert self._created is not None  # made by promote() before _promote_once runs
         self._created.set()
 
     def cancel(self) -> bool:
@@ -279,12 +312,15 @@ class Execution:
             outcome = Outcome("result", result=result)
         self._finishing = True
         self._outcome.set_result(outcome)
+        for waker in self._wakers:
+            _wake(waker)
         # A task promoted before this point records the outcome; one promoted later is born
         # terminal with it (see promote).
         if self.task_id is not None:
             await asyncio.shield(self._record_outcome(outcome))
 
     async def _record_outcome(self, outcome: Outcome) -> None:
+        assert self._created is not None  # task_id is only set once promote() has begun
         await self._created.wait()
         if self.task_id is None:  # promotion failed: the outcome is answered inline
             return
@@ -365,15 +401,71 @@ class Execution:
 
 
 def _spawn(coro: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
-    """Start ``coro`` in its own task; eagerly where the interpreter can (Python 3.12+).
+    """Start ``coro`` in its own task, eagerly: at once, up to its first suspension.
 
-    An eager task runs at once up to its first suspension, so a call that finishes without
-    suspending never costs the event-loop round trips of a scheduled task.
+    A call that finishes without suspending then never costs the event-loop round trips of a
+    scheduled task (the task's first step, then the waiter's wake-up), and is answered in the
+    same step as the request. Python 3.12+ has this built in (``eager_start``); on 3.11 the
+    same start is made by :class:`_EagerTask`.
     """
     loop = asyncio.get_running_loop()
     if sys.version_info >= (3, 12):
         return asyncio.Task(coro, loop=loop, name=name, eager_start=True)  # type: ignore[call-arg,unused-ignore]
-    return loop.create_task(coro, name=name)
+    if _EAGER_311 is None:  # pragma: no cover - an interpreter without asyncio's Python task
+        return loop.create_task(coro, name=name)
+    task = _EAGER_311(coro, loop=loop, name=name)
+    task.start_eagerly()
+    return task  # type: ignore[no-any-return]
+
+
+def _eager_task_311() -> Any:
+    """Python 3.11's Python ``Task``, started the way 3.12's ``eager_start`` starts a task.
+
+    The task is the running task (``asyncio.current_task()``) throughout, the first step
+    included, so anyio cancel scopes and ``asyncio.timeout`` entered in that step are exited in
+    the task that entered them. ``None`` if this interpreter's asyncio lacks the pieces.
+    """
+    base: Any = getattr(asyncio.tasks, "_PyTask", None)
+    future: Any = getattr(asyncio.futures, "_PyFuture", None)
+    enter: Any = getattr(asyncio.tasks, "_enter_task", None)
+    leave: Any = getattr(asyncio.tasks, "_leave_task", None)
+    register: Any = getattr(asyncio.tasks, "_register_task", None)
+    if None in (base, future, enter, leave, register) or not hasattr(base, "_Task__step"):
+        return None
+
+    class _EagerTask(base):  # type: ignore[misc]
+        def __init__(self, coro: Coroutine[Any, Any, None], *, loop: asyncio.AbstractEventLoop, name: str) -> None:
+            # Task.__init__ of 3.11 without its call_soon of the first step: start_eagerly runs it.
+            future.__init__(self, loop=loop)
+            self._name = name
+            self._num_cancels_requested = 0
+            self._must_cancel = False
+            self._fut_waiter = None
+            self._coro = coro
+            self._context = contextvars.copy_context()
+            register(self)
+
+        def start_eagerly(self) -> None:
+            # The step enters this task as the current one; the caller's task steps aside meanwhile.
+            loop = self._loop
+            caller = asyncio.current_task(loop)
+            if caller is not None:
+                leave(loop, caller)
+            try:
+                self._context.run(self._Task__step)
+            finally:
+                if caller is not None:
+                    enter(loop, caller)
+
+    return _EagerTask
+
+
+_EAGER_311 = _eager_task_311() if sys.version_info < (3, 12) else None
+
+
+def _wake(waker: asyncio.Future[None]) -> None:
+    if not waker.done():  # a waiter cancelled meanwhile has a cancelled waker
+        waker.set_result(None)
 
 
 def _terminal_write(outcome: Outcome) -> tuple[TaskStatus, str | None, dict[str, Any] | None, dict[str, Any] | None]:

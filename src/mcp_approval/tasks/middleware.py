@@ -34,13 +34,15 @@ __all__ = ["task_routing_middleware"]
 
 async def task_routing_middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
     """Enforce ``Mcp-Name`` on ``tasks/*`` and drop the legacy ``params.task`` of ``tools/call``."""
-    if ctx.method in TASK_METHODS:
+    method = ctx.method
+    if method == METHOD_TOOLS_CALL:  # the common case first: one comparison on the hot path
+        if isinstance(ctx.params, dict) and "task" in ctx.params:
+            params = {key: value for key, value in ctx.params.items() if key != "task"}
+            return await call_next(replace(ctx, params=params))
+    elif method in TASK_METHODS:
         _check_mcp_name(ctx)
-    elif ctx.method == METHOD_SUBSCRIPTIONS_LISTEN and _asks_for_task_ids(ctx):
+    elif method == METHOD_SUBSCRIPTIONS_LISTEN and _asks_for_task_ids(ctx):
         require_client_extension(ctx, TASKS_EXTENSION)
-    elif ctx.method == METHOD_TOOLS_CALL and isinstance(ctx.params, dict) and "task" in ctx.params:
-        params = {key: value for key, value in ctx.params.items() if key != "task"}
-        return await call_next(replace(ctx, params=params))
     return await call_next(ctx)
 
 

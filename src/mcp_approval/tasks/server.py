@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator, Sequence
@@ -55,6 +56,8 @@ __all__ = [
 logger = logging.getLogger("mcp_approval.tasks")
 
 _MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
+# A server sees the same few principals over and over: hash each once, not on every request.
+_digest_of = functools.lru_cache(maxsize=4096)(principal_digest)
 #: The principal of in-process and stdio callers: the transport itself is the one client.
 LOCAL_PRINCIPAL = "local"
 
@@ -213,7 +216,9 @@ class TasksExtension(Extension):
             call=run_call,
             capabilities=ctx.session.client_capabilities,
         )
-        execution.start()
+        # At a zero threshold the call is a task before it runs at all, so it is not started
+        # eagerly: a first step that finishes at once would otherwise be answered inline.
+        execution.start(eager=bool(self.options.threshold_s))
         outcome = await execution.wait(self.options.threshold_s or 0.0)
         if outcome is not None and (mode is TaskMode.OPTIONAL or outcome.asks_for_input):
             return outcome.unwrap()  # finished in time, or an input round that precedes any task
@@ -232,7 +237,7 @@ class TasksExtension(Extension):
         """The stored owner for a task created by this request, or :data:`ANONYMOUS`."""
         principal = self._resolve_principal(ctx)
         if principal is not None:
-            return principal_digest(principal)
+            return _digest_of(principal)
         return None if self.options.allow_anonymous_tasks else ANONYMOUS
 
     # -- tasks/* ---------------------------------------------------------------------------

@@ -1,0 +1,102 @@
+"""The sync path of the tasks extension over HTTP: ``echo`` answered inline, against plain ``mcp``.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/sync_path_bench.py [--quick] [--rounds N] [--calls N]
+
+Three server processes on 127.0.0.1 (one uvicorn worker each) run side by side for the whole
+run: the plain ``mcp`` ``MCPServer`` of ``peers.py``, and the tasks demo server
+(``mcp_approval.server.tasks_demo``, SQLite, threshold 5 s) twice, once with ``echo`` in
+``optional`` mode (the call may become a task, finishes at once, and is answered inline) and once
+in ``forbidden`` mode. One client (raw JSON-RPC over keep-alive HTTP, 8 connections, the tasks
+extension declared) measures calls/s on each in turn; the order of the subjects alternates from
+round to round, the ratio to the plain server is taken per round and its median printed, so
+the drift of a shared machine hits every subject alike. The exit status is 0 whatever the
+figures are, 1 when the benchmark itself fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from measure import Row, exit_code_of, log, median, print_table, settle
+from peers import Subject, echo_rate, plain_subject, running
+
+#: The optional-tool sync path over HTTP should keep this share of plain throughput (issue 15).
+OPTIONAL_RATIO_TARGET = 0.97
+
+
+@dataclass(frozen=True)
+class Scale:
+    name: str
+    rounds: int
+    calls: int  # per subject per round
+
+
+FULL = Scale("full", 9, 2_000)
+QUICK = Scale("quick", 3, 300)
+
+
+def demo_subject(label: str, db_url: str, echo_mode: str) -> Subject:
+    """The tasks demo server with ``echo`` in ``echo_mode`` and a 5 s threshold."""
+
+    def command(port: int) -> list[str]:
+        demo = [sys.executable, "-m", "mcp_approval.server.tasks_demo", "--port", str(port), "--db", db_url]
+        return [*demo, "--threshold", "5", "--poll-interval", "1.0", "--mode", f"echo={echo_mode}"]
+
+    return Subject(label, command)
+
+
+async def run(args: argparse.Namespace) -> int:
+    scale = QUICK if args.quick else FULL
+    rounds, calls = args.rounds or scale.rounds, args.calls or scale.calls
+    log(f"sync path benchmark ({scale.name}): {rounds} rounds of {calls} calls per subject, 8 connections")
+    with tempfile.TemporaryDirectory(prefix="mcpa-sync-") as tmp:
+        subjects = {
+            "plain": plain_subject(),
+            "optional": demo_subject("echo optional", f"sqlite:///{Path(tmp) / 'optional.db'}", "optional"),
+            "forbidden": demo_subject("echo forbidden", f"sqlite:///{Path(tmp) / 'forbidden.db'}", "forbidden"),
+        }
+        async with AsyncExitStack() as stack:
+            clients = {name: await stack.enter_async_context(running(s)) for name, s in subjects.items()}
+            rates: dict[str, list[float]] = {name: [] for name in subjects}
+            names = list(subjects)
+            for round_no in range(rounds):
+                for name in names if round_no % 2 == 0 else reversed(names):
+                    settle()
+                    rates[name].append(await echo_rate(clients[name], calls))
+                log("  round " + ", ".join(f"{name} {rates[name][-1]:.0f}/s" for name in names))
+    rows = []
+    for name in ("optional", "forbidden"):
+        ratios = [ext / plain for ext, plain in zip(rates[name], rates["plain"], strict=True)]
+        ratio = median(ratios)
+        optional = name == "optional"
+        rows.append(
+            Row(
+                f"sync echo ({name}) / plain mcp, calls/s, HTTP x8",
+                f"x{ratio:.3f} ({median(rates[name]):.0f}/s)",
+                f"plain {median(rates['plain']):.0f}/s; rounds {', '.join(f'{r:.3f}' for r in ratios)}",
+                f">= {OPTIONAL_RATIO_TARGET}" if optional else "-",
+                ratio >= OPTIONAL_RATIO_TARGET if optional else None,
+            )
+        )
+    log("")
+    print_table(rows, baseline_header="context")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="The tasks extension's sync path over HTTP against plain mcp.")
+    parser.add_argument("--quick", action="store_true", help="a short run for CI smoke use")
+    parser.add_argument("--rounds", type=int, help="rounds (default: 9, --quick 3)")
+    parser.add_argument("--calls", type=int, help="calls per subject per round (default: 2,000, --quick 300)")
+    return exit_code_of(run(parser.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import sys
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
@@ -18,6 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 from mcp_approval.clock import Clock
 from mcp_approval.protocol import INTERNAL_ERROR, INVALID_PARAMS, METHOD_ELICITATION_CREATE
 from mcp_approval.storage import StoreUnavailableError
+from mcp_approval.tasks._eager_start import start_eagerly
 from mcp_approval.tasks.capabilities import check_declared
 from mcp_approval.tasks.models import TaskRecord, error_document, new_task_id, result_document
 from mcp_approval.tasks.options import TaskOptions
@@ -188,7 +188,7 @@ class Execution:
         """
         name = f"mcp-approval call {self.tool_name}"
         if eager:
-            self._runner = _spawn(self._run(), name=name)
+            self._runner = start_eagerly(self._run(), name=name)
         else:
             self._runner = asyncio.get_running_loop().create_task(self._run(), name=name)
 
@@ -398,69 +398,6 @@ class Execution:
             waiter = self._waiters.pop(key, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(value)
-
-
-def _spawn(coro: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
-    """Start ``coro`` in its own task, eagerly: at once, up to its first suspension.
-
-    A call that finishes without suspending then never costs the event-loop round trips of a
-    scheduled task (the task's first step, then the waiter's wake-up), and is answered in the
-    same step as the request. Python 3.12+ has this built in (``eager_start``); on 3.11 the
-    same start is made by :class:`_EagerTask`.
-    """
-    loop = asyncio.get_running_loop()
-    if sys.version_info >= (3, 12):
-        return asyncio.Task(coro, loop=loop, name=name, eager_start=True)  # type: ignore[call-arg,unused-ignore]
-    if _EAGER_311 is None:  # pragma: no cover - an interpreter without asyncio's Python task
-        return loop.create_task(coro, name=name)
-    task = _EAGER_311(coro, loop=loop, name=name)
-    task.start_eagerly()
-    return task  # type: ignore[no-any-return]
-
-
-def _eager_task_311() -> Any:
-    """Python 3.11's Python ``Task``, started the way 3.12's ``eager_start`` starts a task.
-
-    The task is the running task (``asyncio.current_task()``) throughout, the first step
-    included, so anyio cancel scopes and ``asyncio.timeout`` entered in that step are exited in
-    the task that entered them. ``None`` if this interpreter's asyncio lacks the pieces.
-    """
-    base: Any = getattr(asyncio.tasks, "_PyTask", None)
-    future: Any = getattr(asyncio.futures, "_PyFuture", None)
-    enter: Any = getattr(asyncio.tasks, "_enter_task", None)
-    leave: Any = getattr(asyncio.tasks, "_leave_task", None)
-    register: Any = getattr(asyncio.tasks, "_register_task", None)
-    if None in (base, future, enter, leave, register) or not hasattr(base, "_Task__step"):
-        return None
-
-    class _EagerTask(base):  # type: ignore[misc]
-        def __init__(self, coro: Coroutine[Any, Any, None], *, loop: asyncio.AbstractEventLoop, name: str) -> None:
-            # Task.__init__ of 3.11 without its call_soon of the first step: start_eagerly runs it.
-            future.__init__(self, loop=loop)
-            self._name = name
-            self._num_cancels_requested = 0
-            self._must_cancel = False
-            self._fut_waiter = None
-            self._coro = coro
-            self._context = contextvars.copy_context()
-            register(self)
-
-        def start_eagerly(self) -> None:
-            # The step enters this task as the current one; the caller's task steps aside meanwhile.
-            loop = self._loop
-            caller = asyncio.current_task(loop)
-            if caller is not None:
-                leave(loop, caller)
-            try:
-                self._context.run(self._Task__step)
-            finally:
-                if caller is not None:
-                    enter(loop, caller)
-
-    return _EagerTask
-
-
-_EAGER_311 = _eager_task_311() if sys.version_info < (3, 12) else None
 
 
 def _wake(waker: asyncio.Future[None]) -> None:

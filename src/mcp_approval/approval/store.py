@@ -465,7 +465,12 @@ class ApprovalStore:
             sql.fold_counts(conn, now)
             return upto
 
-        return await self.database.write(purge)
+        removed = await self.database.write(purge)
+        if self.database.dialect == "postgresql":
+            # Every count row is deleted by a fold sooner or later: reclaim them here rather than
+            # rely on autovacuum (which may be off), or the counts' index range fills with dead rows.
+            await self.database.read(lambda conn: conn.exec_driver_sql("VACUUM approval_counts"))
+        return removed
 
     # -- internals -------------------------------------------------------------------------
 

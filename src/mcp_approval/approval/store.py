@@ -465,12 +465,9 @@ class ApprovalStore:
             sql.fold_counts(conn, now)
             return upto
 
-        removed = await self.database.write(purge)
-        if self.database.dialect == "postgresql":
-            # Every count row is deleted by a fold sooner or later: reclaim them here rather than
-            # rely on autovacuum (which may be off), or the counts' index range fills with dead rows.
-            await self.database.read(lambda conn: conn.exec_driver_sql("VACUUM approval_counts"))
-        return removed
+        upto = await self.database.write(purge)
+        await sql.APPROVAL_COUNTS.reclaim(self.database)
+        return upto
 
     # -- internals -------------------------------------------------------------------------
 

@@ -28,12 +28,18 @@ from sqlalchemy import (
     delete,
     func,
     select,
+    text,
 )
 
-__all__ = ["FOLD_AT", "ScopedCounts", "counts_table"]
+from mcp_approval.storage.database import Database
+
+__all__ = ["FOLD_AT", "RECLAIM_AT", "ScopedCounts", "counts_table"]
 
 #: A scope spread over more rows than this is folded by the read that finds it so.
 FOLD_AT = 32
+#: A counts table with this many dead rows is vacuumed by :meth:`ScopedCounts.reclaim` (PostgreSQL).
+RECLAIM_AT = 5000
+_DEAD_ROWS = text("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = :name")
 
 
 def counts_table(name: str, metadata: MetaData) -> Table:
@@ -103,6 +109,20 @@ class ScopedCounts:
         """Fold every scope spread over more than one row (also those nobody reads any more)."""
         for scope in conn.execute(self._unfolded).scalars().all():
             self.fold_scope(conn, scope)
+
+    async def reclaim(self, database: Database) -> None:
+        """Reclaim the rows folds deleted, once there are many (PostgreSQL ``VACUUM``; SQLite: nothing).
+
+        Every count row is deleted by a fold sooner or later. Where autovacuum is off (or slow),
+        a scope's index range would fill with dead rows that every read still walks; where it
+        runs, the dead rows never reach :data:`RECLAIM_AT` and this only reads a statistic.
+        """
+        if database.dialect != "postgresql":
+            return
+        name = self._table.name
+        dead = await database.read(lambda conn: conn.execute(_DEAD_ROWS, {"name": name}).scalar())
+        if dead is not None and dead >= RECLAIM_AT:
+            await database.read(lambda conn: conn.exec_driver_sql(f"VACUUM {name}"))
 
     def _totals(self, conn: Connection, rows: Iterable[Row[Any]]) -> dict[str, int]:
         counts: dict[str, int] = {}

@@ -508,7 +508,9 @@ class SqlTaskStore:
             TASK_COUNTS.fold_all(conn)
             return ids
 
-        return await self.database.write(purge)
+        purged = await self.database.write(purge)
+        await TASK_COUNTS.reclaim(self.database)
+        return purged
 
     async def count_active(self, principal_digest: str | None = None) -> int:
         """Count non-terminal tasks, in all or of one principal (the counts the database keeps)."""

@@ -12,7 +12,7 @@ import json
 import random
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -159,16 +159,6 @@ def assert_no_errors(task_id: str, errors: list[str]) -> None:
     a deadlock costs PostgreSQL's ``deadlock_timeout`` (1 s) per race.
     """
     assert not errors, f"{task_id}: a side raised instead of losing cleanly: {errors}"
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[ApprovalStore]:
-    database = open_database(db_url)
-    await migrate(database, TASKS_MIGRATIONS, APPROVAL_MIGRATIONS)
-    try:
-        yield ApprovalStore(database, result_retention_ms=60_000)
-    finally:
-        await database.close()
 
 
 async def race_against_fence(

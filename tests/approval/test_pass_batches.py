@@ -8,32 +8,19 @@ still reaches every orphan.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from sqlalchemy import Connection, delete, func, select
 
 from mcp_approval.approval.records import Reschedule
-from mcp_approval.approval.schema import APPROVAL_MIGRATIONS, approval_intents_table, approval_workflows_table
+from mcp_approval.approval.schema import approval_intents_table, approval_workflows_table
 from mcp_approval.approval.states import Phase
 from mcp_approval.approval.store import ApprovalStore
-from mcp_approval.storage import migrate, open_database
-from mcp_approval.tasks.schema import TASKS_MIGRATIONS, tasks_table
+from mcp_approval.tasks.schema import tasks_table
 from tests.approval.test_claim_race import CANCELLED, create_workflows
 
 pytestmark = pytest.mark.anyio
 
 LATER = 10**15  # a next check far in the future
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[ApprovalStore]:
-    database = open_database(db_url)
-    await migrate(database, TASKS_MIGRATIONS, APPROVAL_MIGRATIONS)
-    try:
-        yield ApprovalStore(database, result_retention_ms=60_000)
-    finally:
-        await database.close()
 
 
 async def next_checks(store: ApprovalStore) -> dict[str, int]:

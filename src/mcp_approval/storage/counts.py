@@ -70,13 +70,11 @@ class ScopedCounts:
         self._ranged = totals.where(table.c.scope >= bindparam("low"), table.c.scope <= bindparam("high")).group_by(
             table.c.scope
         )
-        # PostgreSQL: rows another transaction is folding are skipped, so two folds never wait
-        # for each other and each moves only the rows it holds (SQLite's writer is alone anyway).
-        self._scope_rows = (
-            select(table.c.id, table.c.delta)
-            .where(table.c.scope == bindparam("scope"))
-            .with_for_update(skip_locked=True)
-        )
+        # One statement takes a scope's rows, however many: rows another transaction is folding
+        # are skipped (PostgreSQL), so two folds never wait for each other and each moves only
+        # the rows it holds; SQLite's writer is alone anyway.
+        held = select(table.c.id).where(table.c.scope == bindparam("scope")).with_for_update(skip_locked=True)
+        self._take_scope = delete(table).where(table.c.id.in_(held)).returning(table.c.delta)
         self._unfolded = select(table.c.scope).group_by(table.c.scope).having(func.count() > 1)
 
     @property
@@ -97,11 +95,7 @@ class ScopedCounts:
 
         Rows appended meanwhile by other transactions stay for the next fold: nothing is lost.
         """
-        rows = conn.execute(self._scope_rows, {"scope": scope}).all()
-        if len(rows) < 2:
-            return
-        conn.execute(delete(self._table).where(self._table.c.id.in_([row.id for row in rows])))
-        total = sum(int(row.delta) for row in rows)
+        total = sum(int(delta) for delta in conn.execute(self._take_scope, {"scope": scope}).scalars())
         if total:
             conn.execute(self._table.insert(), {"scope": scope, "delta": total})
 

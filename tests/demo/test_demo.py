@@ -150,7 +150,7 @@ def test_only_runs_the_chosen_scenarios_and_leaves_nothing_behind(tmp_path: Path
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="lists processes through /proc")
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_keep_running_serves_until_stopped_then_cleans_up(tmp_path: Path, stop: signal.Signals) -> None:
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONFAULTHANDLER": "1"}
     command = [sys.executable, "-m", "mcp_approval", "demo", "--json", "--only", "1", "--keep-running"]
     demo = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
@@ -181,7 +181,12 @@ def test_keep_running_serves_until_stopped_then_cleans_up(tmp_path: Path, stop: 
         assert listed.returncode == 0, listed.stderr
         assert approval_id in listed.stdout  # the printed command shows the request left for the user
         demo.send_signal(stop)
-        stdout, _ = demo.communicate(timeout=60)
+        try:
+            stdout, _ = demo.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # show where it hangs: faulthandler dumps every thread on SIGABRT
+            demo.send_signal(signal.SIGABRT)
+            _, threads = demo.communicate(timeout=10)
+            pytest.fail(f"the demo did not stop within 60 s of {stop.name}; its threads:\n{threads[-8000:]}")
     finally:
         if demo.poll() is None:
             demo.kill()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import secrets
 import signal
@@ -68,7 +69,11 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="mcp-approval-demo-"))
     servers: list[ServerProcess] = []
     codes: list[int] = []
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # a terminated demo still kills its servers
+    # Ctrl-C and SIGTERM stop the servers first, then unwind: whatever the demo's clients still
+    # wait on (a stream being closed, an async generator finalized) then fails at once instead of
+    # waiting on a server that is about to be killed anyway.
+    stopping = functools.partial(_stop_servers_then_interrupt, servers)
+    previous = {number: signal.signal(number, stopping) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         asyncio.run(_run(options, narrator, scratch, servers, codes))
     except KeyboardInterrupt:
@@ -78,11 +83,14 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> int:
         for server in servers:
             server.kill()
         remove_tree(scratch)
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
     return codes[0] if codes else 1
 
 
-def _interrupt(signum: int, frame: object) -> None:
+def _stop_servers_then_interrupt(servers: list[ServerProcess], signum: int, frame: object) -> None:
+    for server in servers:
+        server.signal_kill()
     raise KeyboardInterrupt
 
 

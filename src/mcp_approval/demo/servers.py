@@ -132,10 +132,14 @@ class ServerProcess:
 
     def kill(self) -> None:
         """SIGKILL: no shutdown code runs (scenario 8's crash, and the final cleanup)."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
+        self.signal_kill()
         if self.process is not None:
             self.process.wait(10)
+
+    def signal_kill(self) -> None:
+        """Send SIGKILL without waiting for the process to end (safe inside a signal handler)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
 
     def log_tail(self, chars: int = 2000) -> str:
         """The end of the process's log."""

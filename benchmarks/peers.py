@@ -275,15 +275,26 @@ async def task_rates(http: httpx.AsyncClient, scale: Scale) -> tuple[float, floa
 
 
 async def growth(subject: Subject, http: httpx.AsyncClient, n: int, size: int) -> dict[str, Any]:
-    """Create ``n`` live tasks; the rate per slice of ``size``, and RSS per 10,000."""
+    """Create ``n`` live tasks; per slice of ``size`` the rate and the server's CPU ms per creation,
+    and RSS per 10,000. CPU per creation barely moves with the machine's other load, so its last
+    slice over its first shows a cost growing with the live set when the rates are too noisy to."""
     wire = Wire(http)
     rates: list[float] = []
+    cpu_ms: list[float] = []
     rss = {0: subject.rss_kib()}
     for done in range(0, n, size):
+        cpu_before = subject.cpu_s()
         rates.append(await throughput(lambda _i: create_task(wire), size, CONNECTIONS))
+        cpu_ms.append(1000 * (subject.cpu_s() - cpu_before) / size)
         if (done + size) % 10_000 == 0 or done + size >= n:
             rss[done + size] = subject.rss_kib()
-    return {"rates": rates, "last_over_first": rates[-1] / rates[0], "rss_kib": rss}
+    return {
+        "rates": rates,
+        "last_over_first": rates[-1] / rates[0],
+        "cpu_ms": cpu_ms,
+        "cpu_last_over_first": cpu_ms[-1] / cpu_ms[0],
+        "rss_kib": rss,
+    }
 
 
 async def idle_cpu_pct(subject: Subject, seconds: float) -> float:
@@ -387,6 +398,11 @@ async def growth_figures(scale: Scale, urls: list[tuple[str, str]]) -> None:
         log(
             f"  {label:<10} per slice/s: {slices}; last / first x{figures['last_over_first']:.2f}; "
             f"RSS KiB {figures['rss_kib']}"
+        )
+        per_creation = ", ".join(f"{ms:.2f}" for ms in figures["cpu_ms"])
+        log(
+            f"  {label:<10} server CPU ms per creation, per slice: {per_creation}; "
+            f"last / first x{figures['cpu_last_over_first']:.2f}"
         )
         log(f"  {label:<10} idle CPU with {scale.growth:,} live tasks: {idle:.2f}% of one core")
 

@@ -46,9 +46,9 @@ from notify_cpu import CPU_FULL, CPU_QUICK, figure_cpu
 
 from mcp_approval.client import TasksClient
 from mcp_approval.hosts import unused_loopback_port
-from mcp_approval.server.tasks_demo import build_tasks_demo_server
 from mcp_approval.tasks import TaskOptions, TasksExtension, store_from_url
 from mcp_approval.tasks.signals import LocalTaskSignals
+from mcp_approval.testing.tasks_demo import build_tasks_demo_server
 
 TOOL_S = 0.2
 POLL_S = 1.0

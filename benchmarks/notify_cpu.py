@@ -1,6 +1,6 @@
 """Server CPU per 1,000 waiting clients: ``notifications/tasks`` listeners vs ``tasks/get`` pollers.
 
-One tasks demo server runs as a process of its own (``python -m mcp_approval.server.tasks_demo``,
+One tasks demo server runs as a process of its own (``python -m mcp_approval.testing.tasks_demo``,
 ``--poll-interval 1.0``, so each task's ``pollIntervalMs`` is 1000). N tasks are created (``slow_job``
 of an hour: each stays ``working``), then three windows of the server's CPU time (utime + stime
 from ``/proc/<pid>/stat``) are taken: the tasks alone (no client), N clients polling ``tasks/get`` at

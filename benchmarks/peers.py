@@ -8,7 +8,7 @@ Every subject is a server process of its own on 127.0.0.1 (one uvicorn worker), 
 one run by the same client: raw JSON-RPC over keep-alive HTTP, 8 connections. Figures:
 
 * sync ``echo`` calls/s: the plain ``mcp`` ``MCPServer`` against the tasks demo server
-  (``mcp_approval.server.tasks_demo``, ``echo`` in ``forbidden`` mode) on each store;
+  (``mcp_approval.testing.tasks_demo``, ``echo`` in ``forbidden`` mode) on each store;
 * task creations/s (``slow_job`` promoted to a task at once; each stays ``working``) and
   ``tasks/get``/s on each store;
 * growth (``--growth N``): N live tasks created on each store, the rate per slice of 1,000
@@ -182,7 +182,7 @@ def mcp_approval_subject(label: str, db_url: str) -> Subject:
     """The tasks demo server on ``db_url``; ``--threshold 0`` makes ``slow_job`` a task at once."""
 
     def command(port: int) -> list[str]:
-        demo = [sys.executable, "-m", "mcp_approval.server.tasks_demo", "--port", str(port), "--db", db_url]
+        demo = [sys.executable, "-m", "mcp_approval.testing.tasks_demo", "--port", str(port), "--db", db_url]
         return [*demo, "--threshold", "0", "--poll-interval", "1.0"]
 
     return Subject(label, command)

@@ -6,7 +6,7 @@ Run from the repository root::
 
 Three server processes on 127.0.0.1 (one uvicorn worker each) run side by side for the whole
 run: the plain ``mcp`` ``MCPServer`` of ``peers.py``, and the tasks demo server
-(``mcp_approval.server.tasks_demo``, SQLite, threshold 5 s) twice, once with ``echo`` in
+(``mcp_approval.testing.tasks_demo``, SQLite, threshold 5 s) twice, once with ``echo`` in
 ``optional`` mode (the call may become a task, finishes at once, and is answered inline) and once
 in ``forbidden`` mode. One client (raw JSON-RPC over keep-alive HTTP, 8 connections, the tasks
 extension declared) measures calls/s on each in turn; the order of the subjects alternates from
@@ -46,7 +46,7 @@ def demo_subject(label: str, db_url: str, echo_mode: str) -> Subject:
     """The tasks demo server with ``echo`` in ``echo_mode`` and a 5 s threshold."""
 
     def command(port: int) -> list[str]:
-        demo = [sys.executable, "-m", "mcp_approval.server.tasks_demo", "--port", str(port), "--db", db_url]
+        demo = [sys.executable, "-m", "mcp_approval.testing.tasks_demo", "--port", str(port), "--db", db_url]
         return [*demo, "--threshold", "5", "--poll-interval", "1.0", "--mode", f"echo={echo_mode}"]
 
     return Subject(label, command)

@@ -41,11 +41,11 @@ from mcp.server.mcpserver import MCPServer
 from measure import Row, exit_code_of, log, median, paired_calls, print_table, settle, throughput, timed_calls
 
 from mcp_approval.client import CreateTaskResult, TasksClient
-from mcp_approval.server import tasks_demo
-from mcp_approval.server.tasks_demo import build_tasks_demo_server
 from mcp_approval.tasks import NewTask, SqlTaskStore, TaskMode, TaskOptions, TasksExtension, TaskStatus, store_from_url
 from mcp_approval.tasks.models import new_task_id, principal_digest
 from mcp_approval.tasks.server import LOCAL_PRINCIPAL
+from mcp_approval.testing import tasks_demo
+from mcp_approval.testing.tasks_demo import build_tasks_demo_server
 
 MODES = {"echo": TaskMode.FORBIDDEN, "required_job": TaskMode.REQUIRED}  # slow_job: optional (the default)
 THRESHOLD_S = 5.0

@@ -15,8 +15,8 @@ import pytest
 
 from mcp_approval.clock import Clock
 from mcp_approval.hosts import PORT_SLICE_VARIABLE
-from mcp_approval.server.tasks_demo import DEMO_TOKENS, build_tasks_demo_server
 from mcp_approval.tasks import TaskOptions, TasksExtension, store_from_url
+from mcp_approval.testing.tasks_demo import DEMO_TOKENS, build_tasks_demo_server
 from tests.support.wire import Wire
 
 #: Set in CI: a database test that cannot reach its server fails instead of skipping.

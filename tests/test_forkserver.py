@@ -49,7 +49,7 @@ def test_a_signalled_child_reports_the_signal_and_wait_times_out_while_it_runs(t
 
 def test_an_armed_crash_point_fires_in_a_forked_process_only(tmp_path: Path) -> None:
     """A crash point is read when reached, so the fork server's own environment does not arm it."""
-    from mcp_approval.approval.crashpoints import CRASH_ENV
+    from mcp_approval.crashpoints import CRASH_ENV
 
     log = tmp_path / "probe.log"
     armed = forkserver.spawn([PROBE, "crash"], env={**os.environ, CRASH_ENV: "after_intent"}, log_path=log)

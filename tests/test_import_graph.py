@@ -251,3 +251,174 @@ def test_a_layered_package_has_no_cycle(tmp_path: Path) -> None:
     graph = import_graph(tmp_path, "pkg")
     assert graph["pkg.top"] == {"pkg.low", "pkg.mid"}
     assert import_cycles(graph) == []
+
+
+# -- the layering --------------------------------------------------------------------------------
+#
+# Each layer lists the modules it holds (by prefix, after the package name). A module may import
+# modules of its own layer and of the layers below it; an import of a layer above, or of a layer
+# beside it on the same rung, is a forbidden edge. Rungs are listed bottom up.
+
+Layer = tuple[str, tuple[str, ...]]
+Rung = tuple[Layer, ...]
+
+LAYERS: tuple[Rung, ...] = (
+    (
+        (
+            "foundation",
+            ("_lazy", "clock", "crashpoints", "hosts", "json_body", "openapi", "protocol", "tracing"),
+        ),
+    ),
+    (("storage", ("storage",)),),
+    (("tasks", ("tasks",)),),
+    (("denials", ("denials",)), ("policy", ("policy",))),
+    (("backends", ("backends",)),),
+    (("approval", ("approval",)), ("reviewers", ("reviewers",))),
+    (("notify", ("notify",)),),
+    (("metrics", ("metrics",)),),
+    (("config", ("config",)),),
+    (("composition", ("server",)), ("reference services", ("reference",))),
+    (("testing", ("testing",)), ("demo", ("demo",))),
+    (("command line", ("cli", "__main__")),),
+    (("package root", ("",)),),
+)
+
+# The agent side stands apart: it reads the wire models and nothing of the server side.
+CLIENT_LAYER: Layer = ("client", ("client",))
+CLIENT_MAY_IMPORT = ("client", "_lazy", "clock", "hosts", "protocol", "denials", "tasks.models", "tasks.states")
+# Below the client in the table of rungs: who may import the client.
+CLIENT_IMPORTERS = ("demo", "cli", "")
+
+# Inside the approval layer: the engine, the persistence and the path without tasks are rooms
+# with doors one way (see each subpackage's docstring).
+APPROVAL_ROOMS: dict[str, tuple[str, ...]] = {
+    "approval.persistence": ("approval.engine", "approval.without_tasks", "approval.service", "approval.gate"),
+    "approval.engine": ("approval.service", "approval.without_tasks", "approval.gate"),
+    "approval.without_tasks": ("approval.service", "approval.engine"),
+}
+
+
+def _matches(relative: str, prefix: str) -> bool:
+    """``relative`` is the module ``prefix`` or inside it (the empty prefix: the package root alone)."""
+    if prefix == "":
+        return relative == ""
+    return relative == prefix or relative.startswith(prefix + ".")
+
+
+def _relative(module: str, package: str) -> str:
+    return "" if module == package else module.removeprefix(package + ".")
+
+
+def _place(relative: str, rungs: tuple[Rung, ...]) -> tuple[int, str] | None:
+    """The rung and layer name of a module (the longest matching prefix wins), or ``None``."""
+    best: tuple[int, int, str] | None = None
+    for rung_index, rung in enumerate(rungs):
+        for name, prefixes in rung:
+            for prefix in prefixes:
+                if _matches(relative, prefix) and (best is None or len(prefix) > best[1]):
+                    best = (rung_index, len(prefix), name)
+    return None if best is None else (best[0], best[2])
+
+
+def _allowed(target: str, prefixes: tuple[str, ...]) -> bool:
+    """``target`` is under one of ``prefixes``, or is a package above one (importing it runs that ``__init__``)."""
+    return any(_matches(target, p) or p.startswith(target + ".") for p in prefixes)
+
+
+def _rung_violation(source: str, target: str, rungs: tuple[Rung, ...]) -> str | None:
+    here, there = _place(source, rungs), _place(target, rungs)
+    if here is None or there is None:
+        return "a module in no layer"
+    if there[0] > here[0]:
+        return f"{here[1]} imports {there[1]}, a layer above it"
+    if there[0] == here[0] and there[1] != here[1]:
+        return f"{here[1]} imports {there[1]}, beside it"
+    return None
+
+
+def layer_violations(
+    graph: Graph,
+    package: str,
+    rungs: tuple[Rung, ...],
+    *,
+    side: tuple[Layer, tuple[str, ...], tuple[str, ...]] | None = None,
+    rooms: Mapping[str, tuple[str, ...]] | None = None,
+) -> list[str]:
+    """Every forbidden edge of ``graph``, as ``importer -> imported (why)``.
+
+    ``side``: a layer outside the rungs, the prefixes it may import, and the prefixes of the
+    modules that may import it. ``rooms``: a prefix and the prefixes its modules may not import.
+    """
+    (side_name, side_prefixes), side_may, side_importers = side or (("", ()), (), ())
+    found: list[str] = []
+    for importer in sorted(graph):
+        source = _relative(importer, package)
+        for imported in sorted(graph[importer]):
+            target = _relative(imported, package)
+            if _allowed(source, side_prefixes) and side_prefixes:
+                why = None if _allowed(target, side_may) else f"{side_name} imports outside what it may"
+            elif any(_matches(target, p) for p in side_prefixes):
+                why = None if _allowed(source, side_importers) else f"{side_name} imported from {source or 'the root'}"
+            else:
+                why = _rung_violation(source, target, rungs)
+            closed = [door for room, doors in (rooms or {}).items() if _matches(source, room) for door in doors]
+            if why is None and any(_matches(target, door) for door in closed):
+                why = f"{source} may not import {target}"
+            if why is not None:
+                found.append(f"{importer} -> {imported} ({why})")
+    return found
+
+
+def test_no_layer_imports_a_layer_above_it() -> None:
+    graph = import_graph(SOURCE, PACKAGE)
+    side = (CLIENT_LAYER, CLIENT_MAY_IMPORT, CLIENT_IMPORTERS)
+    violations = layer_violations(graph, PACKAGE, LAYERS, side=side, rooms=APPROVAL_ROOMS)
+    assert violations == [], "forbidden imports:\n" + "\n".join(violations)
+
+
+def test_the_layer_check_finds_each_kind_of_forbidden_edge(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/base.py": "import os\n",
+            "pkg/low/__init__.py": "",
+            "pkg/low/rows.py": "from pkg import base\n",
+            # A lower layer reaching up (deferred into a function: still an edge).
+            "pkg/low/leak.py": "def later():\n    from pkg.high import app\n",
+            "pkg/left.py": "from pkg import right\n",  # beside it on the same rung
+            "pkg/right.py": "from pkg.low import rows\n",
+            "pkg/high/__init__.py": "",
+            "pkg/high/app.py": "from pkg.low import rows\nfrom pkg import agent\n",  # the side layer imported
+            "pkg/high/engine.py": "from pkg.high import app\n",  # a closed door inside a layer
+            "pkg/agent.py": "from pkg.low import rows\n",  # the side layer reaching outside
+            "pkg/stray.py": "",
+            "pkg/uses_stray.py": "from pkg import stray\n",
+        },
+    )
+    rungs: tuple[Rung, ...] = (
+        (("base", ("base",)),),
+        (("low", ("low",)),),
+        (("left", ("left",)), ("right", ("right",))),
+        (("high", ("high", "uses_stray")),),
+        (("root", ("",)),),
+    )
+    side = (("agent", ("agent",)), ("agent", "base"), ("",))
+    violations = layer_violations(
+        import_graph(tmp_path, "pkg"), "pkg", rungs, side=side, rooms={"high.engine": ("high.app",)}
+    )
+    assert violations == [
+        "pkg.agent -> pkg.low (agent imports outside what it may)",
+        "pkg.agent -> pkg.low.rows (agent imports outside what it may)",
+        "pkg.high.app -> pkg.agent (agent imported from high.app)",
+        "pkg.high.engine -> pkg.high.app (high.engine may not import high.app)",
+        "pkg.left -> pkg.right (left imports right, beside it)",
+        "pkg.low.leak -> pkg.high (low imports high, a layer above it)",
+        "pkg.low.leak -> pkg.high.app (low imports high, a layer above it)",
+        "pkg.uses_stray -> pkg.stray (a module in no layer)",
+    ]
+    # Without the wrong edges, the same layers hold.
+    for name in ("low/leak.py", "left.py", "high/engine.py", "agent.py", "uses_stray.py"):
+        (tmp_path / "pkg" / name).unlink()
+    (tmp_path / "pkg" / "high" / "app.py").write_text("from pkg.low import rows\n", encoding="utf-8")
+    assert layer_violations(import_graph(tmp_path, "pkg"), "pkg", rungs, side=side) == []

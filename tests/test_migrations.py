@@ -10,8 +10,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, MetaData, create_engine, inspect
 
-from mcp_approval.approval.schema import APPROVAL_MIGRATIONS
-from mcp_approval.approval.schema import metadata as approval_metadata
+from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS
+from mcp_approval.approval.persistence.schema import metadata as approval_metadata
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.backends.local_schema import metadata as local_metadata
 from mcp_approval.reference.ars_schema import ARS_MIGRATIONS

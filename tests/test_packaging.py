@@ -13,7 +13,7 @@ import pytest
 
 import mcp_approval
 
-HEAVY = ("mcp_approval.demo", "mcp_approval.reference", "mcp_approval.server.conformance")
+HEAVY = ("mcp_approval.demo", "mcp_approval.reference", "mcp_approval.testing.conformance")
 # What the command line loads before it knows the command: no layer below it.
 COMMAND_LINE = [
     "mcp_approval",

@@ -37,7 +37,8 @@ def test_every_listed_name_exists(module: ModuleType) -> None:
 @pytest.mark.parametrize(
     ("package", "names"),
     [
-        ("mcp_approval.backends", ["LocalApprovalBackend", "ArapBackend", "reviewer_routes", "console_routes"]),
+        ("mcp_approval.backends", ["LocalApprovalBackend", "ArapBackend"]),
+        ("mcp_approval.reviewers", ["reviewer_routes", "console_routes", "reviewer_surface"]),
         ("mcp_approval.tasks", ["RedisTaskStore", "SqlTaskStore", "TasksExtension", "TaskOptions"]),
         ("mcp_approval.server", ["Approvals", "JwtTokenVerifier", "StaticTokenVerifier"]),
         ("mcp_approval.policy", ["CedarPDP", "HttpPDP", "PolicyDecisionPoint"]),

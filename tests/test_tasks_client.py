@@ -20,9 +20,9 @@ from mcp_approval.client import (
     TasksClient,
 )
 from mcp_approval.client.tasks import GetTaskRequest
-from mcp_approval.server.tasks_demo import build_tasks_demo_server
 from mcp_approval.tasks import TaskOptions, store_from_url
 from mcp_approval.tasks.models import TaskIdParams
+from mcp_approval.testing.tasks_demo import build_tasks_demo_server
 
 pytestmark = pytest.mark.anyio
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from mcp_approval.server.tasks_demo import main
+from mcp_approval.testing.tasks_demo import main
 from tests.support.process import running
 from tests.support.wire import Wire
 

@@ -1,6 +1,6 @@
 """Several workers on one Redis store: real subprocesses, real HTTP, a real Redis server.
 
-Each worker is ``python -m mcp_approval.server.tasks_demo --db redis://...?prefix=...``: the
+Each worker is ``python -m mcp_approval.testing.tasks_demo --db redis://...?prefix=...``: the
 ``store_url`` picks :class:`~mcp_approval.tasks.redis_store.RedisTaskStore`.
 """
 

@@ -507,8 +507,8 @@ async def test_sdk_client_sends_mcp_name_on_tasks_requests():
     from mcp.client.streamable_http import streamable_http_client
 
     from mcp_approval.client import TasksClient
-    from mcp_approval.server.tasks_demo import build_tasks_demo_server
     from mcp_approval.tasks import TaskOptions
+    from mcp_approval.testing.tasks_demo import build_tasks_demo_server
 
     server, _ = build_tasks_demo_server(TaskOptions(threshold_s=0.0, poll_interval_s=0.02))
     app = server.streamable_http_app()

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from sqlalchemy import Boolean, Connection, MetaData, func, inspect, select, text
 
-from mcp_approval.approval.schema import APPROVAL_MIGRATIONS
+from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
 from mcp_approval.storage.audit import GENESIS_HASH

@@ -6,20 +6,26 @@ The package is layered; each subpackage depends only on the ones below it:
 - :mod:`mcp_approval.tasks` - the SEP-2663 tasks runtime (server extension, store contract).
 - :mod:`mcp_approval.denials` - SEP-2643 structured authorization denials.
 - :mod:`mcp_approval.policy` - AuthZEN models, the Cedar and HTTP PDPs, the tool-call mapping.
-- :mod:`mcp_approval.backends` - approval backends (local, ARAP) and the reviewer routes.
-- :mod:`mcp_approval.approval` - the SEP-2848 policy enforcement point.
+- :mod:`mcp_approval.backends` - approval backends (local, ARAP), automatic resolvers, callback signing.
+- :mod:`mcp_approval.approval` - the SEP-2848 policy enforcement point and the approval workflow.
+- :mod:`mcp_approval.reviewers` - the reviewer surface: the reviewer API and the console.
+- :mod:`mcp_approval.notify`, :mod:`mcp_approval.metrics` - notifications and the Prometheus endpoint.
 - :mod:`mcp_approval.client` - the agent side (tasks-aware tool calls).
 - :mod:`mcp_approval.server` - the composition: :class:`Approvals` for your own ``MCPServer``, and the
   deployment file mapping ``mcp-approval serve`` uses.
 - :mod:`mcp_approval.cli` - the ``mcp-approval`` command.
+- :mod:`mcp_approval.testing` - fixture servers for the conformance suite and the tasks demo.
+
+``tests/test_import_graph.py`` holds these layers as a table and fails on an import against them.
 
 Each subpackage's ``__all__`` is its public surface; a module's ``__all__`` is what it offers to
 the rest of the package. The names most programs start from are also importable from here,
 loaded on first access so that ``import mcp_approval`` stays cheap.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from mcp_approval._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from mcp_approval.backends import ArapBackend, LocalApprovalBackend
@@ -55,14 +61,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a name of ``__all__`` from its subpackage on first access."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # later accesses skip this function
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:

@@ -34,9 +34,9 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from mcp_approval.approval.schema import approval_workflows_table
-from mcp_approval.backends.login_throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
+from mcp_approval.approval.persistence.schema import approval_workflows_table
 from mcp_approval.notify.outbox import CONSUMER_PREFIX
+from mcp_approval.reviewers.throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
 from mcp_approval.storage import AuditEvent, AuditLog, Database, all_cursors
 
 __all__ = ["ApprovalMetrics", "MetricsOptions", "metrics_paths", "metrics_route"]

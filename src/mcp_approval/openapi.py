@@ -1,9 +1,9 @@
 """The OpenAPI documents the HTTP servers publish at ``/openapi.json``.
 
 Each layer describes its own routes as data (``reviewer_paths`` and ``console_paths`` in
-:mod:`mcp_approval.backends.openapi_paths`, ``pdp_paths`` and ``ars_paths`` in
+:mod:`mcp_approval.reviewers.openapi_paths`, ``pdp_paths`` and ``ars_paths`` in
 :mod:`mcp_approval.reference.openapi_paths`, ``callback_paths`` in
-:mod:`mcp_approval.approval.callbacks`); a server joins the pieces of the routes it mounts with
+:mod:`mcp_approval.backends.callbacks`); a server joins the pieces of the routes it mounts with
 :func:`openapi_document` and serves the result with :func:`openapi_route`. The MCP endpoint and
 its protected resource metadata are not part of them: they are described by the MCP specification.
 """

@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from mcp_approval.approval.schema import APPROVAL_MIGRATIONS
-from mcp_approval.approval.store import ApprovalStore
+from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS
+from mcp_approval.approval.persistence.store import ApprovalStore
 from mcp_approval.storage import migrate, open_database
 from mcp_approval.tasks.schema import TASKS_MIGRATIONS
 

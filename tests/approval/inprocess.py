@@ -16,11 +16,12 @@ from typing import Any
 
 import httpx
 
-from mcp_approval.approval.dependencies import PrincipalCheck
+from mcp_approval.approval.engine.dependencies import PrincipalCheck
 from mcp_approval.backends import ApprovalBackend
 from mcp_approval.clock import Clock
 from mcp_approval.config import load_config
 from mcp_approval.policy import Decision, EvaluationRequest, EvaluationsSemantic, PolicyDecisionPoint
+from mcp_approval.server.arap_backend import pdp_from_config
 from mcp_approval.server.deployment import Deployment, build_deployment, deployment_app
 from tests.support.treasury import Reviewer, deployment_dir, principals
 from tests.support.wire import Wire
@@ -119,14 +120,11 @@ async def inprocess_treasury(
     ``principal_valid`` replaces the deployment's check of whether a requester may still act.
     """
     directory = deployment_dir(tmp_path, _with_patient_reconciliation(overrides))
-    deployment = build_deployment(load_config(directory / "config.toml"), base_url=BASE_URL, clock=clock)
-    if backend is not None:
-        deployment.approval.backend = backend
-    if principal_valid is not None:
-        deployment.approval.principal_valid = principal_valid
-    pdp = ScriptedPDP(deployment.gate.pdp)
-    deployment.gate.pdp = pdp
-    deployment.approval.pdp = pdp
+    config = load_config(directory / "config.toml")
+    pdp = ScriptedPDP(pdp_from_config(config, clock=clock))
+    deployment = build_deployment(
+        config, base_url=BASE_URL, clock=clock, pdp=pdp, backend=backend, principal_valid=principal_valid
+    )
     app = deployment_app(deployment)
     transport = httpx.ASGITransport(app=app)
     async with (

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sqlalchemy import Connection, text
 
-from mcp_approval.approval.store import ApprovalStore, TaskOutcome
+from mcp_approval.approval.persistence.store import ApprovalStore, TaskOutcome
 from mcp_approval.storage import StoreUnavailableError, open_database
 from mcp_approval.tasks.states import TaskStatus
 

@@ -14,16 +14,16 @@ from alembic.operations import Operations
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, delete, func, select, update
 
-from mcp_approval.approval import store_sql
-from mcp_approval.approval.records import Admission, Intent, NewWorkflow, TaskOutcome
-from mcp_approval.approval.schema import (
+from mcp_approval.approval.persistence import statements as store_sql
+from mcp_approval.approval.persistence.records import Admission, Intent, NewWorkflow, TaskOutcome
+from mcp_approval.approval.persistence.schema import (
     APPROVAL_MIGRATIONS,
     approval_counts_table,
     approval_intents_table,
     approval_workflows_table,
 )
-from mcp_approval.approval.states import Disposition, IntentState
-from mcp_approval.approval.store import ApprovalStore
+from mcp_approval.approval.persistence.states import Disposition, IntentState
+from mcp_approval.approval.persistence.store import ApprovalStore
 from mcp_approval.clock import ManualClock
 from mcp_approval.storage import Database, migrate, open_database
 from mcp_approval.storage.counts import FOLD_AT

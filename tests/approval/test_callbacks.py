@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mcp_approval.approval.callbacks import CALLBACK_PATH, SIGNATURE_HEADER, sign_callback
+from mcp_approval.backends.callbacks import CALLBACK_PATH, SIGNATURE_HEADER, sign_callback
 from mcp_approval.server.local_backend import local_backend_from_config
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.support.polling import eventually

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, select
 
-from mcp_approval.approval.schema import APPROVAL_MIGRATIONS, approval_workflows_table
-from mcp_approval.approval.states import Disposition, IntentState, Phase
-from mcp_approval.approval.store import Admission, ApprovalStore, Intent, NewWorkflow, TaskOutcome
+from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS, approval_workflows_table
+from mcp_approval.approval.persistence.states import Disposition, IntentState, Phase
+from mcp_approval.approval.persistence.store import Admission, ApprovalStore, Intent, NewWorkflow, TaskOutcome
 from mcp_approval.storage import Database, StoreUnavailableError, migrate, open_database
 from mcp_approval.tasks.schema import TASKS_MIGRATIONS, tasks_table
 from mcp_approval.tasks.states import TaskStatus

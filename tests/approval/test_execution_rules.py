@@ -10,7 +10,7 @@ import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 from sqlalchemy import update
 
-from mcp_approval.approval.schema import approval_workflows_table
+from mcp_approval.approval.persistence.schema import approval_workflows_table
 from mcp_approval.clock import ManualClock
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.support.polling import eventually

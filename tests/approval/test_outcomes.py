@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from mcp_approval.approval.outcomes import outcome_of
+from mcp_approval.approval.persistence.outcomes import outcome_of
 from mcp_approval.storage import AuditEvent
 
 

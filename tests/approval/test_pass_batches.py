@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Connection, delete, func, select
 
-from mcp_approval.approval.records import Reschedule
-from mcp_approval.approval.schema import approval_intents_table, approval_workflows_table
-from mcp_approval.approval.states import Phase
-from mcp_approval.approval.store import ApprovalStore
+from mcp_approval.approval.persistence.records import Reschedule
+from mcp_approval.approval.persistence.schema import approval_intents_table, approval_workflows_table
+from mcp_approval.approval.persistence.states import Phase
+from mcp_approval.approval.persistence.store import ApprovalStore
 from mcp_approval.tasks.schema import tasks_table
 from tests.approval.test_claim_race import CANCELLED, create_workflows
 

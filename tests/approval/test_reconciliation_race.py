@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from mcp_approval.approval.records import NewWorkflow
+from mcp_approval.approval.persistence.records import NewWorkflow
 from mcp_approval.backends import ApprovalStatus, ApprovalSubmission
 from mcp_approval.clock import ManualClock
 from tests.approval.inprocess import inprocess_treasury
@@ -62,7 +62,7 @@ async def test_a_creation_that_binds_first_keeps_its_request(tmp_path: Path) -> 
         await stalled.wait()
         clock.advance(1_000)  # the intent is now older than the grace period
         store.get = read_then_let_the_creation_land  # type: ignore[method-assign]
-        await approval.resolver.reconcile()
+        await approval.driver.reconcile()
         store.get = get  # type: ignore[method-assign]
         created = (await call).result
         assert created["status"] == "working"
@@ -89,7 +89,7 @@ async def test_a_creation_that_loses_to_reconciliation_fails_and_its_request_is_
         call = asyncio.create_task(harness.alice.call_tool("wire_transfer", ARGUMENTS))
         await submitting.wait()
         clock.advance(1_000)
-        await approval.resolver.reconcile()  # claims the open intent; the backend has nothing yet
+        await approval.driver.reconcile()  # claims the open intent; the backend has nothing yet
         assert backend.requests == {}
         release.set()
         answer = await call

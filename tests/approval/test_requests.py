@@ -7,15 +7,15 @@ from typing import Any
 import pytest
 
 from mcp_approval.approval.binding import BindingCipher, BindingIntegrityError, CallBinding
-from mcp_approval.approval.options import ApprovalOptions
-from mcp_approval.approval.requests import (
+from mcp_approval.approval.engine.requests import (
     new_intent,
     new_workflow,
     request_deadline,
     status_message,
     submission_for,
 )
-from mcp_approval.approval.states import IntentState
+from mcp_approval.approval.options import ApprovalOptions
+from mcp_approval.approval.persistence.states import IntentState
 from mcp_approval.backends import ApprovalSubmission
 from mcp_approval.clock import iso8601
 from mcp_approval.policy import Decision, ToolCallMapper

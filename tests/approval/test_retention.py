@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from mcp_approval.approval.schema import approval_intents_table, approval_workflows_table
+from mcp_approval.approval.persistence.schema import approval_intents_table, approval_workflows_table
 from mcp_approval.backends import ApprovalState, ApprovalStatus, ApprovalSubmission, StatusListener
 from mcp_approval.clock import ManualClock, iso8601
 from tests.approval.inprocess import Harness, inprocess_treasury
@@ -103,7 +103,7 @@ async def test_retention_covers_moved_deadlines_and_the_terminal_result_then_end
         database = harness.deployment.approval.store.database
 
         async def leftovers() -> tuple[int, int]:
-            await harness.deployment.approval.resolver.reconcile()
+            await harness.deployment.approval.driver.reconcile()
 
             def count(conn: object) -> tuple[int, int]:
                 workflows = conn.execute(  # type: ignore[attr-defined]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import delete
 
-from mcp_approval.approval.states import Phase
+from mcp_approval.approval.persistence.states import Phase
 from mcp_approval.tasks.schema import tasks_table
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.support.polling import eventually

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from mcp_approval.approval.url_without_tasks import PAGE_INPUT_KEY
+from mcp_approval.approval.without_tasks.links import PAGE_INPUT_KEY
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.approval.test_without_tasks import assert_pending, ended, reference_of, transfers
 from tests.support.wire import LegacySession, Reply, envelope

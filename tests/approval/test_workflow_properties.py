@@ -1,6 +1,6 @@
 """Property-based tests of the approval workflow's state machine.
 
-First the transition tables themselves (:mod:`mcp_approval.approval.states`), then a stateful test
+First the transition tables themselves (:mod:`mcp_approval.approval.persistence.states`), then a stateful test
 that drives the real :class:`ApprovalStore` on a SQLite file with random sequences of claims,
 fences, finishes, reschedules, chains and lapsed leases, against a model that predicts which
 calls must succeed.
@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, precondition, rule
 
-from mcp_approval.approval.schema import APPROVAL_MIGRATIONS, approval_workflows_table
-from mcp_approval.approval.states import (
+from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS, approval_workflows_table
+from mcp_approval.approval.persistence.states import (
     IN_FLIGHT_INTENTS,
     INTENT_TRANSITIONS,
     PHASE_TRANSITIONS,
@@ -36,7 +36,14 @@ from mcp_approval.approval.states import (
     intent_sources,
     phase_sources,
 )
-from mcp_approval.approval.store import Admission, ApprovalStore, Intent, NewWorkflow, Reschedule, TaskOutcome
+from mcp_approval.approval.persistence.store import (
+    Admission,
+    ApprovalStore,
+    Intent,
+    NewWorkflow,
+    Reschedule,
+    TaskOutcome,
+)
 from mcp_approval.clock import ManualClock
 from mcp_approval.storage import migrate, open_database
 from mcp_approval.tasks.schema import TASKS_MIGRATIONS, tasks_table

@@ -10,8 +10,8 @@ import pytest
 from starlette.applications import Starlette
 
 from mcp_approval.backends.local import LocalApprovalBackend
-from mcp_approval.backends.reviewer_api import reviewer_routes
 from mcp_approval.clock import ManualClock
+from mcp_approval.reviewers.api import reviewer_routes
 from tests.backends.conftest import submission
 
 pytestmark = pytest.mark.anyio

@@ -15,8 +15,8 @@ from starlette.applications import Starlette
 
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_records import ApprovalRecord, ReviewError
-from mcp_approval.backends.reviewer_api import reviewer_routes
 from mcp_approval.clock import ManualClock
+from mcp_approval.reviewers.api import reviewer_routes
 from mcp_approval.storage import Database
 from tests.backends.conftest import TEMPLATES, roles_of, submission
 from tests.support.polling import eventually

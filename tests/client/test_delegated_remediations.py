@@ -19,8 +19,8 @@ from mcp_approval.client.tasks import TasksClient
 from mcp_approval.denials import Remediation, url_interaction
 from mcp_approval.denials.context import echoed_context_id
 from mcp_approval.protocol import META_AUTHORIZATION, META_AUTHORIZATION_CONTEXT_ID
-from mcp_approval.server.tasks_demo import build_tasks_demo_server
 from mcp_approval.tasks import TaskOptions
+from mcp_approval.testing.tasks_demo import build_tasks_demo_server
 from tests.client.support import serving
 from tests.denials.support import BASE_URL, RESOURCE_METADATA, ServerState, build_denials_server, build_resource_server
 

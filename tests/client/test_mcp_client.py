@@ -21,8 +21,8 @@ from mcp_approval.client import (
     TasksClient,
     mcp_client,
 )
-from mcp_approval.server.tasks_demo import build_tasks_demo_server
 from mcp_approval.tasks import TaskOptions, store_from_url
+from mcp_approval.testing.tasks_demo import build_tasks_demo_server
 from tests.support.treasury import deployment_dir
 
 pytestmark = pytest.mark.anyio

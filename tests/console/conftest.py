@@ -13,12 +13,12 @@ import pytest
 import uvicorn
 from starlette.applications import Starlette
 
-from mcp_approval.backends.console import console_routes
 from mcp_approval.backends.contract import ApprovalSubmission
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_rules import ApprovalTemplate
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.clock import ManualClock
+from mcp_approval.reviewers.console import console_routes
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, migrate, open_database
 from tests.support.polling import eventually
 

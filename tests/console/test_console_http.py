@@ -10,8 +10,8 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from mcp_approval.backends.console import COOKIE, console_routes
-from mcp_approval.backends.console_views import human_duration
+from mcp_approval.reviewers.console import COOKIE, console_routes
+from mcp_approval.reviewers.views import human_duration
 from tests.console.conftest import CSRF, Console, sign_in
 from tests.support.treasury import TreasuryServer, deployment_dir
 

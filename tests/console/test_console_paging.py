@@ -7,7 +7,7 @@ import re
 import httpx
 import pytest
 
-from mcp_approval.backends.console import PAGE_SIZE
+from mcp_approval.reviewers.console import PAGE_SIZE
 from tests.console.conftest import Console, sign_in
 
 pytestmark = pytest.mark.anyio

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from mcp_approval.backends.console_session_table import SqlSessionTable
-from mcp_approval.backends.console_sessions import SessionStore, SessionTable
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.clock import ManualClock
+from mcp_approval.reviewers.session_table import SqlSessionTable
+from mcp_approval.reviewers.sessions import SessionStore, SessionTable
 from mcp_approval.storage import migrate, open_database
 
 pytestmark = pytest.mark.anyio

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from mcp_approval.approval.callbacks import verify_callback
+from mcp_approval.backends.callbacks import verify_callback
 from mcp_approval.reference.arap_callbacks import callback_problem
 from mcp_approval.reference.server import check_base_url
 from mcp_approval.storage import AuditLog, open_database

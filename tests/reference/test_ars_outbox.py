@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mcp_approval.approval.callbacks import verify_callback
+from mcp_approval.backends.callbacks import verify_callback
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.clock import SystemClock
 from mcp_approval.hosts import unused_loopback_port

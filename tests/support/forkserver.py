@@ -51,7 +51,7 @@ WARM_MODULES = (
     "mcp_approval.cli.serve",
     "mcp_approval.config",
     "mcp_approval.server",
-    "mcp_approval.server.tasks_demo",
+    "mcp_approval.testing.tasks_demo",
     "mcp_approval.cli.arap_server",
     "mcp_approval.reference.server",
     "tests.support.dump_on_signal",

@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-from mcp_approval.approval.crashpoints import crash_point
+from mcp_approval.crashpoints import crash_point
 
 if __name__ == "__main__":
     print(f"pid={os.getpid()} cwd={os.getcwd()} probe={os.environ.get('PROBE')}", flush=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from mcp_approval.approval.crashpoints import CRASH_ENV
+from mcp_approval.crashpoints import CRASH_ENV
 from tests.support.treasury import Reviewer, TreasuryServer, call_until_crash, deployment_dir, principals
 from tests.treasury.helpers import approval_for, settled
 

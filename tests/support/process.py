@@ -16,7 +16,7 @@ from tests.support import forkserver
 
 
 class ServerProcess:
-    """``python -m mcp_approval.server.tasks_demo`` in a subprocess."""
+    """``python -m mcp_approval.testing.tasks_demo`` in a subprocess."""
 
     def __init__(self, db_url: str, *, log_path: Path, extra_args: list[str] | None = None) -> None:
         self.db_url = db_url
@@ -30,7 +30,7 @@ class ServerProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 60.0) -> None:  # a loaded CI machine imports slowly
-        arguments = ["mcp_approval.server.tasks_demo", "--port", str(self.port), "--db", self.db_url, *self.extra_args]
+        arguments = ["mcp_approval.testing.tasks_demo", "--port", str(self.port), "--db", self.db_url, *self.extra_args]
         self.process = forkserver.start_module(arguments, env=os.environ.copy(), log_path=self.log_path)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

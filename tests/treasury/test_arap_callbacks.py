@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from mcp_approval.approval.callbacks import CALLBACK_PATH, SIGNATURE_HEADER, sign_callback
 from mcp_approval.backends.arap_wire import callback_state, encode_handle
+from mcp_approval.backends.callbacks import CALLBACK_PATH, SIGNATURE_HEADER, sign_callback
 from tests.support.arap import ArapDeployment, arap_deployment, handle_of
 from tests.support.polling import eventually
 from tests.support.treasury import Reviewer, principals

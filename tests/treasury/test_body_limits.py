@@ -14,11 +14,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from mcp_approval.approval.callbacks import CALLBACK_PATH
-from mcp_approval.backends.reviewer_api import MAX_DECISION_BYTES
+from mcp_approval.backends.callbacks import CALLBACK_PATH
 from mcp_approval.policy.http import EVALUATION_PATH, EVALUATIONS_PATH
 from mcp_approval.reference.ars_routes import MAX_BODY_BYTES, REQUESTS_PATH
 from mcp_approval.reference.pdp_api import MAX_EVALUATION_BYTES
+from mcp_approval.reviewers.api import MAX_DECISION_BYTES
 from tests.support.arap import ARS_CLIENT_TOKEN, ArapDeployment, arap_deployment
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mcp_approval.approval.crashpoints import CRASH_ENV, CRASH_POINTS
+from mcp_approval.crashpoints import CRASH_ENV, CRASH_POINTS
 from tests.support.polling import eventually
 from tests.support.treasury import Reviewer, TreasuryServer, call_until_crash, deployment_dir, principals
 from tests.treasury.helpers import DISPOSITION, approval_for, assert_approved_executed, settled

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from mcp_approval.approval.url_without_tasks import PAGE_INPUT_KEY
+from mcp_approval.approval.without_tasks.links import PAGE_INPUT_KEY
 from tests.support.polling import eventually
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir
 from tests.support.wire import Wire, envelope

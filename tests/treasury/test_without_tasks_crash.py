@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mcp_approval.approval.crashpoints import CRASH_ENV, CRASH_POINTS
+from mcp_approval.crashpoints import CRASH_ENV, CRASH_POINTS
 from tests.support.polling import eventually
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.support.wire import Wire, envelope

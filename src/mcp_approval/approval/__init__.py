@@ -13,31 +13,59 @@ A requestable denial goes to the gate's :class:`RequestableHandler`. Without app
 guidance); with :class:`ToolApproval` it becomes a durable task that an approval backend
 resolves, after which the call is re-evaluated, claimed once and run from its sealed binding.
 
-Modules: ``gate`` (the PEP), ``service`` (task creation, cancellation; the composition of the
-rest), ``dependencies`` (what the workflow runs with), ``requests`` (a new request, its intent
-and its task rows), ``resolver`` (following pending approvals, re-evaluation), ``resubmission``
-(chained requests, crash recovery), ``execution`` (the claim and the single run), ``store`` and
-``records`` (the workflow tables), ``states`` (phase and intent tables), ``binding`` (the sealed
-call), ``inputs`` (submission inputs), ``results`` (dispositions), ``callbacks`` (HMAC wake-ups),
-``crashpoints`` (test-only kill points), ``without_tasks`` and ``without_tasks_flow`` (clients
-without tasks), ``url_approval`` and ``url_without_tasks`` (url-mode links for task and non-task
-clients), ``requester_page`` (the requester's status page).
+The layer, by folder:
+
+- this folder: the enforcement point and what a call is made of. ``gate`` (the PEP), ``service``
+  (:class:`ToolApproval`: task creation and cancellation), ``options``, ``limits`` (what one
+  caller may make the server parse), ``binding`` (the sealed call), ``tools`` (running a tool
+  from its binding), ``inputs`` (submission inputs), ``messages`` and ``results`` (what clients
+  and models read), ``url_approval`` (url-mode approval links for task clients);
+- ``persistence/``: the workflow tables, their rows as values, the phase and intent tables, the
+  store and its statements, the outcome read API the reviewer surface, notifications and
+  metrics use;
+- ``engine/``: following pending approvals to their end (:class:`~.engine.driver.WorkflowDriver`),
+  re-evaluation, the execution claim, chained and recovered submissions;
+- ``without_tasks/``: the answers to clients that did not declare tasks, their URL rounds and the
+  requester page.
+
+The public names below are imported on first access, so that importing one module of the layer
+(a table, a state) does not load the engine.
 """
 
-from mcp_approval.approval.binding import BindingCipher, CallBinding
-from mcp_approval.approval.gate import (
-    DegradedRequestable,
-    GatedCall,
-    PolicyGate,
-    PrincipalResolver,
-    RequestableHandler,
-    token_subject,
-)
-from mcp_approval.approval.options import ApprovalOptions
-from mcp_approval.approval.outcomes import WorkflowOutcomes
-from mcp_approval.approval.service import APPROVAL_HANDLER, ToolApproval, ToolApprovalExtension
-from mcp_approval.approval.states import Disposition
-from mcp_approval.approval.tools import ServerTools, ToolInvoker
+from typing import TYPE_CHECKING
+
+from mcp_approval._lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from mcp_approval.approval.binding import BindingCipher, CallBinding
+    from mcp_approval.approval.gate import DegradedRequestable, GatedCall, PolicyGate, RequestableHandler, token_subject
+    from mcp_approval.approval.options import ApprovalOptions
+    from mcp_approval.approval.persistence.outcomes import WorkflowOutcomes
+    from mcp_approval.approval.persistence.states import Disposition
+    from mcp_approval.approval.service import APPROVAL_HANDLER, ToolApproval, ToolApprovalExtension
+    from mcp_approval.approval.tools import ServerTools, ToolInvoker
+    from mcp_approval.tasks.options import PrincipalLookup, PrincipalResolver
+
+# Name -> the module that defines it.
+_LAZY = {
+    "APPROVAL_HANDLER": "mcp_approval.approval.service",
+    "ApprovalOptions": "mcp_approval.approval.options",
+    "BindingCipher": "mcp_approval.approval.binding",
+    "CallBinding": "mcp_approval.approval.binding",
+    "DegradedRequestable": "mcp_approval.approval.gate",
+    "Disposition": "mcp_approval.approval.persistence.states",
+    "GatedCall": "mcp_approval.approval.gate",
+    "PolicyGate": "mcp_approval.approval.gate",
+    "PrincipalLookup": "mcp_approval.tasks.options",
+    "PrincipalResolver": "mcp_approval.tasks.options",
+    "RequestableHandler": "mcp_approval.approval.gate",
+    "ServerTools": "mcp_approval.approval.tools",
+    "ToolApproval": "mcp_approval.approval.service",
+    "ToolApprovalExtension": "mcp_approval.approval.service",
+    "ToolInvoker": "mcp_approval.approval.tools",
+    "WorkflowOutcomes": "mcp_approval.approval.persistence.outcomes",
+    "token_subject": "mcp_approval.approval.gate",
+}
 
 __all__ = [
     "APPROVAL_HANDLER",
@@ -48,6 +76,7 @@ __all__ = [
     "Disposition",
     "GatedCall",
     "PolicyGate",
+    "PrincipalLookup",
     "PrincipalResolver",
     "RequestableHandler",
     "ServerTools",
@@ -57,3 +86,9 @@ __all__ = [
     "WorkflowOutcomes",
     "token_subject",
 ]
+
+__getattr__ = lazy_getattr(__name__, _LAZY)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

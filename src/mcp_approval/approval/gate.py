@@ -28,7 +28,7 @@ Install it first, so it is the outermost interceptor::
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -55,6 +55,7 @@ from mcp_approval.json_body import large_json, off_loop
 from mcp_approval.policy import Decision, EvaluationRequest, NextAction, PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.policy.mapping import ToolMappingError, non_finite_argument
 from mcp_approval.protocol import DENIALS_EXTENSION, INVALID_PARAMS, META_CLIENT_INFO
+from mcp_approval.tasks.options import PrincipalLookup
 from mcp_approval.tasks.server import LOCAL_PRINCIPAL
 from mcp_approval.tracing import Span, span
 
@@ -70,15 +71,11 @@ __all__ = [
     "DegradedRequestable",
     "GatedCall",
     "PolicyGate",
-    "PrincipalResolver",
     "RequestableHandler",
     "token_subject",
 ]
 
 logger = logging.getLogger("mcp_approval.approval")
-
-PrincipalResolver = Callable[[ServerRequestContext[Any, Any]], str | None]
-"""The authenticated principal of a request, or ``None`` for an anonymous caller."""
 
 
 def token_subject(ctx: ServerRequestContext[Any, Any]) -> str | None:
@@ -186,7 +183,7 @@ class PolicyGate(Extension):
         pdp: the policy decision point asked about every call.
         mapper: how a call becomes an AuthZEN request.
         on_requestable: answers requestable denials (default :class:`DegradedRequestable`).
-        principal_resolver: the request's principal, the AuthZEN subject id (default :func:`token_subject`).
+        principal_lookup: the request's principal, the AuthZEN subject id (default :func:`token_subject`).
         anonymous_principal: the subject id of anonymous HTTP callers; ``None`` denies them.
         references: issues ``authorization_reference`` values for reusable credentials.
         unchecked_tools: tools that run without a policy decision because they only read the
@@ -204,7 +201,7 @@ class PolicyGate(Extension):
         *,
         mapper: ToolCallMapper | None = None,
         on_requestable: RequestableHandler | None = None,
-        principal_resolver: PrincipalResolver | None = None,
+        principal_lookup: PrincipalLookup | None = None,
         anonymous_principal: str | None = None,
         references: AuthorizationReferences | None = None,
         unchecked_tools: frozenset[str] = frozenset(),
@@ -213,7 +210,7 @@ class PolicyGate(Extension):
         self.pdp = pdp
         self.mapper = mapper or ToolCallMapper()
         self.on_requestable: RequestableHandler = on_requestable or DegradedRequestable()
-        self._resolve_principal = principal_resolver or token_subject
+        self._principal_of = principal_lookup or token_subject
         self.anonymous_principal = anonymous_principal
         self.references = references
         self.unchecked_tools = unchecked_tools
@@ -243,7 +240,7 @@ class PolicyGate(Extension):
             traced.set("decision", "unchecked")
             return await call_next(ctx)
         echoed = note_retry(ctx.meta, operation=tool)  # correlation only; never decides anything
-        principal = self._resolve_principal(ctx) or self.anonymous_principal
+        principal = self._principal_of(ctx) or self.anonymous_principal
         if principal is None:
             traced.set("decision", "anonymous")
             return _denied(ANONYMOUS_MESSAGE.format(tool=tool), Remediation.UNDISCLOSED)

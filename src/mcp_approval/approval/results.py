@@ -13,7 +13,7 @@ from typing import Any
 
 import mcp_types as types
 
-from mcp_approval.approval.states import Disposition
+from mcp_approval.approval.persistence.states import Disposition
 from mcp_approval.denials import Remediation, final_denial
 from mcp_approval.protocol import META_TOOL_APPROVAL_DISPOSITION
 from mcp_approval.tasks.models import result_document

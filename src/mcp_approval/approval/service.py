@@ -3,15 +3,18 @@
 Install it as the policy gate's requestable handler and as the tasks extension's handler for
 approval tasks (the composition root does both), then start it after the tasks runtime::
 
-    approval = ToolApproval(backend, pdp=pdp, mapper=mapper, tools=ServerTools(server),
-                            tasks=tasks, cipher=BindingCipher.from_base64(keys))
+    deps = ApprovalDependencies(store=ApprovalStore(database, audit=audit), backend=backend, pdp=pdp,
+                                mapper=mapper, tools=ServerTools(server), cipher=cipher, options=options,
+                                clock=clock, principal_valid=always_valid, task_store=tasks.store)
+    driver = WorkflowDriver(deps, worker_id=tasks.runtime.worker_id)
+    approval = ToolApproval(deps, driver=driver, tasks=tasks)
     tasks.register_handler(APPROVAL_HANDLER, approval)
     gate = PolicyGate(pdp, mapper=mapper, on_requestable=approval)
 
 Creation is crash-consistent (§Crash-consistent creation): dedup first; then a durable intent
 with a fresh idempotency key and the exact (sealed) body; then the backend submission under that
 key; then the handle; then the task, in that order, each durable before the next step. The
-:class:`~mcp_approval.approval.resolver.Resolver` takes it from there.
+:class:`~mcp_approval.approval.engine.driver.WorkflowDriver` takes it from there.
 """
 
 from __future__ import annotations
@@ -29,9 +32,11 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_approval.approval import inputs as submission_inputs
 from mcp_approval.approval import url_approval
-from mcp_approval.approval.binding import BindingCipher, CallBinding
-from mcp_approval.approval.crashpoints import crash_point
-from mcp_approval.approval.dependencies import ApprovalDependencies, PrincipalCheck, always_valid
+from mcp_approval.approval.binding import CallBinding
+from mcp_approval.approval.engine.dependencies import ApprovalDependencies, PrincipalCheck
+from mcp_approval.approval.engine.driver import WorkflowDriver
+from mcp_approval.approval.engine.requests import new_intent, new_workflow, submission_for
+from mcp_approval.approval.engine.resubmission import withdraw
 from mcp_approval.approval.gate import DegradedRequestable, GatedCall
 from mcp_approval.approval.messages import (
     BACKEND_DOWN_MESSAGE,
@@ -43,38 +48,31 @@ from mcp_approval.approval.messages import (
     REFUSED_MESSAGE,
     TASK_LIMIT_MESSAGE,
 )
-from mcp_approval.approval.options import ApprovalOptions
-from mcp_approval.approval.records import APPROVAL_HANDLER
-from mcp_approval.approval.requests import new_intent, new_workflow, submission_for
-from mcp_approval.approval.resolver import Resolver
-from mcp_approval.approval.resubmission import withdraw
+from mcp_approval.approval.persistence.records import APPROVAL_HANDLER
+from mcp_approval.approval.persistence.states import IntentState
+from mcp_approval.approval.persistence.store import Admission, Intent, NewWorkflow
 from mcp_approval.approval.results import sanitize_model_text
-from mcp_approval.approval.states import IntentState
-from mcp_approval.approval.store import Admission, ApprovalStore, Intent, NewWorkflow
-from mcp_approval.approval.tools import ToolInvoker
-from mcp_approval.approval.url_without_tasks import RequesterLinks, url_revision
-from mcp_approval.approval.without_tasks_flow import PendingAnswer, WithoutTasksFlow
+from mcp_approval.approval.without_tasks.flow import PendingAnswer, WithoutTasksFlow
+from mcp_approval.approval.without_tasks.links import RequesterLinks, url_revision
 from mcp_approval.backends import (
-    ApprovalBackend,
     ApprovalBackendError,
     ApprovalSubmission,
     SubmissionRejectedError,
 )
-from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.crashpoints import crash_point
 from mcp_approval.denials import Remediation, final_denial
 from mcp_approval.json_body import large_json, off_loop
-from mcp_approval.policy import Decision, PolicyDecisionPoint, ToolCallMapper
+from mcp_approval.policy import Decision
 from mcp_approval.protocol import (
     INTERNAL_ERROR,
     META_MODEL_IMMEDIATE_RESPONSE,
     TASKS_EXTENSION,
     TOOL_APPROVAL_EXTENSION,
 )
-from mcp_approval.storage import AuditLog, StoreUnavailableError
+from mcp_approval.storage import StoreUnavailableError
 from mcp_approval.tasks.execution import check_declared
 from mcp_approval.tasks.models import create_task_result, new_task_id
 from mcp_approval.tasks.server import TasksExtension, declares_tasks
-from mcp_approval.tasks.sql_store import SqlTaskStore
 from mcp_approval.tracing import span
 
 __all__ = ["APPROVAL_HANDLER", "PrincipalCheck", "ToolApproval", "ToolApprovalExtension"]
@@ -97,125 +95,61 @@ class ToolApprovalExtension(Extension):
 
 
 class ToolApproval:
-    """The SEP-2848 enforcement point: task creation, cancellation, and the resolver's lifecycle.
+    """The SEP-2848 enforcement point: task creation, cancellation, and the workflow driver's lifecycle.
 
-    It composes the approval workflow: on :meth:`start` (after the tasks runtime, whose open
-    database the approval store shares) it builds the store and one
-    :class:`~mcp_approval.approval.dependencies.ApprovalDependencies` value from its arguments,
-    and the resolver from that. Until then :attr:`store` and :attr:`resolver` raise, and so does
-    every call that needs them. Register it for ``tasks/cancel`` and ``tasks/update`` on approval
-    tasks with ``tasks.register_handler(APPROVAL_HANDLER, approval)``.
+    It receives what the workflow runs with, built by the composition root in one phase: the
+    :class:`~mcp_approval.approval.engine.dependencies.ApprovalDependencies` value (store,
+    backend, policy, tools, cipher, options, clock) and the
+    :class:`~mcp_approval.approval.engine.driver.WorkflowDriver` over them. :meth:`start` (after
+    the tasks runtime, whose database the approval store shares) starts the backend and the
+    driver. Register it for ``tasks/cancel`` and ``tasks/update`` on approval tasks with
+    ``tasks.register_handler(APPROVAL_HANDLER, approval)``.
 
     Args:
-        backend: where approval requests go.
-        pdp: the policy decision point (asked again, with the approval, before execution).
-        mapper: how a call becomes a policy request (the gate's own).
-        tools: runs approved calls from their binding.
+        deps: what the workflow runs with (its ``task_store`` is ``tasks``' store).
+        driver: follows pending approvals to their end.
         tasks: the tasks extension whose store holds the approval tasks.
-        cipher: seals call bindings and submission bodies at rest.
-        options: limits, deadlines and intervals.
-        principal_valid: whether a requester may still act when its call is about to run.
-        audit: records every step of every approval task (in the step's transaction).
-        clock: the source of time.
     """
 
-    def __init__(
-        self,
-        backend: ApprovalBackend,
-        *,
-        pdp: PolicyDecisionPoint,
-        mapper: ToolCallMapper,
-        tools: ToolInvoker,
-        tasks: TasksExtension,
-        cipher: BindingCipher,
-        options: ApprovalOptions | None = None,
-        principal_valid: PrincipalCheck | None = None,
-        audit: AuditLog | None = None,
-        clock: Clock | None = None,
-    ) -> None:
-        self.backend = backend
-        self.pdp = pdp
-        self.mapper = mapper
-        self.tools = tools
+    def __init__(self, deps: ApprovalDependencies, *, driver: WorkflowDriver, tasks: TasksExtension) -> None:
+        self.deps = deps
+        self.driver = driver
         self.tasks = tasks
-        self.cipher = cipher
-        self.options = options or ApprovalOptions()
-        self.principal_valid = principal_valid or always_valid
-        self.audit = audit
-        self.clock = clock or tasks.runtime.clock or SystemClock()
+        self.store = deps.store
+        self.backend = deps.backend
+        self.options = deps.options
+        self.cipher = deps.cipher
+        self.clock = deps.clock
+        self._running = False
         self._degraded = DegradedRequestable()
-        self.links = RequesterLinks(cipher, self.options)
+        self.links = RequesterLinks(deps.cipher, deps.options)
         #: The answers to clients without tasks (``without_tasks = "request"``).
         self.without_tasks = WithoutTasksFlow(
-            store=lambda: self.store,
-            tasks=lambda: self.tasks.store,
+            store=deps.store,
+            tasks=deps.task_store,
             links=self.links,
-            options=self.options,
+            options=deps.options,
             open_request=self.create,
         )
-        self._deps: ApprovalDependencies | None = None
-        self._resolver: Resolver | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    @property
-    def store(self) -> ApprovalStore:
-        """The workflow store (available once started)."""
-        return self._started().store
-
-    @property
-    def resolver(self) -> Resolver:
-        """The resolver (available once started)."""
-        if self._resolver is None:
-            raise RuntimeError("ToolApproval is not started")
-        return self._resolver
-
     async def start(self) -> None:
-        """Start after the tasks runtime: reconcile crash leftovers, then resolve in the background."""
-        task_store = self.tasks.store
-        if not isinstance(task_store, SqlTaskStore):
-            raise TypeError("ToolApproval needs the tasks extension's SQL store (approval state shares its database)")
-        retention_ms = round(self.options.result_retention_s * 1000)
-        store = ApprovalStore(
-            task_store.database,
-            result_retention_ms=retention_ms,
-            clock=self.clock,
-            audit=self.audit,
-            changed=self.tasks.runtime.task_changed,
-        )
-        deps = ApprovalDependencies(
-            store=store,
-            backend=self.backend,
-            pdp=self.pdp,
-            mapper=self.mapper,
-            tools=self.tools,
-            cipher=self.cipher,
-            options=self.options,
-            clock=self.clock,
-            principal_valid=self.principal_valid,
-            task_store=task_store,
-        )
-        resolver = Resolver(deps, worker_id=self.tasks.runtime.worker_id)
-        self._deps, self._resolver = deps, resolver
-        await deps.backend.start(resolver.wake)
-        await resolver.start()
+        """Start after the tasks runtime: reconcile crash leftovers, then drive approvals in the background."""
+        await self.backend.start(self.driver.wake)
+        await self.driver.start()
+        self._running = True
 
     async def stop(self) -> None:
-        """Stop resolving (work in progress is left for the next start or another worker)."""
-        if self._resolver is not None:
-            await self._resolver.stop()
+        """Stop driving approvals (work in progress is left for the next start or another worker)."""
+        self._running = False
+        await self.driver.stop()
         await self.backend.stop()
-
-    def _started(self) -> ApprovalDependencies:
-        """What the workflow runs with, fixed by :meth:`start`."""
-        if self._deps is None:
-            raise RuntimeError("ToolApproval is not started")
-        return self._deps
 
     async def wake(self, handle: str) -> None:
         """A backend callback or listener says ``handle`` may have changed (a wake-up, never a verdict)."""
-        if self._resolver is not None:
-            await self._resolver.wake(handle)
+        if self._running:
+            await self.driver.wake(handle)
 
     # -- a requestable denial ----------------------------------------------------------------
 
@@ -247,7 +181,7 @@ class ToolApproval:
             arguments=call.arguments,
             principal=call.principal,
             client=_client_of(call),
-            tool_fingerprint=await self.tools.fingerprint(call.tool),
+            tool_fingerprint=await self.deps.tools.fingerprint(call.tool),
         )
 
     async def _without_tasks(
@@ -256,7 +190,7 @@ class ToolApproval:
         """A client without tasks: open (or join) a request; the identical retry takes its outcome once.
 
         A client that declared URL elicitation is sent to the requester page while the request is
-        open (:mod:`~mcp_approval.approval.url_without_tasks`), by its revision's own mechanism.
+        open (:mod:`~mcp_approval.approval.without_tasks.links`), by its revision's own mechanism.
         """
         owner = self.tasks.caller(ctx)
         fields = self._input_fields(decision)
@@ -312,10 +246,10 @@ class ToolApproval:
         declared URL elicitation, so with ``ApprovalOptions.approval_url`` the task links the approval page;
         ``without_task``: the client declared no tasks, so the task row is kept for the identical
         retry (``owed_to_retry``) and the answer is ``pending`` (by default
-        :func:`~mcp_approval.approval.without_tasks.pending_answer`).
+        :func:`~mcp_approval.approval.without_tasks.answers.pending_answer`).
         """
         answer_pending = pending or self.without_tasks.pending
-        deps = self._started()
+        deps = self.deps
         large = large_json(binding.arguments)  # mapping, canonicalizing and sealing them run on a worker thread
         submission = replace(await off_loop(large, self._submission, binding, decision), inputs=inputs or None)
         intent = await off_loop(large, self._new_intent, new_task_id(), 1, binding, submission, owner=owner)
@@ -358,7 +292,7 @@ class ToolApproval:
         if not created:
             raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
         crash_point("after_task")
-        self.resolver.task_created(intent.task_id, handle)
+        self.driver.task_created(intent.task_id, handle)
         if without_task:
             return await answer_pending(intent.task_id, binding.tool, opened=True)
         return await self._task_answer(intent.task_id, binding.tool, immediate=True)
@@ -417,7 +351,7 @@ class ToolApproval:
         self, binding: CallBinding, decision: Decision, *, owner: str, fields: tuple[str, ...]
     ) -> HandlerResult:
         """A task that asks for the submission inputs itself; it is submitted once they arrive."""
-        deps = self._started()
+        deps = self.deps
         submission = self._submission(binding, decision)
         task_id = new_task_id()
         draft = replace(self._new_intent(task_id, 0, binding, submission, owner=owner), state=IntentState.BOUND)
@@ -465,20 +399,20 @@ class ToolApproval:
 
     async def input_received(self, record: Any) -> None:
         """``tasks/update`` answered an approval task's submission inputs: go on at once."""
-        self.resolver.nudge(record.task_id)
+        self.driver.nudge(record.task_id)
 
     def _input_fields(self, decision: Decision) -> tuple[str, ...]:
         template = _template_of(decision)
         return self.options.submission_inputs.get(template, ()) if template else ()
 
     def _submission(self, binding: CallBinding, decision: Decision) -> ApprovalSubmission:
-        deps = self._started()
+        deps = self.deps
         return submission_for(binding, decision, mapper=deps.mapper, options=deps.options, now=deps.clock.now_ms())
 
     def _new_intent(
         self, task_id: str, generation: int, binding: CallBinding, submission: ApprovalSubmission, *, owner: str
     ) -> Intent:
-        deps = self._started()
+        deps = self.deps
         return new_intent(
             task_id, generation, binding, submission, owner=owner, cipher=deps.cipher, now=deps.clock.now_ms()
         )
@@ -493,7 +427,7 @@ class ToolApproval:
         owner: str,
         handle: str | None,
     ) -> NewWorkflow:
-        deps = self._started()
+        deps = self.deps
         return new_workflow(
             task_id,
             binding,
@@ -511,13 +445,13 @@ class ToolApproval:
 
     async def cancel_task(self, record: Any) -> None:
         """``tasks/cancel`` on an approval task: the fence races the claim; only a winner cancels."""
-        await self.resolver.cancel(record.task_id)
+        await self.driver.cancel(record.task_id)
 
     # -- internals -------------------------------------------------------------------------
 
     async def _submit(self, intent: Intent, submission: ApprovalSubmission) -> str | None:
         """The backend's handle; ``None`` when it refused the request for good (nothing to retry)."""
-        deps = self._started()
+        deps = self.deps
         try:
             with span("backend.submit", backend=deps.backend.name, task_id=intent.task_id):
                 return await deps.backend.submit(intent.key, submission)

@@ -22,7 +22,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 
 from mcp_approval.approval.options import ApprovalOptions
-from mcp_approval.approval.records import NewWorkflow
+from mcp_approval.approval.persistence.records import NewWorkflow
 from mcp_approval.approval.results import sanitize_model_text
 from mcp_approval.backends import ApprovalBackend
 from mcp_approval.backends.local import LocalApprovalBackend

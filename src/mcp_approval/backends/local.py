@@ -1,6 +1,6 @@
 """The local approval backend: requests kept durably in the server's own database.
 
-Reviewers decide through the reviewer HTTP API (:mod:`mcp_approval.backends.reviewer_api`) or
+Reviewers decide through the reviewer HTTP API (:mod:`mcp_approval.reviewers.api`) or
 the ``mcp-approval review`` CLI; automatic resolvers (:mod:`mcp_approval.backends.resolvers`)
 may decide first. Every status change is a compare-and-set UPDATE on ``status`` and
 ``version``, committed in the same transaction as its decision row and audit event.
@@ -130,8 +130,8 @@ class LocalApprovalBackend:
             request whose row no longer matches its seal is flagged (``integrity_failure``), shown
             without its content, and cannot be approved, by a reviewer or a resolver. Without a
             seal nothing is checked. Rows stored before sealing existed are sealed by :meth:`start`.
-            :class:`~mcp_approval.server.Approvals` gives a backend built without one its binding
-            key (:meth:`adopt_seal`), so a server always checks.
+            :class:`~mcp_approval.server.Approvals` replaces a backend built without one by a copy
+            sealed under its binding key (:meth:`sealed_with`), so a server always checks.
         on_terminal: runs in every transaction that ends a request (see :data:`TerminalHook`); an
             exception it raises rolls the change back.
 
@@ -170,10 +170,21 @@ class LocalApprovalBackend:
         self._listener: StatusListener | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def adopt_seal(self, seal: RequestSeal) -> None:
-        """Seal with ``seal`` unless the backend was built with a seal of its own (call before :meth:`start`)."""
-        if self._seal is None:
-            self._seal = seal
+    def sealed_with(self, seal: RequestSeal) -> LocalApprovalBackend:
+        """This backend if it was built with a seal, else a new one like it that seals with ``seal``."""
+        if self._seal is not None:
+            return self
+        return LocalApprovalBackend(
+            self._db,
+            templates=self._templates,
+            roles=self._roles,
+            resolvers=tuple(self._resolvers.values()),
+            redact=self._redact,
+            audit=self._audit,
+            clock=self._clock,
+            seal=seal,
+            on_terminal=self._on_terminal,
+        )
 
     @property
     def templates(self) -> Mapping[str, ApprovalTemplate]:

@@ -92,7 +92,7 @@ def conformance_server(
     db: str = typer.Option("sqlite://", help="Task store URL (sqlite:///PATH, postgresql://...)."),
 ) -> None:
     """Serve the fixture tools the official MCP conformance suite calls, on 127.0.0.1."""
-    from mcp_approval.server.conformance import run_conformance_server
+    from mcp_approval.testing.conformance import run_conformance_server
 
     run_conformance_server(port=port, store_url=db)
 

@@ -25,8 +25,8 @@ from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_records import ApprovalRecord, ReviewError
 from mcp_approval.backends.local_rules import ApprovalTemplate
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
-from mcp_approval.backends.reviewer_api import MAX_PAGE_SIZE
 from mcp_approval.config import ConfigError, load_config
+from mcp_approval.reviewers.api import MAX_PAGE_SIZE
 from mcp_approval.server.local_backend import local_backend_from_config
 from mcp_approval.storage import Database, StoreUnavailableError, migrate, open_database
 

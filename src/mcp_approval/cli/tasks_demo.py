@@ -32,8 +32,8 @@ from mcp_approval.client import (
     TasksClient,
 )
 from mcp_approval.hosts import unused_loopback_port
-from mcp_approval.server.tasks_demo import DEMO_MODES, DEMO_TOKENS, build_tasks_demo_server
 from mcp_approval.tasks import TaskOptions, store_from_url
+from mcp_approval.testing.tasks_demo import DEMO_MODES, DEMO_TOKENS, build_tasks_demo_server
 
 __all__ = ["SCENARIOS", "Scenario", "ScenarioResult", "run_tasks_demo"]
 

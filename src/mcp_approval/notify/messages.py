@@ -21,10 +21,10 @@ from typing import Any, Final
 
 from sqlalchemy import Connection, select
 
-from mcp_approval.approval.schema import approval_workflows_table
-from mcp_approval.backends.console_views import RequestView
+from mcp_approval.approval.persistence.schema import approval_workflows_table
 from mcp_approval.backends.local import ApprovalRecord, LocalApprovalBackend
 from mcp_approval.clock import iso8601
+from mcp_approval.reviewers.views import RequestView
 from mcp_approval.storage import AuditEvent, AuditLog, Database
 
 __all__ = ["EVENT_TYPES", "MessageBuilder", "Notification"]

@@ -16,15 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import secrets
-import signal
 from collections.abc import Mapping
 
-from mcp_approval.approval.crashpoints import CRASH_ENV
 from mcp_approval.backends import ApprovalBackend
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.crashpoints import crash_point
 from mcp_approval.notify.channels import Channel, channel_from_options
 from mcp_approval.notify.messages import MessageBuilder
 from mcp_approval.notify.options import NotificationOptions
@@ -37,8 +35,6 @@ _log = logging.getLogger(__name__)
 CONSUMER_PREFIX = "notify:"
 #: Events sent per lease before the cursor's lease is looked at again.
 _BATCH = 200
-#: A crash-test point: die after a notification was sent, before the cursor moved.
-_CRASH_AFTER_SEND = "after_notification_sent"
 
 
 class NotificationOutbox:
@@ -127,7 +123,7 @@ class NotificationOutbox:
                 except Exception as exc:  # every failure is retried, whatever its kind
                     await self._failed(name, consumer, seen, exc)
                     return
-                _crash_point()
+                crash_point("after_notification_sent")  # sent, the cursor not yet moved
                 seen, sent = event.seq or seen, sent + 1
                 if not await self._cursors.advance(consumer, seen, delivered=1):
                     return  # the lease went to another worker
@@ -180,8 +176,3 @@ def notification_outbox(
     }
     messages = MessageBuilder(backend, database, audit, options.console_url)
     return NotificationOutbox(database, audit, channels, routes, messages, options, clock)
-
-
-def _crash_point() -> None:
-    if os.environ.get(CRASH_ENV) == _CRASH_AFTER_SEND:
-        os.kill(os.getpid(), signal.SIGKILL)

@@ -9,7 +9,7 @@ not resolved: an allowlisted name is trusted to be what the operator meant.
 When a task ends (approved, denied, cancelled or expired), the ARS POSTs
 ``{state, task: {id, status, status_endpoint}}`` (no ``result``: a notification only, the PEP
 fetches the status) signed with ``X-Approval-Signature: t=<unix s>,v1=<hex HMAC-SHA256 over
-"<t>.<body>">`` (the scheme of :func:`mcp_approval.approval.callbacks.sign_callback`). The
+"<t>.<body>">`` (the scheme of :func:`mcp_approval.backends.callbacks.sign_callback`). The
 callback is owed durably, in the transaction that ends the task, and delivered with backoff by
 :mod:`mcp_approval.reference.ars_outbox`, also after a restart; a PEP still polls as a backstop.
 """

@@ -28,7 +28,7 @@ from typing import Any, Final
 import httpx2
 from sqlalchemy import Connection, delete, or_, select, update
 
-from mcp_approval.approval.callbacks import SIGNATURE_HEADER, sign_callback
+from mcp_approval.backends.callbacks import SIGNATURE_HEADER, sign_callback
 from mcp_approval.clock import Clock
 from mcp_approval.reference.arap_callbacks import origin
 from mcp_approval.reference.ars_schema import arap_callbacks_table, arap_tasks_table

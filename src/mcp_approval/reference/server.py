@@ -31,15 +31,9 @@ from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
 from mcp_approval.approval.binding import BindingCipher
-from mcp_approval.backends.console import console_routes
-from mcp_approval.backends.console_session_table import SqlSessionTable
-from mcp_approval.backends.console_sessions import SessionStore
 from mcp_approval.backends.local import LocalApprovalBackend, RequestSeal
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
-from mcp_approval.backends.login_throttle import FailedLoginThrottle
-from mcp_approval.backends.openapi_paths import console_paths, reviewer_paths
 from mcp_approval.backends.resolvers import AutoResolver, resolvers_from_config
-from mcp_approval.backends.reviewer_api import reviewer_routes
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.hosts import is_loopback_host
 from mcp_approval.openapi import openapi_document, openapi_route
@@ -55,6 +49,8 @@ from mcp_approval.reference.config import ArapServerConfig
 from mcp_approval.reference.openapi_paths import ars_paths, pdp_paths
 from mcp_approval.reference.pdp_api import EchoRequestIdMiddleware, pdp_routes
 from mcp_approval.reference.signing import KeySet, load_key_set
+from mcp_approval.reviewers import console_paths, reviewer_paths, reviewer_surface
+from mcp_approval.reviewers.throttle import FailedLoginThrottle
 from mcp_approval.storage import (
     AUDIT_MIGRATIONS,
     SHARED_MIGRATIONS,
@@ -296,14 +292,8 @@ def build_arap_server(
         *pdp_routes(pdp, base_url=base, access_request_endpoint=endpoint, jwks_uri=base + JWKS_PATH),
         jwks_route(keys, prefix=prefix),
         *ars_routes(service, token_authenticator(config.client_tokens()), prefix=prefix, throttle=client_throttle),
-        *reviewer_routes(backend, token_authenticator(config.tokens()), throttle=throttle),
-        *console_routes(
-            backend,
-            token_authenticator(config.tokens()),
-            audit,
-            clock=time,
-            sessions=SessionStore(time, table=SqlSessionTable(database)),  # known to every worker
-            throttle=throttle,
+        *reviewer_surface(
+            backend, token_authenticator(config.tokens()), audit, database=database, clock=time, throttle=throttle
         ),
         *extra_routes,
     ]

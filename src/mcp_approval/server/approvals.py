@@ -19,32 +19,31 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 from mcp_approval.approval.binding import BindingCipher
-from mcp_approval.approval.callbacks import callback_paths, callback_route
-from mcp_approval.approval.gate import PolicyGate, PrincipalResolver
+from mcp_approval.approval.engine.dependencies import ApprovalDependencies, PrincipalCheck, always_valid
+from mcp_approval.approval.engine.driver import WorkflowDriver
+from mcp_approval.approval.gate import PolicyGate
 from mcp_approval.approval.limits import McpBodyLimit
 from mcp_approval.approval.options import ApprovalOptions
-from mcp_approval.approval.outcomes import WorkflowOutcomes
-from mcp_approval.approval.requester_page import requester_page_route
-from mcp_approval.approval.schema import APPROVAL_MIGRATIONS
-from mcp_approval.approval.service import APPROVAL_HANDLER, PrincipalCheck, ToolApproval, ToolApprovalExtension
+from mcp_approval.approval.persistence.outcomes import WorkflowOutcomes
+from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS
+from mcp_approval.approval.persistence.store import ApprovalStore
+from mcp_approval.approval.service import APPROVAL_HANDLER, ToolApproval, ToolApprovalExtension
 from mcp_approval.approval.tools import ServerTools
-from mcp_approval.approval.without_tasks import APPROVAL_STATUS_TOOL
+from mcp_approval.approval.without_tasks.answers import APPROVAL_STATUS_TOOL
+from mcp_approval.approval.without_tasks.requester_page import requester_page_route
 from mcp_approval.backends import ApprovalBackend
 from mcp_approval.backends.arap import ArapBackend
-from mcp_approval.backends.console import console_routes
-from mcp_approval.backends.console_session_table import SqlSessionTable
-from mcp_approval.backends.console_sessions import SessionStore
+from mcp_approval.backends.callbacks import callback_paths, callback_route
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
-from mcp_approval.backends.login_throttle import FailedAuthenticationLimit, FailedLoginThrottle
-from mcp_approval.backends.openapi_paths import console_paths, reviewer_paths
-from mcp_approval.backends.reviewer_api import reviewer_routes
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.metrics import ApprovalMetrics, MetricsOptions, metrics_paths, metrics_route
 from mcp_approval.notify import NotificationOptions, notification_outbox
 from mcp_approval.openapi import openapi_document, openapi_route
 from mcp_approval.policy import PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.policy.http import HttpPDP
+from mcp_approval.reviewers import console_paths, reviewer_paths, reviewer_surface
+from mcp_approval.reviewers.throttle import FailedAuthenticationLimit, FailedLoginThrottle
 from mcp_approval.storage import (
     AUDIT_MIGRATIONS,
     SHARED_MIGRATIONS,
@@ -56,6 +55,7 @@ from mcp_approval.storage import (
     migrate,
 )
 from mcp_approval.tasks import TaskOptions, TasksExtension, task_routing_middleware
+from mcp_approval.tasks.options import PrincipalLookup
 from mcp_approval.tasks.sql_store import SqlTaskStore
 
 __all__ = ["Approvals", "ReviewerAuthenticator", "ServerOptions"]
@@ -157,7 +157,7 @@ class Approvals:
         backend: ApprovalBackend,
         *,
         database: Database,
-        principals: TokenVerifier | PrincipalResolver | None,
+        principals: TokenVerifier | PrincipalLookup | None,
         auth: AuthSettings | None = None,
         options: ApprovalOptions | None = None,
         tasks: TaskOptions | None = None,
@@ -169,7 +169,7 @@ class Approvals:
     ) -> None:
         options = options or ApprovalOptions()
         task_options = tasks or TaskOptions()
-        verifier, resolver = _split_principals(principals)
+        verifier, lookup = _split_principals(principals)
         if verifier is not None and auth is None:
             raise ValueError("Approvals: a TokenVerifier needs auth=AuthSettings(...) (local_auth_settings(base_url))")
         if verifier is None and auth is not None:
@@ -178,11 +178,10 @@ class Approvals:
             options = options.model_copy(update={"task_poll_interval_s": task_options.poll_interval_s})
         self.clock: Clock = clock or SystemClock()
         self.policy = policy
-        self.backend = backend
         self.options = options
         self.token_verifier = verifier
         self.auth = auth
-        self.audit = AuditLog(database, clock=clock)
+        self.audit = AuditLog(database, clock=self.clock)
         self.metrics_options = metrics or MetricsOptions()
         self._database = database
         # The tables beside the tasks' that these approvals use (an ARAP backend keeps its requests elsewhere).
@@ -191,27 +190,32 @@ class Approvals:
         if isinstance(backend, LocalApprovalBackend):
             self._histories += (LOCAL_BACKEND_MIGRATIONS,)
             # What reviewers see is sealed under the binding key too, so an edited request row cannot be approved.
-            backend.adopt_seal(cipher)
-        self.tasks = TasksExtension(
-            task_options,
-            store=SqlTaskStore(clock=clock, database=database),
-            principal_resolver=resolver,
-            clock=clock,
-        )
+            backend = backend.sealed_with(cipher)
+        self.backend = backend
+        task_store = SqlTaskStore(clock=self.clock, database=database)
+        self.tasks = TasksExtension(task_options, store=task_store, principal_lookup=lookup, clock=self.clock)
         mapper = ToolCallMapper()
         self._tools = _ServedTools()
-        self.approval = ToolApproval(
-            backend,
+        deps = ApprovalDependencies(
+            store=ApprovalStore(
+                database,
+                result_retention_ms=round(options.result_retention_s * 1000),
+                clock=self.clock,
+                audit=self.audit,
+                changed=self.tasks.runtime.task_changed,
+            ),
+            backend=backend,
             pdp=policy,
             mapper=mapper,
             tools=self._tools,
-            tasks=self.tasks,
             cipher=cipher,
             options=options,
-            principal_valid=principal_valid,
-            audit=self.audit,
-            clock=clock,
+            clock=self.clock,
+            principal_valid=principal_valid or always_valid,
+            task_store=task_store,
         )
+        driver = WorkflowDriver(deps, worker_id=self.tasks.runtime.worker_id)
+        self.approval = ToolApproval(deps, driver=driver, tasks=self.tasks)
         self.tasks.register_handler(APPROVAL_HANDLER, self.approval)
         # Outermost: every call is decided before anything else runs.
         self._status_tool = options.without_tasks == "request"
@@ -220,7 +224,7 @@ class Approvals:
             policy,
             mapper=mapper,
             on_requestable=self.approval,
-            principal_resolver=resolver,
+            principal_lookup=lookup,
             unchecked_tools=unchecked,
             limits=options,
         )
@@ -328,14 +332,12 @@ class Approvals:
         if isinstance(self.backend, LocalApprovalBackend) and self._reviewers is not None:
             throttle = self._throttle  # one limit on failed sign-ins for both (and /mcp, see http_app)
             outcomes = WorkflowOutcomes(self._database, self.audit)
-            routes += reviewer_routes(self.backend, self._reviewers, throttle=throttle, outcomes=outcomes)
-            sessions = SessionStore(self.clock, table=SqlSessionTable(self._database))  # known to every worker
-            routes += console_routes(
+            routes += reviewer_surface(
                 self.backend,
                 self._reviewers,
                 self.audit,
+                database=self._database,
                 clock=self.clock,
-                sessions=sessions,
                 throttle=throttle,
                 outcomes=outcomes,
             )
@@ -414,9 +416,9 @@ def binding_cipher(options: ApprovalOptions) -> BindingCipher:
 
 
 def _split_principals(
-    principals: TokenVerifier | PrincipalResolver | None,
-) -> tuple[TokenVerifier | None, PrincipalResolver | None]:
-    """A token verifier (the SDK resolves principals from tokens) or a principal resolver."""
+    principals: TokenVerifier | PrincipalLookup | None,
+) -> tuple[TokenVerifier | None, PrincipalLookup | None]:
+    """A token verifier (the SDK resolves principals from tokens) or a principal lookup."""
     if principals is None:
         return None, None
     if hasattr(principals, "verify_token"):

@@ -19,13 +19,14 @@ from mcp.server.auth.provider import TokenVerifier
 from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
 
-from mcp_approval.approval import PolicyGate, PrincipalResolver
+from mcp_approval.approval import PolicyGate, PrincipalLookup
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.service import PrincipalCheck, ToolApproval
 from mcp_approval.backends import ApprovalBackend
 from mcp_approval.clock import Clock
 from mcp_approval.config import ConfigError, DeploymentConfig
 from mcp_approval.notify import NotificationOptions
+from mcp_approval.policy import PolicyDecisionPoint
 from mcp_approval.server.approvals import Approvals
 from mcp_approval.server.arap_backend import arap_backend_from_config, pdp_from_config
 from mcp_approval.server.auth import auth_from_config, reviewer_authenticator
@@ -90,12 +91,17 @@ def build_deployment(
     base_url: str,
     clock: Clock | None = None,
     stdio: bool = False,
+    pdp: PolicyDecisionPoint | None = None,
+    backend: ApprovalBackend | None = None,
+    principal_valid: PrincipalCheck | None = None,
 ) -> Deployment:
     """Map a deployment file onto :class:`~mcp_approval.server.approvals.Approvals`; ``store_url``
     overrides the file's ``[store]``.
 
     With ``stdio`` the server has no bearer authentication: its one client acts as
     ``[server] stdio_principal`` (else as the local principal, which policy usually denies).
+    ``pdp``, ``backend`` and ``principal_valid`` replace what the file describes (a program
+    embedding the deployment, or a test scripting one of them); everything is built once, here.
 
     Raises:
         ConfigError: a setting that cannot work (no binding key outside dev mode, a tools module
@@ -112,15 +118,14 @@ def build_deployment(
             "task row in the same transaction; a redis:// store serves tasks only"
         )
     database = open_database(url)
-    pdp = pdp_from_config(config, clock=clock)
-    backend: ApprovalBackend
-    if config.approval.backend == "arap":
+    pdp = pdp or pdp_from_config(config, clock=clock)
+    if backend is None and config.approval.backend == "arap":
         backend = arap_backend_from_config(config, pdp)
-    else:
+    elif backend is None:
         backend = local_backend_from_config(config, database, clock=clock)
     verification = None if stdio else auth_from_config(config, base_url, clock=clock)
     verifier, auth = verification if verification is not None else (None, None)
-    principals: TokenVerifier | PrincipalResolver | None = _stdio_principal(config) if stdio else verifier
+    principals: TokenVerifier | PrincipalLookup | None = _stdio_principal(config) if stdio else verifier
     try:
         approvals = Approvals(
             pdp,
@@ -131,7 +136,7 @@ def build_deployment(
             options=_approval_options(config),
             tasks=_task_options(config),
             reviewers=reviewer_authenticator(config, verifier),
-            principal_valid=_principal_check(config),
+            principal_valid=principal_valid or _principal_check(config),
             clock=clock,
             metrics=config.metrics,
             notifications=_notification_options(config, base_url),
@@ -157,7 +162,7 @@ def _notification_options(config: DeploymentConfig, base_url: str) -> Notificati
     return options
 
 
-def _stdio_principal(config: DeploymentConfig) -> PrincipalResolver:
+def _stdio_principal(config: DeploymentConfig) -> PrincipalLookup:
     """The identity of a stdio server's one client."""
     principal = config.server.stdio_principal or LOCAL_PRINCIPAL
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["PrincipalResolver", "TaskMode", "TaskOptions"]
+__all__ = ["PrincipalLookup", "PrincipalResolver", "TaskMode", "TaskOptions"]
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -30,8 +30,15 @@ class TaskMode(StrEnum):
     REQUIRED = "required"
 
 
-PrincipalResolver = Callable[["ServerRequestContext[Any, Any]"], "str | None"]
-"""Returns the caller's identity for a request, or ``None`` for an anonymous caller."""
+PrincipalLookup = Callable[["ServerRequestContext[Any, Any]"], "str | None"]
+"""The authenticated principal of a request, or ``None`` for an anonymous caller.
+
+The policy gate asks it for the AuthZEN subject and the tasks extension for the task owner, so
+both see one identity per request.
+"""
+
+PrincipalResolver = PrincipalLookup
+"""The former name of :data:`PrincipalLookup`, kept for existing imports."""
 
 
 class TaskOptions(BaseModel):

@@ -36,7 +36,7 @@ from mcp_approval.tasks.models import (
     principal_digest,
 )
 from mcp_approval.tasks.notifications import TaskNotifier
-from mcp_approval.tasks.options import PrincipalResolver, TaskMode, TaskOptions
+from mcp_approval.tasks.options import PrincipalLookup, TaskMode, TaskOptions
 from mcp_approval.tasks.runtime import TaskRuntime
 from mcp_approval.tasks.signals import SignalKind, TaskSignals
 from mcp_approval.tasks.sql_store import SqlTaskStore
@@ -122,7 +122,7 @@ class TasksExtension(Extension):
         store: the durable task store (:class:`~mcp_approval.tasks.sql_store.SqlTaskStore`,
             :class:`~mcp_approval.tasks.redis_store.RedisTaskStore`; :func:`store_from_url` picks one
             for a URL); by default a private temporary SQLite database (one process).
-        principal_resolver: maps a request to the caller's identity; by default the SDK's
+        principal_lookup: maps a request to the caller's identity; by default the SDK's
             authenticated principal, with in-process and stdio callers treated as one local caller.
         clock: the source of time.
         signals: change signals between workers; by default the store's own channel (PostgreSQL
@@ -139,7 +139,7 @@ class TasksExtension(Extension):
         options: TaskOptions | None = None,
         *,
         store: TaskStore | None = None,
-        principal_resolver: PrincipalResolver | None = None,
+        principal_lookup: PrincipalLookup | None = None,
         clock: Clock | None = None,
         signals: TaskSignals | None = None,
     ) -> None:
@@ -147,7 +147,7 @@ class TasksExtension(Extension):
         self.runtime = TaskRuntime(
             store or SqlTaskStore("sqlite://", clock=clock), self.options, clock=clock, signals=signals
         )
-        self._resolve_principal = principal_resolver or default_principal
+        self._principal_of = principal_lookup or default_principal
         self._handlers: dict[str, TaskHandler] = {}
         self.notifier = TaskNotifier(self._visible, self._live, lambda: self.runtime.signals)
 
@@ -235,7 +235,7 @@ class TasksExtension(Extension):
 
     def caller(self, ctx: ServerRequestContext[Any, Any]) -> Caller:
         """The stored owner for a task created by this request, or :data:`ANONYMOUS`."""
-        principal = self._resolve_principal(ctx)
+        principal = self._principal_of(ctx)
         if principal is not None:
             return _digest_of(principal)
         return None if self.options.allow_anonymous_tasks else ANONYMOUS

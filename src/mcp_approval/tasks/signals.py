@@ -259,7 +259,7 @@ class RedisTaskSignals(_Fanout):
             self._reader = None
         if self._pubsub is not None:
             with contextlib.suppress(Exception):
-                await self._pubsub.aclose()  # type: ignore[no-untyped-call]
+                await self._pubsub.aclose()  # type: ignore[no-untyped-call,unused-ignore]
             self._pubsub = None
         if self._client is not None:
             with contextlib.suppress(Exception):

@@ -1,0 +1,14 @@
+"""Following an approval to its end: the workflow driver, re-evaluation, the claim, the execution.
+
+Modules: ``driver`` (:class:`~.driver.WorkflowDriver`: follows pending approvals through the
+backend, re-evaluates approved calls and reconciles crash leftovers), ``dependencies`` (the one
+value its parts receive), ``requests`` (a new request's submission, intent and task rows),
+``resubmission`` (chained requests, intents a crash left in flight), ``execution`` (the single
+claim and the one run), ``changes`` (following a backend's change feed).
+
+It may import ``approval.persistence`` and the top of the approval layer (binding, options,
+tools, messages, results), the backends, policy, denials, tasks and storage; never
+``approval.service``, ``approval.without_tasks`` or anything above the approval layer.
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,131 @@
+"""Running an approved call: the single claim, one invocation, the stored result.
+
+SEP-2848 §Completion: the claim (``pending → claimed``) is the irrevocable enforcement point;
+once it is won the tool runs exactly once and is carried through even if the approval expires
+meanwhile. While it runs, the worker renews its lease on the claim; a claim whose lease lapses
+(the worker died) ends ``outcome-unknown`` and is never invoked again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from mcp_approval.approval.binding import CallBinding
+from mcp_approval.approval.persistence.records import TaskOutcome, Workflow
+from mcp_approval.approval.persistence.states import Disposition
+from mcp_approval.approval.persistence.store import ApprovalStore
+from mcp_approval.approval.results import executed_result, outcome_unknown_result
+from mcp_approval.approval.tools import ToolInvoker
+from mcp_approval.clock import Clock
+from mcp_approval.crashpoints import crash_point
+from mcp_approval.storage import StoreUnavailableError
+from mcp_approval.tasks.states import TaskStatus
+from mcp_approval.tracing import span
+
+__all__ = ["Executor"]
+
+logger = logging.getLogger("mcp_approval.approval")
+
+#: What became of an approved call that did not run here (its span's ``mcp_approval.outcome``; else its disposition).
+_EXPIRED = "expired"
+_CLAIM_LOST = "claim_lost"
+# Retries of a final store write while the database is unreachable (about a minute in all).
+_STORE_RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0, *([2.0] * 30))
+
+
+class Executor:
+    """Claims and runs approved calls for one worker.
+
+    Args:
+        store: the approval workflow store (the claim, its lease, the result).
+        tools: runs the call.
+        clock: the source of time.
+        worker_id: this worker, the claim's holder.
+        lease_ms: how long a claim holds without renewal.
+        execution_deadline_ms: how long after its claim an unconfirmed execution ends ``outcome-unknown``.
+    """
+
+    def __init__(
+        self,
+        store: ApprovalStore,
+        tools: ToolInvoker,
+        clock: Clock,
+        *,
+        worker_id: str,
+        lease_ms: int,
+        execution_deadline_ms: int,
+    ) -> None:
+        self.store = store
+        self.tools = tools
+        self.clock = clock
+        self.worker_id = worker_id
+        self.lease_ms = lease_ms
+        self.execution_deadline_ms = execution_deadline_ms
+
+    async def run(self, workflow: Workflow, binding: CallBinding, valid_until: int | None) -> bool:
+        """Claim, run once, store the result. ``False`` when the approval had already expired.
+
+        A lost claim (another worker won it, or a cancel or expiry fenced the task) is not an
+        error: whoever won decides the outcome, and this returns ``True`` without running.
+        """
+        with span("execute", root=True, tool=binding.tool, task_id=workflow.task_id) as traced:
+            outcome = await self._run(workflow, binding, valid_until)
+            traced.set("outcome", outcome)
+            return outcome != _EXPIRED
+
+    async def _run(self, workflow: Workflow, binding: CallBinding, valid_until: int | None) -> str:
+        """What became of the approved call: its disposition, ``expired`` or ``claim_lost``."""
+        now = self.clock.now_ms()
+        if valid_until is not None and now >= valid_until:
+            return _EXPIRED
+        deadline = now + self.execution_deadline_ms
+        claimed = await self.store.claim(
+            workflow.task_id,
+            workflow.generation,
+            self.worker_id,
+            lease_until=min(now + self.lease_ms, deadline),
+            deadline=deadline,
+        )
+        if not claimed:
+            return _CLAIM_LOST
+        crash_point("after_claim")
+        renewal = asyncio.create_task(self._renew(workflow.task_id, deadline))
+        try:
+            result = await self.tools.invoke(binding.tool, dict(binding.arguments))
+        finally:
+            renewal.cancel()
+        crash_point("after_side_effect")
+        document, disposition = executed_result(result)
+        outcome = TaskOutcome(TaskStatus.COMPLETED, result=document, disposition=disposition.value)
+        await _persist(lambda: self.store.finish(workflow.task_id, outcome))
+        logger.info("task %s: approved call ran (%s)", workflow.task_id[:8], disposition.value)
+        return disposition.value
+
+    async def finish_unknown(self, workflow: Workflow) -> None:
+        """End a claim whose worker stopped renewing it: ``outcome-unknown``, never re-invoked."""
+        outcome = TaskOutcome(
+            TaskStatus.COMPLETED, result=outcome_unknown_result(), disposition=Disposition.OUTCOME_UNKNOWN.value
+        )
+        if await self.store.finish(workflow.task_id, outcome):
+            logger.warning("task %s: its execution could not be confirmed; outcome-unknown", workflow.task_id[:8])
+
+    async def _renew(self, task_id: str, deadline: int) -> None:
+        while True:
+            await asyncio.sleep(max(0.05, self.lease_ms / 3000))
+            now = self.clock.now_ms()
+            with contextlib.suppress(StoreUnavailableError):
+                await self.store.renew_execution(task_id, self.worker_id, min(now + self.lease_ms, deadline))
+
+
+async def _persist(operation: Callable[[], Awaitable[bool]]) -> None:
+    """Run a final store write, retrying while the database is unreachable."""
+    for delay in _STORE_RETRY_S:
+        try:
+            await operation()
+            return
+        except StoreUnavailableError:
+            await asyncio.sleep(delay)
+    logger.error("a final approval write could not be stored; the claim will end outcome-unknown")

@@ -1,0 +1,78 @@
+"""The outcome of the call behind an approval request, read from the workflow and its audit events.
+
+Implements :class:`~mcp_approval.backends.outcomes.OutcomeReader` for the reviewer API and the
+console: a backend request (its handle) leads to the task through the submission intent that
+opened it (or the workflow's current handle), the workflow's phase says whether the call ran,
+and the task's audit events say when and, for a call that did not run, why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from mcp_approval.approval.persistence.schema import approval_intents_table, approval_workflows_table
+from mcp_approval.approval.persistence.states import Phase
+from mcp_approval.backends.outcomes import RequestOutcome
+from mcp_approval.storage import AuditEvent, AuditLog, Database
+
+__all__ = ["EXECUTION_EVENTS", "WorkflowOutcomes"]
+
+_W = approval_workflows_table
+_I = approval_intents_table
+
+#: The audit events that record a call's execution (or that it never will run).
+EXECUTION_EVENTS = frozenset({"approval.execution_claimed", "approval.execution_finished", "approval.fenced"})
+
+
+class WorkflowOutcomes:
+    """Reads what happened to the call behind each backend request.
+
+    Args:
+        database: the store holding the approval workflows.
+        audit: the audit log the workflow steps are recorded in.
+    """
+
+    def __init__(self, database: Database, audit: AuditLog) -> None:
+        self._database = database
+        self._audit = audit
+
+    async def outcome(self, request_id: str) -> RequestOutcome | None:
+        """The outcome of the call ``request_id`` was opened for, or ``None`` if no task carries one."""
+        found = await self._database.read(lambda conn: _workflow_of(conn, request_id))
+        if found is None:
+            return None
+        events = [
+            e for e in await self._audit.events(subject=found["task_id"], limit=1000) if e.kind in EXECUTION_EVENTS
+        ]
+        return outcome_of(found, events)
+
+
+def _workflow_of(conn: Connection, handle: str) -> dict[str, Any] | None:
+    task_id = conn.execute(select(_I.c.task_id).where(_I.c.handle == handle).limit(1)).scalar_one_or_none()
+    where = _W.c.task_id == task_id if task_id is not None else _W.c.handle == handle
+    row = conn.execute(select(_W.c.task_id, _W.c.phase, _W.c.disposition, _W.c.updated_at).where(where)).first()
+    return None if row is None else dict(row._mapping)
+
+
+def outcome_of(workflow: Mapping[str, Any], events: Sequence[AuditEvent]) -> RequestOutcome:
+    """The outcome a workflow row (``task_id``, ``phase``, ``disposition``, ``updated_at``) and its
+    execution events (oldest first) describe."""
+    task_id, phase = workflow["task_id"], Phase(workflow["phase"])
+    last = events[-1] if events else None
+    at = last.at if last is not None else None
+    if phase is Phase.PENDING:
+        return RequestOutcome(task_id, "pending")
+    if phase is Phase.CLAIMED:
+        return RequestOutcome(task_id, "running", at=at)
+    disposition = workflow["disposition"]
+    if phase is Phase.FINISHED:
+        return RequestOutcome(task_id, disposition or "outcome-unknown", at=at or workflow["updated_at"])
+    # Fenced: it never ran. A denial says why; otherwise the task was cancelled or failed.
+    data = last.data if last is not None else {}
+    if disposition is not None:
+        return RequestOutcome(task_id, disposition, at=at or workflow["updated_at"], reason=data.get("reason"))
+    state = "cancelled" if data.get("status") == "cancelled" else "failed"
+    return RequestOutcome(task_id, state, at=at or workflow["updated_at"])

@@ -1,0 +1,242 @@
+"""The approval store's SQL: statements built once, and the steps it runs inside a transaction.
+
+Statements take bound parameters, so SQLAlchemy compiles each only once and a task creation
+costs little more than its SQL. Functions here run on a connection the caller's transaction holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import ColumnClause, Connection, and_, bindparam, delete, func, literal_column, or_, select, update
+
+from mcp_approval.approval.persistence.records import Admission, Intent, Reschedule
+from mcp_approval.approval.persistence.schema import (
+    approval_counts_table,
+    approval_intents_table,
+    approval_workflows_table,
+)
+from mcp_approval.approval.persistence.states import (
+    IN_FLIGHT_INTENTS,
+    UNSETTLED_INTENTS,
+    IntentState,
+    Phase,
+    intent_sources,
+)
+from mcp_approval.storage.counts import ScopedCounts
+from mcp_approval.tasks.sql_store import TaskRows, check_task_limits
+from mcp_approval.tasks.store import TaskLimitReachedError
+
+__all__ = [
+    "APPROVAL_COUNTS",
+    "BIND_INTENT",
+    "INSERT_INTENT",
+    "INSERT_WORKFLOW",
+    "IN_FLIGHT",
+    "LIVE_PHASES",
+    "LOOK_AGAIN",
+    "LOOK_AGAIN_UNLEASED",
+    "MOVE_INTENT",
+    "TAKE_LEASE",
+    "TAKE_LEASE_NOW",
+    "UNSETTLED",
+    "fold_counts",
+    "live_match",
+    "rate_bound",
+    "rate_scope",
+    "refusal",
+    "reschedule_one",
+]
+
+_W = approval_workflows_table
+_I = approval_intents_table
+#: Workflow phases in which a call is still live (a duplicate joins it).
+LIVE_PHASES = sorted(phase.value for phase in (Phase.PENDING, Phase.CLAIMED))
+#: Intent states of a submission whose task does not exist yet.
+IN_FLIGHT = sorted(state.value for state in IN_FLIGHT_INTENTS)
+#: Intent states reconciliation still has to settle.
+UNSETTLED = sorted(state.value for state in UNSETTLED_INTENTS)
+
+_ONE: ColumnClause[Any] = literal_column("1")  # a constant column: a bounded count reads index entries only
+INSERT_INTENT = _I.insert()
+INSERT_WORKFLOW = _W.insert()
+#: A live workflow for (``owner``, ``tool``, ``digest``).
+LIVE_WORKFLOW = (
+    select(_W.c.task_id)
+    .where(
+        _W.c.principal_digest == bindparam("owner"),
+        _W.c.tool_name == bindparam("tool"),
+        _W.c.arguments_digest == bindparam("digest"),
+        _W.c.phase.in_(LIVE_PHASES),
+    )
+    .limit(1)
+)
+#: A first-generation intent in flight for (``owner``, ``tool``, ``digest``).
+IN_FLIGHT_INTENT = (
+    select(_I.c.task_id)
+    .where(
+        _I.c.principal_digest == bindparam("owner"),
+        _I.c.tool_name == bindparam("tool"),
+        _I.c.arguments_digest == bindparam("digest"),
+        _I.c.state.in_(IN_FLIGHT),
+        _I.c.generation == 1,
+    )
+    .limit(1)
+)
+#: Intents ``owner`` recorded after ``since`` (the per-minute limit), counted up to ``cap``: an
+#: admission check reads at most the limit's worth of index entries, however many requests pile up.
+RECENT_SUBMISSIONS = select(func.count()).select_from(
+    select(_ONE)
+    .where(_I.c.principal_digest == bindparam("owner"), _I.c.created_at > bindparam("since"))
+    .limit(bindparam("cap"))
+    .subquery()
+)
+#: The admission counts the database keeps (revision approval_0003).
+APPROVAL_COUNTS = ScopedCounts(approval_counts_table)
+_LAST_MINUTE = 10**12 - 1  # the largest minute a scope's 12 digits can name
+#: Per-minute counts kept this many minutes past the window, so a worker whose clock lags still finds them.
+RATE_KEPT_MINUTES = 5
+#: ``submitted → bound``: the intent's task now exists.
+BIND_INTENT = (
+    update(_I)
+    .where(_I.c.idempotency_key == bindparam("key"), _I.c.state == IntentState.SUBMITTED.value)
+    .values(state=IntentState.BOUND.value, updated_at=bindparam("now"))
+)
+
+#: Release a pending workflow's lease and set its next check (``t``, ``g``, ``n``).
+LOOK_AGAIN = (
+    update(_W)
+    .where(_W.c.task_id == bindparam("t"), _W.c.generation == bindparam("g"), _W.c.phase == Phase.PENDING.value)
+    .values(next_check_at=bindparam("n"), lease_owner=None, lease_expires_at=None, version=_W.c.version + 1)
+)
+
+_LEASE_FREE = or_(_W.c.lease_owner.is_(None), _W.c.lease_expires_at < bindparam("now"))
+_LEASE_VALUES = {
+    "lease_owner": bindparam("worker"),
+    "lease_expires_at": bindparam("until"),
+    "version": _W.c.version + 1,
+}
+#: Lease one due pending workflow (``t``) to ``worker`` until ``until``, if still free at ``now``.
+TAKE_LEASE = (
+    update(_W)
+    .where(
+        _W.c.task_id == bindparam("t"),
+        _W.c.phase == Phase.PENDING.value,
+        _LEASE_FREE,
+        _W.c.next_check_at <= bindparam("now"),
+    )
+    .values(**_LEASE_VALUES)
+)
+#: :data:`TAKE_LEASE` for a wake-up: the workflow is checked now, whenever its next check was due.
+TAKE_LEASE_NOW = (
+    update(_W)
+    .where(_W.c.task_id == bindparam("t"), _W.c.phase == Phase.PENDING.value, _LEASE_FREE)
+    .values(**_LEASE_VALUES)
+)
+
+#: Set a due, unleased pending workflow's next check (``t``, ``g``, ``n``) if it is still due and
+#: free at ``now``: a "look again later" written without a lease (see ``ApprovalStore.look_again_unleased``);
+#: a lapsed lease it finds is cleared, as :data:`LOOK_AGAIN` clears the lease it releases.
+LOOK_AGAIN_UNLEASED = (
+    update(_W)
+    .where(
+        _W.c.task_id == bindparam("t"),
+        _W.c.generation == bindparam("g"),
+        _W.c.phase == Phase.PENDING.value,
+        _LEASE_FREE,
+        _W.c.next_check_at <= bindparam("now"),
+    )
+    .values(next_check_at=bindparam("n"), lease_owner=None, lease_expires_at=None, version=_W.c.version + 1)
+)
+
+
+def _move_intent_statement(target: IntentState) -> Any:
+    sources = sorted(state.value for state in intent_sources(target))
+    return (
+        update(_I)
+        .where(_I.c.idempotency_key == bindparam("key"), _I.c.state.in_(sources))
+        .values(state=target.value, updated_at=bindparam("now"), handle=func.coalesce(bindparam("handle"), _I.c.handle))
+    )
+
+
+#: ``intent → target`` from any state that may move there (``key``, ``now``, optional ``handle``).
+MOVE_INTENT = {target: _move_intent_statement(target) for target in IntentState}
+
+
+def refusal(
+    conn: Connection,
+    intent: Intent,
+    now: int,
+    per_minute: int,
+    max_pending: int,
+    task_limits: tuple[int | None, int | None] = (None, None),
+) -> tuple[Admission, str | None] | None:
+    """Why ``intent`` may not be recorded (a live duplicate, or a limit), or ``None``.
+
+    ``task_limits`` are the tasks extension's ``(max_tasks, max_per_principal)``: an approval task
+    is a task like any other.
+    """
+    existing = live_match(conn, intent.principal_digest, intent.tool_name, intent.arguments_digest)
+    if existing is not None:
+        return Admission.DUPLICATE, existing
+    owner = intent.principal_digest
+    since = now - 60_000
+    # The exact count of the window is read only when the minutes it spans hold enough intents.
+    if rate_bound(conn, owner, since) >= per_minute:
+        recent = {"owner": owner, "since": since, "cap": per_minute}
+        if int(conn.execute(RECENT_SUBMISSIONS, recent).scalar_one()) >= per_minute:
+            return Admission.RATE_LIMITED, None
+    # Counts kept by the database's triggers: a few rows each, however many requests are pending.
+    pending = f"pending:{owner}"
+    if APPROVAL_COUNTS.read(conn, [pending]).get(pending, 0) >= max_pending:
+        return Admission.TOO_MANY_PENDING, None
+    try:
+        check_task_limits(conn, intent.principal_digest, *task_limits)
+    except TaskLimitReachedError:
+        return Admission.TASK_LIMIT, None
+    return None
+
+
+def rate_scope(owner: str, minute: int) -> str:
+    """The scope counting the intents ``owner`` recorded in ``minute`` (since the epoch)."""
+    return f"rate:{owner}:{minute:012d}"
+
+
+def rate_bound(conn: Connection, owner: str, since: int) -> int:
+    """At least how many intents ``owner`` recorded after ``since``: those of its minute and later."""
+    # Both ends share the prefix and differ in equal-length digits only, so the range holds exactly
+    # this principal's minutes in any collation (PostgreSQL's may ignore the punctuation).
+    low, high = rate_scope(owner, since // 60_000), rate_scope(owner, _LAST_MINUTE)
+    return sum(APPROVAL_COUNTS.read_range(conn, low, high).values())
+
+
+def fold_counts(conn: Connection, now: int) -> None:
+    """Drop the per-minute counts of minutes long past; fold every scope spread over more than one row.
+
+    Folding here reaches the scopes of principals that stopped asking.
+    """
+    table = APPROVAL_COUNTS.table
+    stale = f"{now // 60_000 - 1 - RATE_KEPT_MINUTES:012d}"
+    minute = func.substr(table.c.scope, func.length(table.c.scope) - 11)
+    conn.execute(delete(table).where(table.c.scope.like("rate:%"), minute < stale))
+    APPROVAL_COUNTS.fold_all(conn)
+
+
+def live_match(conn: Connection, principal_digest: str, tool: str, digest: str) -> str | None:
+    """A live workflow, else an in-flight intent, in the same (principal, tool, arguments) scope."""
+    scope = {"owner": principal_digest, "tool": tool, "digest": digest}
+    row = conn.execute(LIVE_WORKFLOW, scope).first() or conn.execute(IN_FLIGHT_INTENT, scope).first()
+    return None if row is None else str(row.task_id)
+
+
+def reschedule_one(conn: Connection, item: Reschedule, tasks: TaskRows) -> bool:
+    """Move a pending workflow's next check (and the counters ``item`` sets); ``False`` if it moved on."""
+    values: dict[str, Any] = {"next_check_at": item.next_check_at, "lease_owner": None, "lease_expires_at": None}
+    for name in ("attempts", "request_deadline", "approval_expires_at"):
+        if getattr(item, name) is not None:
+            values[name] = getattr(item, name)
+    guard = and_(_W.c.task_id == item.task_id, _W.c.generation == item.generation, _W.c.phase == Phase.PENDING.value)
+    moved = conn.execute(update(_W).where(guard).values(**values, version=_W.c.version + 1)).rowcount == 1
+    if moved and item.min_ttl_end is not None:
+        tasks.retain_until(conn, item.task_id, item.min_ttl_end)
+    return moved

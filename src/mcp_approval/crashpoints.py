@@ -1,0 +1,45 @@
+"""Named crash-injection points for the crash-consistency tests.
+
+Every layer that has a point worth dying at (the approval workflow, the notification outbox)
+names it here, so the tests and the code agree on the names; importing this module loads nothing
+else of the package.
+
+``MCP_APPROVAL_CRASH_AT=<name>`` makes the process kill itself (SIGKILL, no cleanup) when it
+reaches that point, so a test can restart it on the same database and check that nothing ran
+twice and nothing was orphaned. Unset (always, in production), each point costs one lookup in
+the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Final, Literal
+
+__all__ = ["CRASH_ENV", "CRASH_POINTS", "CrashPoint", "crash_point"]
+
+CRASH_ENV: Final = "MCP_APPROVAL_CRASH_AT"
+CrashPoint = Literal[
+    "after_intent",
+    "after_submit",
+    "after_handle",
+    "after_task",
+    "after_claim",
+    "after_side_effect",
+    "after_notification_sent",
+]
+#: The points of an approval-gated call, in the order the call reaches them (the crash suites run each).
+CRASH_POINTS: Final[tuple[CrashPoint, ...]] = (
+    "after_intent",
+    "after_submit",
+    "after_handle",
+    "after_task",
+    "after_claim",
+    "after_side_effect",
+)
+
+
+def crash_point(name: CrashPoint) -> None:
+    """Die at once if the environment names this point (read each time: a process may be forked)."""
+    if name == os.environ.get(CRASH_ENV):
+        os.kill(os.getpid(), signal.SIGKILL)

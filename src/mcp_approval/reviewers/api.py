@@ -1,0 +1,186 @@
+"""The reviewer HTTP API of the local approval backend.
+
+``GET /approvals?status=pending|decided&offset=0&limit=200`` (a page with ``total`` and
+``next_offset``), ``GET /approvals/{id}`` and ``POST /approvals/{id}/decide`` with
+``{"decision": "approve"|"deny", "comment": "..."}``. Reviewers authenticate with a bearer token;
+each reads only what :meth:`~mcp_approval.backends.local.LocalApprovalBackend.get_request` shows
+it (a request it may not see is a 404; deciding one is refused, 403). Errors are RFC 9457
+``application/problem+json``.
+A client whose missing or wrong tokens pass the :class:`~mcp_approval.reviewers.throttle.FailedLoginThrottle`
+limit is answered 429 with ``Retry-After`` until the limit lets it try again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from mcp_approval.backends.contract import UnknownRequestError
+from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.local_records import NotEligibleError, ReviewError
+from mcp_approval.backends.outcomes import OutcomeReader
+from mcp_approval.json_body import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
+from mcp_approval.reviewers.throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
+
+__all__ = ["MAX_COMMENT_CHARS", "MAX_DECISION_BYTES", "MAX_PAGE_SIZE", "Authenticator", "problem", "reviewer_routes"]
+
+Authenticator = Callable[[str], Awaitable[str | None]]
+#: The longest comment a reviewer may attach to a decision.
+MAX_COMMENT_CHARS = 2000
+#: The longest decision body accepted (room for the longest comment in any UTF-8); longer is a 413.
+MAX_DECISION_BYTES = 16 * 1024
+#: The most requests one page of a listing holds (also the default page size).
+MAX_PAGE_SIZE = 200
+_TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    409: "Conflict",
+    413: "Content Too Large",
+    415: "Unsupported Media Type",
+    429: "Too Many Requests",
+}
+
+
+class _Problem(Exception):
+    def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.headers = headers
+
+
+def problem(status: int, detail: str, headers: dict[str, str] | None = None) -> Response:
+    """An RFC 9457 problem details response."""
+    body = {"type": "about:blank", "title": _TITLES.get(status, "Error"), "status": status, "detail": detail}
+    return JSONResponse(body, status_code=status, headers=headers, media_type="application/problem+json")
+
+
+def reviewer_routes(
+    backend: LocalApprovalBackend,
+    authenticate: Authenticator,
+    *,
+    throttle: FailedLoginThrottle | None = None,
+    outcomes: OutcomeReader | None = None,
+) -> list[BaseRoute]:
+    """The reviewer API's routes; ``authenticate`` maps a bearer token to a reviewer (or ``None``).
+
+    ``throttle`` counts missing and wrong tokens per client (by default a new one on the system
+    clock); pass the console's so that failures on either count against both. With ``outcomes``,
+    ``GET /approvals/{id}`` adds ``outcome``: what happened to the call (``null`` if unknown).
+    """
+    throttle = throttle or FailedLoginThrottle()
+
+    async def reviewer_of(request: Request) -> str:
+        try:
+            reviewer = await bearer_caller(request, throttle, authenticate)
+        except TooManyFailuresError as exc:
+            detail = "too many failed authentications from this address"
+            raise _Problem(429, detail, {"Retry-After": str(exc.retry_after_s)}) from None
+        if reviewer is None:
+            raise _Problem(401, "a valid bearer token is required", {"WWW-Authenticate": "Bearer"})
+        return reviewer
+
+    async def list_approvals(request: Request) -> Response:
+        reviewer = await reviewer_of(request)
+        status = request.query_params.get("status", "pending")
+        if status not in ("pending", "decided"):
+            raise _Problem(400, "query parameter 'status' must be 'pending' or 'decided'")
+        offset = _count_param(request, "offset", 0, None)
+        limit = _count_param(request, "limit", 1, MAX_PAGE_SIZE)
+        wanted: Literal["pending", "decided"] = "pending" if status == "pending" else "decided"
+        page = await backend.page_requests(wanted, viewer=reviewer, offset=offset, limit=limit)
+        return JSONResponse(page.to_json())
+
+    async def get_approval(request: Request) -> Response:
+        reviewer = await reviewer_of(request)
+        record = await backend.get_request(_request_id(request), viewer=reviewer)
+        if record is None:
+            raise _Problem(404, "no such approval request")
+        body = record.to_json()
+        if outcomes is not None:
+            outcome = await outcomes.outcome(record.id)
+            body["outcome"] = outcome.to_json() if outcome is not None else None
+        return JSONResponse(body)
+
+    async def decide(request: Request) -> Response:
+        reviewer = await reviewer_of(request)
+        request_id = _request_id(request)
+        decision, comment = await _decision_body(request)
+        try:
+            record = await backend.decide(request_id, reviewer, decision, comment)
+        except UnknownRequestError:
+            raise _Problem(404, "no such approval request") from None
+        except NotEligibleError as exc:
+            raise _Problem(403, str(exc)) from None
+        except ReviewError as exc:  # already decided, or the request kept changing under the decision
+            raise _Problem(409, str(exc)) from None
+        return JSONResponse(record.to_json())
+
+    return [
+        Route("/approvals", _problems(list_approvals), methods=["GET"]),
+        Route("/approvals/{request_id}", _problems(get_approval), methods=["GET"]),
+        Route("/approvals/{request_id}/decide", _problems(decide), methods=["POST"]),
+    ]
+
+
+def _problems(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    """``endpoint`` with :class:`_Problem` turned into its response."""
+
+    async def handle(request: Request) -> Response:
+        try:
+            return await endpoint(request)
+        except _Problem as exc:
+            return problem(exc.status, exc.detail, exc.headers)
+
+    return handle
+
+
+def _request_id(request: Request) -> str:
+    """The path's request id; one with a NUL character names no request (and no database accepts it)."""
+    request_id: str = request.path_params["request_id"]
+    if "\x00" in request_id:
+        raise _Problem(404, "no such approval request")
+    return request_id
+
+
+def _count_param(request: Request, name: str, least: int, most: int | None) -> int:
+    """A whole-number query parameter (absent: ``least`` for an offset, ``most`` for a limit)."""
+    text = request.query_params.get(name)
+    if text is None:
+        return most if most is not None else least
+    bound = f" and at most {most}" if most is not None else ""
+    if not (text.isascii() and text.isdigit()) or len(text) > 9 or not least <= int(text) <= (most or int(text)):
+        raise _Problem(400, f"query parameter {name!r} must be a whole number of at least {least}{bound}")
+    return int(text)
+
+
+async def _decision_body(request: Request) -> tuple[Literal["approve", "deny"], str | None]:
+    """The validated ``decision`` and ``comment`` of a decide request."""
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type != "application/json" and not media_type.endswith("+json"):
+        raise _Problem(415, "the request body must be application/json")
+    try:
+        body: Any = parse_json_body(await read_body(request, MAX_DECISION_BYTES))
+    except BodyTooLargeError as exc:
+        raise _Problem(413, str(exc)) from None
+    except JsonBodyError as exc:
+        raise _Problem(400, str(exc)) from None
+    if not isinstance(body, dict):
+        raise _Problem(400, "the request body must be a JSON object")
+    decision = body.get("decision")
+    if decision not in ("approve", "deny"):
+        raise _Problem(400, "field 'decision' must be 'approve' or 'deny'")
+    comment = body.get("comment")
+    if comment is not None and not isinstance(comment, str):
+        raise _Problem(400, "field 'comment' must be a string")
+    if comment is not None and len(comment) > MAX_COMMENT_CHARS:
+        raise _Problem(400, f"field 'comment' must be at most {MAX_COMMENT_CHARS} characters")
+    if comment is not None and "\x00" in comment:
+        raise _Problem(400, "field 'comment' must not contain NUL characters")
+    return ("approve" if decision == "approve" else "deny"), comment

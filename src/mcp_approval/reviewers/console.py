@@ -1,0 +1,432 @@
+"""The reviewer console: web pages over the local approval backend.
+
+Reviewers sign in with their bearer token, see pending approval requests (tool, redacted
+arguments, requester, template, age, deadline, progress of N-of-M), approve or deny with a
+comment, and read the decided history and each request's audit trail. Decisions go through
+:meth:`LocalApprovalBackend.decide`, so the console has the reviewer API's eligibility rules
+(the template's role, no self-approval, N distinct approvers, one decision per reviewer).
+
+Mount it in any Starlette app whose requests a :class:`LocalApprovalBackend` holds::
+
+    from mcp_approval.reviewers.console import console_routes
+
+    app.router.routes[0:0] = console_routes(backend, authenticate, audit_log)  # pages under /console
+
+``authenticate`` maps a bearer token to a principal (or ``None``), as for
+:func:`~mcp_approval.reviewers.api.reviewer_routes`; ``audit_log`` is anything with
+``await events(subject=..., limit=...)`` (an :class:`~mcp_approval.storage.audit.AuditLog`).
+
+Security: sessions are server-side (:mod:`mcp_approval.reviewers.sessions`); the
+cookie is HttpOnly, SameSite=Strict, scoped to the console's path and Secure over https. Every
+form carries the session's CSRF token, checked in constant time, and a POST whose ``Origin``
+or ``Sec-Fetch-Site`` names another site is refused before anything is read. Pages are
+autoescaped and served with a Content-Security-Policy that allows no script at all. Failed
+sign-ins are limited per client address (:mod:`mcp_approval.reviewers.throttle`): over the
+limit, ``POST /login`` answers 429 with ``Retry-After`` and does not look at the token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import Any, Literal, Protocol
+from urllib.parse import parse_qs, quote, urlsplit
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from mcp_approval.backends.contract import UnknownRequestError
+from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.local_records import (
+    AlreadyDecidedError,
+    ApprovalRecord,
+    NotEligibleError,
+    RequestPage,
+    ReviewError,
+)
+from mcp_approval.backends.outcomes import OutcomeReader
+from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.reviewers.api import MAX_COMMENT_CHARS, Authenticator
+from mcp_approval.reviewers.sessions import Session, SessionStore
+from mcp_approval.reviewers.throttle import FailedLoginThrottle, client_key
+from mcp_approval.reviewers.views import EventView, RequestView, environment
+from mcp_approval.storage.audit import AuditEvent
+
+__all__ = ["COOKIE", "PAGE_SIZE", "AuditReader", "console_routes"]
+
+#: How many requests one console page lists.
+PAGE_SIZE = 100
+
+#: The session cookie's name.
+COOKIE = "mcp_approval_console"
+#: The largest form body accepted (a comment is at most MAX_COMMENT_CHARS characters).
+MAX_FORM_BYTES = 16_384
+#: No script, no frames, forms and styles from this origin only.
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+_PAGE_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    # "same-origin", not "no-referrer": with no-referrer Chromium sends "Origin: null" on the console's own POSTs.
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+_AUDIT_EVENTS = 200
+# The badge colour of each call outcome: it ran, it did not, or nobody can tell.
+_OUTCOME_BADGES = {
+    "approved-executed": "approved",
+    "denied-not-executed": "denied",
+    "cancelled": "denied",
+    "execution-error": "failed",
+    "outcome-unknown": "failed",
+    "failed": "failed",
+}
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+class AuditReader(Protocol):
+    """Where the console reads a request's audit trail (an :class:`~mcp_approval.storage.audit.AuditLog`)."""
+
+    async def events(self, subject: str | None = None, limit: int = 100) -> list[AuditEvent]:
+        """The latest ``limit`` events about ``subject``, oldest first."""
+        ...
+
+
+def console_routes(
+    backend: LocalApprovalBackend,
+    authenticate: Authenticator,
+    audit: AuditReader,
+    *,
+    clock: Clock | None = None,
+    prefix: str = "/console",
+    sessions: SessionStore | None = None,
+    throttle: FailedLoginThrottle | None = None,
+    outcomes: OutcomeReader | None = None,
+) -> list[BaseRoute]:
+    """The console's routes, all under ``prefix``.
+
+    Args:
+        backend: the backend holding the requests; decisions go through its ``decide``.
+        authenticate: bearer token → principal, or ``None`` for an unknown token.
+        audit: the audit log the request pages show.
+        clock: the source of time (ages, deadlines, session expiry).
+        prefix: the path the pages live under (no trailing slash).
+        sessions: the session table (by default a new in-memory one).
+        throttle: the limit on failed sign-ins (by default a new one on ``clock``); pass the
+            reviewer API's so that failures on either count against both.
+        outcomes: what happened to each request's call (a request page then shows whether it
+            ran, and the task's audit events beside the request's).
+    """
+    if not prefix.startswith("/") or prefix.endswith("/"):
+        raise ValueError(f"console prefix must start with '/' and not end with it, not {prefix!r}")
+    clock = clock or SystemClock()
+    sessions = sessions or SessionStore(clock)
+    throttle = throttle or FailedLoginThrottle(clock)
+    return _Console(backend, authenticate, audit, clock, prefix, sessions, throttle, outcomes).routes()
+
+
+class _Refused(Exception):
+    """A request answered with an error page."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class _Console:
+    def __init__(
+        self,
+        backend: LocalApprovalBackend,
+        authenticate: Authenticator,
+        audit: AuditReader,
+        clock: Clock,
+        prefix: str,
+        sessions: SessionStore,
+        throttle: FailedLoginThrottle,
+        outcomes: OutcomeReader | None = None,
+    ) -> None:
+        self.backend = backend
+        self.authenticate = authenticate
+        self.audit = audit
+        self.clock = clock
+        self.prefix = prefix
+        self.sessions = sessions
+        self.throttle = throttle
+        self.outcomes = outcomes
+        self.env = environment()
+        self.css = resources.files("mcp_approval.reviewers").joinpath("static/console.css").read_bytes()
+
+    def routes(self) -> list[BaseRoute]:
+        p, guard = self.prefix, self._guard
+        return [
+            Route(p, guard(self.pending), methods=["GET"]),
+            Route(f"{p}/decided", guard(self.decided), methods=["GET"]),
+            Route(f"{p}/requests/{{request_id}}", guard(self.detail), methods=["GET"]),
+            Route(f"{p}/requests/{{request_id}}/decide", guard(self.decide), methods=["POST"]),
+            Route(f"{p}/login", guard(self.login_page), methods=["GET"]),
+            Route(f"{p}/login", guard(self.login), methods=["POST"]),
+            Route(f"{p}/logout", guard(self.logout), methods=["POST"]),
+            Route(f"{p}/static/console.css", self.stylesheet, methods=["GET"]),
+        ]
+
+    # -- pages ----------------------------------------------------------------------------------
+
+    async def pending(self, request: Request) -> Response:
+        session = await self._signed_in(request)
+        if session is None:
+            return self._to_login()
+        page = await self._page(request, session, "pending")
+        return self._render("pending.html", session, tab="pending", views=self._views(page.records), page=page)
+
+    async def decided(self, request: Request) -> Response:
+        session = await self._signed_in(request)
+        if session is None:
+            return self._to_login()
+        page = await self._page(request, session, "decided")
+        return self._render("decided.html", session, tab="decided", views=self._views(page.records), page=page)
+
+    async def detail(self, request: Request) -> Response:
+        session = await self._signed_in(request)
+        if session is None:
+            return self._to_login()
+        return await self._detail(session, _request_id(request))
+
+    async def decide(self, request: Request) -> Response:
+        session = await self._posted_form_session(request)
+        form = await _form(request)
+        if not session.csrf_matches(form.get("csrf")):
+            raise _Refused(403, "The form's security token is missing or wrong; nothing was decided. Reload the page.")
+        request_id = _request_id(request)
+        decision = form.get("decision")
+        if decision not in ("approve", "deny"):
+            raise _Refused(400, "The decision must be approve or deny.")
+        comment = (form.get("comment") or "").strip() or None
+        if comment is not None and len(comment) > MAX_COMMENT_CHARS:
+            return await self._detail(session, request_id, 400, f"A comment is at most {MAX_COMMENT_CHARS} characters.")
+        if comment is not None and "\x00" in comment:
+            return await self._detail(session, request_id, 400, "A comment cannot contain NUL characters.")
+        verdict: Literal["approve", "deny"] = "approve" if decision == "approve" else "deny"
+        try:
+            record = await self.backend.decide(request_id, session.principal, verdict, comment)
+        except UnknownRequestError:
+            raise _Refused(404, "There is no such approval request.") from None
+        except NotEligibleError as exc:
+            if await self.backend.get_request(request_id, viewer=session.principal) is None:
+                raise _Refused(403, f"You may not decide this request: {exc}.") from None  # nor see it
+            return await self._detail(session, request_id, 403, f"You may not decide this request: {exc}.")
+        except AlreadyDecidedError as exc:
+            return await self._detail(session, request_id, 409, f"Nothing was recorded: {exc}.")
+        except ReviewError as exc:
+            return await self._detail(session, request_id, 409, f"Nothing was recorded: {exc}.")
+        await self.sessions.flash(session, "ok", _outcome(record, verdict))
+        return RedirectResponse(f"{self.prefix}/requests/{quote(request_id, safe='')}", 303, _PAGE_HEADERS)
+
+    async def login_page(self, request: Request) -> Response:
+        if await self._signed_in(request) is not None:
+            return RedirectResponse(self.prefix, 303, _PAGE_HEADERS)
+        notice = "You are signed out." if "signed_out" in request.query_params else None
+        return self._render("login.html", None, notice=notice)
+
+    async def login(self, request: Request) -> Response:
+        _check_origin(request)
+        client = client_key(request)
+        # Checked before the form is read, so a throttled client learns nothing about the token it sends.
+        wait_s = await self.throttle.retry_after_s(client)
+        if wait_s is not None:
+            return self._too_many_sign_ins(wait_s)
+        token = (await _form(request)).get("token", "").strip()
+        principal = await self.authenticate(token) if token else None
+        if principal is None:
+            await self.throttle.record_failure(client)
+            return self._render("login.html", None, status=401, error="That token was not accepted.")
+        await self.sessions.drop(request.cookies.get(COOKIE))
+        cookie, _session = await self.sessions.create(principal, token)
+        response = RedirectResponse(self.prefix, 303, _PAGE_HEADERS)
+        response.set_cookie(
+            COOKIE,
+            cookie,
+            max_age=self.sessions.max_age_s,
+            path=self.prefix,
+            secure=request.url.scheme == "https",
+            httponly=True,
+            samesite="strict",
+        )
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        session = await self._posted_form_session(request)
+        if not session.csrf_matches((await _form(request)).get("csrf")):
+            raise _Refused(403, "The form's security token is missing or wrong. Reload the page.")
+        await self.sessions.drop(request.cookies.get(COOKIE))
+        response = RedirectResponse(f"{self.prefix}/login?signed_out", 303, _PAGE_HEADERS)
+        response.delete_cookie(COOKIE, path=self.prefix, httponly=True, samesite="strict")
+        return response
+
+    async def stylesheet(self, _request: Request) -> Response:
+        headers = {"Cache-Control": "max-age=3600", "X-Content-Type-Options": "nosniff"}
+        return Response(self.css, media_type="text/css", headers=headers)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _guard(self, endpoint: Endpoint) -> Endpoint:
+        """``endpoint`` with :class:`_Refused` turned into an error page."""
+
+        async def handle(request: Request) -> Response:
+            try:
+                return await endpoint(request)
+            except _Refused as refused:
+                return self._render("error.html", None, status=refused.status, message=refused.message)
+
+        return handle
+
+    async def _signed_in(self, request: Request) -> Session | None:
+        """The request's session, if it has one whose token is still accepted for the same principal."""
+        cookie = request.cookies.get(COOKIE)
+        session = await self.sessions.get(cookie)
+        if session is not None and await self.authenticate(session.token) != session.principal:
+            await self.sessions.drop(cookie)
+            return None
+        return session
+
+    async def _posted_form_session(self, request: Request) -> Session:
+        _check_origin(request)
+        session = await self._signed_in(request)
+        if session is None:
+            raise _Refused(403, "Your session has ended, so nothing was done. Sign in again.")
+        return session
+
+    async def _detail(self, session: Session, request_id: str, status: int = 200, error: str | None = None) -> Response:
+        record = await self.backend.get_request(request_id, viewer=session.principal)
+        if record is None:
+            raise _Refused(404, "There is no such approval request.")
+        outcome = await self.outcomes.outcome(request_id) if self.outcomes is not None else None
+        events: list[AuditEvent] = []  # the trail names reviewers: shown to those who may see them
+        if self.backend.sees_reviewers(session.principal, record.template):
+            events = await self.audit.events(subject=request_id, limit=_AUDIT_EVENTS)
+            if outcome is not None:  # the call's own steps (claimed, finished, fenced) join the trail
+                task_events = await self.audit.events(subject=outcome.task_id, limit=_AUDIT_EVENTS)
+                events = sorted([*events, *task_events], key=lambda event: event.event_id)
+        view = RequestView(record, self.clock.now_ms())
+        return self._render(
+            "detail.html",
+            session,
+            status=status,
+            error=error,
+            view=view,
+            events=[EventView(event) for event in events],
+            refusal=_why_not(view, session.principal, self.backend),
+            outcome=outcome,
+            outcome_badges=_OUTCOME_BADGES,
+            max_comment=MAX_COMMENT_CHARS,
+        )
+
+    async def _page(self, request: Request, session: Session, status: Literal["pending", "decided"]) -> RequestPage:
+        """The page of requests the ``offset`` query parameter names (a bad one is the first page)."""
+        text = request.query_params.get("offset", "0")
+        offset = int(text) if text.isascii() and text.isdigit() and len(text) < 10 else 0
+        return await self.backend.page_requests(status, viewer=session.principal, offset=offset, limit=PAGE_SIZE)
+
+    def _views(self, records: list[ApprovalRecord]) -> list[RequestView]:
+        now = self.clock.now_ms()
+        return [RequestView(record, now) for record in records]
+
+    def _render(self, name: str, session: Session | None, *, status: int = 200, **context: Any) -> Response:
+        flashes = session.take_flashes() if session is not None else []
+        error = context.pop("error", None)
+        if error:
+            flashes.append(("error", error))
+        html = self.env.get_template(name).render(
+            base=self.prefix,
+            viewer=session.principal if session else None,
+            csrf=session.csrf if session else None,
+            flashes=flashes,
+            status=status,
+            **context,
+        )
+        return HTMLResponse(html, status, _PAGE_HEADERS)
+
+    def _too_many_sign_ins(self, wait_s: int) -> Response:
+        minutes = -(-wait_s // 60)
+        when = f"{minutes} minute{'s' if minutes != 1 else ''}"
+        error = f"Too many failed sign-ins from your address. Try again in {when}; no token was checked."
+        response = self._render("login.html", None, status=429, error=error)
+        response.headers["Retry-After"] = str(wait_s)
+        return response
+
+    def _to_login(self) -> Response:
+        return RedirectResponse(f"{self.prefix}/login", 303, _PAGE_HEADERS)
+
+
+def _why_not(view: RequestView, principal: str, backend: LocalApprovalBackend) -> str | None:
+    """Why ``principal`` is offered no decision buttons on this request, or ``None`` if they are."""
+    record = view.record
+    if record.status.terminal:
+        return f"This request is {record.status.value}; it takes no more decisions."
+    if record.integrity_failure is not None:
+        return "This request was altered after it was submitted, so it cannot be approved and will not run."
+    if view.decided_by(principal):
+        return "You already decided this request; it waits for other reviewers."
+    refusal = backend.why_ineligible(principal, requester=record.requester, template=record.template)
+    if refusal is None:
+        return None
+    if record.requester == principal:
+        return "You made this request, so another reviewer has to decide it."
+    return "You are not a reviewer for this kind of request."
+
+
+def _outcome(record: ApprovalRecord, verdict: str) -> str:
+    """What a successful decision did, for the flash message."""
+    if record.status.value == "approved":
+        return "Approved. The call is checked against policy once more and then runs."
+    if record.status.value == "denied":
+        return "Denied. The call will not run."
+    progress = RequestView(record, 0).progress
+    return f"Your {'approval' if verdict == 'approve' else 'decision'} is recorded ({progress}); waiting for others."
+
+
+def _check_origin(request: Request) -> None:
+    """Refuse a POST a browser says came from another site (CSRF defence in depth)."""
+    if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+        raise _Refused(403, "Cross-site form submissions are refused.")
+    origin = request.headers.get("origin")
+    if origin is not None:
+        parts = urlsplit(origin)
+        if parts.scheme not in ("http", "https") or parts.netloc != request.headers.get("host"):
+            raise _Refused(403, "Cross-site form submissions are refused.")
+
+
+def _request_id(request: Request) -> str:
+    """The path's request id; one with a NUL character names no request (and no database accepts it)."""
+    request_id: str = request.path_params["request_id"]
+    if "\x00" in request_id:
+        raise _Refused(404, "There is no such approval request.")
+    return request_id
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """The urlencoded form body, each field at most once.
+
+    Raises:
+        _Refused: another media type (415), a body over :data:`MAX_FORM_BYTES` (413), or a body
+            that does not decode or repeats a field (400).
+    """
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type != "application/x-www-form-urlencoded":
+        raise _Refused(415, "The form must be sent as application/x-www-form-urlencoded.")
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > MAX_FORM_BYTES:
+            raise _Refused(413, "The form is too large.")
+    try:
+        fields = parse_qs(bytes(body).decode("utf-8"), keep_blank_values=True, max_num_fields=8, errors="strict")
+    except (UnicodeDecodeError, ValueError):
+        raise _Refused(400, "The form could not be read.") from None
+    if any(len(values) != 1 for values in fields.values()):
+        raise _Refused(400, "A form field was sent more than once.")
+    return {name: values[0] for name, values in fields.items()}

@@ -1,0 +1,48 @@
+"""The whole reviewer surface of one server: the reviewer API and the console, mounted together."""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute
+
+from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.outcomes import OutcomeReader
+from mcp_approval.clock import Clock
+from mcp_approval.reviewers.api import Authenticator, reviewer_routes
+from mcp_approval.reviewers.console import AuditReader, console_routes
+from mcp_approval.reviewers.session_table import SqlSessionTable
+from mcp_approval.reviewers.sessions import SessionStore
+from mcp_approval.reviewers.throttle import FailedLoginThrottle
+from mcp_approval.storage.database import Database
+
+__all__ = ["reviewer_surface"]
+
+
+def reviewer_surface(
+    backend: LocalApprovalBackend,
+    authenticate: Authenticator,
+    audit: AuditReader,
+    *,
+    database: Database,
+    clock: Clock,
+    throttle: FailedLoginThrottle,
+    outcomes: OutcomeReader | None = None,
+) -> list[BaseRoute]:
+    """The reviewer API at ``/approvals`` and the console at ``/console``, for every worker alike.
+
+    Args:
+        backend: the backend holding the requests.
+        authenticate: bearer token → reviewer, or ``None`` for an unknown token.
+        audit: the audit log the console's request pages show.
+        database: where console sessions live, so a sign-in holds on every worker.
+        clock: the source of time.
+        throttle: the one limit on failed sign-ins both count against (pass the same one to
+            anything else that checks tokens, such as ``/mcp``, to share it).
+        outcomes: what happened to each request's call, when the server knows it.
+    """
+    sessions = SessionStore(clock, table=SqlSessionTable(database))
+    return [
+        *reviewer_routes(backend, authenticate, throttle=throttle, outcomes=outcomes),
+        *console_routes(
+            backend, authenticate, audit, clock=clock, sessions=sessions, throttle=throttle, outcomes=outcomes
+        ),
+    ]

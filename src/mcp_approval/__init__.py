@@ -23,9 +23,8 @@ the rest of the package. The names most programs start from are also importable 
 loaded on first access so that ``import mcp_approval`` stays cheap.
 """
 
-from typing import TYPE_CHECKING
-
-from mcp_approval._lazy import lazy_getattr
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mcp_approval.backends import ArapBackend, LocalApprovalBackend
@@ -61,7 +60,17 @@ __all__ = [
 ]
 
 
-__getattr__ = lazy_getattr(__name__, _LAZY)
+def __getattr__(name: str) -> Any:
+    """Import a name of ``__all__`` from its subpackage on first access.
+
+    (Not :func:`mcp_approval._lazy.lazy_getattr`: ``import mcp_approval`` loads no other module.)
+    """
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later accesses skip this function
+    return value
 
 
 def __dir__() -> list[str]:

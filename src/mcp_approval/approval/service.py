@@ -115,11 +115,16 @@ class ToolApproval:
         self.deps = deps
         self.driver = driver
         self.tasks = tasks
+        # Its collaborators by name, as read by the composition and the tests (``deps`` is frozen).
         self.store = deps.store
         self.backend = deps.backend
+        self.pdp = deps.pdp
+        self.mapper = deps.mapper
+        self.tools = deps.tools
         self.options = deps.options
         self.cipher = deps.cipher
         self.clock = deps.clock
+        self.principal_valid = deps.principal_valid
         self._running = False
         self._degraded = DegradedRequestable()
         self.links = RequesterLinks(deps.cipher, deps.options)
@@ -181,7 +186,7 @@ class ToolApproval:
             arguments=call.arguments,
             principal=call.principal,
             client=_client_of(call),
-            tool_fingerprint=await self.deps.tools.fingerprint(call.tool),
+            tool_fingerprint=await self.tools.fingerprint(call.tool),
         )
 
     async def _without_tasks(

@@ -111,7 +111,7 @@ class ApprovalOptions(BaseModel):
     #: how often a pending request's status is fetched all the same, should a change have been
     #: missed. Never more often than ``poll_interval_s``.
     fallback_poll_interval_s: float = Field(default=60.0, gt=0)
-    #: Read the backend's change feed every resolver pass, when it offers one (the local backend
+    #: Read the backend's change feed every driver pass, when it offers one (the local backend
     #: does); ``false`` polls each pending request every ``poll_interval_s`` instead.
     follow_changes: bool = True
     #: The ``pollIntervalMs`` suggested to clients on approval tasks (the composition sets it from

@@ -4,7 +4,7 @@ When the deployment names the page where reviewers decide approvals, an approval
 by a request that declared URL elicitation starts ``input_required`` with exactly one
 url-mode ``elicitation/create`` pointing at that page for its approval request. The client shows
 the link; a ``tasks/update`` answering it (any action, any content) only moves the task back to
-``working``. It never approves: the resolver still reads the decision from the backend.
+``working``. It never approves: the workflow driver still reads the decision from the backend.
 
 The approval's id is the one thing of the backend a client can see this way, and only because
 the deployment opted in by configuring ``approval_url``; the backend's handle (when it differs

@@ -2,7 +2,7 @@
 
 A backend that pushes status changes POSTs ``{"handle": "<durable handle>"}`` to the server
 with a header ``X-Approval-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>`` over
-``"<t>.<raw body>"`` under the shared secret. A valid callback is only a wake-up: the resolver
+``"<t>.<raw body>"`` under the shared secret. A valid callback is only a wake-up: the workflow driver
 then fetches the backend's authoritative status, so a forged, replayed or stale callback can
 never cause an execution. Unsigned, badly signed or stale callbacks are refused with 401.
 
@@ -123,7 +123,7 @@ def callback_route(
     key_of: Callable[[str], Awaitable[str | None]] | None = None,
     once: OnceGuard | None = None,
 ) -> Route:
-    """``POST /approvals/callback``: verify, then wake the resolver for the named handle.
+    """``POST /approvals/callback``: verify, then wake the workflow driver for the named handle.
 
     With ``arap`` (the backend) and ``key_of`` (handle → the submission key it was sent under),
     ARAP callback bodies are accepted instead (see the module docstring). ``once`` remembers

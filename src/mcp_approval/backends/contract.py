@@ -275,7 +275,7 @@ class SupportsFindSubmitted(Protocol):
 
 @runtime_checkable
 class SupportsStatusMany(Protocol):
-    """Optional: a backend that reads many requests' states at once (the resolver's batch pass)."""
+    """Optional: a backend that reads many requests' states at once (the workflow driver's batch pass)."""
 
     async def status_many(self, handles: Sequence[str]) -> dict[str, ApprovalState]:
         """``status`` of each known handle; unknown handles are left out of the answer."""
@@ -286,7 +286,7 @@ class SupportsStatusMany(Protocol):
 class SupportsChangeFeed(Protocol):
     """Optional: a backend that lists the requests whose status changed since a time.
 
-    The resolver follows it every pass, so a decision made by any writer of the backend (another
+    The workflow driver follows it every pass, so a decision made by any writer of the backend (another
     worker, the review CLI) is seen within a pass without polling each pending request.
     """
 

@@ -1,8 +1,8 @@
 """Following a backend's change feed, so pending requests need not be polled one by one.
 
 With a backend that offers :class:`~mcp_approval.backends.SupportsChangeFeed` (the local
-backend), each resolver pass asks for the requests that left ``pending`` since the previous pass
-and wakes the resolver for each; a still-pending request is then polled only every
+backend), each driver pass asks for the requests that left ``pending`` since the previous pass
+and wakes the workflow driver for each; a still-pending request is then polled only every
 ``fallback_poll_interval_s``. A pass therefore costs what changed, not what is pending.
 
 The feed is read with a look-back window, so a change committed a little after the time it
@@ -27,12 +27,12 @@ LOOK_BACK_MS = 10_000
 
 
 class ChangeFollower:
-    """Reads a backend's change feed each pass and wakes the resolver for every new change.
+    """Reads a backend's change feed each pass and wakes the workflow driver for every new change.
 
     Args:
         backend: the approval backend (a follower of one without a feed does nothing).
         clock: the source of time.
-        wake: the resolver's wake-up (called with a request handle).
+        wake: the workflow driver's wake-up (called with a request handle).
         first_look_back_ms: how far back the first read starts (changes made while no worker ran).
         enabled: ``False`` ignores the feed (pending requests are then polled).
     """
@@ -60,7 +60,7 @@ class ChangeFollower:
         return self.enabled and isinstance(self.backend, SupportsChangeFeed)
 
     async def follow(self) -> int:
-        """Wake the resolver for each change since the previous pass; returns how many were new."""
+        """Wake the workflow driver for each change since the previous pass; returns how many were new."""
         backend = self.backend
         if not self.enabled or not isinstance(backend, SupportsChangeFeed):
             return 0

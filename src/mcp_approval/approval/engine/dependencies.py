@@ -1,6 +1,6 @@
 """What the approval workflow's collaborators work with, built once when approvals start.
 
-:class:`ApprovalDependencies` is a value, not a service: the resolver receives it whole (it
+:class:`ApprovalDependencies` is a value, not a service: the workflow driver receives it whole (it
 uses nearly all of it) and hands the executor and resubmission just the parts they use.
 """
 

@@ -1,4 +1,4 @@
-"""The resolver: follows pending approvals to their end (SEP-2848 §Lifecycle, §Completion).
+"""The workflow driver: follows pending approvals to their end (SEP-2848 §Lifecycle, §Completion).
 
 Each worker runs one. It leases due workflows from the store, fetches the backend's
 authoritative status (callbacks only wake it up), and then:
@@ -88,7 +88,7 @@ _PDP_FAILURES = frozenset({REASON_PDP_UNAVAILABLE, REASON_PDP_ERROR, REASON_PDP_
 
 @dataclass(frozen=True)
 class CheckPass:
-    """What the checks of one resolver pass share.
+    """What the checks of one driver pass share.
 
     A pass over a leased batch (:meth:`batch`) reads the backend states of the whole batch at
     once (when the backend offers :class:`SupportsStatusMany`) and writes its "look again later"
@@ -164,7 +164,7 @@ class WorkflowDriver:
         Nothing here waits for the store, so a server starts serving at once however many
         approvals are pending; the first pass works through them in leased batches.
         """
-        self._loop = asyncio.create_task(self._run(), name="mcp-approval resolver")
+        self._loop = asyncio.create_task(self._run(), name="mcp-approval workflow driver")
 
     async def stop(self) -> None:
         """Stop the loop and the checks in flight (their leases lapse for another worker)."""
@@ -184,11 +184,13 @@ class WorkflowDriver:
                 if first:
                     first = False
                     took = time.perf_counter() - started
-                    logger.info("resolver: first pass after start checked %d due approvals in %.2f s", checked, took)
+                    logger.info(
+                        "workflow driver: first pass after start checked %d due approvals in %.2f s", checked, took
+                    )
             except StoreUnavailableError:
-                logger.warning("approval store unavailable; the resolver retries")
+                logger.warning("approval store unavailable; the workflow driver retries")
             except Exception:
-                logger.exception("approval resolver tick failed")
+                logger.exception("approval workflow driver tick failed")
             await asyncio.sleep(self.tick_s)
 
     async def tick(self) -> int:

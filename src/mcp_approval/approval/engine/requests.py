@@ -1,7 +1,7 @@
 """The values a new approval request is made of: the submission, its intent, its task rows.
 
 Pure functions of their arguments (the time is passed in, and only :func:`new_intent` draws
-randomness, for its idempotency key): the enforcement point and the resolver build the same
+randomness, for its idempotency key): the enforcement point and the workflow driver build the same
 requests from them, and they are tested without a database or a backend.
 """
 
@@ -124,7 +124,7 @@ def new_workflow(
         template=submission.template,
         request_deadline=deadline,
         # The first look waits a poll interval: a backend that decides sooner (an automatic
-        # resolver, a reviewer) wakes the resolver itself.
+        # resolver, a reviewer) wakes the workflow driver itself.
         next_check_at=now + round(options.poll_interval_s * 1000),
         ttl_ms=deadline - now + round(options.result_retention_s * 1000),
         poll_interval_ms=max(1, round(options.task_poll_interval_s * 1000)),

@@ -169,7 +169,7 @@ class Reschedule:
 
     @property
     def only_next_check(self) -> bool:
-        """Whether nothing but the next look changes (the common case of a resolver pass)."""
+        """Whether nothing but the next look changes (the common case of a driver pass)."""
         return (
             self.attempts is None
             and self.request_deadline is None
@@ -180,7 +180,7 @@ class Reschedule:
 
 @dataclass(frozen=True)
 class DueCheck:
-    """What a resolver pass reads of a due pending workflow before deciding whether to lease it."""
+    """What a driver pass reads of a due pending workflow before deciding whether to lease it."""
 
     task_id: str
     generation: int

@@ -48,7 +48,7 @@ approval_workflows_table = Table(
     Column("template", String(256), nullable=True),
     Column("request_deadline", BigInteger, nullable=True),
     Column("approval_expires_at", BigInteger, nullable=True),
-    # When the resolver next looks at this workflow (polling, retry backoff).
+    # When the workflow driver next looks at this workflow (polling, retry backoff).
     Column("next_check_at", BigInteger, nullable=False),
     Column("attempts", Integer, nullable=False, default=0),
     # The worker resolving or executing it, and how long that lease holds.

@@ -295,7 +295,7 @@ class ApprovalStore:
         return await self.database.write(lambda conn: sql.reschedule_one(conn, item, self.tasks))
 
     async def reschedule_many(self, items: Sequence[Reschedule]) -> None:
-        """:meth:`reschedule` for a resolver pass, in one transaction.
+        """:meth:`reschedule` for a driver pass, in one transaction.
 
         Plain "look again later" items (no moved deadline) go as one batched statement; a stale
         item (the workflow moved on meanwhile) simply matches no row.

@@ -314,3 +314,24 @@ def test_verify_refuses_an_anchor_it_cannot_read(db_url: str) -> None:
     result = runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", "6:xyz"], env={"COLUMNS": "200"})
     assert result.exit_code == 2
     assert "'6:xyz' is not SEQ:HASH" in result.output
+
+
+@pytest.mark.parametrize(
+    ("stored", "reason"),
+    [
+        # json.loads reads the last value, so the hash still matches; SQL's json_extract reads the first.
+        ('{"decision":"FORGED","decision":"approve"}', "names the key 'decision' twice"),
+        ('{"decision": "approve"}', "not stored as canonical JSON"),
+        ('{"decision":"approve"', "not JSON"),
+    ],
+    ids=["duplicate-key", "non-canonical", "not-json"],
+)
+def test_verify_refuses_data_that_is_not_the_canonical_text_it_was_written_as(
+    db_url: str, stored: str, reason: str
+) -> None:
+    ids = _seed(db_url)
+    _sql(db_url, ("UPDATE audit_events SET data_json = :data WHERE event_id = :id", {"data": stored, "id": ids[1]}))
+    result = runner.invoke(app, ["audit", "verify", "--db", db_url])
+    assert result.exit_code == 1, result.output
+    assert f"audit chain broken at event {ids[1]} (position 2)" in result.stdout
+    assert reason in result.stdout

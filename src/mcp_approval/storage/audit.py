@@ -375,12 +375,16 @@ class AuditLog:
         head_seq, head_hash = await self._database.read(_head)
         expected_prev, checked = GENESIS_HASH, 0
         while checked < head_seq:
-            read_page = functools.partial(_linked_page, where=true(), after=checked, through=head_seq)
+            read_page = functools.partial(_stored_page, after=checked, through=head_seq)
             page = await self._database.read(read_page)
             if not page:
                 break
-            for event in page:
-                broken = _link_fault(event, checked + 1, expected_prev) or _anchor_fault(event, anchor)
+            for event, stored in page:
+                broken = (
+                    _text_fault(event, stored)
+                    or _link_fault(event, checked + 1, expected_prev)
+                    or _anchor_fault(event, anchor)
+                )
                 if broken is not None:
                     return ChainVerification(checked, head_seq, head_hash, broken)
                 expected_prev, checked = event.hash or "", checked + 1
@@ -409,6 +413,50 @@ def _linked_page(
     if through is not None:
         query = query.where(_A.c.seq <= through)
     return [_event(dict(row)) for row in conn.execute(query).mappings()]
+
+
+def _stored_page(conn: Connection, after: int, through: int) -> list[tuple[AuditEvent, str]]:
+    """The linked events after position ``after``, each with its ``data`` as stored (for :func:`_text_fault`)."""
+    query = select(_A).where(_A.c.seq > after, _A.c.seq <= through).order_by(_A.c.seq).limit(_PAGE)
+    page: list[tuple[AuditEvent, str]] = []
+    for row in conn.execute(query).mappings():
+        fields, stored = dict(row), row["data_json"] or "{}"
+        try:
+            json.loads(stored)
+        except ValueError:
+            fields["data_json"] = "{}"  # reported by _text_fault, not raised here
+        page.append((_event(fields), stored))
+    return page
+
+
+class _DuplicateKeyError(ValueError):
+    """A JSON object names one key twice: readers disagree on which value it holds."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise _DuplicateKeyError(next(key for key in keys if keys.count(key) > 1))
+    return dict(pairs)
+
+
+def _text_fault(event: AuditEvent, stored: str) -> ChainBreak | None:
+    """Why the stored ``data`` of ``event`` is not exactly the canonical JSON it was written as, or ``None``.
+
+    The hash covers the parsed value; a text that parses to it but is not its canonical form
+    (a duplicate key, which ``json.loads`` reads as the last value and SQL's ``json_extract``
+    may read as the first, or anything else rewritten) means the row was written outside the log.
+    """
+    try:
+        canonical = _canonical(json.loads(stored, object_pairs_hook=_unique_keys))
+    except _DuplicateKeyError as exc:
+        reason = f"its data names the key {str(exc)!r} twice: it was edited so that readers disagree"
+        return ChainBreak(event.event_id, event.seq, reason)
+    except ValueError:
+        return ChainBreak(event.event_id, event.seq, "its data is not JSON: it was edited")
+    if canonical != stored:
+        return ChainBreak(event.event_id, event.seq, "its data is not stored as canonical JSON: it was edited")
+    return None
 
 
 def _link_fault(event: AuditEvent, expected_seq: int, expected_prev: str) -> ChainBreak | None:

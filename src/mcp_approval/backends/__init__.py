@@ -9,7 +9,10 @@ A backend takes an approval submission and answers its status; the approval laye
   requests automatically.
 - :class:`ArapBackend` submits to an ARAP Access Request Service (:class:`ArapSettings`).
 
-Everything else in the subpackage's modules is an implementation detail of these.
+Everything else in the subpackage's modules is an implementation detail of these, except
+:mod:`mcp_approval.backends.callbacks` (signing and checking backend callbacks, used by the
+enforcement point and the reference ARS alike). The names above are imported on first access,
+so that module, the contract or a table loads neither backend.
 
 ``reviewer_routes``, ``console_routes`` and ``Authenticator`` moved to :mod:`mcp_approval.reviewers`;
 importing them from here still works, with a ``DeprecationWarning``.

@@ -49,7 +49,7 @@ from mcp_approval.approval.messages import (
     TASK_LIMIT_MESSAGE,
 )
 from mcp_approval.approval.persistence.records import APPROVAL_HANDLER
-from mcp_approval.approval.persistence.states import IntentState
+from mcp_approval.approval.persistence.states import IntentState, Phase
 from mcp_approval.approval.persistence.store import Admission, Intent, NewWorkflow
 from mcp_approval.approval.results import sanitize_model_text
 from mcp_approval.approval.without_tasks.flow import PendingAnswer, WithoutTasksFlow
@@ -82,6 +82,9 @@ logger = logging.getLogger("mcp_approval.approval")
 
 # How long a retry waits for the task of an identical call whose submission is in flight.
 _DUPLICATE_WAIT_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
+# How long a retry without tasks waits for the outcome of a request whose decision is already
+# stored (the driver is nudged at once; an approved call may still be running).
+_DECISION_WAIT_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0)
 
 
 class ToolApprovalExtension(Extension):
@@ -393,7 +396,8 @@ class ToolApproval:
         if admission is Admission.DUPLICATE:
             assert task_id is not None
             if pending is not None:
-                return await pending(task_id, binding.tool, opened=False)
+                decided = await self._decided_outcome(task_id, binding, owner)
+                return decided if decided is not None else await pending(task_id, binding.tool, opened=False)
             return await self._existing_task(task_id, binding)
         if admission is not Admission.RECORDED:
             logger.warning("approval submission refused for %s on %r: %s", owner[:8], binding.tool, admission.value)
@@ -401,6 +405,37 @@ class ToolApproval:
             return final_denial(message.format(tool=binding.tool), remediation=Remediation.UNAVAILABLE)
         assert task_id is not None
         return await self._task_answer(task_id, binding.tool, immediate=True)
+
+    async def _decided_outcome(self, task_id: str, binding: CallBinding, owner: str) -> dict[str, Any] | None:
+        """Read-your-decision for a retry without tasks: the outcome of its open request once decided.
+
+        A decision stored at the backend (by any worker's reviewer) or an approved call already
+        running is not "still open": the driver is nudged to act on it now, and the retry waits
+        briefly for the outcome it then owes. ``None`` while nothing is decided (or it takes longer).
+        """
+        if not await self._decision_stored(task_id):
+            return None
+        self.driver.nudge(task_id)
+        for delay in _DECISION_WAIT_S:
+            await asyncio.sleep(delay)
+            outcome = await self.without_tasks.owed_outcome(binding, owner)
+            if outcome is not None:
+                return outcome
+            workflow = await self.store.get(task_id)
+            if workflow is None or workflow.phase in (Phase.FINISHED, Phase.FENCED):
+                return None  # ended, and an identical retry took its outcome first
+        return None
+
+    async def _decision_stored(self, task_id: str) -> bool:
+        """Whether the request of ``task_id`` was decided, though its workflow may not know it yet."""
+        workflow = await self.store.get(task_id)
+        if workflow is None or workflow.phase is not Phase.PENDING or workflow.handle is None:
+            return workflow is not None and workflow.phase is Phase.CLAIMED
+        try:
+            state = await self.backend.status(workflow.handle)
+        except ApprovalBackendError:
+            return False  # the backend's answer decides; without one the request reads as open
+        return state.status.terminal
 
     async def input_received(self, record: Any) -> None:
         """``tasks/update`` answered an approval task's submission inputs: go on at once."""

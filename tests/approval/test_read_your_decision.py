@@ -1,0 +1,69 @@
+"""Read-your-decision: once a reviewer's decision is stored, the identical retry gets its outcome.
+
+The retry is sent at once after the decision, before this server has looked at the request again
+(the decision is made through another worker's backend, so no listener wakes this one, and its
+next poll is 30 s away). It must not answer "still open" and must not open a second request.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mcp_approval.server.local_backend import local_backend_from_config
+from tests.approval.inprocess import Harness, inprocess_treasury
+from tests.approval.test_without_tasks import NO_TASKS, reference_of, transfers
+from tests.support.polling import eventually
+from tests.treasury.helpers import DISPOSITION, approval_for, text_of
+
+pytestmark = pytest.mark.anyio
+SLOW_REQUEST_MODE = {"approval": {"without_tasks": "request", "poll_interval_s": 30.0, "follow_changes": False}}
+
+
+async def open_request(harness: Harness, account: str) -> str:
+    """A pending request for a transfer to ``account``, after the server's first look at it."""
+    first = (await harness.alice.call_tool("wire_transfer", {"to": account, "amount": 30_000}, meta=NO_TASKS)).result
+    reference = reference_of(first)
+    store = harness.deployment.approval.store
+
+    async def next_look_in_ms() -> int:
+        workflow = await store.get(reference)
+        assert workflow is not None
+        return workflow.next_check_at - workflow.created_at
+
+    await eventually(next_look_in_ms, lambda delay: delay > 10_000)
+    return reference
+
+
+async def decide_on_another_worker(harness: Harness, account: str, decision: str) -> None:
+    deployment = harness.deployment
+    other = local_backend_from_config(deployment.config, deployment.approval.store.database, with_resolvers=False)
+    approval = await approval_for(harness.reviewer("carol"), "wire_transfer", to=account)
+    await other.decide(approval["id"], "carol", decision)  # type: ignore[arg-type]
+
+
+async def retry(harness: Harness, account: str) -> dict:  # type: ignore[type-arg]
+    return (await harness.alice.call_tool("wire_transfer", {"to": account, "amount": 30_000}, meta=NO_TASKS)).result
+
+
+async def test_a_retry_sent_at_once_after_an_approval_gets_the_result(tmp_path: Path) -> None:
+    async with inprocess_treasury(tmp_path, SLOW_REQUEST_MODE) as harness:
+        await open_request(harness, "acct-ryd-approved")
+        await decide_on_another_worker(harness, "acct-ryd-approved", "approve")
+        result = await retry(harness, "acct-ryd-approved")
+        assert result["isError"] is False, text_of(result)
+        assert result["_meta"][DISPOSITION] == "approved-executed"
+        assert len(transfers(harness, "acct-ryd-approved")) == 1
+        assert await harness.reviewer("carol").pending() == []
+
+
+async def test_a_retry_sent_at_once_after_a_denial_gets_the_denial_and_opens_nothing(tmp_path: Path) -> None:
+    async with inprocess_treasury(tmp_path, SLOW_REQUEST_MODE) as harness:
+        await open_request(harness, "acct-ryd-denied")
+        await decide_on_another_worker(harness, "acct-ryd-denied", "deny")
+        result = await retry(harness, "acct-ryd-denied")
+        assert result["isError"] is True
+        assert result["_meta"][DISPOSITION] == "denied-not-executed", text_of(result)
+        assert await harness.reviewer("carol").pending() == []  # the denied call did not go back to the queue
+        assert transfers(harness, "acct-ryd-denied") == []

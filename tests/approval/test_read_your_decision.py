@@ -7,12 +7,18 @@ next poll is 30 s away). It must not answer "still open" and must not open a sec
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from mcp_approval.approval.persistence.records import Admission, Intent, TaskOutcome
+from mcp_approval.approval.persistence.states import IntentState
+from mcp_approval.approval.persistence.store import ApprovalStore
 from mcp_approval.server.local_backend import local_backend_from_config
+from mcp_approval.tasks.states import TaskStatus
 from tests.approval.inprocess import Harness, inprocess_treasury
+from tests.approval.test_admission_counts import _workflow
 from tests.approval.test_without_tasks import NO_TASKS, reference_of, transfers
 from tests.support.polling import eventually
 from tests.treasury.helpers import DISPOSITION, approval_for, text_of
@@ -64,6 +70,44 @@ async def test_a_retry_sent_at_once_after_a_denial_gets_the_denial_and_opens_not
         await decide_on_another_worker(harness, "acct-ryd-denied", "deny")
         result = await retry(harness, "acct-ryd-denied")
         assert result["isError"] is True
-        assert result["_meta"][DISPOSITION] == "denied-not-executed", text_of(result)
+        assert result["_meta"].get(DISPOSITION) == "denied-not-executed", text_of(result)
         assert await harness.reviewer("carol").pending() == []  # the denied call did not go back to the queue
         assert transfers(harness, "acct-ryd-denied") == []
+
+
+def _intent(number: int, digest: str) -> Intent:
+    return Intent(
+        key=f"key-{number}",
+        task_id=f"task-{number}",
+        generation=1,
+        principal_digest="alice",
+        tool_name="deploy",
+        arguments_digest=digest,
+        body_sealed="k1:body",
+        state=IntentState.OPEN,
+        handle=None,
+        created_at=0,
+    )
+
+
+async def _record(store: ApprovalStore, intent: Intent, *, owed_first: bool) -> tuple[Admission, str | None]:
+    return await store.record_intent(
+        intent, submissions_per_minute=1000, max_pending=1000, task_limits=(None, None), owed_first=owed_first
+    )
+
+
+async def test_an_ended_request_owing_its_outcome_is_found_in_the_admission_transaction(store: ApprovalStore) -> None:
+    """The request ended between the retry's look for an owed outcome and its admission: the
+    admission itself finds it, so the retry answers that outcome instead of opening a request."""
+    digest = "d" * 64
+    first = _intent(1, digest)
+    assert await _record(store, first, owed_first=True) == (Admission.RECORDED, "task-1")
+    assert await store.mark_submitted(first.key, "h-1")
+    workflow = replace(_workflow("task-1", first.key, "alice"), arguments_digest=digest, owed_to_retry=True)
+    assert await store.create_task(workflow)
+    retry = _intent(2, digest)
+    assert await _record(store, retry, owed_first=True) == (Admission.DUPLICATE, "task-1")  # still open
+    assert await store.fence("task-1", TaskOutcome(TaskStatus.COMPLETED, "denied", disposition="denied-not-executed"))
+    assert await _record(store, retry, owed_first=True) == (Admission.OUTCOME_OWED, "task-1")
+    assert await store.take_retry_outcome("alice", "deploy", digest) == "task-1"
+    assert await _record(store, retry, owed_first=True) == (Admission.RECORDED, "task-2")  # the outcome was taken

@@ -261,12 +261,13 @@ class ToolApproval:
         large = large_json(binding.arguments)  # mapping, canonicalizing and sealing them run on a worker thread
         submission = replace(await off_loop(large, self._submission, binding, decision), inputs=inputs or None)
         intent = await off_loop(large, self._new_intent, new_task_id(), 1, binding, submission, owner=owner)
-        admission, task_id = await deps.store.record_intent(
-            intent,
-            submissions_per_minute=deps.options.submissions_per_minute,
-            max_pending=deps.options.max_pending_per_principal,
-            task_limits=self._task_limits(),
-        )
+        admission, task_id = await self._record(intent, owed_first=without_task)
+        if admission is Admission.OUTCOME_OWED:
+            # The same call's request ended since this caller looked: its outcome, once.
+            outcome = await self.without_tasks.owed_outcome(binding, owner)
+            if outcome is not None:
+                return outcome
+            admission, task_id = await self._record(intent, owed_first=False)  # a concurrent retry took it
         if admission is not Admission.RECORDED:
             return await self._admitted(
                 admission, task_id, binding, owner, pending=answer_pending if without_task else None
@@ -406,6 +407,16 @@ class ToolApproval:
         assert task_id is not None
         return await self._task_answer(task_id, binding.tool, immediate=True)
 
+    async def _record(self, intent: Intent, *, owed_first: bool) -> tuple[Admission, str | None]:
+        options = self.options
+        return await self.store.record_intent(
+            intent,
+            submissions_per_minute=options.submissions_per_minute,
+            max_pending=options.max_pending_per_principal,
+            task_limits=self._task_limits(),
+            owed_first=owed_first,
+        )
+
     async def _decided_outcome(self, task_id: str, binding: CallBinding, owner: str) -> dict[str, Any] | None:
         """Read-your-decision for a retry without tasks: the outcome of its open request once decided.
 
@@ -423,7 +434,8 @@ class ToolApproval:
                 return outcome
             workflow = await self.store.get(task_id)
             if workflow is None or workflow.phase in (Phase.FINISHED, Phase.FENCED):
-                return None  # ended, and an identical retry took its outcome first
+                # Ended: since the look above (its outcome is ours), or an identical retry took it first.
+                return await self.without_tasks.owed_outcome(binding, owner)
         return None
 
     async def _decision_stored(self, task_id: str) -> bool:

@@ -121,6 +121,7 @@ class Admission(StrEnum):
 
     RECORDED = "recorded"
     DUPLICATE = "duplicate"  # the same call is already pending: reuse that task
+    OUTCOME_OWED = "outcome_owed"  # an ended request made without tasks owes this call its outcome
     RATE_LIMITED = "rate_limited"
     TOO_MANY_PENDING = "too_many_pending"
     TASK_LIMIT = "task_limit"  # the store holds max_tasks unfinished tasks (or max_per_principal of the caller's)

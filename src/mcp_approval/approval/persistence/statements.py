@@ -71,6 +71,18 @@ LIVE_WORKFLOW = (
     )
     .limit(1)
 )
+#: An ended request made without tasks whose outcome is still owed to (``owner``, ``tool``, ``digest``).
+OWED_WORKFLOW = (
+    select(_W.c.task_id)
+    .where(
+        _W.c.principal_digest == bindparam("owner"),
+        _W.c.tool_name == bindparam("tool"),
+        _W.c.arguments_digest == bindparam("digest"),
+        _W.c.owed_to_retry == 1,
+        _W.c.phase.in_(sorted(phase.value for phase in (Phase.FINISHED, Phase.FENCED))),
+    )
+    .limit(1)
+)
 #: A first-generation intent in flight for (``owner``, ``tool``, ``digest``).
 IN_FLIGHT_INTENT = (
     select(_I.c.task_id)
@@ -170,12 +182,20 @@ def refusal(
     per_minute: int,
     max_pending: int,
     task_limits: tuple[int | None, int | None] = (None, None),
+    *,
+    owed_first: bool = False,
 ) -> tuple[Admission, str | None] | None:
-    """Why ``intent`` may not be recorded (a live duplicate, or a limit), or ``None``.
+    """Why ``intent`` may not be recorded (an owed outcome, a live duplicate, or a limit), or ``None``.
 
     ``task_limits`` are the tasks extension's ``(max_tasks, max_per_principal)``: an approval task
-    is a task like any other.
+    is a task like any other. ``owed_first``: a call without tasks, which an ended request of the
+    same call still owes its outcome (read in this transaction, so a request that ended since the
+    caller last looked is answered, not asked again).
     """
+    scope = {"owner": intent.principal_digest, "tool": intent.tool_name, "digest": intent.arguments_digest}
+    owed = conn.execute(OWED_WORKFLOW, scope).first() if owed_first else None
+    if owed is not None:
+        return Admission.OUTCOME_OWED, str(owed.task_id)
     existing = live_match(conn, intent.principal_digest, intent.tool_name, intent.arguments_digest)
     if existing is not None:
         return Admission.DUPLICATE, existing

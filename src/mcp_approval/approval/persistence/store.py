@@ -118,15 +118,20 @@ class ApprovalStore:
         submissions_per_minute: int,
         max_pending: int,
         task_limits: tuple[int | None, int | None] = (None, None),
+        owed_first: bool = False,
     ) -> tuple[Admission, str | None]:
         """Persist ``intent`` unless a duplicate or a limit stops it; returns (admission, task id).
 
-        ``task_limits``: the tasks extension's ``(max_tasks, max_per_principal)``.
+        ``task_limits``: the tasks extension's ``(max_tasks, max_per_principal)``. ``owed_first``:
+        an ended request made without tasks that owes this call its outcome comes first
+        (:attr:`Admission.OUTCOME_OWED`).
         """
         now = self.clock.now_ms()
 
         def record(conn: Connection) -> tuple[Admission, str | None]:
-            refused = sql.refusal(conn, intent, now, submissions_per_minute, max_pending, task_limits)
+            refused = sql.refusal(
+                conn, intent, now, submissions_per_minute, max_pending, task_limits, owed_first=owed_first
+            )
             if refused is not None:
                 return refused
             conn.execute(sql.INSERT_INTENT, intent_row(intent, now))

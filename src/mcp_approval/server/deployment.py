@@ -31,7 +31,7 @@ from mcp_approval.server.approvals import Approvals
 from mcp_approval.server.arap_backend import arap_backend_from_config, pdp_from_config
 from mcp_approval.server.auth import auth_from_config, reviewer_authenticator
 from mcp_approval.server.local_backend import local_backend_from_config
-from mcp_approval.server.validation import call_register, validate_deployment
+from mcp_approval.server.validation import call_register, validate_deployment, validate_deployment_templates
 from mcp_approval.storage import AuditLog, open_database
 from mcp_approval.tasks import TaskOptions, TasksExtension
 from mcp_approval.tasks.server import LOCAL_PRINCIPAL
@@ -123,6 +123,8 @@ def build_deployment(
         backend = arap_backend_from_config(config, pdp)
     elif backend is None:
         backend = local_backend_from_config(config, database, clock=clock)
+    # Before Approvals(...), whose own template check names the backend, not the deployment file.
+    validate_deployment_templates(config, pdp)
     verification = None if stdio else auth_from_config(config, base_url, clock=clock)
     verifier, auth = verification if verification is not None else (None, None)
     principals: TokenVerifier | PrincipalLookup | None = _stdio_principal(config) if stdio else verifier

@@ -172,8 +172,6 @@ class Approvals:
         metrics: MetricsOptions | None = None,
         notifications: NotificationOptions | None = None,
     ) -> None:
-        # A policy template no backend template decides would only fail at the first call.
-        check_library_templates(policy, backend)
         options = options or ApprovalOptions()
         task_options = tasks or TaskOptions()
         verifier, lookup = _split_principals(principals)
@@ -194,6 +192,8 @@ class Approvals:
         # The tables beside the tasks' that these approvals use (an ARAP backend keeps its requests elsewhere).
         self._histories: tuple[Migrations, ...] = (AUDIT_MIGRATIONS, SHARED_MIGRATIONS, APPROVAL_MIGRATIONS)
         cipher = binding_cipher(options)
+        # A policy template no backend template decides would only fail at the first call.
+        check_library_templates(policy, backend)
         if isinstance(backend, LocalApprovalBackend):
             self._histories += (LOCAL_BACKEND_MIGRATIONS,)
             # What reviewers see is sealed under the binding key too, so an edited request row cannot be approved.

@@ -123,8 +123,6 @@ def build_deployment(
         backend = arap_backend_from_config(config, pdp)
     elif backend is None:
         backend = local_backend_from_config(config, database, clock=clock)
-    # Before Approvals(...), whose own template check names the backend, not the deployment file.
-    validate_deployment_templates(config, pdp)
     verification = None if stdio else auth_from_config(config, base_url, clock=clock)
     verifier, auth = verification if verification is not None else (None, None)
     principals: TokenVerifier | PrincipalLookup | None = _stdio_principal(config) if stdio else verifier
@@ -143,6 +141,10 @@ def build_deployment(
             metrics=config.metrics,
             notifications=_notification_options(config, base_url),
         )
+    except ConfigError:
+        # Approvals' own template check names the backend's templates; say it as [templates.t] of the file.
+        validate_deployment_templates(config, pdp)
+        raise
     except ValueError as exc:
         raise ConfigError(f"{config.path}: {exc}") from None
     server: MCPServer[Any] = MCPServer(config.server.name, log_level="WARNING", **approvals.server_options())

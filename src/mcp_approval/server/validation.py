@@ -66,8 +66,9 @@ def validate_deployment(config: DeploymentConfig, server: MCPServer[Any], pdp: P
 
 
 def validate_deployment_templates(config: DeploymentConfig, pdp: PolicyDecisionPoint) -> TextSource | None:
-    """The template check of :func:`validate_deployment`, which needs no server: run it before
-    building ``Approvals``, whose own check (:func:`check_library_templates`) would name no file.
+    """The template check of :func:`validate_deployment`, which needs no server: when
+    ``Approvals``' own check (:func:`check_library_templates`, which names the backend's templates)
+    refuses a deployment, this one says the same in terms of the file's ``[templates.t]``.
 
     Returns the policy it read (``None`` when its policy is not visible here).
 

@@ -57,6 +57,7 @@ from mcp_approval.storage import (
 )
 from mcp_approval.tasks import TaskOptions, TasksExtension, task_routing_middleware
 from mcp_approval.tasks.options import PrincipalLookup
+from mcp_approval.tasks.schema import TASKS_MIGRATIONS
 from mcp_approval.tasks.sql_store import SqlTaskStore
 
 __all__ = ["Approvals", "ReviewerAuthenticator", "ServerOptions"]
@@ -282,8 +283,10 @@ class Approvals:
         # Startup checks that need the server's tools (all registered by now) belong here, before the store opens.
         check_library_tools(self.policy, server)
         with self._tools.serving(server), self._approval_tools(server):
-            async with self.tasks.lifespan(server):  # opens the task store, which migrates the tasks table
-                await migrate(self._database, *self._histories)
+            # Every table at once, the tasks' included: one transaction, one log line (the task
+            # store then finds its table current when it opens).
+            await migrate(self._database, TASKS_MIGRATIONS, *self._histories)
+            async with self.tasks.lifespan(server):
                 await self.approval.start()
                 if self.outbox is not None:
                     await self.outbox.start()

@@ -9,6 +9,7 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.local_rules import ApprovalTemplate
 from mcp_approval.policy import CedarPDP
 from mcp_approval.server import Approvals, StaticTokenVerifier, local_auth_settings
 from mcp_approval.storage import open_database
@@ -28,7 +29,8 @@ def approvals(tmp_path: Path, **overrides: object) -> Approvals:
         **overrides,
     }
     policy = CedarPDP.from_files(EXAMPLE / "policy.cedar", EXAMPLE / "entities.json")
-    backend = LocalApprovalBackend(database, templates={}, roles=lambda _principal: frozenset())
+    templates = {"payments": ApprovalTemplate()}  # the template the example's policy names
+    backend = LocalApprovalBackend(database, templates=templates, roles=lambda _principal: frozenset())
     return Approvals(policy, backend, **arguments)  # type: ignore[arg-type]
 
 
@@ -54,6 +56,9 @@ async def test_one_approvals_serves_one_server(tmp_path: Path) -> None:
     built = approvals(tmp_path)
     first = MCPServer("first", **built.server_options())
     second = MCPServer("second", **built.server_options())
+    for server in (first, second):  # the tools the example's policy names
+        for name in ("balance", "pay"):
+            server.add_tool(lambda: "ok", name=name, description=name)
     async with built.lifespan(first):
         with pytest.raises(RuntimeError, match="one Approvals serves one MCPServer"):
             async with built.lifespan(second):

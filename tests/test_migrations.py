@@ -176,3 +176,45 @@ def test_each_deployment_holds_only_the_tables_it_uses(tmp_path: Path) -> None:
         "alembic_version_ars",
         "alembic_version_shared",
     }
+
+
+def _migration_lines(log: str) -> list[str]:
+    return [line for line in log.splitlines() if "alembic" in line or "mcp_approval.storage" in line]
+
+
+def test_a_start_logs_one_line_for_migrations_and_a_restart_none(tmp_path: Path, db_url: str) -> None:
+    first = TreasuryServer(deployment_dir(tmp_path), db_url=db_url).start()
+    first.kill()
+    lines = _migration_lines(first.log())
+    assert len(lines) == 1, lines
+    assert " INFO mcp_approval.storage: schema migrated: tasks (none) -> tasks_" in lines[0]
+    assert "local_backend (none) -> local_" in lines[0]
+    again = TreasuryServer(deployment_dir(tmp_path, name="again"), db_url=db_url).start()
+    again.kill()
+    assert _migration_lines(again.log()) == []
+
+
+async def test_alembic_details_are_logged_only_at_debug(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO")
+    database = open_database(f"sqlite:///{tmp_path / 'info.db'}")
+    try:
+        await migrate(database, TASKS_MIGRATIONS, AUDIT_MIGRATIONS)
+    finally:
+        await database.close()
+    assert [(r.name, r.levelname) for r in caplog.records] == [("mcp_approval.storage", "INFO")]
+    assert caplog.records[0].getMessage().startswith("schema migrated: tasks (none) -> tasks_")
+
+    caplog.clear()
+    caplog.set_level("DEBUG")
+    database = open_database(f"sqlite:///{tmp_path / 'debug.db'}")
+    try:
+        await migrate(database, TASKS_MIGRATIONS)
+        await migrate(database, TASKS_MIGRATIONS)
+    finally:
+        await database.close()
+    upgrades = [r for r in caplog.records if r.name.startswith("alembic") and "Running upgrade" in r.getMessage()]
+    assert upgrades, "alembic's steps are shown at DEBUG"
+    assert [r.getMessage().split(":")[0] for r in caplog.records if r.name == "mcp_approval.storage"] == [
+        "schema migrated",
+        "schema already current",
+    ]

@@ -174,12 +174,13 @@ class ApprovalMetrics:
 
 
 def _pending_by_template(conn: Connection) -> dict[str, int]:
-    query = (
-        select(func.coalesce(_W.c.template, ""), func.count())
-        .where(_W.c.phase == "pending")
-        .group_by(func.coalesce(_W.c.template, ""))
-    )
-    return {template: int(count) for template, count in conn.execute(query)}
+    # Grouped by the bare column: PostgreSQL does not recognise two coalesce() expressions with
+    # separately bound parameters as the same expression, so the missing template becomes "" here.
+    query = select(_W.c.template, func.count()).where(_W.c.phase == "pending").group_by(_W.c.template)
+    counts: dict[str, int] = {}
+    for template, count in conn.execute(query):
+        counts[template or ""] = counts.get(template or "", 0) + int(count)
+    return counts
 
 
 def metrics_paths(options: MetricsOptions) -> dict[str, Any]:

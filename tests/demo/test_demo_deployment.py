@@ -19,6 +19,8 @@ from mcp_approval.reference.config import load_arap_config
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "treasury"
 PACKAGED = Path(__file__).resolve().parents[2] / "src" / "mcp_approval" / "demo" / "treasury"
 OPERATORS = Path(__file__).resolve().parents[2] / "docs" / "operators.md"
+#: Files the example shares with the demo's embedded deployment, byte for byte.
+EMBEDDED_IN_THE_EXAMPLE = ("entities.json", "tools.py")
 POLICY_HEADER = "// The demo's copy of examples/treasury/policy.cedar, plus one rule the demo needs (at the end).\n//\n"
 
 
@@ -45,10 +47,12 @@ def test_the_materialized_deployment_loads_and_names_the_port(tmp_path: Path) ->
 
 def test_the_copy_matches_the_example(tmp_path: Path) -> None:
     folder = materialize(tmp_path / "treasury").parent
-    # The example's tools and entities are the packaged files themselves (symbolic links).
-    for name in ("entities.json", "tools.py"):
-        assert (EXAMPLE / name).resolve() == (PACKAGED / name).resolve()
-        assert (folder / name).read_text() == (EXAMPLE / name).read_text()
+    # The packaged tools and entities are the source; the example holds plain copies of them.
+    for name in EMBEDDED_IN_THE_EXAMPLE:
+        assert (EXAMPLE / name).read_bytes() == (PACKAGED / name).read_bytes(), (
+            f"examples/treasury/{name} differs from the packaged {name}: copy {PACKAGED / name} over it"
+        )
+        assert (folder / name).read_bytes() == (EXAMPLE / name).read_bytes()
     policy = (folder / "policy.cedar").read_text()
     assert policy.startswith(POLICY_HEADER)
     assert policy[len(POLICY_HEADER) :].startswith((EXAMPLE / "policy.cedar").read_text())

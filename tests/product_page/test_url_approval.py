@@ -216,7 +216,9 @@ async def test_another_principal_cannot_answer_the_link(http: httpx.AsyncClient)
 async def test_url_elicitation_without_tasks_gets_the_classic_result(
     linked: TreasuryServer, http: httpx.AsyncClient
 ) -> None:
-    """Not built (product page): a URL elicitation without tasks; a plain retry could not name the call."""
+    """With ``without_tasks = "degraded"`` (this module's deployment), a URL elicitation without tasks
+    gets the classic result; ``"request"`` with ``requester_url`` sends it to a page instead
+    (tests/approval/test_url_without_tasks.py)."""
     alice = principals(http)["alice"]
     meta = envelope(tasks=False)  # declares elicitation form + url, not the tasks extension
     reply = await alice.call_tool("wire_transfer", {"to": "acct-url-no-tasks", "amount": 50_000}, meta=meta)

@@ -1,5 +1,6 @@
 """``/metrics`` of a real ``serve``: off by default, guarded by its own bearer token, parsed by the
-Prometheus text parser, and its numbers move as approvals are requested, decided and executed."""
+Prometheus text parser, and its numbers move as approvals are requested, decided and executed, on
+SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -8,41 +9,28 @@ from pathlib import Path
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from mcp_approval.config import ConfigError, load_config
 from mcp_approval.server.deployment import build_deployment
+from tests.support.metrics import Samples, parse_samples, sample_value
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import approval_for, settled
 
 pytestmark = pytest.mark.anyio
 
 TOKEN = "scrape-token-of-some-length"
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def _samples(text: str) -> Samples:
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
-def _value(samples: Samples, name: str, **labels: str) -> float:
-    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
 async def _scrape(http: httpx.AsyncClient) -> Samples:
     response = await http.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain")
-    return _samples(response.text)
+    return parse_samples(response.text)
 
 
-async def test_metrics_move_as_a_served_approval_flow_runs(tmp_path: Path) -> None:
+async def test_metrics_move_as_a_served_approval_flow_runs(tmp_path: Path, db_url: str) -> None:
     directory = deployment_dir(tmp_path, {"metrics": {"enabled": True, "bearer_token": TOKEN}})
-    server = await asyncio.to_thread(TreasuryServer(directory).start)
+    server = await asyncio.to_thread(TreasuryServer(directory, db_url=db_url).start)
     try:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
             assert (await http.get("/metrics")).status_code == 401
@@ -64,12 +52,12 @@ async def test_metrics_move_as_a_served_approval_flow_runs(tmp_path: Path) -> No
     finally:
         server.kill()
 
-    assert _value(before, "mcp_approval_pending_approvals", template="treasury") == 0
-    assert _value(waiting, "mcp_approval_pending_approvals", template="treasury") == 2
-    assert _value(after, "mcp_approval_pending_approvals", template="treasury") == 0
+    assert sample_value(before, "mcp_approval_pending_approvals", template="treasury") == 0
+    assert sample_value(waiting, "mcp_approval_pending_approvals", template="treasury") == 2
+    assert sample_value(after, "mcp_approval_pending_approvals", template="treasury") == 0
 
     def moved(name: str, **labels: str) -> float:
-        return _value(after, name, **labels) - _value(before, name, **labels)
+        return sample_value(after, name, **labels) - sample_value(before, name, **labels)
 
     assert moved("mcp_approval_decisions_total", outcome="approved") == 1
     assert moved("mcp_approval_decisions_total", outcome="denied") == 1
@@ -78,7 +66,7 @@ async def test_metrics_move_as_a_served_approval_flow_runs(tmp_path: Path) -> No
     assert moved("mcp_approval_executions_total", disposition="approved-executed") == 1
     assert moved("mcp_approval_executions_total", disposition="denied-not-executed") == 1
     assert ("mcp_approval_store_errors_total", ()) in after
-    assert _value(after, "mcp_approval_store_errors_total") == 0
+    assert sample_value(after, "mcp_approval_store_errors_total") == 0
 
 
 def test_metrics_are_off_by_default(tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ def arap_server(
     from mcp_approval.reference.config import load_arap_config
     from mcp_approval.reference.server import build_arap_server
     from mcp_approval.server.validation import check_requestable_templates
+    from mcp_approval.storage.postgres_url import StoreURLError
 
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
@@ -55,6 +56,10 @@ def arap_server(
         check_requestable_templates(policy, loaded.templates, config_path=loaded.path)
         url = base_url or loaded.arap.base_url or f"{scheme}://{_url_host(host)}:{actual}"
         server = build_arap_server(loaded, store_url=db, base_url=url)
+    except StoreURLError as exc:  # a store the driver cannot use, like one that does not answer
+        sock.close()
+        typer.echo(f"mcp-approval arap-server: {exc}", err=True)
+        raise typer.Exit(3) from None
     except (ConfigError, PolicyLoadError, ValueError) as exc:
         sock.close()
         typer.echo(f"mcp-approval arap-server: {exc}", err=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from sqlalchemy import Connection, text
-from sqlalchemy.engine import make_url
 
 from mcp_approval.storage import StoreUnavailableError, open_database
+from mcp_approval.storage.postgres_url import StoreURLError, shown_url
 
 __all__ = ["STORE_TIMEOUT_S", "shown_store_url", "store_problem"]
 
@@ -16,8 +16,8 @@ STORE_TIMEOUT_S = 10.0
 
 
 def shown_store_url(url: str) -> str:
-    """``url`` as it may be printed: the password replaced by ``***``."""
-    return make_url(url).render_as_string(hide_password=True)
+    """``url`` as it may be printed: the password (and a TLS key's ``sslpassword``) replaced by ``***``."""
+    return shown_url(url)
 
 
 def store_problem(url: str, *, timeout_s: float = STORE_TIMEOUT_S) -> str | None:
@@ -29,6 +29,8 @@ def store_problem(url: str, *, timeout_s: float = STORE_TIMEOUT_S) -> str | None
         asyncio.run(asyncio.wait_for(_query(url), timeout_s))
     except TimeoutError:
         return f"the store {shown_store_url(url)} did not answer within {timeout_s:g}s"
+    except StoreURLError as exc:
+        return str(exc)
     except (StoreUnavailableError, OSError) as exc:
         reason = str(exc).removeprefix("store unavailable: ").splitlines()[0]
         return f"cannot open the store {shown_store_url(url)}: {reason}"

@@ -29,6 +29,7 @@ from mcp_approval.config import ConfigError, load_config
 from mcp_approval.reviewers.api import MAX_PAGE_SIZE
 from mcp_approval.server.local_backend import local_backend_from_config
 from mcp_approval.storage import Database, StoreUnavailableError, migrate, open_database
+from mcp_approval.storage.postgres_url import StoreURLError
 
 __all__ = ["review_app"]
 
@@ -92,6 +93,9 @@ def _run(
 
     try:
         return asyncio.run(run())
+    except StoreURLError as exc:  # a store the driver cannot use: the exit status of an unusable store
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(3) from None
     except (ReviewError, StoreUnavailableError, ValueError) as exc:
         raise _fail(str(exc)) from None
     except UnknownRequestError:

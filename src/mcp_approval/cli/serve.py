@@ -27,6 +27,7 @@ def serve(
     from mcp_approval.hosts import proxy_header_settings
     from mcp_approval.policy.source import PolicyLoadError
     from mcp_approval.server.deployment import build_deployment, deployment_app
+    from mcp_approval.storage.postgres_url import StoreURLError
 
     # Logs go to stderr: on --stdio, stdout carries the protocol.
     logging.basicConfig(
@@ -36,6 +37,9 @@ def serve(
         loaded = load_config(config)
         base_url = loaded.server.base_url or f"http://{host}:{port}"
         deployment = build_deployment(loaded, store_url=db, base_url=base_url, stdio=stdio)
+    except StoreURLError as exc:  # a store the driver cannot use, like one that does not answer
+        typer.echo(f"mcp-approval serve: {exc}", err=True)
+        raise typer.Exit(3) from None
     except (ConfigError, PolicyLoadError, ValueError) as exc:
         typer.echo(f"mcp-approval serve: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -171,6 +171,9 @@ class CedarPDP:
         policy_source = as_source(policies)
         self._policies, self._reduced, self._info = load_policies(policy_source, self._schema)
         self._stored, self._entities = load_entities(as_source(entities or "[]"), self._schema)
+        # Kept for the startup checks, which name the file and line of a policy that cannot work.
+        self._policy_source = policy_source
+        self._entities_source = as_source(entities) if entities is not None else None
         self._entity_types: dict[str, str] = {}  # AuthZEN type -> checked Cedar entity type
         self._action_type = self.mapping.action_uid("")["type"]
 
@@ -189,6 +192,16 @@ class CedarPDP:
             TextSource.read(schema) if schema is not None else None,
             **options,
         )
+
+    @property
+    def policy_source(self) -> TextSource:
+        """The policy text the PDP was built from, with the name it is reported under."""
+        return self._policy_source
+
+    @property
+    def entities_source(self) -> TextSource | None:
+        """The entities the PDP was built from (``None``: none were given)."""
+        return self._entities_source
 
     @property
     def policies(self) -> Mapping[str, PolicyInfo]:

@@ -44,6 +44,7 @@ from mcp_approval.policy import PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.policy.http import HttpPDP
 from mcp_approval.reviewers import console_paths, reviewer_paths, reviewer_surface
 from mcp_approval.reviewers.throttle import FailedAuthenticationLimit, FailedLoginThrottle
+from mcp_approval.server.validation import check_library_templates, check_library_tools
 from mcp_approval.storage import (
     AUDIT_MIGRATIONS,
     SHARED_MIGRATIONS,
@@ -56,6 +57,7 @@ from mcp_approval.storage import (
 )
 from mcp_approval.tasks import TaskOptions, TasksExtension, task_routing_middleware
 from mcp_approval.tasks.options import PrincipalLookup
+from mcp_approval.tasks.schema import TASKS_MIGRATIONS
 from mcp_approval.tasks.sql_store import SqlTaskStore
 
 __all__ = ["Approvals", "ReviewerAuthenticator", "ServerOptions"]
@@ -149,6 +151,10 @@ class Approvals:
     Raises:
         ValueError: an inconsistent combination (a ``TokenVerifier`` without ``auth``, no
             call-binding key), naming the option.
+        ConfigError: a Cedar policy's ``@requestable("t")`` names no template of a local
+            backend (``FILE:LINE: ...``, as ``serve`` says it). Once the server's tools are
+            registered, its lifespan likewise refuses to start if the policy or its entities
+            name a tool the server does not have.
     """
 
     def __init__(
@@ -187,6 +193,8 @@ class Approvals:
         # The tables beside the tasks' that these approvals use (an ARAP backend keeps its requests elsewhere).
         self._histories: tuple[Migrations, ...] = (AUDIT_MIGRATIONS, SHARED_MIGRATIONS, APPROVAL_MIGRATIONS)
         cipher = binding_cipher(options)
+        # A policy template no backend template decides would only fail at the first call.
+        check_library_templates(policy, backend)
         if isinstance(backend, LocalApprovalBackend):
             self._histories += (LOCAL_BACKEND_MIGRATIONS,)
             # What reviewers see is sealed under the binding key too, so an edited request row cannot be approved.
@@ -266,11 +274,19 @@ class Approvals:
 
     @asynccontextmanager
     async def lifespan(self, server: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
-        """Open the store and run the approval runtime for as long as ``server`` runs."""
+        """Open the store and run the approval runtime for as long as ``server`` runs.
+
+        Raises:
+            ConfigError: before anything opens, a Cedar policy or its entities name a tool
+                ``server`` does not have (``FILE:LINE: ...``, as ``serve`` says it).
+        """
         # Startup checks that need the server's tools (all registered by now) belong here, before the store opens.
+        check_library_tools(self.policy, server)
         with self._tools.serving(server), self._approval_tools(server):
-            async with self.tasks.lifespan(server):  # opens the task store, which migrates the tasks table
-                await migrate(self._database, *self._histories)
+            # Every table at once, the tasks' included: one transaction, one log line (the task
+            # store then finds its table current when it opens).
+            await migrate(self._database, TASKS_MIGRATIONS, *self._histories)
+            async with self.tasks.lifespan(server):
                 await self.approval.start()
                 if self.outbox is not None:
                     await self.outbox.start()

@@ -31,7 +31,7 @@ from mcp_approval.server.approvals import Approvals
 from mcp_approval.server.arap_backend import arap_backend_from_config, pdp_from_config
 from mcp_approval.server.auth import auth_from_config, reviewer_authenticator
 from mcp_approval.server.local_backend import local_backend_from_config
-from mcp_approval.server.validation import call_register, validate_deployment
+from mcp_approval.server.validation import call_register, validate_deployment, validate_deployment_templates
 from mcp_approval.storage import AuditLog, open_database
 from mcp_approval.tasks import TaskOptions, TasksExtension
 from mcp_approval.tasks.server import LOCAL_PRINCIPAL
@@ -141,6 +141,10 @@ def build_deployment(
             metrics=config.metrics,
             notifications=_notification_options(config, base_url),
         )
+    except ConfigError:
+        # Approvals' own template check names the backend's templates; say it as [templates.t] of the file.
+        validate_deployment_templates(config, pdp)
+        raise
     except ValueError as exc:
         raise ConfigError(f"{config.path}: {exc}") from None
     server: MCPServer[Any] = MCPServer(config.server.name, log_level="WARNING", **approvals.server_options())

@@ -11,7 +11,9 @@ line, ``FILE:LINE: key: message``, naming where the problem is:
 - :func:`call_register`: the tools module's ``register`` accepts ``(server, settings, base_dir)``,
   and an exception it raises becomes one line naming the file and line it was raised from.
 
-:func:`validate_deployment` runs the policy checks a deployment file calls for.
+:func:`validate_deployment` runs the policy checks a deployment file calls for;
+:func:`check_library_templates` and :func:`check_library_tools` run the same checks for a server
+built in code (``Approvals``), against the backend's templates and the server's tools.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 import cedarpy
 from mcp.server.mcpserver import MCPServer
 
+from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.config import ConfigError, DeploymentConfig
 from mcp_approval.policy import CedarPDP, PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.policy.cedar_loading import ANNOTATION_REQUESTABLE, entity_items
@@ -34,11 +37,14 @@ from mcp_approval.policy.source import Statement, TextSource, find_line, split_s
 __all__ = [
     "call_register",
     "check_entity_tools",
+    "check_library_templates",
+    "check_library_tools",
     "check_policy_tools",
     "check_requestable_templates",
     "registered_tools",
     "tool_groups",
     "validate_deployment",
+    "validate_deployment_templates",
 ]
 
 
@@ -52,25 +58,77 @@ def validate_deployment(config: DeploymentConfig, server: MCPServer[Any], pdp: P
         ConfigError: ``FILE:LINE: key: message`` for the first problem found.
     """
     policy = config.policy
-    if not isinstance(pdp, CedarPDP) or policy.cedar is None:
+    source = validate_deployment_templates(config, pdp)
+    if source is None or not isinstance(pdp, CedarPDP):
         return
-    source = TextSource.read(config.resolve(policy.cedar))
+    entities = TextSource.read(config.resolve(policy.entities)) if policy.entities is not None else None
+    _check_tools(source, entities, registered_tools(server), tool_type=_tool_type(pdp))
+
+
+def validate_deployment_templates(config: DeploymentConfig, pdp: PolicyDecisionPoint) -> TextSource | None:
+    """The template check of :func:`validate_deployment`, which needs no server: when
+    ``Approvals``' own check (:func:`check_library_templates`, which names the backend's templates)
+    refuses a deployment, this one says the same in terms of the file's ``[templates.t]``.
+
+    Returns the policy it read (``None`` when its policy is not visible here).
+
+    Raises:
+        ConfigError: naming the policy file, the annotation's line and the missing ``[templates.t]``.
+    """
+    if not isinstance(pdp, CedarPDP) or config.policy.cedar is None:
+        return None
+    source = TextSource.read(config.resolve(config.policy.cedar))
     if config.approval.backend == "local":
         check_requestable_templates(source, config.templates, config_path=config.path)
-    tools = registered_tools(server)
-    tool_type = pdp.mapping.entity_type(ToolCallMapper().resource_type)
+    return source
+
+
+def check_library_templates(pdp: PolicyDecisionPoint, backend: object) -> None:
+    """For a server built in code: every ``@requestable("t")`` of a Cedar policy names a template
+    of the local backend (the check :func:`validate_deployment` makes against ``[templates]``).
+
+    Skipped for a PDP whose policy is not visible (not a :class:`CedarPDP`) and for a backend
+    that is not a :class:`~mcp_approval.backends.LocalApprovalBackend` (an ARAP backend's
+    templates live at its Access Request Service).
+
+    Raises:
+        ConfigError: naming the policy file, the annotation's line and the missing template.
+    """
+    if isinstance(pdp, CedarPDP) and isinstance(backend, LocalApprovalBackend):
+        check_requestable_templates(pdp.policy_source, backend.templates.keys())
+
+
+def check_library_tools(pdp: PolicyDecisionPoint, server: MCPServer[Any]) -> None:
+    """For a server built in code, once its tools are registered: every tool a Cedar policy or
+    its entities name is one of ``server``'s tools (the checks :func:`validate_deployment` makes).
+
+    Raises:
+        ConfigError: naming the policy or entities file, the line and the unknown tool.
+    """
+    if isinstance(pdp, CedarPDP):
+        _check_tools(pdp.policy_source, pdp.entities_source, registered_tools(server), tool_type=_tool_type(pdp))
+
+
+def _tool_type(pdp: CedarPDP) -> str:
+    return pdp.mapping.entity_type(ToolCallMapper().resource_type)
+
+
+def _check_tools(policy: TextSource, entities: TextSource | None, tools: frozenset[str], *, tool_type: str) -> None:
     groups: frozenset[str] = frozenset()
-    if policy.entities is not None:
-        entities = TextSource.read(config.resolve(policy.entities))
+    if entities is not None:
         check_entity_tools(entities, tools, tool_type=tool_type)
         groups = tool_groups(entities, tool_type=tool_type)
-    check_policy_tools(source, tools, tool_type=tool_type, groups=groups)
+    check_policy_tools(policy, tools, tool_type=tool_type, groups=groups)
 
 
-def check_requestable_templates(policy: TextSource, templates: Collection[str], *, config_path: Path) -> None:
+def check_requestable_templates(
+    policy: TextSource, templates: Collection[str], *, config_path: Path | None = None
+) -> None:
     """Every ``@requestable("t")`` in ``policy`` names one of ``templates``.
 
     ``@requestable`` without a template (or with ``""``) uses the backend's default template.
+    ``config_path`` is the file whose ``[templates]`` are checked; without it, the templates
+    given to a ``LocalApprovalBackend`` in code.
 
     Raises:
         ConfigError: naming the policy file, the annotation's line and the missing template.
@@ -81,9 +139,14 @@ def check_requestable_templates(policy: TextSource, templates: Collection[str], 
             continue
         line = find_line(policy.text, [f"@{ANNOTATION_REQUESTABLE}"], statement.first_line, statement.last_line)
         configured = ", ".join(sorted(templates)) or "none"
+        missing = (
+            f"no [templates.{template}] in {config_path}"
+            if config_path is not None
+            else f"no ApprovalTemplate named {template!r} in the LocalApprovalBackend's templates"
+        )
         raise ConfigError(
-            f'{policy.name}:{line or statement.first_line}: @requestable("{template}"): no [templates.{template}] '
-            f"in {config_path} to say who decides its requests (configured: {configured})"
+            f'{policy.name}:{line or statement.first_line}: @requestable("{template}"): {missing} '
+            f"to say who decides its requests (configured: {configured})"
         )
 
 

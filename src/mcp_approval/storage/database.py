@@ -30,6 +30,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from mcp_approval.storage.postgres_url import AsyncpgTarget, asyncpg_target
+
 __all__ = [
     "Database",
     "FinalStep",
@@ -102,14 +104,20 @@ class StoreUnavailableError(RuntimeError):
 def normalize_url(url: str) -> str:
     """Validate a user-facing database URL: ``sqlite:///PATH``, ``sqlite://`` or ``postgresql://...``.
 
+    A PostgreSQL URL may carry the libpq parameters the driver supports (``sslmode=require``,
+    ``sslrootcert=...``, ``connect_timeout=10``, ...; see :mod:`mcp_approval.storage.postgres_url`).
+
     Raises:
-        ValueError: for any other scheme, naming it.
+        ValueError: for any other scheme, naming it;
+            :class:`~mcp_approval.storage.postgres_url.StoreURLError` (a ``ValueError``) for a
+            PostgreSQL URL parameter the driver does not support, naming it.
     """
     parsed = make_url(url)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
         return str(parsed.set(drivername="sqlite"))
     if backend in ("postgresql", "postgres"):
+        asyncpg_target(parsed)  # refuses what the driver cannot use now, not at the first connection
         return parsed.set(drivername="postgresql+asyncpg").render_as_string(hide_password=False)
     raise ValueError(f"unsupported database URL scheme {parsed.drivername!r}: use sqlite:/// or postgresql://")
 
@@ -347,14 +355,32 @@ class PostgresDatabase(Database):
     dialect = "postgresql"
 
     def __init__(self, url: str) -> None:
+        parsed = make_url(url)
+        #: Where asyncpg connects: the libpq parameters of ``url`` stay in this DSN, which asyncpg
+        #: reads itself (SQLAlchemy would pass them as keyword arguments it does not accept).
+        self.target: AsyncpgTarget = asyncpg_target(parsed)
+        # The engines' own URL names the server and database only; connections come from the DSN.
+        bare = parsed.set(drivername="postgresql+asyncpg", query={})
         # No pre-ping (it costs a round trip per checkout): a connection found dead raises a
         # disconnect error, which invalidates the pool, and the caller's next call reconnects.
-        self.engine: AsyncEngine = create_async_engine(url, pool_size=10, max_overflow=10)
+        self.engine: AsyncEngine = create_async_engine(bare, async_creator=self._connect, pool_size=10, max_overflow=10)
         # Reads get their own pool of connections that stay in autocommit: no BEGIN, no
         # ROLLBACK, no isolation-level switch per checkout; a lookup is one round trip.
         self._reader: AsyncEngine = create_async_engine(
-            url, pool_size=10, max_overflow=10, isolation_level="AUTOCOMMIT", pool_reset_on_return=None
+            bare,
+            async_creator=self._connect,
+            pool_size=10,
+            max_overflow=10,
+            isolation_level="AUTOCOMMIT",
+            pool_reset_on_return=None,
         )
+
+    async def _connect(self) -> Any:
+        import asyncpg  # type: ignore[import-untyped]
+
+        if self.target.timeout_s is None:
+            return await asyncpg.connect(self.target.dsn)
+        return await asyncpg.connect(self.target.dsn, timeout=self.target.timeout_s)
 
     async def write(self, operation: Operation[T]) -> T:
         """Run ``operation`` in a transaction and commit."""

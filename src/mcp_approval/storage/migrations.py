@@ -19,11 +19,17 @@ Databases created before the histories existed carry a ``schema_version`` table 
 3). A history with no version table yet on such a database is first stamped at the revision that
 release version corresponds to (:attr:`Migrations.legacy`), then upgraded; ``schema_version`` is
 kept, read-only, so a history opened later on the same database is recognised the same way.
+
+Logging: one INFO line when a call changes the schema (which histories moved, from what to what),
+DEBUG otherwise. Alembic's own step-by-step INFO lines are shown only when the
+``mcp_approval.storage`` logger is enabled for DEBUG, unless the application set the ``alembic``
+logger's level itself.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +49,9 @@ __all__ = ["LEGACY_VERSION_TABLE", "Migrations", "SchemaTooNewError", "migrate"]
 LEGACY_VERSION_TABLE = "schema_version"
 #: The newest version that table ever held.
 _LAST_LEGACY_VERSION = 3
+
+logger = logging.getLogger("mcp_approval.storage")
+_ALEMBIC_LOGGER = "alembic"
 
 # An arbitrary constant naming this project's migration lock on PostgreSQL (the releases before
 # per-layer histories took the same one, so an old and a new worker never migrate at once).
@@ -110,14 +119,53 @@ async def migrate(database: Database, *histories: Migrations) -> dict[str, tuple
     """
     if not histories:
         raise TypeError("migrate() needs the histories of the tables to create (e.g. TASKS_MIGRATIONS)")
-    return await database.write(lambda conn: _apply(conn, histories))
+    _alembic_details_at_debug()
+    moves = await database.write(lambda conn: _apply(conn, histories))
+    _log_moves(moves)
+    return {name: before for name, (before, _after) in moves.items()}
 
 
-def _apply(conn: Connection, histories: tuple[Migrations, ...]) -> dict[str, tuple[str, ...]]:
+_Moves = dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
+
+
+def _apply(conn: Connection, histories: tuple[Migrations, ...]) -> _Moves:
     if conn.dialect.name == "postgresql":
         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
     release_version = _legacy_version(conn)
     return {history.name: _upgrade(conn, history, release_version) for history in histories}
+
+
+def _log_moves(moves: _Moves) -> None:
+    """One INFO line naming the histories that moved; the rest at DEBUG."""
+    moved = [
+        f"{name} {_shown(before)} -> {_shown(after)}" for name, (before, after) in moves.items() if before != after
+    ]
+    current = [f"{name} {_shown(after)}" for name, (before, after) in moves.items() if before == after]
+    if moved:
+        logger.info("schema migrated: %s%s", ", ".join(moved), f" ({len(current)} already current)" if current else "")
+    if current:
+        logger.debug("schema already current: %s", ", ".join(current))
+
+
+def _shown(revisions: tuple[str, ...]) -> str:
+    return "+".join(revisions) or "(none)"
+
+
+#: Whether this module set the ``alembic`` logger's level (and may set it again).
+_alembic_level_ours = False
+
+
+def _alembic_details_at_debug() -> None:
+    """Alembic logs every step at INFO; show those lines only when this module logs at DEBUG.
+
+    A level the application gave the ``alembic`` logger is left alone.
+    """
+    global _alembic_level_ours
+    alembic = logging.getLogger(_ALEMBIC_LOGGER)
+    if alembic.level != logging.NOTSET and not _alembic_level_ours:
+        return
+    alembic.setLevel(logging.NOTSET if logger.isEnabledFor(logging.DEBUG) else logging.WARNING)
+    _alembic_level_ours = True
 
 
 def _legacy_version(conn: Connection) -> int | None:
@@ -132,7 +180,10 @@ def _legacy_version(conn: Connection) -> int | None:
     return None if version is None else int(version)
 
 
-def _upgrade(conn: Connection, history: Migrations, release_version: int | None) -> tuple[str, ...]:
+def _upgrade(
+    conn: Connection, history: Migrations, release_version: int | None
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Bring ``history`` to its head; its revisions before and after."""
     from alembic.operations import Operations
     from alembic.runtime.migration import MigrationContext
 
@@ -154,7 +205,7 @@ def _upgrade(conn: Connection, history: Migrations, release_version: int | None)
             context.stamp(script, stamped)
     with Operations.context(context):
         context.run_migrations()
-    return before
+    return before, context.get_current_heads()
 
 
 def _steps_to_head(script: ScriptDirectory, heads: Any, _context: MigrationContext) -> Iterator[RevisionStep]:

@@ -24,8 +24,9 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
+from mcp_approval.storage import PostgresDatabase
 from mcp_approval.tasks.sql_store import SqlTaskStore
 from mcp_approval.tasks.states import TaskStatus
 from mcp_approval.tasks.store import TaskStore
@@ -282,9 +283,8 @@ class RedisTaskSignals(_Fanout):
 
 def signals_for(store: TaskStore) -> TaskSignals:
     """The signals matching an opened store: NOTIFY for PostgreSQL, pub/sub for Redis, else local."""
-    if isinstance(store, SqlTaskStore) and store.database.dialect == "postgresql":
-        url: Any = store.database.engine.url  # type: ignore[attr-defined]
-        return PostgresTaskSignals(url.set(drivername="postgresql").render_as_string(hide_password=False))
+    if isinstance(store, SqlTaskStore) and isinstance(store.database, PostgresDatabase):
+        return PostgresTaskSignals(store.database.target.dsn)
     connect = getattr(store, "connector", None)
     if connect is not None:
         return RedisTaskSignals(connect, prefix=getattr(store, "prefix", ""))

@@ -227,6 +227,7 @@ class Approvals:
             principal_lookup=lookup,
             unchecked_tools=unchecked,
             limits=options,
+            input_schemas=self._tools,
         )
         self._reviewers = reviewers or (_verified_subject(verifier) if verifier is not None else None)
         # One limit on failed authentications for the reviewer API, the console and /mcp, counted in
@@ -459,6 +460,12 @@ class _ServedTools:
 
     async def fingerprint(self, tool: str) -> str | None:
         return await self._current().fingerprint(tool)
+
+    async def input_schema(self, tool: str) -> dict[str, Any] | None:
+        return await self._current().input_schema(tool)
+
+    async def refuses_arguments(self, tool: str, arguments: dict[str, Any]) -> bool:
+        return await self._current().refuses_arguments(tool, arguments)
 
     async def invoke(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
         return await self._current().invoke(tool, arguments)

@@ -140,6 +140,7 @@ def build_deployment(
             clock=clock,
             metrics=config.metrics,
             notifications=_notification_options(config, base_url),
+            trusted_proxies=config.server.trusted_proxies,
         )
     except ValueError as exc:
         raise ConfigError(f"{config.path}: {exc}") from None

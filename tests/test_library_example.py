@@ -186,6 +186,11 @@ server, approvals = build(args.db, f"http://127.0.0.1:{{args.port}}", args.ledge
 uvicorn.run(approvals.http_app(server), host="127.0.0.1", port=args.port)
 """
 
+#: The example's server run with approvals.run behind a proxy on 127.0.0.1 that it trusts.
+BEHIND_A_PROXY = PLAIN_UVICORN.replace(
+    'uvicorn.run(approvals.http_app(server), host="127.0.0.1", port=args.port)',
+    'approvals.trusted_proxies = ("127.0.0.1",)\napprovals.run(server, host="127.0.0.1", port=args.port)',
+)
 WRONG = {"authorization": "Bearer not-a-token"}
 
 
@@ -227,3 +232,19 @@ def test_a_rotating_forwarded_for_does_not_escape_the_failed_token_limit(any_run
 
 def test_an_address_named_in_forwarded_for_is_not_locked_out(any_runner: LibraryServer) -> None:
     _named_address_is_not_locked_out(any_runner.base_url)
+
+
+def test_behind_a_trusted_proxy_each_forwarded_client_has_its_own_limit(tmp_path: Path) -> None:
+    server = LibraryServer(tmp_path, runner=["-c", BEHIND_A_PROXY])
+    try:
+        server.wait_listening()
+        statuses = _rotating_failures(server.base_url, "/approvals")
+        with httpx.Client(base_url=server.base_url, timeout=20) as client:
+            repeated = [
+                client.get("/approvals", headers={**WRONG, "x-forwarded-for": "198.51.100.7"}).status_code
+                for _ in range(DEFAULT_MAX_FAILURES + 1)
+            ]
+    finally:
+        server.stop()
+    assert statuses == [401] * (DEFAULT_MAX_FAILURES + 1)
+    assert repeated[-1] == 429

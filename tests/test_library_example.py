@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from mcp_approval.hosts import unused_loopback_port
+from mcp_approval.reviewers.throttle import DEFAULT_MAX_FAILURES
 from tests.support.treasury import Reviewer, rewrite_request_arguments
 from tests.support.wire import Wire
 from tests.treasury.helpers import approval_for, assert_approved_executed, assert_denied_not_executed, settled
@@ -29,13 +30,13 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "library"
 class LibraryServer:
     """``python examples/library/server.py --port P --db URL --ledger FILE`` on 127.0.0.1."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, *, runner: list[str] | None = None) -> None:
         self.port = unused_loopback_port()
         self.db_url = f"sqlite:///{tmp_path / 'library.db'}"
         self.ledger_path = tmp_path / "payments.jsonl"
         self.log_path = tmp_path / "server.log"
-        command = [sys.executable, str(EXAMPLE / "server.py"), "--port", str(self.port), "--db", self.db_url]
-        command += ["--ledger", str(self.ledger_path)]
+        command = [sys.executable, *(runner or [str(EXAMPLE / "server.py")])]
+        command += ["--port", str(self.port), "--db", self.db_url, "--ledger", str(self.ledger_path)]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
 
@@ -167,3 +168,83 @@ async def test_an_edited_request_row_cannot_be_approved_and_nothing_runs(example
         assert_denied_not_executed(await settled(alice, created["taskId"]))
     assert example.payments_to("attacker") == []
     assert example.payments_to("payroll") == []
+
+
+#: The example's server under uvicorn's defaults, which honour X-Forwarded-For from loopback.
+PLAIN_UVICORN = f"""
+import sys, argparse
+from pathlib import Path
+import uvicorn
+sys.path.insert(0, {str(EXAMPLE)!r})
+from server import build
+parser = argparse.ArgumentParser()
+parser.add_argument("--port", type=int)
+parser.add_argument("--db")
+parser.add_argument("--ledger", type=Path)
+args = parser.parse_args()
+server, approvals = build(args.db, f"http://127.0.0.1:{{args.port}}", args.ledger)
+uvicorn.run(approvals.http_app(server), host="127.0.0.1", port=args.port)
+"""
+
+#: The example's server run with approvals.run behind a proxy on 127.0.0.1 that it trusts.
+BEHIND_A_PROXY = PLAIN_UVICORN.replace(
+    'uvicorn.run(approvals.http_app(server), host="127.0.0.1", port=args.port)',
+    'approvals.trusted_proxies = ("127.0.0.1",)\napprovals.run(server, host="127.0.0.1", port=args.port)',
+)
+WRONG = {"authorization": "Bearer not-a-token"}
+
+
+def _rotating_failures(base_url: str, path: str) -> list[int]:
+    """Wrong tokens, each naming a fresh forwarded address, one more than the limit allows."""
+    with httpx.Client(base_url=base_url, timeout=20) as client:
+        return [
+            client.get(path, headers={**WRONG, "x-forwarded-for": f"203.0.113.{n}"}).status_code
+            for n in range(DEFAULT_MAX_FAILURES + 1)
+        ]
+
+
+def _named_address_is_not_locked_out(base_url: str) -> None:
+    """Failures "from" 127.0.0.1 named in the header do not lock out the real 127.0.0.1."""
+    with httpx.Client(base_url=base_url, timeout=20) as client:
+        for _ in range(DEFAULT_MAX_FAILURES + 1):
+            client.get("/approvals", headers={**WRONG, "x-forwarded-for": "127.0.0.1"})
+        own = client.get("/approvals", headers={"authorization": "Bearer carol-token"})
+    assert own.status_code == 200, own.text
+
+
+@pytest.fixture(params=["approvals.run", "plain uvicorn.run(http_app)"])
+def any_runner(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LibraryServer]:
+    runner = None if request.param == "approvals.run" else ["-c", PLAIN_UVICORN]
+    server = LibraryServer(tmp_path, runner=runner)
+    try:
+        server.wait_listening()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("path", ["/approvals", "/mcp"])
+def test_a_rotating_forwarded_for_does_not_escape_the_failed_token_limit(any_runner: LibraryServer, path: str) -> None:
+    statuses = _rotating_failures(any_runner.base_url, path)
+    assert statuses[:-1] == [401] * DEFAULT_MAX_FAILURES, statuses
+    assert statuses[-1] == 429, "a rotated X-Forwarded-For escaped the failed-token limit"
+
+
+def test_an_address_named_in_forwarded_for_is_not_locked_out(any_runner: LibraryServer) -> None:
+    _named_address_is_not_locked_out(any_runner.base_url)
+
+
+def test_behind_a_trusted_proxy_each_forwarded_client_has_its_own_limit(tmp_path: Path) -> None:
+    server = LibraryServer(tmp_path, runner=["-c", BEHIND_A_PROXY])
+    try:
+        server.wait_listening()
+        statuses = _rotating_failures(server.base_url, "/approvals")
+        with httpx.Client(base_url=server.base_url, timeout=20) as client:
+            repeated = [
+                client.get("/approvals", headers={**WRONG, "x-forwarded-for": "198.51.100.7"}).status_code
+                for _ in range(DEFAULT_MAX_FAILURES + 1)
+            ]
+    finally:
+        server.stop()
+    assert statuses == [401] * (DEFAULT_MAX_FAILURES + 1)
+    assert repeated[-1] == 429

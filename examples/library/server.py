@@ -11,7 +11,6 @@ import argparse
 import json
 from pathlib import Path
 
-import uvicorn
 from mcp.server.mcpserver import MCPServer
 
 from mcp_approval.approval import ApprovalOptions
@@ -68,7 +67,8 @@ def main() -> None:
     args = parser.parse_args()
     base_url = f"http://127.0.0.1:{args.port}"
     server, approvals = build(args.db, base_url, args.ledger)
-    uvicorn.run(approvals.http_app(server), host="127.0.0.1", port=args.port)
+    # Proxy headers are honoured only from Approvals(trusted_proxies=[...]); none here.
+    approvals.run(server, host="127.0.0.1", port=args.port)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,17 @@ import ipaddress
 import os
 import socket
 import threading
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 __all__ = [
     "PORT_SLICE_VARIABLE",
+    "UNTRUSTED_FORWARDED_PEER",
+    "UntrustedForwardedFor",
     "callback_url_problem",
     "is_loopback_host",
     "is_safe_transport",
@@ -114,7 +120,7 @@ def unused_loopback_port() -> int:
                 return port
 
 
-def proxy_header_settings(trusted_proxies: list[str]) -> dict[str, Any]:
+def proxy_header_settings(trusted_proxies: Sequence[str]) -> dict[str, Any]:
     """uvicorn settings that honour ``X-Forwarded-*`` headers only from ``trusted_proxies``.
 
     uvicorn's own default trusts them from loopback, so any local client could name any address
@@ -123,3 +129,33 @@ def proxy_header_settings(trusted_proxies: list[str]) -> dict[str, Any]:
     if not trusted_proxies:
         return {"proxy_headers": False}
     return {"proxy_headers": True, "forwarded_allow_ips": list(trusted_proxies)}
+
+
+#: The client address of every request that carries an ``X-Forwarded-For`` the app does not trust.
+UNTRUSTED_FORWARDED_PEER: Final = "untrusted-forwarded"
+
+
+class UntrustedForwardedFor:
+    """ASGI middleware: with no trusted proxies, a request naming its own client is not believed.
+
+    An app may be served by a runner that honours ``X-Forwarded-For`` on its own (uvicorn's
+    default trusts it from loopback), by which time the peer address is gone. So every request
+    carrying the header is counted under one address, :data:`UNTRUSTED_FORWARDED_PEER`: a client
+    cannot pick a fresh address per failed attempt, nor lock out an address it names. Behind a
+    proxy that is not configured, its clients share one limit, as they share the proxy's address.
+    With ``trusted_proxies`` the runner is trusted to have applied them (:func:`proxy_header_settings`).
+    """
+
+    def __init__(self, app: ASGIApp, *, trusted_proxies: Sequence[str]) -> None:
+        self.app = app
+        self.trusting = bool(trusted_proxies)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on, its client replaced when it names one the app does not trust."""
+        if not self.trusting and scope["type"] in ("http", "websocket") and _forwarded(scope):
+            scope = {**scope, "client": (UNTRUSTED_FORWARDED_PEER, 0)}
+        await self.app(scope, receive, send)
+
+
+def _forwarded(scope: Scope) -> bool:
+    return any(name.lower() in (b"x-forwarded-for", b"forwarded") for name, _ in scope.get("headers") or ())

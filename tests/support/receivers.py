@@ -1,8 +1,9 @@
-"""Real local receivers of notifications: a Standard Webhooks HTTP endpoint and an SMTP server."""
+"""Real local receivers of notifications: a Standard Webhooks HTTP endpoint, an SMTP server and a JSON endpoint."""
 
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from dataclasses import dataclass, field
 from email.message import EmailMessage
@@ -11,6 +12,7 @@ from email.policy import default
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import trustme
 from aiosmtpd.controller import Controller
 from standardwebhooks import Webhook, WebhookVerificationError
 
@@ -142,3 +144,43 @@ class SmtpReceiver:
 
     def stop(self) -> None:
         self._controller.stop()
+
+
+@dataclass
+class JsonReceiver:
+    """An HTTP(S) server on 127.0.0.1 that answers every POST ``200 ok`` and keeps its path and JSON body.
+
+    With ``tls``, it serves HTTPS under a certificate of a throwaway CA (``trustme``), for services
+    that only speak HTTPS (clients then skip verification: ``verify=no`` in an Apprise URL).
+    """
+
+    tls: bool = False
+    port: int = field(default_factory=unused_loopback_port)
+    posts: list[tuple[str, Any]] = field(default_factory=list)
+
+    def start(self) -> JsonReceiver:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                receiver.posts.append((self.path, json.loads(body)))
+                self.send_response(200)
+                self.send_header("content-type", "text/plain")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        if self.tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            trustme.CA().issue_cert("127.0.0.1").configure_cert(context)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,7 +1,8 @@
 """Malformed input to a real ``serve`` process gets a specific error, never a 500 or a traceback.
 
-Non-finite numbers in a call's arguments, deeply nested JSON on the decide endpoint, and NUL
-characters in approval ids and comments (which PostgreSQL cannot store).
+Non-finite numbers, integers beyond ±(2^53 - 1), lone surrogates and arguments the tool's input
+schema rejects in a call's arguments (nothing opened, the value in no log), deeply nested JSON on
+the decide endpoint, and NUL characters in approval ids and comments (which PostgreSQL cannot store).
 """
 
 from __future__ import annotations
@@ -62,6 +63,33 @@ async def test_a_non_finite_argument_is_invalid_params_naming_it(
     assert [item for item in await carol.pending() if item["arguments"].get("order") == arguments["order"]] == []
     assert not [entry for entry in treasury.ledger() if entry.get("order") == arguments["order"]]
     assert_clean_log(treasury)
+
+
+#: 2^53 + 1: JSON peers cannot carry it exactly, and the call binding's canonical form refuses it.
+UNSAFE_INTEGER = 9_007_199_254_740_993
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "expected"),
+    [
+        ("refund", {"order": "o-big", "amount": UNSAFE_INTEGER}, "'amount' is an integer outside"),
+        ("refund", {"order": "o-big-neg", "amount": -UNSAFE_INTEGER}, "'amount' is an integer outside"),
+        ("refund", {"order": "o-sur", "amount": 5, "\udc80": None}, "lone surrogate"),
+        ("refund", {"order": "o-schema", "amount": "secret-amount-text"}, "'amount' does not match the input schema"),
+        ("delete_account", {"acount": "o-missing"}, "'account' is required by the input schema"),
+    ],
+)
+async def test_arguments_that_cannot_be_carried_or_that_the_schema_rejects_are_invalid_params(
+    treasury: TreasuryServer, http: httpx.AsyncClient, tool: str, arguments: dict[str, Any], expected: str
+) -> None:
+    carol = Reviewer(http, "carol-token")
+    pending, ledger = await carol.pending(), treasury.ledger()
+    reply = await principals(http)["alice"].call_tool(tool, arguments)
+    assert reply.error["code"] == INVALID_PARAMS, reply
+    assert expected in reply.error["message"]
+    assert await carol.pending() == pending  # nothing was opened
+    assert treasury.ledger() == ledger
+    assert_clean_log(treasury, str(UNSAFE_INTEGER), "secret-amount-text")
 
 
 async def test_deeply_nested_json_on_decide_is_a_400(treasury: TreasuryServer, http: httpx.AsyncClient) -> None:

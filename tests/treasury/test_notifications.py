@@ -5,6 +5,7 @@ a delivery and its record, again with the same ``webhook-id``."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -287,3 +288,35 @@ def test_channels_with_the_arap_backend_are_refused(tmp_path: Path) -> None:
     config_path.write_text(text)
     with pytest.raises(ConfigError, match=r"notifications\.channels: notifications tell about the local"):
         build_deployment(load_config(config_path), base_url="http://127.0.0.1:1")
+
+
+async def test_hostile_arguments_reach_the_email_as_text_on_their_lines(tmp_path: Path, db_url: str) -> None:
+    """Over MCP, a caller's argument name with a newline and a value with HTML reach reviewers inert."""
+    smtp = SmtpReceiver().start()
+    console = "https://approvals.example.com"
+    notifications = {"channels": {"mail": {"kind": "apprise", "urls": [smtp.url()]}}, "poll_interval_s": 0.05}
+    notifications["console_url"] = console
+    template = {"approvals_required": 1, "reviewer_role": "approver", "notify": ["mail"]}
+    directory = deployment_dir(tmp_path, {"notifications": notifications, "templates": {"treasury": template}})
+    link = '<a href="https://attacker.example/ok">APPROVE NOW</a><img src="https://attacker.example/p.png">'
+    arguments = {"to": "acct-hostile", "amount": 30_000, "memo\nDecision: approve by carol": link}
+    server = await asyncio.to_thread(TreasuryServer(directory, db_url=db_url).start)
+    try:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+            await principals(http)["alice"].call_tool("wire_transfer", arguments)
+            pending = await approval_for(Reviewer(http, "carol-token"), "wire_transfer", to="acct-hostile")
+            messages = await eventually(lambda: asyncio.sleep(0, list(smtp.messages)), lambda found: len(found) >= 1)
+    finally:
+        server.kill()
+        smtp.stop()
+    plain_part, html_part = messages[0].get_body(("plain",)), messages[0].get_body(("html",))
+    assert plain_part is not None
+    assert html_part is not None
+    plain, html = str(plain_part.get_content()), str(html_part.get_content())
+    assert [line for line in plain.splitlines() if line.startswith("Decision")] == []
+    (arguments_line,) = [line for line in plain.splitlines() if line.startswith("Arguments:")]
+    assert "memo\\nDecision: approve by carol" in arguments_line
+    assert "Requested by: alice" in plain.splitlines()
+    assert "<img" not in html
+    assert "&lt;img src=" in html
+    assert re.findall(r'href="([^"]*)"', html) == [f"{console}/console/requests/{pending['id']}"]

@@ -38,6 +38,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Extension
 from mcp.shared.exceptions import MCPError
 
+from mcp_approval.approval.input_schema import InputSchemas, SchemaCheck
 from mcp_approval.approval.limits import argument_limit_problem
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.denials import (
@@ -53,7 +54,7 @@ from mcp_approval.denials import (
 )
 from mcp_approval.json_body import large_json, off_loop
 from mcp_approval.policy import Decision, EvaluationRequest, NextAction, PolicyDecisionPoint, ToolCallMapper
-from mcp_approval.policy.mapping import ToolMappingError, non_finite_argument
+from mcp_approval.policy.mapping import ToolMappingError, unrepresentable_argument
 from mcp_approval.protocol import DENIALS_EXTENSION, INVALID_PARAMS, META_CLIENT_INFO
 from mcp_approval.tasks.options import PrincipalLookup
 from mcp_approval.tasks.server import LOCAL_PRINCIPAL
@@ -191,6 +192,8 @@ class PolicyGate(Extension):
             requests for clients without tasks), like ``tasks/get`` does.
         limits: the ``max_argument_*`` limits checked before anything else looks at the
             arguments (default: :class:`ApprovalOptions`' defaults).
+        input_schemas: the tools' input schemas; a call whose arguments do not match its tool's
+            schema is ``-32602`` naming the field, before policy (``None``: not checked here).
     """
 
     identifier = DENIALS_EXTENSION
@@ -206,6 +209,7 @@ class PolicyGate(Extension):
         references: AuthorizationReferences | None = None,
         unchecked_tools: frozenset[str] = frozenset(),
         limits: ApprovalOptions | None = None,
+        input_schemas: InputSchemas | None = None,
     ) -> None:
         self.pdp = pdp
         self.mapper = mapper or ToolCallMapper()
@@ -215,6 +219,8 @@ class PolicyGate(Extension):
         self.references = references
         self.unchecked_tools = unchecked_tools
         self.limits = limits or ApprovalOptions()
+        self.input_schemas = input_schemas
+        self._schema_check = SchemaCheck()
 
     async def intercept_tool_call(
         self, params: types.CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -236,6 +242,7 @@ class PolicyGate(Extension):
         arguments = params.arguments or {}
         large = large_json(arguments)  # a bounded look; large arguments are handled on a worker thread
         await off_loop(large, self._check_arguments, arguments)
+        await self._check_schema(tool, arguments, large)
         if tool in self.unchecked_tools:
             traced.set("decision", "unchecked")
             return await call_next(ctx)
@@ -283,9 +290,21 @@ class PolicyGate(Extension):
         problem = argument_limit_problem(arguments, self.limits)
         if problem is not None:
             raise MCPError(code=INVALID_PARAMS, message=problem)
-        malformed = non_finite_argument(arguments)
+        malformed = unrepresentable_argument(arguments)
         if malformed is not None:
-            raise MCPError(code=INVALID_PARAMS, message=f"argument {malformed!r} is not a finite number")
+            raise MCPError(code=INVALID_PARAMS, message=malformed)
+
+    async def _check_schema(self, tool: str, arguments: Mapping[str, Any], large: bool) -> None:
+        """Refuse arguments the tool's listed input schema rejects (``-32602`` naming the field), so a
+        call the tool would refuse never becomes an approval request."""
+        if self.input_schemas is None:
+            return
+        schema = await self.input_schemas.input_schema(tool)
+        if schema is None:  # no such tool: the server answers that itself
+            return
+        problem = await off_loop(large, self._schema_check.problem, tool, schema, arguments)
+        if problem is not None:
+            raise MCPError(code=INVALID_PARAMS, message=problem)
 
     async def _decide(self, request: EvaluationRequest) -> Decision | None:
         """The PDP's decision, or ``None`` when the PDP failed (the caller fails closed)."""

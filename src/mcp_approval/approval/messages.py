@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "APPROVAL_EXPIRED",
+    "ARGUMENTS_REFUSED",
     "BACKEND_DOWN_MESSAGE",
     "BACKEND_FAILED",
     "BINDING_BROKEN",
@@ -64,6 +65,7 @@ APPROVAL_EXPIRED = "The approval expired before the call could run."
 POLICY_DENIED = "Policy denied the call when it was re-checked after approval."
 PRINCIPAL_INVALID = "The caller is no longer authorized to act, so the approved call was not run."
 TOOL_CHANGED = "The tool changed after approval was requested, so the approved call was not run."
+ARGUMENTS_REFUSED = "The tool refuses the call's arguments, so the approved call was not run."
 BINDING_BROKEN = "The stored call could not be verified, so it was not run."
 TOO_MANY_ROUNDS = "The call needed more approval rounds than allowed."
 INPUTS_NOT_GIVEN = "The inputs the approvers need were not given, so nothing was submitted."

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import mcp_types as types
 import rfc8785
 from mcp.server.mcpserver import MCPServer
+from pydantic import ValidationError
 
 __all__ = ["ServerTools", "ToolInvoker"]
 
@@ -20,6 +21,10 @@ class ToolInvoker(Protocol):
 
     async def fingerprint(self, tool: str) -> str | None:
         """A hash of the tool's current definition (``None`` if there is no such tool)."""
+        ...
+
+    async def refuses_arguments(self, tool: str, arguments: dict[str, Any]) -> bool:
+        """Whether the tool would refuse ``arguments`` before it starts (its argument validation fails)."""
         ...
 
     async def invoke(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -49,6 +54,27 @@ class ServerTools:
                 }
                 return hashlib.sha256(rfc8785.dumps(described)).hexdigest()
         return None
+
+    async def input_schema(self, tool: str) -> dict[str, Any] | None:
+        """The ``inputSchema`` the server lists for ``tool`` (``None`` when it has no such tool)."""
+        for definition in await self.server.list_tools():
+            if definition.name == tool:
+                return definition.input_schema
+        return None
+
+    async def refuses_arguments(self, tool: str, arguments: dict[str, Any]) -> bool:
+        """Whether the SDK's validation of ``arguments`` (the tool's own, stricter than its listed
+        schema, e.g. custom validators) fails, so calling it would not start the tool."""
+        registered = self.server._tool_manager.get_tool(tool)  # the SDK has no public lookup
+        if registered is None:
+            return False
+        try:
+            registered.fn_metadata.validate_arguments(arguments)
+        except ValidationError:
+            return True
+        except Exception:  # a validator that crashes is the tool's failure, reported when it runs
+            return False
+        return False
 
     async def invoke(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """Run ``tool``; errors become ``isError`` results (the tool may have had an effect)."""

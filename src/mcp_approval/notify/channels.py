@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import httpx2
 from standardwebhooks import Webhook
@@ -12,6 +12,9 @@ from standardwebhooks import Webhook
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.notify.messages import Notification
 from mcp_approval.notify.options import AppriseChannelOptions, ChannelOptions, WebhookChannelOptions
+
+if TYPE_CHECKING:
+    import apprise
 
 __all__ = ["AppriseChannel", "Channel", "DeliveryError", "WebhookChannel", "channel_from_options"]
 
@@ -79,7 +82,14 @@ class WebhookChannel:
 
 
 class AppriseChannel:
-    """Sends each notification's title and text to Apprise URLs (Slack, Microsoft Teams, email, ...).
+    """Sends each notification to Apprise URLs (Slack, Microsoft Teams, email, ...), each in its own format.
+
+    A service that renders HTML (email) gets :meth:`~Notification.html` (Apprise's email then
+    carries it as ``text/html`` and the same lines as ``text/plain``); one that takes plain text
+    (Slack: Apprise escapes ``&``, ``<``, ``>`` and turns Slack's markup off) gets
+    :meth:`~Notification.text`; one that only takes Markdown (Teams workflows) gets
+    :meth:`~Notification.markdown`. A URL's own ``format=`` choice is honoured. Every body is sent
+    as exactly the format the service renders, so Apprise converts nothing.
 
     A channel with several URLs counts as delivered only when every service accepted; a retry sends
     to all of them again, so keep one URL per channel where duplicates matter.
@@ -91,19 +101,45 @@ class AppriseChannel:
     def __init__(self, options: AppriseChannelOptions) -> None:
         import apprise  # imported only by deployments that use it
 
-        self._apprise = apprise.Apprise()
+        self._targets: list[tuple[apprise.Apprise, apprise.NotifyFormat]] = []
         for index, url in enumerate(options.urls):
-            if not self._apprise.add(url.get_secret_value()):
+            target = apprise.Apprise()
+            if not target.add(url.get_secret_value()):
                 raise ValueError(f"urls[{index}]: not a URL Apprise supports (check its scheme and parameters)")
+            self._targets.append((target, _rendered_format(target)))
 
     async def send(self, notification: Notification) -> None:
-        """Notify every URL; any refusal is a :class:`DeliveryError`."""
-        accepted = await asyncio.to_thread(self._apprise.notify, body=notification.text(), title=notification.title())
-        if not accepted:
+        """Notify every URL in its format; any refusal is a :class:`DeliveryError`."""
+        accepted = [await asyncio.to_thread(_notify, target, fmt, notification) for target, fmt in self._targets]
+        if not all(accepted):
             raise DeliveryError("a notification service did not accept the message (see the apprise log)")
 
     async def aclose(self) -> None:
         """Nothing to release."""
+
+
+def _rendered_format(target: apprise.Apprise) -> apprise.NotifyFormat:
+    """The format the one service behind ``target`` renders: HTML where it can, else plain text,
+    else its own (its URL's ``format=`` first)."""
+    import apprise
+
+    (service,) = list(target)
+    preferred = service.resolve_format(apprise.NotifyFormat.HTML)
+    if preferred is apprise.NotifyFormat.HTML:
+        return preferred
+    return service.resolve_format(apprise.NotifyFormat.TEXT)
+
+
+def _notify(target: apprise.Apprise, fmt: apprise.NotifyFormat, notification: Notification) -> bool:
+    import apprise
+
+    if fmt is apprise.NotifyFormat.HTML:
+        body = notification.html()
+    elif fmt is apprise.NotifyFormat.MARKDOWN:
+        body = notification.markdown()
+    else:
+        body = notification.text()
+    return bool(target.notify(body=body, title=notification.title(), body_format=fmt))
 
 
 def channel_from_options(options: ChannelOptions, *, timeout_s: float, clock: Clock | None = None) -> Channel:

@@ -10,24 +10,31 @@ A message carries the tool, the arguments as the console shows them (redacted na
 ``"[redacted]"``, a request whose stored content fails its seal not shown at all), the requester,
 template, deadline, progress and a link to the request's console page. The link only shows the
 request: deciding needs the reviewer to sign in, and the same eligibility rules apply.
+
+People read a message as plain text, HTML or Markdown (:meth:`Notification.text`,
+:meth:`~Notification.html`, :meth:`~Notification.markdown`): the same lines in each, every value a
+caller chose quoted onto its line (:func:`printable`) and escaped for the format, so argument
+names and values can neither add lines nor links, images or markup.
 """
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from markupsafe import escape
 from sqlalchemy import Connection, select
 
 from mcp_approval.approval.persistence.schema import approval_workflows_table
 from mcp_approval.backends.local import ApprovalRecord, LocalApprovalBackend
 from mcp_approval.clock import iso8601
-from mcp_approval.reviewers.views import RequestView
+from mcp_approval.reviewers.views import RequestView, json_value
 from mcp_approval.storage import AuditEvent, AuditLog, Database
 
-__all__ = ["EVENT_TYPES", "MessageBuilder", "Notification"]
+__all__ = ["EVENT_TYPES", "MAX_VALUE_CHARS", "MessageBuilder", "Notification", "markdown_escape", "printable"]
 
 #: Audit event kind -> notification type.
 EVENT_TYPES: Final[Mapping[str, str]] = {
@@ -85,28 +92,108 @@ class Notification:
         return json.dumps(self.payload(), separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
     def title(self) -> str:
-        """A one-line subject for people."""
-        return f"{_HEADLINES.get(self.type, self.type)}: {self.data.get('tool')} ({self.request_id[:12]}…)"
+        """A one-line subject for people (the tool name quoted as :func:`printable` does)."""
+        tool = printable(str(self.data.get("tool")), limit=_MAX_NAME_CHARS)
+        return f"{_HEADLINES.get(self.type, self.type)}: {tool} ({self.request_id[:12]}…)"
+
+    def facts(self) -> list[tuple[str, str]]:
+        """What the message says, as ``(label, value)`` lines every format shows alike.
+
+        Every value a caller, a reviewer or a policy chose (argument names and values, the
+        requester, the reviewer, the reason) has its control characters quoted and is cut, so it
+        stays on its line; each format escapes it for its own markup.
+        """
+        data = self.data
+        facts: list[tuple[str, str]] = []
+        if "decision" in data:
+            facts.append(("Decision", f"{printable(str(data['decision']))} by {printable(str(data.get('reviewer')))}"))
+        if "outcome" in data:
+            reason = f" ({printable(str(data['reason']))})" if data.get("reason") else ""
+            facts.append(("Outcome", printable(str(data["outcome"])) + reason))
+        facts += [
+            ("Tool", printable(str(data.get("tool")), limit=_MAX_NAME_CHARS)),
+            ("Arguments", _arguments_line(data)),
+            ("Requested by", printable(str(data.get("requester")))),
+            ("Template", printable(str(data.get("template") or "(default)"))),
+            ("Deadline", printable(str(data.get("deadline") or "none"))),
+            ("Progress", printable(str(data.get("progress")))),
+        ]
+        return facts
+
+    def link(self) -> str | None:
+        """The request's console page (this server's own configured URL), if messages carry one."""
+        url = self.data.get("console_url")
+        return url if isinstance(url, str) and url else None
 
     def text(self) -> str:
-        """The message for people: what happened, to which call, and where to look."""
-        data = self.data
-        lines = [self.title(), ""]
-        if "decision" in data:
-            lines.append(f"Decision: {data['decision']} by {data.get('reviewer')}")
-        if "outcome" in data:
-            lines.append(f"Outcome: {data['outcome']}" + (f" ({data['reason']})" if data.get("reason") else ""))
-        lines += [
-            f"Tool: {data.get('tool')}",
-            f"Arguments: {data.get('arguments_summary')}",
-            f"Requested by: {data.get('requester')}",
-            f"Template: {data.get('template') or '(default)'}",
-            f"Deadline: {data.get('deadline') or 'none'}",
-            f"Progress: {data.get('progress')}",
-        ]
-        if data.get("console_url"):
-            lines += ["", f"Review it (sign-in required): {data['console_url']}"]
+        """The message as plain text: the title, one line per fact, then where to look."""
+        lines = [self.title(), "", *(f"{label}: {value}" for label, value in self.facts())]
+        link = self.link()
+        if link:
+            lines += ["", f"{_LINK_TEXT}: {link}"]
         return "\n".join(lines)
+
+    def html(self) -> str:
+        """The message as an HTML document: the same lines as :meth:`text`, every value escaped.
+
+        Nothing a caller sent can add markup: the only link is the console's.
+        """
+        parts = [f"<h2>{escape(self.title())}</h2>"]
+        parts += [f"<div><b>{escape(label)}:</b> {escape(value)}</div>" for label, value in self.facts()]
+        link = self.link()
+        if link:
+            parts.append(f'<br><div>{escape(_LINK_TEXT)}: <a href="{escape(link)}">{escape(link)}</a></div>')
+        head = '<!DOCTYPE html><html><head><meta charset="utf-8"></head>'
+        return f'{head}<body style="overflow-wrap: anywhere">{"".join(parts)}</body></html>'
+
+    def markdown(self) -> str:
+        """The message as CommonMark: the same lines as :meth:`text`, every value backslash-escaped."""
+        lines = [f"**{markdown_escape(self.title())}**"]
+        lines += [f"**{markdown_escape(label)}:** {markdown_escape(value)}" for label, value in self.facts()]
+        link = self.link()
+        if link:
+            lines.append(f"{markdown_escape(_LINK_TEXT)}: <{link}>")
+        return "\n\n".join(lines)
+
+
+#: The longest caller-chosen value shown on a line of a message (longer ones are cut with ``…``).
+MAX_VALUE_CHARS: Final = 200
+_MAX_NAME_CHARS: Final = 64
+#: The most characters the arguments line shows (the console shows them whole).
+_MAX_ARGUMENTS_CHARS: Final = 1000
+_LINK_TEXT: Final = "Review it (sign-in required)"
+#: Characters that would end a line, reorder text (bidi controls) or hide in it.
+_UNPRINTABLE: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_NAMED_ESCAPES: Final[Mapping[str, str]] = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_MARKDOWN_SPECIAL: Final = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+
+
+def printable(text: str, *, limit: int = MAX_VALUE_CHARS) -> str:
+    """``text`` on one line: control, format and separator characters quoted (``\\n``,
+    ``\\u202e``), cut at ``limit`` characters with ``…``."""
+    shown = "".join(_quoted(ch) if unicodedata.category(ch) in _UNPRINTABLE else ch for ch in text)
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+
+
+def markdown_escape(text: str) -> str:
+    """``text`` as literal CommonMark: every ASCII punctuation character backslash-escaped."""
+    return "".join(f"\\{ch}" if ch in _MARKDOWN_SPECIAL else ch for ch in text)
+
+
+def _quoted(ch: str) -> str:
+    return _NAMED_ESCAPES.get(ch) or f"\\u{ord(ch):04x}"
+
+
+def _arguments_line(data: Mapping[str, Any]) -> str:
+    """``name: value, ...`` as the console shows them, each name and value printable and cut."""
+    arguments = data.get("arguments")
+    if not isinstance(arguments, Mapping):  # withheld (the stored request fails its seal)
+        return printable(str(data.get("arguments_summary")))
+    shown = ", ".join(
+        f"{printable(str(name), limit=_MAX_NAME_CHARS)}: {printable(json_value(value))}"
+        for name, value in arguments.items()
+    )
+    return shown if len(shown) <= _MAX_ARGUMENTS_CHARS else shown[: _MAX_ARGUMENTS_CHARS - 1] + "…"
 
 
 class MessageBuilder:

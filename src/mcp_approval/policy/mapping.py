@@ -55,22 +55,54 @@ def argument_at(arguments: Mapping[str, Any], path: str) -> Any:
     return value
 
 
-def non_finite_argument(arguments: Mapping[str, Any]) -> str | None:
-    """The dotted path of the first ``NaN`` or infinite number in ``arguments``, or ``None``.
+#: The largest integer magnitude JSON peers agree on (RFC 8785 and I-JSON refuse anything beyond it).
+MAX_SAFE_INTEGER: Final = 2**53 - 1
 
-    JSON has no such numbers (Python's parser accepts them), and nothing downstream can hash,
-    compare or store them faithfully, so a call carrying one is malformed.
+
+def unrepresentable_argument(arguments: Mapping[str, Any]) -> str | None:
+    """Why ``arguments`` cannot be decided and sealed faithfully, naming the field; ``None`` when they can.
+
+    JSON has no ``NaN`` or infinite numbers (Python's parser accepts them); integers beyond
+    ±(2^53 - 1) and strings with lone surrogates (``"\\ud800"``) have no exact canonical form
+    (RFC 8785), so nothing downstream could hash, compare or store them faithfully. The message
+    names the field by its dotted path and never quotes the value.
     """
-    pending: list[tuple[str, Any]] = [(str(key), value) for key, value in arguments.items()]
+    pending: list[tuple[str, Any, Any]] = [(_shown(str(key)), key, value) for key, value in arguments.items()]
     while pending:
-        path, value = pending.pop()
-        if isinstance(value, float) and not math.isfinite(value):
-            return path
+        path, key, value = pending.pop()
+        problem = _scalar_problem(key, value)
+        if problem is not None:
+            return f"argument {path!r} {problem}"
         if isinstance(value, Mapping):
-            pending.extend((f"{path}.{key}", member) for key, member in value.items())
+            pending.extend((f"{path}.{_shown(str(name))}", name, member) for name, member in value.items())
         elif isinstance(value, list | tuple):
-            pending.extend((f"{path}.{index}", item) for index, item in enumerate(value))
+            pending.extend((f"{path}.{index}", index, item) for index, item in enumerate(value))
     return None
+
+
+def _scalar_problem(key: Any, value: Any) -> str | None:
+    if isinstance(key, str) and _has_lone_surrogate(key):
+        return "has a name with a lone surrogate (not valid Unicode)"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "is not a finite number"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SAFE_INTEGER:
+        return "is an integer outside ±(2^53 - 1), which JSON cannot carry exactly"
+    if isinstance(value, str) and _has_lone_surrogate(value):
+        return "is a string with a lone surrogate (not valid Unicode)"
+    return None
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _shown(name: str) -> str:
+    """``name`` safe to quote in an error message (a lone surrogate becomes ``\\udXXX``)."""
+    return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _identifier(value: Any, path: str) -> str:

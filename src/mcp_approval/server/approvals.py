@@ -37,6 +37,7 @@ from mcp_approval.backends.callbacks import callback_paths, callback_route
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.hosts import UntrustedForwardedFor, proxy_header_settings
 from mcp_approval.metrics import ApprovalMetrics, MetricsOptions, metrics_paths, metrics_route
 from mcp_approval.notify import NotificationOptions, notification_outbox
 from mcp_approval.openapi import openapi_document, openapi_route
@@ -84,10 +85,10 @@ class Approvals:
     and a call the policy lets reviewers lift becomes a task that runs once it is approved.
 
     Build it once, hand its :meth:`server_options` to your server, register your tools as
-    usual, and serve :meth:`http_app` (MCP at ``/mcp``, the reviewer API at ``/approvals``, the
-    console at ``/console``). ``examples/library/server.py`` is a complete server; in short::
+    usual, and serve it with :meth:`run` (MCP at ``/mcp``, the reviewer API at ``/approvals``,
+    the console at ``/console``; :meth:`http_app` is the ASGI app). ``examples/library/server.py``
+    is a complete server; in short::
 
-        import uvicorn
         from mcp.server.mcpserver import MCPServer
 
         from mcp_approval.approval import ApprovalOptions
@@ -115,7 +116,7 @@ class Approvals:
         def pay(to: str, amount: int) -> str:
             return f"paid {amount} to {to}"
 
-        uvicorn.run(approvals.http_app(server), port=8000)
+        approvals.run(server, host="127.0.0.1", port=8000)
 
     The server's lifespan (from :meth:`server_options`) opens the store (creating or upgrading
     its tables), starts the approval runtime and, once the server stops, stops it and closes
@@ -147,6 +148,10 @@ class Approvals:
         metrics: the Prometheus endpoint (:class:`~mcp_approval.metrics.MetricsOptions`; off by default).
         notifications: the channels told about a local backend's requests
             (:class:`~mcp_approval.notify.NotificationOptions`; templates pick them with ``notify``).
+        trusted_proxies: addresses of the reverse proxies whose ``X-Forwarded-For`` /
+            ``X-Forwarded-Proto`` are honoured (``"*"`` for any), as ``[server] trusted_proxies``
+            of ``serve``. Empty (the default): a client cannot name its own address, so a
+            rotating ``X-Forwarded-For`` does not escape the failed-token limit.
 
     Raises:
         ValueError: an inconsistent combination (a ``TokenVerifier`` without ``auth``, no
@@ -172,6 +177,7 @@ class Approvals:
         clock: Clock | None = None,
         metrics: MetricsOptions | None = None,
         notifications: NotificationOptions | None = None,
+        trusted_proxies: Sequence[str] = (),
     ) -> None:
         options = options or ApprovalOptions()
         task_options = tasks or TaskOptions()
@@ -189,6 +195,7 @@ class Approvals:
         self.auth = auth
         self.audit = AuditLog(database, clock=self.clock)
         self.metrics_options = metrics or MetricsOptions()
+        self.trusted_proxies: tuple[str, ...] = tuple(trusted_proxies)
         self._database = database
         # The tables beside the tasks' that these approvals use (an ARAP backend keeps its requests elsewhere).
         self._histories: tuple[Migrations, ...] = (AUDIT_MIGRATIONS, SHARED_MIGRATIONS, APPROVAL_MIGRATIONS)
@@ -235,6 +242,7 @@ class Approvals:
             principal_lookup=lookup,
             unchecked_tools=unchecked,
             limits=options,
+            input_schemas=self._tools,
         )
         self._reviewers = reviewers or (_verified_subject(verifier) if verifier is not None else None)
         # One limit on failed authentications for the reviewer API, the console and /mcp, counted in
@@ -372,13 +380,27 @@ class Approvals:
 
     def http_app(self, server: MCPServer[Any]) -> Starlette:
         """``server``'s streamable HTTP app (MCP at ``/mcp``) with :meth:`routes` and the
-        OpenAPI document (``/openapi.json``) mounted."""
+        OpenAPI document (``/openapi.json``) mounted.
+
+        Serve it with :meth:`run`. Under another runner, requests carrying ``X-Forwarded-For``
+        are counted under one client address unless ``trusted_proxies`` is set, since the
+        runner may have replaced the peer address with the header's (uvicorn does by default).
+        """
         app = server.streamable_http_app(json_response=True)
         app.router.routes[0:0] = [*self.routes(), openapi_route(self.openapi())]
         app.add_middleware(McpBodyLimit, max_bytes=self.options.max_request_bytes, path="/mcp")
         if self.token_verifier is not None:  # wrong tokens at /mcp count against the same limit
             app.add_middleware(FailedAuthenticationLimit, throttle=self._throttle, path="/mcp")
+        # Outermost, so every limit counts a client that names its own address under one key.
+        app.add_middleware(UntrustedForwardedFor, trusted_proxies=self.trusted_proxies)
         return app
+
+    def run(self, server: MCPServer[Any], *, host: str = "127.0.0.1", port: int = 8000) -> None:
+        """Serve :meth:`http_app` with uvicorn until interrupted, honouring proxy headers only from
+        ``trusted_proxies`` (uvicorn's own default trusts them from loopback)."""
+        import uvicorn  # only the process that serves needs it
+
+        uvicorn.run(self.http_app(server), host=host, port=port, **proxy_header_settings(self.trusted_proxies))
 
     def _callback_route(self, secret: str) -> BaseRoute:
         """Backend callbacks; for ARAP bound to the tasks this server submitted and their ``state``."""
@@ -475,6 +497,12 @@ class _ServedTools:
 
     async def fingerprint(self, tool: str) -> str | None:
         return await self._current().fingerprint(tool)
+
+    async def input_schema(self, tool: str) -> dict[str, Any] | None:
+        return await self._current().input_schema(tool)
+
+    async def refuses_arguments(self, tool: str, arguments: dict[str, Any]) -> bool:
+        return await self._current().refuses_arguments(tool, arguments)
 
     async def invoke(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
         return await self._current().invoke(tool, arguments)

@@ -140,6 +140,7 @@ def build_deployment(
             clock=clock,
             metrics=config.metrics,
             notifications=_notification_options(config, base_url),
+            trusted_proxies=config.server.trusted_proxies,
         )
     except ConfigError:
         # Approvals' own template check names the backend's templates; say it as [templates.t] of the file.

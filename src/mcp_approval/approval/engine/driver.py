@@ -39,6 +39,7 @@ from mcp_approval.approval.engine.requests import new_intent, submission_for
 from mcp_approval.approval.engine.resubmission import Resubmission, withdraw
 from mcp_approval.approval.messages import (
     APPROVAL_EXPIRED,
+    ARGUMENTS_REFUSED,
     BACKEND_FAILED,
     BINDING_BROKEN,
     EXPIRED,
@@ -495,11 +496,14 @@ class WorkflowDriver:
             await self._deny(workflow, POLICY_DENIED)
 
     async def _current_state_refusal(self, binding: CallBinding) -> str | None:
-        """Why the binding may not run now (principal gone, tool changed), or ``None``."""
+        """Why the binding may not run now (principal gone, tool changed, arguments refused), or ``None``."""
         if not await self.deps.principal_valid(binding.principal):
             return PRINCIPAL_INVALID
         if await self.deps.tools.fingerprint(binding.tool) != binding.tool_fingerprint:
             return TOOL_CHANGED
+        # Refused here, the call ends "not executed"; left to the run, it would read as a possible side effect.
+        if await self.deps.tools.refuses_arguments(binding.tool, dict(binding.arguments)):
+            return ARGUMENTS_REFUSED
         return None
 
     async def _retry(

@@ -123,7 +123,8 @@ class Admission(StrEnum):
     DUPLICATE = "duplicate"  # the same call is already pending: reuse that task
     RATE_LIMITED = "rate_limited"
     TOO_MANY_PENDING = "too_many_pending"
-    TASK_LIMIT = "task_limit"  # the store holds max_tasks unfinished tasks (or max_per_principal of the caller's)
+    TASK_LIMIT = "task_limit"  # the store holds max_tasks unfinished tasks
+    PRINCIPAL_TASK_LIMIT = "principal_task_limit"  # the caller holds max_per_principal unfinished tasks
 
 
 @dataclass(frozen=True)

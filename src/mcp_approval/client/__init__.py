@@ -1,7 +1,7 @@
 """The agent side: tasks-aware tool calls, reading and acting on authorization denials, reading approval outcomes."""
 
 from mcp_approval.client.authorization import AuthorizationDenied, AuthorizingCaller, CredentialRemediator
-from mcp_approval.client.calls import CallJournal, CallOutcome, CallRecord, SQLiteCallJournal
+from mcp_approval.client.calls import CallJournal, CallOutcome, CallRecord, CallTarget, SQLiteCallJournal
 from mcp_approval.client.connect import AgentClient, CallInDoubtError, ClientUsageError, mcp_client
 from mcp_approval.client.denials import (
     AuthorizationDenial,
@@ -39,6 +39,7 @@ __all__ = [
     "CallJournal",
     "CallOutcome",
     "CallRecord",
+    "CallTarget",
     "ChallengeDenial",
     "ChallengeReading",
     "ClientUsageError",

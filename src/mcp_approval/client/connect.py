@@ -8,15 +8,18 @@
 
 A keyed call never runs twice: its task id is journaled before the call waits on it, so calling
 again with the same ``call_key`` (after a :class:`TaskPendingError`, a crash or a restart) polls
-that task, and a finished call returns its recorded outcome.
+that task, and a finished call returns its recorded outcome. The key is bound to the server, the
+tool and the arguments; reusing it for another call raises :class:`ClientUsageError`.
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 import mcp_types as types
@@ -29,7 +32,14 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types import InputResponses, RequestParamsMeta
 
-from mcp_approval.client.calls import CallJournal, CallOutcome, CallRecord, SQLiteCallJournal, keyed_call
+from mcp_approval.client.calls import (
+    CallJournal,
+    CallOutcome,
+    CallRecord,
+    CallTarget,
+    SQLiteCallJournal,
+    keyed_call,
+)
 from mcp_approval.client.tasks import InputHandler, TaskCancelledError, TaskFailedError, TasksClient
 from mcp_approval.hosts import is_safe_transport
 
@@ -40,7 +50,8 @@ DEFAULT_CALL_JOURNAL = "mcp-calls.sqlite3"
 
 
 class ClientUsageError(ValueError):
-    """:func:`mcp_client` was given options that cannot work together (the message says which)."""
+    """:func:`mcp_client` was given options that cannot work together, or a ``call_key`` was reused for
+    another call (the message says which); nothing was sent."""
 
 
 class CallInDoubtError(Exception):
@@ -80,6 +91,11 @@ class AgentClient(Client):
 
     http_client: httpx2.AsyncClient | None = None
     """The HTTP client of a Streamable HTTP connection, closed with the client."""
+
+    server_id: str | None = None
+    """The server keyed calls are bound to (see :class:`CallTarget`); by default derived from
+    ``server``: its URL, ``stdio:<command line>`` or ``in-process:<name>``. A ``Transport`` object
+    has none, so keyed calls through one need it."""
 
     _journal: CallJournal | None = field(default=None, init=False, repr=False)
     _opened_journal: SQLiteCallJournal | None = field(default=None, init=False, repr=False)
@@ -121,19 +137,35 @@ class AgentClient(Client):
         task, and its outcome when it ends. Called again with the same key, it polls the
         journaled task, or returns (or raises) the recorded outcome, instead of calling the tool.
 
+        The key is bound to this server, ``name`` and a digest of ``arguments``: the same key
+        with another server, tool or arguments is refused before anything is sent.
+
         Raises:
             TaskPendingError: the task is still open after ``task_wait_s``; call again with the same key.
             TaskFailedError, TaskCancelledError: the task ended so (again, from the record, on a repeat).
-            CallInDoubtError: the keyed call was sent before a crash and nothing came back on record.
+            CallInDoubtError: the keyed call was sent but nothing came back on record.
+            ClientUsageError: ``call_key`` names another call (nothing is sent).
         """
         options = _CallOptions(read_timeout_seconds, progress_callback, input_responses, request_state, meta)
         if call_key is None:
             return await self._send(name, arguments, options)
+        target = CallTarget.of(self._server_identity(), name, arguments)
         journal = self._call_journal()
         record = await journal.get(call_key)
         if record is None:
-            return await self._first_call(journal, call_key, name, arguments, options)
+            return await self._first_call(journal, call_key, target, arguments, options)
+        mismatch = record.mismatch(target)
+        if mismatch is not None:
+            raise ClientUsageError(
+                f"call_key {call_key!r} names another call ({mismatch}); nothing was sent. Use a new key for a new call"
+            )
         return await self._repeat_call(journal, record)
+
+    def _server_identity(self) -> str:
+        identity = self.server_id or _identity_of(self.server)
+        if identity is None:
+            raise ClientUsageError("a keyed call through a Transport object needs server_id= (the server it reaches)")
+        return identity
 
     async def _send(self, name: str, arguments: dict[str, Any] | None, options: _CallOptions) -> types.CallToolResult:
         return await super().call_tool(
@@ -147,12 +179,17 @@ class AgentClient(Client):
         )
 
     async def _first_call(
-        self, journal: CallJournal, call_key: str, name: str, arguments: dict[str, Any] | None, options: _CallOptions
+        self,
+        journal: CallJournal,
+        call_key: str,
+        target: CallTarget,
+        arguments: dict[str, Any] | None,
+        options: _CallOptions,
     ) -> types.CallToolResult:
-        await journal.begin(call_key, name)
+        await journal.begin(call_key, target)
         try:
             with keyed_call(call_key, journal):
-                result = await self._send(name, arguments, options)
+                result = await self._send(target.tool_name, arguments, options)
         except MCPError:
             # The server refused the call without creating a task, so nothing ran: the key may be used again.
             record = await journal.get(call_key)
@@ -195,6 +232,24 @@ class AgentClient(Client):
     async def _close_http(self) -> None:
         if self.http_client is not None:
             await self.http_client.aclose()
+
+
+def _identity_of(server: object) -> str | None:
+    """The server a ``Client`` target names, for binding keyed calls (``None`` for a Transport object)."""
+    if isinstance(server, str):
+        return _without_userinfo(server)
+    if isinstance(server, (Server, MCPServer)):
+        return f"in-process:{server.name}"
+    if isinstance(server, StdioServerParameters):
+        return f"stdio:{shlex.join([server.command, *server.args])}"
+    return None
+
+
+def _without_userinfo(url: str) -> str:
+    """``url`` without credentials in it (the journal must not hold them)."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=host))
 
 
 def _ended(error: TaskFailedError | TaskCancelledError) -> CallOutcome:
@@ -261,7 +316,7 @@ def mcp_client(
     _check_url(target)
     http = httpx2.AsyncClient(headers=_headers(headers, auth), auth=_auth(auth), timeout=timeout_s)
     transport = streamable_http_client(target, http_client=http)
-    return AgentClient(transport, **common, http_client=http, **client_options)
+    return AgentClient(transport, **common, http_client=http, server_id=_without_userinfo(target), **client_options)
 
 
 def _stdio(command: Sequence[str] | StdioServerParameters) -> StdioServerParameters:

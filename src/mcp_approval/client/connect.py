@@ -17,6 +17,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -55,17 +56,28 @@ class ClientUsageError(ValueError):
 
 
 class CallInDoubtError(Exception):
-    """A keyed call was sent but neither a task id nor a result was recorded before the agent stopped.
+    """A keyed call was sent but neither a task id nor a result is on record for it.
 
     The tool may or may not have run; calling it again could run it twice, so the call is not
-    repeated. ``remote_kind`` is ``call_in_doubt``; check the server's records, then use a new key.
+    repeated. ``reason`` says what is known: the call is still in flight in this client, it
+    failed here before its answer came back (a timeout, a closed connection), or an earlier or
+    other client sent it and recorded nothing after. ``remote_kind`` is ``call_in_doubt``; check
+    the server's records, then use a new key.
     """
 
     remote_kind = "call_in_doubt"
 
-    def __init__(self, call_key: str) -> None:
-        super().__init__(f"call {call_key!r} was sent before a crash and has no task id or result on record")
+    def __init__(self, call_key: str, reason: str) -> None:
+        super().__init__(
+            f"call {call_key!r} has no task id or result on record: {reason}. The tool may have run, "
+            "so the call is not sent again; check the server's records, then use a new key"
+        )
         self.call_key = call_key
+        self.reason = reason
+
+
+#: Errors the client raises itself after sending a request: the server may have run the call.
+_ANSWER_LOST = frozenset({types.REQUEST_TIMEOUT, types.CONNECTION_CLOSED})
 
 
 @dataclass(frozen=True)
@@ -99,6 +111,9 @@ class AgentClient(Client):
 
     _journal: CallJournal | None = field(default=None, init=False, repr=False)
     _opened_journal: SQLiteCallJournal | None = field(default=None, init=False, repr=False)
+    _in_flight: set[str] = field(default_factory=set, init=False, repr=False)
+    # What happened, in this client, to keyed calls whose answer never came back.
+    _lost: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     async def __aenter__(self) -> AgentClient:
         """Connect (the handshake); the HTTP client is closed if it fails."""
@@ -143,7 +158,8 @@ class AgentClient(Client):
         Raises:
             TaskPendingError: the task is still open after ``task_wait_s``; call again with the same key.
             TaskFailedError, TaskCancelledError: the task ended so (again, from the record, on a repeat).
-            CallInDoubtError: the keyed call was sent but nothing came back on record.
+            CallInDoubtError: the keyed call was sent but nothing came back on record (its ``reason``
+                says what is known).
             ClientUsageError: ``call_key`` names another call (nothing is sent).
         """
         options = _CallOptions(read_timeout_seconds, progress_callback, input_responses, request_state, meta)
@@ -187,10 +203,14 @@ class AgentClient(Client):
         options: _CallOptions,
     ) -> types.CallToolResult:
         await journal.begin(call_key, target)
+        self._in_flight.add(call_key)
         try:
             with keyed_call(call_key, journal):
                 result = await self._send(target.tool_name, arguments, options)
-        except MCPError:
+        except MCPError as refused:
+            if refused.code in _ANSWER_LOST:
+                self._lost[call_key] = _lost_answer(refused.error.message)
+                raise
             # The server refused the call without creating a task, so nothing ran: the key may be used again.
             record = await journal.get(call_key)
             if record is not None and record.task_id is None:
@@ -199,6 +219,11 @@ class AgentClient(Client):
         except (TaskFailedError, TaskCancelledError) as ended:
             await journal.finish(call_key, _ended(ended))
             raise
+        except Exception as failed:
+            self._lost[call_key] = _lost_answer(f"{type(failed).__name__}: {failed}")
+            raise
+        finally:
+            self._in_flight.discard(call_key)
         record = await journal.get(call_key)
         task_id = record.task_id if record is not None else None
         outcome = CallOutcome("result", task_id=task_id, result=result.model_dump(by_alias=True, mode="json"))
@@ -209,7 +234,7 @@ class AgentClient(Client):
         if record.outcome is not None:
             return _replay(record.outcome)
         if record.task_id is None:
-            raise CallInDoubtError(record.call_key)
+            raise CallInDoubtError(record.call_key, self._doubt(record))
         if self.tasks is None:
             raise ClientUsageError(f"call {record.call_key!r} has a task on record; resume it with tasks=True")
         try:
@@ -220,6 +245,19 @@ class AgentClient(Client):
         outcome = CallOutcome("result", task_id=record.task_id, result=result.model_dump(by_alias=True, mode="json"))
         await journal.finish(record.call_key, outcome)
         return result
+
+    def _doubt(self, record: CallRecord) -> str:
+        """What is known of a keyed call with nothing on record but its start."""
+        if record.call_key in self._in_flight:
+            return "it is still in flight in this client; wait for that call instead"
+        lost = self._lost.get(record.call_key)
+        if lost is not None:
+            return lost
+        sent = datetime.fromtimestamp(record.started_at, UTC).isoformat(timespec="seconds")
+        return (
+            f"it was sent at {sent} by another or an earlier client, which recorded nothing after "
+            "(it may have stopped, or the call may have failed, before an answer was recorded)"
+        )
 
     def _call_journal(self) -> CallJournal:
         if self._journal is None:
@@ -232,6 +270,10 @@ class AgentClient(Client):
     async def _close_http(self) -> None:
         if self.http_client is not None:
             await self.http_client.aclose()
+
+
+def _lost_answer(what: str) -> str:
+    return f"it was sent, then failed in this client before its answer came back ({what})"
 
 
 def _identity_of(server: object) -> str | None:

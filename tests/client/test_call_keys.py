@@ -12,7 +12,14 @@ import mcp_types as types
 import pytest
 from mcp.server.mcpserver import MCPServer
 
-from mcp_approval.client import AgentClient, CallTarget, ClientUsageError, SQLiteCallJournal, mcp_client
+from mcp_approval.client import (
+    AgentClient,
+    CallTarget,
+    ClientUsageError,
+    SQLiteCallJournal,
+    default_call_journal_path,
+    mcp_client,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -133,3 +140,22 @@ async def test_a_journal_written_before_keys_were_bound_is_upgraded_and_matched_
             await client.call_tool("refund", {"to": "acme", "amount": 5}, call_key="old")
     assert replayed.content == []
     assert ran == Counter()
+
+
+async def test_the_default_journal_is_in_the_users_data_directory_not_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data_home, working = tmp_path / "data", tmp_path / "work"
+    working.mkdir()
+    monkeypatch.setenv("XDG_DATA_HOME", str(data_home))  # where platformdirs puts user data on Linux
+    monkeypatch.chdir(working)
+    ran: Counter[str] = Counter()
+    async with mcp_client(ledger("bank-a", ran)) as client:
+        await client.call_tool("transfer", {"to": "acme", "amount": 5}, call_key="k")
+    expected = data_home / "mcp-approval" / "mcp-calls.sqlite3"
+    assert default_call_journal_path() == expected
+    assert list(working.iterdir()) == []
+    record = await SQLiteCallJournal(expected).get("k")
+    assert record is not None
+    assert record.outcome is not None
+    assert expected.parent.stat().st_mode & 0o077 == 0  # the journal's directory is the user's alone

@@ -2,7 +2,13 @@
 
 from mcp_approval.client.authorization import AuthorizationDenied, AuthorizingCaller, CredentialRemediator
 from mcp_approval.client.calls import CallJournal, CallOutcome, CallRecord, CallTarget, SQLiteCallJournal
-from mcp_approval.client.connect import AgentClient, CallInDoubtError, ClientUsageError, mcp_client
+from mcp_approval.client.connect import (
+    AgentClient,
+    CallInDoubtError,
+    ClientUsageError,
+    default_call_journal_path,
+    mcp_client,
+)
 from mcp_approval.client.denials import (
     AuthorizationDenial,
     ChallengeDenial,
@@ -62,6 +68,7 @@ __all__ = [
     "TaskPendingError",
     "TasksClient",
     "client_metadata_document",
+    "default_call_journal_path",
     "denial_of",
     "mcp_client",
     "oauth_client",

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 import mcp_types as types
+import platformdirs
 from mcp import Client, StdioServerParameters
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
@@ -44,10 +45,30 @@ from mcp_approval.client.calls import (
 from mcp_approval.client.tasks import InputHandler, TaskCancelledError, TaskFailedError, TasksClient
 from mcp_approval.hosts import is_safe_transport
 
-__all__ = ["DEFAULT_CALL_JOURNAL", "AgentClient", "CallInDoubtError", "ClientUsageError", "mcp_client"]
+__all__ = [
+    "DEFAULT_CALL_JOURNAL",
+    "AgentClient",
+    "CallInDoubtError",
+    "ClientUsageError",
+    "default_call_journal_path",
+    "mcp_client",
+]
 
-#: The SQLite file keyed calls are journaled in when no ``call_journal`` is given.
+#: The name of the SQLite file keyed calls are journaled in when no ``call_journal`` is given.
 DEFAULT_CALL_JOURNAL = "mcp-calls.sqlite3"
+#: The application directory under the user's data directory (``platformdirs``).
+_DATA_DIRECTORY = "mcp-approval"
+
+
+def default_call_journal_path() -> Path:
+    """Where keyed calls are journaled by default: ``mcp-calls.sqlite3`` in the user's data directory.
+
+    That is ``$XDG_DATA_HOME/mcp-approval`` (``~/.local/share/mcp-approval``) on Linux,
+    ``~/Library/Application Support/mcp-approval`` on macOS and
+    ``%LOCALAPPDATA%\\mcp-approval`` on Windows; the directory is created (owner only) on first use.
+    One journal per user, whatever the working directory, so a key is found again from anywhere.
+    """
+    return Path(platformdirs.user_data_dir(_DATA_DIRECTORY, appauthor=False)) / DEFAULT_CALL_JOURNAL
 
 
 class ClientUsageError(ValueError):
@@ -98,8 +119,9 @@ class AgentClient(Client):
     tasks: TasksClient | None = None
     """The tasks extension, when the client declares it (``tasks=True``)."""
 
-    call_journal: CallJournal | str | Path = DEFAULT_CALL_JOURNAL
-    """Where keyed calls are journaled: a :class:`CallJournal`, or the path of a SQLite file (opened on first use)."""
+    call_journal: CallJournal | str | Path | None = None
+    """Where keyed calls are journaled: a :class:`CallJournal`, or the path of a SQLite file (opened on
+    first use); ``None``: :func:`default_call_journal_path`."""
 
     http_client: httpx2.AsyncClient | None = None
     """The HTTP client of a Streamable HTTP connection, closed with the client."""
@@ -262,6 +284,9 @@ class AgentClient(Client):
     def _call_journal(self) -> CallJournal:
         if self._journal is None:
             journal = self.call_journal
+            if journal is None:
+                journal = default_call_journal_path()
+                journal.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # results may be private
             if isinstance(journal, (str, Path)):
                 journal = self._opened_journal = SQLiteCallJournal(journal)
             self._journal = journal
@@ -318,7 +343,7 @@ def mcp_client(
     task_wait_s: float | None = 30.0,
     auth: str | OAuthClientProvider | None = None,
     headers: Mapping[str, str] | None = None,
-    call_journal: CallJournal | str | Path = DEFAULT_CALL_JOURNAL,
+    call_journal: CallJournal | str | Path | None = None,
     input_handler: InputHandler | None = None,
     timeout_s: float = 30.0,
     **client_options: Any,
@@ -333,7 +358,8 @@ def mcp_client(
         task_wait_s: how long a call waits for its task before raising ``TaskPendingError``.
         auth: a bearer token, or an OAuth provider (e.g. :func:`~mcp_approval.client.oauth_client`).
         headers: extra HTTP headers (not ``Authorization`` together with ``auth``).
-        call_journal: where keyed calls are recorded (a :class:`CallJournal` or a SQLite file path).
+        call_journal: where keyed calls are recorded (a :class:`CallJournal` or a SQLite file path);
+            by default :func:`default_call_journal_path`, in the user's data directory.
         input_handler: answers the task's input requests (see :class:`TasksClient`).
         timeout_s: the HTTP timeout of each request.
         client_options: passed to :class:`mcp.Client` (``elicitation_callback``, ``client_info``, ...).

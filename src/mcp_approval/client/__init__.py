@@ -20,6 +20,12 @@ from mcp_approval.client.denials import (
     read_denial,
 )
 from mcp_approval.client.dispositions import ExecutionDisposition, read_disposition
+from mcp_approval.client.errors import (
+    ServerAccessError,
+    ServerAuthenticationError,
+    ServerAuthorizationError,
+    ServerConnectionError,
+)
 from mcp_approval.client.journal import OpenTask, TaskJournal
 from mcp_approval.client.oauth import MemoryTokenStorage, client_metadata_document, oauth_client
 from mcp_approval.client.redirect import AuthorizationResponseError, LoopbackRedirectReceiver, open_in_browser
@@ -59,6 +65,10 @@ __all__ = [
     "OpenTask",
     "ResultKind",
     "SQLiteCallJournal",
+    "ServerAccessError",
+    "ServerAuthenticationError",
+    "ServerAuthorizationError",
+    "ServerConnectionError",
     "TaskCancelledError",
     "TaskError",
     "TaskExpiredError",

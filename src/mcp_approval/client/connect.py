@@ -42,6 +42,13 @@ from mcp_approval.client.calls import (
     SQLiteCallJournal,
     keyed_call,
 )
+from mcp_approval.client.errors import (
+    ResponseWatch,
+    ServerAccessError,
+    ServerAuthenticationError,
+    ServerAuthorizationError,
+    access_error,
+)
 from mcp_approval.client.tasks import InputHandler, TaskCancelledError, TaskFailedError, TasksClient
 from mcp_approval.hosts import is_safe_transport
 
@@ -126,6 +133,10 @@ class AgentClient(Client):
     http_client: httpx2.AsyncClient | None = None
     """The HTTP client of a Streamable HTTP connection, closed with the client."""
 
+    response_watch: ResponseWatch | None = None
+    """Watches the HTTP connection's answers so a ``401`` or ``403`` is raised as a typed error
+    (set by :func:`mcp_client`)."""
+
     server_id: str | None = None
     """The server keyed calls are bound to (see :class:`CallTarget`); by default derived from
     ``server``: its URL, ``stdio:<command line>`` or ``in-process:<name>``. A ``Transport`` object
@@ -138,9 +149,19 @@ class AgentClient(Client):
     _lost: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     async def __aenter__(self) -> AgentClient:
-        """Connect (the handshake); the HTTP client is closed if it fails."""
+        """Connect (the handshake); the HTTP client is closed if it fails.
+
+        Raises:
+            ServerAuthenticationError: the server answered ``401`` (no, a wrong or an expired credential).
+            ServerAuthorizationError: the server answered ``403`` (the credential is not enough).
+            ServerConnectionError: the server could not be reached.
+        """
         try:
             await super().__aenter__()
+        except Exception as failed:
+            await self._close_http()
+            self._raise_typed(failed)
+            raise
         except BaseException:
             await self._close_http()
             raise
@@ -183,6 +204,8 @@ class AgentClient(Client):
             CallInDoubtError: the keyed call was sent but nothing came back on record (its ``reason``
                 says what is known).
             ClientUsageError: ``call_key`` names another call (nothing is sent).
+            ServerAccessError: the server refused the credential or could not be reached (see
+                :func:`mcp_client`).
         """
         options = _CallOptions(read_timeout_seconds, progress_callback, input_responses, request_state, meta)
         if call_key is None:
@@ -206,15 +229,26 @@ class AgentClient(Client):
         return identity
 
     async def _send(self, name: str, arguments: dict[str, Any] | None, options: _CallOptions) -> types.CallToolResult:
-        return await super().call_tool(
-            name,
-            arguments,
-            options.read_timeout_seconds,
-            options.progress_callback,
-            input_responses=options.input_responses,
-            request_state=options.request_state,
-            meta=options.meta,
-        )
+        try:
+            return await super().call_tool(
+                name,
+                arguments,
+                options.read_timeout_seconds,
+                options.progress_callback,
+                input_responses=options.input_responses,
+                request_state=options.request_state,
+                meta=options.meta,
+            )
+        except Exception as failed:
+            self._raise_typed(failed)
+            raise
+
+    def _raise_typed(self, failed: Exception) -> None:
+        """Raise ``failed`` as a :class:`ServerAccessError` naming the server, when it is one."""
+        url = self.server_id or _identity_of(self.server) or "the server"
+        typed: ServerAccessError | None = access_error(url, failed, self.response_watch)
+        if typed is not None:
+            raise typed from failed
 
     async def _first_call(
         self,
@@ -229,8 +263,8 @@ class AgentClient(Client):
         try:
             with keyed_call(call_key, journal):
                 result = await self._send(target.tool_name, arguments, options)
-        except MCPError as refused:
-            if refused.code in _ANSWER_LOST:
+        except (MCPError, ServerAuthenticationError, ServerAuthorizationError) as refused:
+            if isinstance(refused, MCPError) and refused.code in _ANSWER_LOST:
                 self._lost[call_key] = _lost_answer(refused.error.message)
                 raise
             # The server refused the call without creating a task, so nothing ran: the key may be used again.
@@ -367,6 +401,10 @@ def mcp_client(
     Raises:
         ClientUsageError: the URL is not https (or loopback http), ``auth`` is given with an
             ``Authorization`` header or for a stdio command.
+
+    Entering the client, and its calls, raise a :class:`~mcp_approval.client.ServerAccessError`
+    naming the URL when the server answers ``401`` (:class:`ServerAuthenticationError`) or ``403``
+    (:class:`ServerAuthorizationError`) or cannot be reached (:class:`ServerConnectionError`).
     """
     extension = TasksClient(task_wait_s=task_wait_s, input_handler=input_handler) if tasks else None
     extensions = [extension] if extension is not None else []
@@ -382,9 +420,19 @@ def mcp_client(
             )
         return AgentClient(_stdio(target), **common, **client_options)
     _check_url(target)
-    http = httpx2.AsyncClient(headers=_headers(headers, auth), auth=_auth(auth), timeout=timeout_s)
+    watch = ResponseWatch()
+    http = httpx2.AsyncClient(
+        headers=_headers(headers, auth), auth=_auth(auth), timeout=timeout_s, event_hooks={"response": [watch]}
+    )
     transport = streamable_http_client(target, http_client=http)
-    return AgentClient(transport, **common, http_client=http, server_id=_without_userinfo(target), **client_options)
+    return AgentClient(
+        transport,
+        **common,
+        http_client=http,
+        response_watch=watch,
+        server_id=_without_userinfo(target),
+        **client_options,
+    )
 
 
 def _stdio(command: Sequence[str] | StdioServerParameters) -> StdioServerParameters:

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx2
+from mcp.shared.exceptions import MCPError
 
 __all__ = [
     "ResponseWatch",
@@ -101,13 +102,20 @@ class ResponseWatch:
 
 
 def access_error(url: str, error: BaseException, watch: ResponseWatch | None) -> ServerAccessError | None:
-    """The typed error for ``error`` (an exception group is searched), or ``None`` if it is none of them."""
+    """The typed error for ``error`` (an exception group is searched), or ``None`` if it is none of them.
+
+    Only the SDK's generic failures are translated (``MCPError`` and ``httpx`` transport errors):
+    anything more telling inside the group (an OAuth flow's own error, say) is left as it is.
+    """
     refusal = watch.take() if watch is not None else None
+    leaves = list(_leaves(error))
+    if not all(isinstance(leaf, (MCPError, httpx2.TransportError)) for leaf in leaves):
+        return None
     if refusal is not None:
         if refusal.status == _UNAUTHORIZED:
             return ServerAuthenticationError(url, refusal.challenge)
         return ServerAuthorizationError(url, refusal.challenge)
-    for leaf in _leaves(error):
+    for leaf in leaves:
         if isinstance(leaf, httpx2.TransportError):
             return ServerConnectionError(url, leaf)
     return None

@@ -223,7 +223,7 @@ async def test_admission_refuses_by_the_counts(database: Database) -> None:
     assert (await requests.open(ALICE, max_pending=2))[0] is Admission.TOO_MANY_PENDING
     assert (await requests.open(BOB, max_pending=2))[0] is Admission.RECORDED  # another principal's count
     assert (await requests.open(BOB, task_limits=(3, None)))[0] is Admission.TASK_LIMIT  # 3 unfinished in all
-    assert (await requests.open(ALICE, task_limits=(None, 2)))[0] is Admission.TASK_LIMIT  # 2 of alice's
+    assert (await requests.open(ALICE, task_limits=(None, 2)))[0] is Admission.PRINCIPAL_TASK_LIMIT  # 2 of alice's
     assert await store.fence(first, FENCED)  # a withdrawn request frees its place
     assert (await requests.open(ALICE, max_pending=2))[0] is Admission.RECORDED
 

@@ -13,6 +13,7 @@ from mcp.client.auth import OAuthClientProvider
 from mcp_approval.client import (
     AgentClient,
     CallInDoubtError,
+    CallTarget,
     ClientUsageError,
     MemoryTokenStorage,
     SQLiteCallJournal,
@@ -134,8 +135,10 @@ async def test_a_failed_task_is_recorded_and_raised_again(tmp_path: Path) -> Non
 
 async def test_a_call_sent_without_a_task_id_on_record_is_not_repeated(tmp_path: Path) -> None:
     journal = SQLiteCallJournal(tmp_path / "calls.sqlite3")
-    await journal.begin("lost", "slow_job")  # as a process killed before the server answered leaves it
-    async with in_process(demo_server(), journal, task_wait_s=10) as client:
+    server = demo_server()
+    # as a process killed before the server answered leaves it
+    await journal.begin("lost", CallTarget.of(f"in-process:{server.name}", "slow_job", {"seconds": 0}))
+    async with in_process(server, journal, task_wait_s=10) as client:
         with pytest.raises(CallInDoubtError) as doubt:
             await client.call_tool("slow_job", {"seconds": 0}, call_key="lost")
     assert doubt.value.call_key == "lost"
@@ -174,6 +177,7 @@ async def test_a_journal_path_is_a_sqlite_file_that_outlives_the_client(tmp_path
 
 async def test_the_sqlite_journal_refuses_a_key_begun_twice(tmp_path: Path) -> None:
     journal = SQLiteCallJournal(tmp_path / "calls.sqlite3")
-    await journal.begin("k", "slow_job")
+    target = CallTarget.of("in-process:demo", "slow_job", {})
+    await journal.begin("k", target)
     with pytest.raises(ValueError, match="already journaled"):
-        await journal.begin("k", "slow_job")
+        await journal.begin("k", target)

@@ -257,7 +257,6 @@ async def test_the_receiver_returns_the_code_of_the_matching_state() -> None:
 @pytest.mark.parametrize(
     ("query", "error"),
     [
-        ("code=c1&state=other", "invalid_state"),
         ("error=access_denied&state=s1", "access_denied"),
         ("state=s1", "invalid_request"),
     ],
@@ -268,6 +267,49 @@ async def test_the_receiver_refuses_a_bad_response(query: str, error: str) -> No
     assert isinstance(result, AuthorizationResponseError)
     assert result.error == error
     assert page.status_code == 400
+
+
+async def test_the_receiver_ignores_a_response_with_another_state_and_keeps_waiting() -> None:
+    with LoopbackRedirectReceiver(open_browser=lambda _url: None, timeout_s=TIMEOUT_S) as receiver:
+        await receiver.redirect_handler("https://as.example/authorize?state=s1&code_challenge=x")
+        outcome: list[Any] = []
+
+        async def wait() -> None:
+            outcome.append(await receiver.callback_handler())
+
+        async with anyio.create_task_group() as group, httpx.AsyncClient(timeout=TIMEOUT_S) as http:
+            group.start_soon(wait)
+            wrong = await http.get(f"{receiver.redirect_uri}?code=planted&state=other")
+            missing = await http.get(f"{receiver.redirect_uri}?code=planted")
+            right = await http.get(f"{receiver.redirect_uri}?code=c1&state=s1")
+    assert (wrong.status_code, missing.status_code) == (400, 400)
+    assert b"not for the authorization in progress" in wrong.content
+    assert right.status_code == 200
+    assert (outcome[0].code, outcome[0].state) == ("c1", "s1")
+
+
+async def test_an_idle_connection_does_not_hold_the_receiver() -> None:
+    receiver = LoopbackRedirectReceiver(open_browser=lambda _url: None, timeout_s=TIMEOUT_S, connection_timeout_s=0.2)
+    with receiver:
+        await receiver.redirect_handler("https://as.example/authorize?state=s1&code_challenge=x")
+        outcome: list[Any] = []
+
+        async def wait() -> None:
+            outcome.append(await receiver.callback_handler())
+
+        port = httpx.URL(receiver.redirect_uri).port
+        assert port is not None
+        idle = await anyio.connect_tcp("127.0.0.1", port)  # connects, then sends nothing
+        async with idle, anyio.create_task_group() as group, httpx.AsyncClient(timeout=TIMEOUT_S) as http:
+            group.start_soon(wait)
+            right = await http.get(f"{receiver.redirect_uri}?code=c1&state=s1")
+    assert right.status_code == 200
+    assert outcome[0].code == "c1"
+
+
+def test_the_receiver_timeouts_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="connection_timeout_s must be positive"):
+        LoopbackRedirectReceiver(connection_timeout_s=0)
 
 
 @pytest.mark.parametrize(

@@ -143,6 +143,8 @@ async def test_submission_rate_and_pending_bounds_answer_non_requestable_denials
         assert limited.get("resultType") != "task"
         assert limited["_meta"][AUTHORIZATION]["remediation"] == "unavailable"  # no retry loop invited
         assert "Too many approval requests" in text_of(limited)
+        assert "in the last minute (at most 2 a minute)" in text_of(limited)  # names the limit it hit
+        assert "pending requests" not in text_of(limited)
         bob = principals(http)["bob"]  # the limit is per principal
         assert (await bob.call_tool("wire_transfer", {"to": "acct-rate-b", "amount": 30_000})).result[
             "resultType"
@@ -162,6 +164,7 @@ async def test_outstanding_pending_tasks_are_bounded(mode: str, tmp_path: Path) 
         assert first["resultType"] == "task"
         assert second["isError"] is True
         assert second["_meta"][AUTHORIZATION]["remediation"] == "unavailable"
+        assert "waiting for a decision (at most 1 at a time)" in text_of(second)
 
 
 @MODES
@@ -179,7 +182,7 @@ async def test_approval_tasks_count_against_the_task_limits(mode: str, tmp_path:
     assert second.get("resultType") != "task"
     assert second["isError"] is True
     assert second["_meta"][AUTHORIZATION]["remediation"] == "unavailable"
-    assert "too many open tasks" in text_of(second)
+    assert "This caller has too many open tasks (at most 1)" in text_of(second)
     assert other["resultType"] == "task"  # the limit is per caller
     assert "task_limit" in deployment.server.log()  # the WARNING names the limit
 

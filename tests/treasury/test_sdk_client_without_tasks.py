@@ -108,3 +108,11 @@ async def test_the_sdk_client_without_tasks_is_approved_or_denied_exactly_once(
         assert_pending(spent)
         assert reference(spent) != reference(first)
         assert entries(server, account) == (1 if decision == "approve" else 0)
+
+
+async def test_an_unknown_tool_gets_the_plain_sdk_answer_not_a_denial(server: TreasuryServer) -> None:
+    async with sdk_client(server) as client:
+        result = await client.call_tool("nope", {"to": "acct-x", "amount": 30_000})
+    assert result.is_error is True
+    assert text(result) == "Unknown tool: nope"  # what an MCPServer without the gate answers
+    assert AUTHORIZATION not in (result.meta or {})

@@ -17,6 +17,8 @@ deny, ``missing_scopes``               ``undisclosed`` naming the scopes (HTTP c
 deny, ``next_action: retry``           ``undisclosed``: try again later
 any other deny, PDP failure,           ``unavailable``; the tool is never called
 unmappable call
+(no such tool)                         ``Unknown tool: NAME``, as the SDK answers it, before policy
+                                       runs (when the gate is given ``tool_exists``)
 =====================================  ==========================================================
 
 Install it first, so it is the outermost interceptor::
@@ -28,7 +30,7 @@ Install it first, so it is the outermost interceptor::
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -69,10 +71,12 @@ __all__ = [
     "PDP_FAILURE_MESSAGE",
     "RETRY_MESSAGE",
     "UNAVAILABLE_MESSAGE",
+    "UNKNOWN_TOOL_MESSAGE",
     "DegradedRequestable",
     "GatedCall",
     "PolicyGate",
     "RequestableHandler",
+    "ToolExists",
     "token_subject",
 ]
 
@@ -102,6 +106,8 @@ UNAVAILABLE_MESSAGE = "You are not authorized to call {tool}. The call was not m
 PDP_FAILURE_MESSAGE = "Authorization for {tool} could not be decided, so the call was not made. Try again later."
 ANONYMOUS_MESSAGE = "{tool} needs an authenticated caller. Sign in, then call it again."
 RETRY_MESSAGE = "Authorization for {tool} is pending. The call was not made; try again later."
+#: The SDK's own answer to a call of a tool the server does not have (``MCPServer``'s tool manager).
+UNKNOWN_TOOL_MESSAGE = "Unknown tool: {tool}"
 CREDENTIAL_MESSAGE = "Your current authorization is insufficient for {tool}; obtain a credential carrying the details."
 
 
@@ -129,6 +135,10 @@ class GatedCall:
     proceed: CallNext
     input_responses: Mapping[str, Any] | None = None
     request_state: str | None = None
+
+
+#: Whether the server has a tool of this name.
+ToolExists = Callable[[str], bool]
 
 
 class RequestableHandler(Protocol):
@@ -194,6 +204,9 @@ class PolicyGate(Extension):
             arguments (default: :class:`ApprovalOptions`' defaults).
         input_schemas: the tools' input schemas; a call whose arguments do not match its tool's
             schema is ``-32602`` naming the field, before policy (``None``: not checked here).
+        tool_exists: whether the server has a tool; a call of one it does not have is answered
+            ``Unknown tool: NAME`` (as the SDK answers it) before policy runs. Without it, such a
+            call goes to the PDP like any other (which usually denies it).
     """
 
     identifier = DENIALS_EXTENSION
@@ -210,6 +223,7 @@ class PolicyGate(Extension):
         unchecked_tools: frozenset[str] = frozenset(),
         limits: ApprovalOptions | None = None,
         input_schemas: InputSchemas | None = None,
+        tool_exists: ToolExists | None = None,
     ) -> None:
         self.pdp = pdp
         self.mapper = mapper or ToolCallMapper()
@@ -221,6 +235,7 @@ class PolicyGate(Extension):
         self.limits = limits or ApprovalOptions()
         self.input_schemas = input_schemas
         self._schema_check = SchemaCheck()
+        self.tool_exists = tool_exists
 
     async def intercept_tool_call(
         self, params: types.CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -239,6 +254,10 @@ class PolicyGate(Extension):
         traced: Span,
     ) -> HandlerResult:
         tool = params.name
+        if self.tool_exists is not None and not self.tool_exists(tool):
+            # An unknown tool is no authorization question: say so, as the plain SDK server does.
+            traced.set("decision", "unknown_tool")
+            return _unknown_tool(tool)
         arguments = params.arguments or {}
         large = large_json(arguments)  # a bounded look; large arguments are handled on a worker thread
         await off_loop(large, self._check_arguments, arguments)
@@ -358,6 +377,12 @@ def _task_id_of(result: HandlerResult) -> str | None:
     """The id of the task a call became (a flat ``CreateTaskResult``), if it became one."""
     task_id = result.get("taskId") if isinstance(result, dict) else None
     return task_id if isinstance(task_id, str) else None
+
+
+def _unknown_tool(tool: str) -> types.CallToolResult:
+    """The SDK's ``CallToolResult`` for a tool the server does not have (no denial envelope)."""
+    text = UNKNOWN_TOOL_MESSAGE.format(tool=tool)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
 def _denied(message: str, remediation: Remediation) -> types.CallToolResult:

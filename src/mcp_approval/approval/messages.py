@@ -19,10 +19,12 @@ __all__ = [
     "INPUTS_IN_TASK",
     "INPUTS_NOT_GIVEN",
     "INPUTS_UNSUPPORTED",
-    "LIMIT_MESSAGE",
+    "PENDING_LIMIT_MESSAGE",
     "PENDING_TEXT",
     "POLICY_DENIED",
     "PRINCIPAL_INVALID",
+    "PRINCIPAL_TASK_LIMIT_MESSAGE",
+    "RATE_LIMIT_MESSAGE",
     "REFUSED_MESSAGE",
     "TASK_LIMIT_MESSAGE",
     "TOOL_CHANGED",
@@ -32,13 +34,23 @@ __all__ = [
 
 # -- answers to the tools/call itself ------------------------------------------------------
 
-LIMIT_MESSAGE = (
-    "Too many approval requests are open or were made recently for this caller, so {tool} was not submitted "
-    "for approval and did not run. Wait for pending requests to be decided before asking again."
+# One answer per limit, so the caller knows which one it hit and what lifts it; ``{limit}`` is its value.
+RATE_LIMIT_MESSAGE = (
+    "Too many approval requests were made by this caller in the last minute (at most {limit} a minute), "
+    "so {tool} was not submitted for approval and did not run. Wait a minute before asking again."
+)
+PENDING_LIMIT_MESSAGE = (
+    "Too many approval requests by this caller are waiting for a decision (at most {limit} at a time), "
+    "so {tool} was not submitted for approval and did not run. Wait for pending requests to be decided "
+    "before asking again."
 )
 TASK_LIMIT_MESSAGE = (
-    "The server holds too many open tasks to take another approval request, so {tool} was not submitted "
-    "for approval and did not run. Try again later."
+    "The server holds too many open tasks (at most {limit}) to take another approval request, so {tool} "
+    "was not submitted for approval and did not run. Try again later."
+)
+PRINCIPAL_TASK_LIMIT_MESSAGE = (
+    "This caller has too many open tasks (at most {limit}) to take another approval request, so {tool} "
+    "was not submitted for approval and did not run. Wait for some of them to finish before asking again."
 )
 PENDING_TEXT = "Calling {tool} needs approval. It has been submitted and will run only if approved."
 IMMEDIATE_TEXT = "{tool} has not run: it is waiting for approval. You can continue other work and check the task later."

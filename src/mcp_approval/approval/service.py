@@ -44,7 +44,9 @@ from mcp_approval.approval.messages import (
     INPUTS_DECLINED,
     INPUTS_IN_TASK,
     INPUTS_UNSUPPORTED,
-    LIMIT_MESSAGE,
+    PENDING_LIMIT_MESSAGE,
+    PRINCIPAL_TASK_LIMIT_MESSAGE,
+    RATE_LIMIT_MESSAGE,
     REFUSED_MESSAGE,
     TASK_LIMIT_MESSAGE,
 )
@@ -402,8 +404,7 @@ class ToolApproval:
             return await self._existing_task(task_id, binding)
         if admission is not Admission.RECORDED:
             logger.warning("approval submission refused for %s on %r: %s", owner[:8], binding.tool, admission.value)
-            message = TASK_LIMIT_MESSAGE if admission is Admission.TASK_LIMIT else LIMIT_MESSAGE
-            return final_denial(message.format(tool=binding.tool), remediation=Remediation.UNAVAILABLE)
+            return final_denial(self._limit_message(admission, binding.tool), remediation=Remediation.UNAVAILABLE)
         assert task_id is not None
         return await self._task_answer(task_id, binding.tool, immediate=True)
 
@@ -448,6 +449,18 @@ class ToolApproval:
         except ApprovalBackendError:
             return False  # the backend's answer decides; without one the request reads as open
         return state.status.terminal
+
+    def _limit_message(self, admission: Admission, tool: str) -> str:
+        """The refusal naming the limit ``admission`` hit and its value."""
+        options = self.deps.options
+        max_tasks, max_per_principal = self._task_limits()
+        message, limit = {
+            Admission.RATE_LIMITED: (RATE_LIMIT_MESSAGE, options.submissions_per_minute),
+            Admission.TOO_MANY_PENDING: (PENDING_LIMIT_MESSAGE, options.max_pending_per_principal),
+            Admission.TASK_LIMIT: (TASK_LIMIT_MESSAGE, max_tasks),
+            Admission.PRINCIPAL_TASK_LIMIT: (PRINCIPAL_TASK_LIMIT_MESSAGE, max_per_principal),
+        }[admission]
+        return message.format(tool=tool, limit=limit)
 
     async def input_received(self, record: Any) -> None:
         """``tasks/update`` answered an approval task's submission inputs: go on at once."""

@@ -42,6 +42,10 @@ class ServerTools:
     def __init__(self, server: MCPServer[Any]) -> None:
         self.server = server
 
+    def exists(self, tool: str) -> bool:
+        """Whether the server has ``tool`` (middleware that hides tools from ``tools/list`` aside)."""
+        return self.server._tool_manager.get_tool(tool) is not None  # the SDK has no public lookup
+
     async def fingerprint(self, tool: str) -> str | None:
         """SHA-256 over the canonical JSON of the tool's name, description and schemas."""
         for definition in await self.server.list_tools():

@@ -1,8 +1,14 @@
 """The agent side: tasks-aware tool calls, reading and acting on authorization denials, reading approval outcomes."""
 
 from mcp_approval.client.authorization import AuthorizationDenied, AuthorizingCaller, CredentialRemediator
-from mcp_approval.client.calls import CallJournal, CallOutcome, CallRecord, SQLiteCallJournal
-from mcp_approval.client.connect import AgentClient, CallInDoubtError, ClientUsageError, mcp_client
+from mcp_approval.client.calls import CallJournal, CallOutcome, CallRecord, CallTarget, SQLiteCallJournal
+from mcp_approval.client.connect import (
+    AgentClient,
+    CallInDoubtError,
+    ClientUsageError,
+    default_call_journal_path,
+    mcp_client,
+)
 from mcp_approval.client.denials import (
     AuthorizationDenial,
     ChallengeDenial,
@@ -14,6 +20,12 @@ from mcp_approval.client.denials import (
     read_denial,
 )
 from mcp_approval.client.dispositions import ExecutionDisposition, read_disposition
+from mcp_approval.client.errors import (
+    ServerAccessError,
+    ServerAuthenticationError,
+    ServerAuthorizationError,
+    ServerConnectionError,
+)
 from mcp_approval.client.journal import OpenTask, TaskJournal
 from mcp_approval.client.oauth import MemoryTokenStorage, client_metadata_document, oauth_client
 from mcp_approval.client.redirect import AuthorizationResponseError, LoopbackRedirectReceiver, open_in_browser
@@ -39,6 +51,7 @@ __all__ = [
     "CallJournal",
     "CallOutcome",
     "CallRecord",
+    "CallTarget",
     "ChallengeDenial",
     "ChallengeReading",
     "ClientUsageError",
@@ -52,6 +65,10 @@ __all__ = [
     "OpenTask",
     "ResultKind",
     "SQLiteCallJournal",
+    "ServerAccessError",
+    "ServerAuthenticationError",
+    "ServerAuthorizationError",
+    "ServerConnectionError",
     "TaskCancelledError",
     "TaskError",
     "TaskExpiredError",
@@ -61,6 +78,7 @@ __all__ = [
     "TaskPendingError",
     "TasksClient",
     "client_metadata_document",
+    "default_call_journal_path",
     "denial_of",
     "mcp_client",
     "oauth_client",

@@ -4,16 +4,21 @@ An agent names each tool call with a ``call_key`` (its run id and call id, or an
 keyed call returns control, its task id is in the journal; calling again with the same key polls
 that task instead of calling the tool again, and a finished call returns its recorded outcome.
 
+A key is bound to the call it named: the server, the tool and a digest of the arguments
+(:class:`CallTarget`) are journaled with it, so a key reused for another call is refused instead of
+answered with the first call's outcome.
+
 The journal is any :class:`CallJournal`; :class:`SQLiteCallJournal` keeps it in a SQLite file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -21,11 +26,14 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import anyio.to_thread
+import rfc8785
+from pydantic_core import to_jsonable_python
 
 __all__ = [
     "CallJournal",
     "CallOutcome",
     "CallRecord",
+    "CallTarget",
     "OutcomeKind",
     "SQLiteCallJournal",
     "keyed_call",
@@ -47,14 +55,50 @@ class CallOutcome:
 
 
 @dataclass(frozen=True)
+class CallTarget:
+    """What a ``call_key`` names: the server, the tool and the SHA-256 of the canonical arguments.
+
+    ``server`` is the server's URL (without user info), ``stdio:<command line>`` or
+    ``in-process:<server name>``; ``arguments_digest`` is the hex SHA-256 of the arguments'
+    RFC 8785 canonical JSON, so equal arguments in any key order have one digest.
+    """
+
+    server: str
+    tool_name: str
+    arguments_digest: str
+
+    @classmethod
+    def of(cls, server: str, tool_name: str, arguments: Mapping[str, Any] | None) -> CallTarget:
+        """The target of calling ``tool_name`` with ``arguments`` on ``server``."""
+        canonical = rfc8785.dumps(to_jsonable_python(dict(arguments or {})))
+        return cls(server, tool_name, hashlib.sha256(canonical).hexdigest())
+
+
+@dataclass(frozen=True)
 class CallRecord:
-    """One keyed call: started, then (for a task) its task id, then its outcome."""
+    """One keyed call: started, then (for a task) its task id, then its outcome.
+
+    ``server`` and ``arguments_digest`` are ``None`` in records written before keys were bound to
+    them; such a record is matched on its tool name alone.
+    """
 
     call_key: str
     tool_name: str
     task_id: str | None
     outcome: CallOutcome | None
     started_at: float
+    server: str | None = None
+    arguments_digest: str | None = None
+
+    def mismatch(self, target: CallTarget) -> str | None:
+        """What differs between the recorded call and ``target`` (``None``: the same call)."""
+        if self.server is not None and self.server != target.server:
+            return f"server {self.server!r}, not {target.server!r}"
+        if self.tool_name != target.tool_name:
+            return f"tool {self.tool_name!r}, not {target.tool_name!r}"
+        if self.arguments_digest is not None and self.arguments_digest != target.arguments_digest:
+            return "other arguments"
+        return None
 
 
 class CallJournal(Protocol):
@@ -64,8 +108,8 @@ class CallJournal(Protocol):
         """The record of ``call_key``, if the call was ever started."""
         ...
 
-    async def begin(self, call_key: str, tool_name: str) -> None:
-        """Record that the call is about to be sent."""
+    async def begin(self, call_key: str, target: CallTarget) -> None:
+        """Record that the call to ``target`` is about to be sent."""
         ...
 
     async def task_created(self, call_key: str, task_id: str) -> None:
@@ -92,29 +136,32 @@ class SQLiteCallJournal:
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS calls (call_key TEXT PRIMARY KEY, tool_name TEXT NOT NULL,"
-            " task_id TEXT, outcome TEXT, started_at REAL NOT NULL)"
+            " task_id TEXT, outcome TEXT, started_at REAL NOT NULL, server TEXT, arguments_digest TEXT)"
         )
+        _add_missing_columns(self._db)
 
     async def get(self, call_key: str) -> CallRecord | None:
         """The record of ``call_key``, if the call was ever started."""
         row = await self._run(
-            "SELECT call_key, tool_name, task_id, outcome, started_at FROM calls WHERE call_key = ?", (call_key,)
+            "SELECT call_key, tool_name, task_id, outcome, started_at, server, arguments_digest"
+            " FROM calls WHERE call_key = ?",
+            (call_key,),
         )
         if row is None:
             return None
-        key, tool_name, task_id, outcome, started_at = row
-        return CallRecord(key, tool_name, task_id, _outcome_from_json(outcome), started_at)
+        key, tool_name, task_id, outcome, started_at, server, digest = row
+        return CallRecord(key, tool_name, task_id, _outcome_from_json(outcome), started_at, server, digest)
 
-    async def begin(self, call_key: str, tool_name: str) -> None:
-        """Record that the call is about to be sent.
+    async def begin(self, call_key: str, target: CallTarget) -> None:
+        """Record that the call to ``target`` is about to be sent.
 
         Raises:
             ValueError: ``call_key`` is already journaled (the same key in flight twice).
         """
         try:
             await self._run(
-                "INSERT INTO calls (call_key, tool_name, started_at) VALUES (?, ?, ?)",
-                (call_key, tool_name, time.time()),
+                "INSERT INTO calls (call_key, tool_name, started_at, server, arguments_digest) VALUES (?, ?, ?, ?, ?)",
+                (call_key, target.tool_name, time.time(), target.server, target.arguments_digest),
             )
         except sqlite3.IntegrityError:
             raise ValueError(f"call {call_key!r} is already journaled in {self.path}") from None
@@ -142,6 +189,14 @@ class SQLiteCallJournal:
     def _execute(self, sql: str, parameters: tuple[Any, ...]) -> Any:
         with self._lock:
             return self._db.execute(sql, parameters).fetchone()
+
+
+def _add_missing_columns(db: sqlite3.Connection) -> None:
+    """Bring a journal written before keys were bound to their call up to date (its rows keep ``NULL``)."""
+    present = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
+    for column in ("server", "arguments_digest"):
+        if column not in present:
+            db.execute(f"ALTER TABLE calls ADD COLUMN {column} TEXT")
 
 
 def _outcome_to_json(outcome: CallOutcome) -> str:

@@ -8,18 +8,23 @@
 
 A keyed call never runs twice: its task id is journaled before the call waits on it, so calling
 again with the same ``call_key`` (after a :class:`TaskPendingError`, a crash or a restart) polls
-that task, and a finished call returns its recorded outcome.
+that task, and a finished call returns its recorded outcome. The key is bound to the server, the
+tool and the arguments; reusing it for another call raises :class:`ClientUsageError`.
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 import mcp_types as types
+import platformdirs
 from mcp import Client, StdioServerParameters
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
@@ -29,32 +34,78 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types import InputResponses, RequestParamsMeta
 
-from mcp_approval.client.calls import CallJournal, CallOutcome, CallRecord, SQLiteCallJournal, keyed_call
+from mcp_approval.client.calls import (
+    CallJournal,
+    CallOutcome,
+    CallRecord,
+    CallTarget,
+    SQLiteCallJournal,
+    keyed_call,
+)
+from mcp_approval.client.errors import (
+    ResponseWatch,
+    ServerAccessError,
+    ServerAuthenticationError,
+    ServerAuthorizationError,
+    access_error,
+)
 from mcp_approval.client.tasks import InputHandler, TaskCancelledError, TaskFailedError, TasksClient
 from mcp_approval.hosts import is_safe_transport
 
-__all__ = ["DEFAULT_CALL_JOURNAL", "AgentClient", "CallInDoubtError", "ClientUsageError", "mcp_client"]
+__all__ = [
+    "DEFAULT_CALL_JOURNAL",
+    "AgentClient",
+    "CallInDoubtError",
+    "ClientUsageError",
+    "default_call_journal_path",
+    "mcp_client",
+]
 
-#: The SQLite file keyed calls are journaled in when no ``call_journal`` is given.
+#: The name of the SQLite file keyed calls are journaled in when no ``call_journal`` is given.
 DEFAULT_CALL_JOURNAL = "mcp-calls.sqlite3"
+#: The application directory under the user's data directory (``platformdirs``).
+_DATA_DIRECTORY = "mcp-approval"
+
+
+def default_call_journal_path() -> Path:
+    """Where keyed calls are journaled by default: ``mcp-calls.sqlite3`` in the user's data directory.
+
+    That is ``$XDG_DATA_HOME/mcp-approval`` (``~/.local/share/mcp-approval``) on Linux,
+    ``~/Library/Application Support/mcp-approval`` on macOS and
+    ``%LOCALAPPDATA%\\mcp-approval`` on Windows; the directory is created (owner only) on first use.
+    One journal per user, whatever the working directory, so a key is found again from anywhere.
+    """
+    return Path(platformdirs.user_data_dir(_DATA_DIRECTORY, appauthor=False)) / DEFAULT_CALL_JOURNAL
 
 
 class ClientUsageError(ValueError):
-    """:func:`mcp_client` was given options that cannot work together (the message says which)."""
+    """:func:`mcp_client` was given options that cannot work together, or a ``call_key`` was reused for
+    another call (the message says which); nothing was sent."""
 
 
 class CallInDoubtError(Exception):
-    """A keyed call was sent but neither a task id nor a result was recorded before the agent stopped.
+    """A keyed call was sent but neither a task id nor a result is on record for it.
 
     The tool may or may not have run; calling it again could run it twice, so the call is not
-    repeated. ``remote_kind`` is ``call_in_doubt``; check the server's records, then use a new key.
+    repeated. ``reason`` says what is known: the call is still in flight in this client, it
+    failed here before its answer came back (a timeout, a closed connection), or an earlier or
+    other client sent it and recorded nothing after. ``remote_kind`` is ``call_in_doubt``; check
+    the server's records, then use a new key.
     """
 
     remote_kind = "call_in_doubt"
 
-    def __init__(self, call_key: str) -> None:
-        super().__init__(f"call {call_key!r} was sent before a crash and has no task id or result on record")
+    def __init__(self, call_key: str, reason: str) -> None:
+        super().__init__(
+            f"call {call_key!r} has no task id or result on record: {reason}. The tool may have run, "
+            "so the call is not sent again; check the server's records, then use a new key"
+        )
         self.call_key = call_key
+        self.reason = reason
+
+
+#: Errors the client raises itself after sending a request: the server may have run the call.
+_ANSWER_LOST = frozenset({types.REQUEST_TIMEOUT, types.CONNECTION_CLOSED})
 
 
 @dataclass(frozen=True)
@@ -75,19 +126,42 @@ class AgentClient(Client):
     tasks: TasksClient | None = None
     """The tasks extension, when the client declares it (``tasks=True``)."""
 
-    call_journal: CallJournal | str | Path = DEFAULT_CALL_JOURNAL
-    """Where keyed calls are journaled: a :class:`CallJournal`, or the path of a SQLite file (opened on first use)."""
+    call_journal: CallJournal | str | Path | None = None
+    """Where keyed calls are journaled: a :class:`CallJournal`, or the path of a SQLite file (opened on
+    first use); ``None``: :func:`default_call_journal_path`."""
 
     http_client: httpx2.AsyncClient | None = None
     """The HTTP client of a Streamable HTTP connection, closed with the client."""
 
+    response_watch: ResponseWatch | None = None
+    """Watches the HTTP connection's answers so a ``401`` or ``403`` is raised as a typed error
+    (set by :func:`mcp_client`)."""
+
+    server_id: str | None = None
+    """The server keyed calls are bound to (see :class:`CallTarget`); by default derived from
+    ``server``: its URL, ``stdio:<command line>`` or ``in-process:<name>``. A ``Transport`` object
+    has none, so keyed calls through one need it."""
+
     _journal: CallJournal | None = field(default=None, init=False, repr=False)
     _opened_journal: SQLiteCallJournal | None = field(default=None, init=False, repr=False)
+    _in_flight: set[str] = field(default_factory=set, init=False, repr=False)
+    # What happened, in this client, to keyed calls whose answer never came back.
+    _lost: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     async def __aenter__(self) -> AgentClient:
-        """Connect (the handshake); the HTTP client is closed if it fails."""
+        """Connect (the handshake); the HTTP client is closed if it fails.
+
+        Raises:
+            ServerAuthenticationError: the server answered ``401`` (no, a wrong or an expired credential).
+            ServerAuthorizationError: the server answered ``403`` (the credential is not enough).
+            ServerConnectionError: the server could not be reached.
+        """
         try:
             await super().__aenter__()
+        except Exception as failed:
+            await self._close_http()
+            self._raise_typed(failed)
+            raise
         except BaseException:
             await self._close_http()
             raise
@@ -121,39 +195,78 @@ class AgentClient(Client):
         task, and its outcome when it ends. Called again with the same key, it polls the
         journaled task, or returns (or raises) the recorded outcome, instead of calling the tool.
 
+        The key is bound to this server, ``name`` and a digest of ``arguments``: the same key
+        with another server, tool or arguments is refused before anything is sent.
+
         Raises:
             TaskPendingError: the task is still open after ``task_wait_s``; call again with the same key.
             TaskFailedError, TaskCancelledError: the task ended so (again, from the record, on a repeat).
-            CallInDoubtError: the keyed call was sent before a crash and nothing came back on record.
+            CallInDoubtError: the keyed call was sent but nothing came back on record (its ``reason``
+                says what is known).
+            ClientUsageError: ``call_key`` names another call (nothing is sent).
+            ServerAccessError: the server refused the credential or could not be reached (see
+                :func:`mcp_client`).
         """
         options = _CallOptions(read_timeout_seconds, progress_callback, input_responses, request_state, meta)
         if call_key is None:
             return await self._send(name, arguments, options)
+        target = CallTarget.of(self._server_identity(), name, arguments)
         journal = self._call_journal()
         record = await journal.get(call_key)
         if record is None:
-            return await self._first_call(journal, call_key, name, arguments, options)
+            return await self._first_call(journal, call_key, target, arguments, options)
+        mismatch = record.mismatch(target)
+        if mismatch is not None:
+            raise ClientUsageError(
+                f"call_key {call_key!r} names another call ({mismatch}); nothing was sent. Use a new key for a new call"
+            )
         return await self._repeat_call(journal, record)
 
+    def _server_identity(self) -> str:
+        identity = self.server_id or _identity_of(self.server)
+        if identity is None:
+            raise ClientUsageError("a keyed call through a Transport object needs server_id= (the server it reaches)")
+        return identity
+
     async def _send(self, name: str, arguments: dict[str, Any] | None, options: _CallOptions) -> types.CallToolResult:
-        return await super().call_tool(
-            name,
-            arguments,
-            options.read_timeout_seconds,
-            options.progress_callback,
-            input_responses=options.input_responses,
-            request_state=options.request_state,
-            meta=options.meta,
-        )
+        try:
+            return await super().call_tool(
+                name,
+                arguments,
+                options.read_timeout_seconds,
+                options.progress_callback,
+                input_responses=options.input_responses,
+                request_state=options.request_state,
+                meta=options.meta,
+            )
+        except Exception as failed:
+            self._raise_typed(failed)
+            raise
+
+    def _raise_typed(self, failed: Exception) -> None:
+        """Raise ``failed`` as a :class:`ServerAccessError` naming the server, when it is one."""
+        url = self.server_id or _identity_of(self.server) or "the server"
+        typed: ServerAccessError | None = access_error(url, failed, self.response_watch)
+        if typed is not None:
+            raise typed from failed
 
     async def _first_call(
-        self, journal: CallJournal, call_key: str, name: str, arguments: dict[str, Any] | None, options: _CallOptions
+        self,
+        journal: CallJournal,
+        call_key: str,
+        target: CallTarget,
+        arguments: dict[str, Any] | None,
+        options: _CallOptions,
     ) -> types.CallToolResult:
-        await journal.begin(call_key, name)
+        await journal.begin(call_key, target)
+        self._in_flight.add(call_key)
         try:
             with keyed_call(call_key, journal):
-                result = await self._send(name, arguments, options)
-        except MCPError:
+                result = await self._send(target.tool_name, arguments, options)
+        except (MCPError, ServerAuthenticationError, ServerAuthorizationError) as refused:
+            if isinstance(refused, MCPError) and refused.code in _ANSWER_LOST:
+                self._lost[call_key] = _lost_answer(refused.error.message)
+                raise
             # The server refused the call without creating a task, so nothing ran: the key may be used again.
             record = await journal.get(call_key)
             if record is not None and record.task_id is None:
@@ -162,6 +275,11 @@ class AgentClient(Client):
         except (TaskFailedError, TaskCancelledError) as ended:
             await journal.finish(call_key, _ended(ended))
             raise
+        except Exception as failed:
+            self._lost[call_key] = _lost_answer(f"{type(failed).__name__}: {failed}")
+            raise
+        finally:
+            self._in_flight.discard(call_key)
         record = await journal.get(call_key)
         task_id = record.task_id if record is not None else None
         outcome = CallOutcome("result", task_id=task_id, result=result.model_dump(by_alias=True, mode="json"))
@@ -172,7 +290,7 @@ class AgentClient(Client):
         if record.outcome is not None:
             return _replay(record.outcome)
         if record.task_id is None:
-            raise CallInDoubtError(record.call_key)
+            raise CallInDoubtError(record.call_key, self._doubt(record))
         if self.tasks is None:
             raise ClientUsageError(f"call {record.call_key!r} has a task on record; resume it with tasks=True")
         try:
@@ -184,9 +302,25 @@ class AgentClient(Client):
         await journal.finish(record.call_key, outcome)
         return result
 
+    def _doubt(self, record: CallRecord) -> str:
+        """What is known of a keyed call with nothing on record but its start."""
+        if record.call_key in self._in_flight:
+            return "it is still in flight in this client; wait for that call instead"
+        lost = self._lost.get(record.call_key)
+        if lost is not None:
+            return lost
+        sent = datetime.fromtimestamp(record.started_at, UTC).isoformat(timespec="seconds")
+        return (
+            f"it was sent at {sent} by another or an earlier client, which recorded nothing after "
+            "(it may have stopped, or the call may have failed, before an answer was recorded)"
+        )
+
     def _call_journal(self) -> CallJournal:
         if self._journal is None:
             journal = self.call_journal
+            if journal is None:
+                journal = default_call_journal_path()
+                journal.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # results may be private
             if isinstance(journal, (str, Path)):
                 journal = self._opened_journal = SQLiteCallJournal(journal)
             self._journal = journal
@@ -195,6 +329,28 @@ class AgentClient(Client):
     async def _close_http(self) -> None:
         if self.http_client is not None:
             await self.http_client.aclose()
+
+
+def _lost_answer(what: str) -> str:
+    return f"it was sent, then failed in this client before its answer came back ({what})"
+
+
+def _identity_of(server: object) -> str | None:
+    """The server a ``Client`` target names, for binding keyed calls (``None`` for a Transport object)."""
+    if isinstance(server, str):
+        return _without_userinfo(server)
+    if isinstance(server, (Server, MCPServer)):
+        return f"in-process:{server.name}"
+    if isinstance(server, StdioServerParameters):
+        return f"stdio:{shlex.join([server.command, *server.args])}"
+    return None
+
+
+def _without_userinfo(url: str) -> str:
+    """``url`` without credentials in it (the journal must not hold them)."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=host))
 
 
 def _ended(error: TaskFailedError | TaskCancelledError) -> CallOutcome:
@@ -221,7 +377,7 @@ def mcp_client(
     task_wait_s: float | None = 30.0,
     auth: str | OAuthClientProvider | None = None,
     headers: Mapping[str, str] | None = None,
-    call_journal: CallJournal | str | Path = DEFAULT_CALL_JOURNAL,
+    call_journal: CallJournal | str | Path | None = None,
     input_handler: InputHandler | None = None,
     timeout_s: float = 30.0,
     **client_options: Any,
@@ -236,7 +392,8 @@ def mcp_client(
         task_wait_s: how long a call waits for its task before raising ``TaskPendingError``.
         auth: a bearer token, or an OAuth provider (e.g. :func:`~mcp_approval.client.oauth_client`).
         headers: extra HTTP headers (not ``Authorization`` together with ``auth``).
-        call_journal: where keyed calls are recorded (a :class:`CallJournal` or a SQLite file path).
+        call_journal: where keyed calls are recorded (a :class:`CallJournal` or a SQLite file path);
+            by default :func:`default_call_journal_path`, in the user's data directory.
         input_handler: answers the task's input requests (see :class:`TasksClient`).
         timeout_s: the HTTP timeout of each request.
         client_options: passed to :class:`mcp.Client` (``elicitation_callback``, ``client_info``, ...).
@@ -244,6 +401,10 @@ def mcp_client(
     Raises:
         ClientUsageError: the URL is not https (or loopback http), ``auth`` is given with an
             ``Authorization`` header or for a stdio command.
+
+    Entering the client, and its calls, raise a :class:`~mcp_approval.client.ServerAccessError`
+    naming the URL when the server answers ``401`` (:class:`ServerAuthenticationError`) or ``403``
+    (:class:`ServerAuthorizationError`) or cannot be reached (:class:`ServerConnectionError`).
     """
     extension = TasksClient(task_wait_s=task_wait_s, input_handler=input_handler) if tasks else None
     extensions = [extension] if extension is not None else []
@@ -259,9 +420,19 @@ def mcp_client(
             )
         return AgentClient(_stdio(target), **common, **client_options)
     _check_url(target)
-    http = httpx2.AsyncClient(headers=_headers(headers, auth), auth=_auth(auth), timeout=timeout_s)
+    watch = ResponseWatch()
+    http = httpx2.AsyncClient(
+        headers=_headers(headers, auth), auth=_auth(auth), timeout=timeout_s, event_hooks={"response": [watch]}
+    )
     transport = streamable_http_client(target, http_client=http)
-    return AgentClient(transport, **common, http_client=http, **client_options)
+    return AgentClient(
+        transport,
+        **common,
+        http_client=http,
+        response_watch=watch,
+        server_id=_without_userinfo(target),
+        **client_options,
+    )
 
 
 def _stdio(command: Sequence[str] | StdioServerParameters) -> StdioServerParameters:

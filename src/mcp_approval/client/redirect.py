@@ -11,6 +11,9 @@ The receiver listens on ``127.0.0.1`` from construction (so its redirect URI has
 answers one redirect per authorization: it checks the ``state`` against the one in the
 authorization URL it sent the user to, returns the ``code`` (and the RFC 9207 ``iss``) to the
 SDK's flow, which holds the PKCE verifier, and shows the user a page saying they can close it.
+A request with another ``state`` (a stale tab, another program on the machine) is answered
+``400`` and ignored: the receiver keeps waiting for the right one. Each connection gets
+``connection_timeout_s`` to send its request, so an idle connection cannot hold the receiver.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import inspect
 import socket
 import sys
+import time
 import webbrowser
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -27,17 +31,25 @@ from urllib.parse import parse_qs, urlsplit
 import anyio.to_thread
 from mcp.shared.auth import AuthorizationCodeResult
 
-__all__ = ["AuthorizationResponseError", "BrowserOpener", "LoopbackRedirectReceiver", "open_in_browser"]
+__all__ = [
+    "DEFAULT_CONNECTION_TIMEOUT_S",
+    "AuthorizationResponseError",
+    "BrowserOpener",
+    "LoopbackRedirectReceiver",
+    "open_in_browser",
+]
 
 BrowserOpener = Callable[[str], Awaitable[None] | None]
 """Shows the user the authorization URL; returns once shown, without waiting for the user."""
 
 _MAX_REQUEST_BYTES = 16_384
+#: How long one connection may take to send its request line and headers (a browser sends them at once).
+DEFAULT_CONNECTION_TIMEOUT_S = 5.0
 _DONE_PAGE = b"<!doctype html><title>Signed in</title><p>Authorization received. You can close this window.</p>"
 
 
 class AuthorizationResponseError(Exception):
-    """The redirect carried an OAuth error, a wrong ``state``, or no ``code``; ``error`` names which."""
+    """The redirect carried an OAuth error or no ``code``; ``error`` names which."""
 
     def __init__(self, error: str, description: str = "") -> None:
         super().__init__(f"{error}: {description}" if description else error)
@@ -65,7 +77,9 @@ class LoopbackRedirectReceiver:
             redirect URI is fixed (in a client ID metadata document) needs a fixed port.
         path: the redirect URI's path.
         open_browser: shows the user the authorization URL (:func:`open_in_browser` by default).
-        timeout_s: how long to wait for the user to come back.
+        timeout_s: how long to wait for the user to come back, in all.
+        connection_timeout_s: how long one connection may take to send its request before it is
+            closed and the receiver waits for the next one.
     """
 
     def __init__(
@@ -75,12 +89,18 @@ class LoopbackRedirectReceiver:
         path: str = "/callback",
         open_browser: BrowserOpener = open_in_browser,
         timeout_s: float = 300.0,
+        connection_timeout_s: float = DEFAULT_CONNECTION_TIMEOUT_S,
     ) -> None:
         if not path.startswith("/"):
             raise ValueError(f"path {path!r} must start with '/'")
+        if timeout_s <= 0 or connection_timeout_s <= 0:
+            raise ValueError(
+                f"timeout_s and connection_timeout_s must be positive; got {timeout_s} and {connection_timeout_s}"
+            )
         self.path = path
         self.open_browser = open_browser
         self.timeout_s = timeout_s
+        self.connection_timeout_s = connection_timeout_s
         self._expected_state: str | None = None
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._socket.bind(("127.0.0.1", port))
@@ -105,9 +125,11 @@ class LoopbackRedirectReceiver:
     async def callback_handler(self) -> AuthorizationCodeResult:
         """Wait for the redirect and return its code (the SDK's ``callback_handler``).
 
+        A request with another ``state`` is answered ``400`` and ignored, and the wait goes on.
+
         Raises:
-            AuthorizationResponseError: the response is an error, its ``state`` is not the
-                expected one, or it has no ``code``.
+            AuthorizationResponseError: the response with the expected ``state`` is an error or
+                has no ``code``.
             TimeoutError: nobody came back within ``timeout_s``.
         """
         expected, self._expected_state = self._expected_state, None
@@ -128,39 +150,61 @@ class LoopbackRedirectReceiver:
         self.close()
 
     def _receive(self, expected_state: str) -> AuthorizationCodeResult:
-        self._socket.settimeout(self.timeout_s)
+        deadline = time.monotonic() + self.timeout_s
         while True:
+            self._socket.settimeout(_remaining(deadline))
             connection, _ = self._socket.accept()
             with connection:
-                connection.settimeout(self.timeout_s)
-                request = _read_request(connection)
-                if request is None or request.path != self.path:
-                    # A stray request (a favicon, a port scan) is not the redirect: keep waiting.
-                    _respond(connection, 404, b"not found")
-                    continue
-                try:
-                    result = _authorization_result(request.query, expected_state)
-                except AuthorizationResponseError as refused:
-                    _respond(connection, 400, f"Authorization failed: {refused.error}".encode())
-                    raise
-                _respond(connection, 200, _DONE_PAGE)
+                connection.settimeout(min(self.connection_timeout_s, _remaining(deadline)))
+                result = self._answer(connection, expected_state)
+            if result is not None:
                 return result
+
+    def _answer(self, connection: socket.socket, expected_state: str) -> AuthorizationCodeResult | None:
+        """The authorization result ``connection`` brought, or ``None`` to keep waiting."""
+        try:
+            request = _read_request(connection)
+        except OSError:  # an idle connection (timed out) or one that went away: take the next one
+            return None
+        if request is None or request.path != self.path:
+            # A stray request (a favicon, a port scan) is not the redirect: keep waiting.
+            _respond(connection, 404, b"not found")
+            return None
+        if _first(request.query, "state") != expected_state:
+            # Not the response to this authorization (a stale tab, another program): keep waiting.
+            _respond(connection, 400, b"This response is not for the authorization in progress.")
+            return None
+        try:
+            result = _authorization_result(request.query, expected_state)
+        except AuthorizationResponseError as refused:
+            _respond(connection, 400, f"Authorization failed: {refused.error}".encode())
+            raise
+        _respond(connection, 200, _DONE_PAGE)
+        return result
+
+
+def _remaining(deadline: float) -> float:
+    """Seconds left before ``deadline``; raises ``TimeoutError`` once it has passed."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("nobody came back with the authorization response in time")
+    return left
+
+
+def _first(query: dict[str, list[str]], name: str) -> str | None:
+    values = query.get(name)
+    return values[0] if values else None
 
 
 def _authorization_result(query: dict[str, list[str]], expected_state: str) -> AuthorizationCodeResult:
-    def first(name: str) -> str | None:
-        values = query.get(name)
-        return values[0] if values else None
-
-    if first("state") != expected_state:
-        raise AuthorizationResponseError("invalid_state", "the response's state is not the one sent")
-    error = first("error")
+    """The code of a response whose ``state`` is ``expected_state``."""
+    error = _first(query, "error")
     if error is not None:
-        raise AuthorizationResponseError(error, first("error_description") or "")
-    code = first("code")
+        raise AuthorizationResponseError(error, _first(query, "error_description") or "")
+    code = _first(query, "code")
     if not code:
         raise AuthorizationResponseError("invalid_request", "the response carries no code")
-    return AuthorizationCodeResult(code=code, state=expected_state, iss=first("iss"))
+    return AuthorizationCodeResult(code=code, state=expected_state, iss=_first(query, "iss"))
 
 
 def _read_request(connection: socket.socket) -> _Request | None:

@@ -32,6 +32,7 @@ from mcp_approval.tasks.models import TaskIdParams, UpdateTaskParams  # the para
 from mcp_approval.tasks.states import TaskStatus
 
 __all__ = [
+    "MIN_POLL_INTERVAL_S",
     "CancelTaskRequest",
     "CreateTaskResult",
     "DetailedTask",
@@ -49,6 +50,10 @@ __all__ = [
 
 InputHandler = Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
 """Answers one input request ``{"method": ..., "params": ...}`` with the client's result."""
+
+#: The shortest wait between two ``tasks/get`` of one task, whatever ``pollIntervalMs`` a server asks
+#: for: a server answering ``0`` (or a few milliseconds) must not turn the wait into a tight loop.
+MIN_POLL_INTERVAL_S = 0.1
 
 _INPUT_REQUEST: TypeAdapter[types.InputRequest] = TypeAdapter(types.InputRequest)
 
@@ -170,6 +175,8 @@ class TasksClient(ClientExtension):
             :class:`TaskInputRequiredError`.
         journal: a durable record of open task ids, so a restarted agent can resume them.
         default_poll_interval_s: the polling interval when the server suggests none.
+        min_poll_interval_s: the shortest sleep between polls, whatever the server suggests
+            (default :data:`MIN_POLL_INTERVAL_S`, 0.1 s); it must be positive.
         max_poll_interval_s: the longest sleep between polls, whatever the server suggests.
         notifications: open ``subscriptions/listen`` for each waited task and wake on its
             ``notifications/tasks`` instead of sleeping out the poll interval. Polling continues
@@ -185,13 +192,20 @@ class TasksClient(ClientExtension):
         input_handler: InputHandler | None = None,
         journal: TaskJournal | None = None,
         default_poll_interval_s: float = 1.0,
+        min_poll_interval_s: float = MIN_POLL_INTERVAL_S,
         max_poll_interval_s: float = 30.0,
         notifications: bool = True,
     ) -> None:
+        if not 0 < min_poll_interval_s <= max_poll_interval_s:
+            raise ValueError(
+                f"min_poll_interval_s must be positive and at most max_poll_interval_s ({max_poll_interval_s}); "
+                f"got {min_poll_interval_s}"
+            )
         self.task_wait_s = task_wait_s
         self.input_handler = input_handler
         self.journal = journal
         self.default_poll_interval_s = default_poll_interval_s
+        self.min_poll_interval_s = min_poll_interval_s
         self.max_poll_interval_s = max_poll_interval_s
         self.push = TaskPush() if notifications else None
 
@@ -260,7 +274,7 @@ class TasksClient(ClientExtension):
                 raise TaskCancelledError(task_id, "task cancelled")
             if task.status is TaskStatus.INPUT_REQUIRED:
                 await self._answer(session, task, answered)
-            interval_ms = task.poll_interval_ms or interval_ms
+            interval_ms = task.poll_interval_ms if task.poll_interval_ms is not None else interval_ms
             delay = self._delay(interval_ms, deadline)
             if delay is None:
                 raise TaskPendingError(task_id, f"task {task_id[:8]}… still {task.status} after {self.task_wait_s}s")
@@ -294,7 +308,10 @@ class TasksClient(ClientExtension):
         return answer.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     def _delay(self, interval_ms: int | None, deadline: float | None) -> float | None:
-        delay = self.default_poll_interval_s if interval_ms is None else interval_ms / 1000
+        if interval_ms is None:
+            delay = self.default_poll_interval_s  # the client's own choice stands as given
+        else:  # what a server asks for is held to the floor, so 0 is no tight loop
+            delay = max(interval_ms / 1000, self.min_poll_interval_s)
         delay = min(max(delay, 0.0), self.max_poll_interval_s)
         if deadline is None:
             return delay

@@ -243,6 +243,7 @@ class Approvals:
             unchecked_tools=unchecked,
             limits=options,
             input_schemas=self._tools,
+            tool_exists=self._tools.exists,
         )
         self._reviewers = reviewers or (_verified_subject(verifier) if verifier is not None else None)
         # One limit on failed authentications for the reviewer API, the console and /mcp, counted in
@@ -494,6 +495,10 @@ class _ServedTools:
         if self._tools is None:
             raise RuntimeError("the server is not running: approved calls run only inside its lifespan")
         return self._tools
+
+    def exists(self, tool: str) -> bool:
+        # Calls arrive only while the server serves; outside it, leave the answer to the gate's policy.
+        return self._tools is None or self._tools.exists(tool)
 
     async def fingerprint(self, tool: str) -> str | None:
         return await self._current().fingerprint(tool)

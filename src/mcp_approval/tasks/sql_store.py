@@ -46,7 +46,7 @@ from mcp_approval.tasks.schema import (
     tasks_table,
 )
 from mcp_approval.tasks.states import ACTIVE, TERMINAL, TaskStatus, sources_of
-from mcp_approval.tasks.store import NewTask, TaskLimitReachedError, TaskSignal
+from mcp_approval.tasks.store import MAX_PER_PRINCIPAL, MAX_TASKS, NewTask, TaskLimitReachedError, TaskSignal
 
 __all__ = ["ALL_TASKS", "TASK_COUNTS", "SqlTaskStore", "TaskRows", "check_task_limits", "tasks_of"]
 
@@ -542,6 +542,6 @@ def check_task_limits(
         return
     counts = TASK_COUNTS.read(conn, wanted)
     if max_active is not None and counts.get(ALL_TASKS, 0) >= max_active:
-        raise TaskLimitReachedError("max_tasks", counts[ALL_TASKS])
+        raise TaskLimitReachedError(MAX_TASKS, counts[ALL_TASKS])
     if own_scope is not None and max_per_principal is not None and counts.get(own_scope, 0) >= max_per_principal:
-        raise TaskLimitReachedError("max_per_principal", counts[own_scope])
+        raise TaskLimitReachedError(MAX_PER_PRINCIPAL, counts[own_scope])

@@ -14,7 +14,12 @@ from typing import Any, Protocol
 from mcp_approval.tasks.models import TaskRecord
 from mcp_approval.tasks.states import TaskStatus
 
-__all__ = ["NewTask", "TaskLimitReachedError", "TaskSignal", "TaskStore"]
+__all__ = ["MAX_PER_PRINCIPAL", "MAX_TASKS", "NewTask", "TaskLimitReachedError", "TaskSignal", "TaskStore"]
+
+#: The :attr:`TaskLimitReachedError.limit` of the server-wide limit on unfinished tasks.
+MAX_TASKS = "max_tasks"
+#: The :attr:`TaskLimitReachedError.limit` of the limit on one principal's unfinished tasks.
+MAX_PER_PRINCIPAL = "max_per_principal"
 
 
 @dataclass(frozen=True)

@@ -124,7 +124,8 @@ class Admission(StrEnum):
     OUTCOME_OWED = "outcome_owed"  # an ended request made without tasks owes this call its outcome
     RATE_LIMITED = "rate_limited"
     TOO_MANY_PENDING = "too_many_pending"
-    TASK_LIMIT = "task_limit"  # the store holds max_tasks unfinished tasks (or max_per_principal of the caller's)
+    TASK_LIMIT = "task_limit"  # the store holds max_tasks unfinished tasks
+    PRINCIPAL_TASK_LIMIT = "principal_task_limit"  # the caller holds max_per_principal unfinished tasks
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from mcp_approval.approval.persistence.states import (
 )
 from mcp_approval.storage.counts import ScopedCounts
 from mcp_approval.tasks.sql_store import TaskRows, check_task_limits
-from mcp_approval.tasks.store import TaskLimitReachedError
+from mcp_approval.tasks.store import MAX_TASKS, TaskLimitReachedError
 
 __all__ = [
     "APPROVAL_COUNTS",
@@ -212,8 +212,8 @@ def refusal(
         return Admission.TOO_MANY_PENDING, None
     try:
         check_task_limits(conn, intent.principal_digest, *task_limits)
-    except TaskLimitReachedError:
-        return Admission.TASK_LIMIT, None
+    except TaskLimitReachedError as reached:
+        return (Admission.TASK_LIMIT if reached.limit == MAX_TASKS else Admission.PRINCIPAL_TASK_LIMIT), None
     return None
 
 

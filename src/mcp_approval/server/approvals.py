@@ -56,9 +56,8 @@ from mcp_approval.storage import (
     SqlOnceGuard,
     migrate,
 )
-from mcp_approval.tasks import TaskOptions, TasksExtension, task_routing_middleware
+from mcp_approval.tasks import TASKS_MIGRATIONS, TaskOptions, TasksExtension, task_routing_middleware
 from mcp_approval.tasks.options import PrincipalLookup
-from mcp_approval.tasks.schema import TASKS_MIGRATIONS
 from mcp_approval.tasks.sql_store import SqlTaskStore
 
 __all__ = ["Approvals", "ReviewerAuthenticator", "ServerOptions"]

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from mcp_approval.tasks.models import TaskRecord
     from mcp_approval.tasks.options import TaskMode, TaskOptions
     from mcp_approval.tasks.redis_store import RedisTaskStore
+    from mcp_approval.tasks.schema import TASKS_MIGRATIONS
     from mcp_approval.tasks.server import TasksExtension
     from mcp_approval.tasks.signals import TaskChange, TaskSignals
     from mcp_approval.tasks.sql_store import SqlTaskStore
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 # Name -> the module that defines it, imported on first access (a client reading task models
 # loads neither the runtime nor SQLAlchemy; a plain install never loads ``redis``).
 _LAZY = {
+    "TASKS_MIGRATIONS": "mcp_approval.tasks.schema",
     "Execution": "mcp_approval.tasks.execution",
     "NewTask": "mcp_approval.tasks.store",
     "RedisTaskStore": "mcp_approval.tasks.redis_store",
@@ -52,6 +54,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "TASKS_MIGRATIONS",
     "Execution",
     "NewTask",
     "RedisTaskStore",

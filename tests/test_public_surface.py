@@ -60,3 +60,19 @@ def test_an_unknown_name_of_a_lazy_package_is_an_attribute_error() -> None:
     tasks = importlib.import_module("mcp_approval.tasks")
     with pytest.raises(AttributeError, match="no attribute 'RedisStore'"):
         _ = tasks.RedisStore
+
+
+def test_names_that_moved_to_the_reviewer_surface_still_import_from_backends_with_a_warning() -> None:
+    backends = importlib.import_module("mcp_approval.backends")
+    reviewers = importlib.import_module("mcp_approval.reviewers")
+    for name in ("console_routes", "reviewer_routes", "Authenticator"):
+        with pytest.warns(DeprecationWarning, match=f"import {name} from mcp_approval.reviewers"):
+            moved = getattr(backends, name)
+        assert moved is getattr(reviewers, name)
+        assert name not in backends.__all__
+
+
+def test_the_principal_lookup_has_one_definition_under_both_names() -> None:
+    approval = importlib.import_module("mcp_approval.approval")
+    tasks_options = importlib.import_module("mcp_approval.tasks.options")
+    assert approval.PrincipalLookup is tasks_options.PrincipalLookup is approval.PrincipalResolver

@@ -56,6 +56,7 @@ __all__ = [
     "RESULT_TYPE_COMPLETE",
     "RESULT_TYPE_INPUT_REQUIRED",
     "RESULT_TYPE_TASK",
+    "STRUCTURED_TOOL_APPROVAL",
     "TASKS_EXTENSION",
     "TASK_METHODS",
     "TOOL_APPROVAL_EXTENSION",
@@ -131,6 +132,9 @@ META_TOOL_APPROVAL_DISPOSITION: Final = "io.modelcontextprotocol/tool-approval-d
 #: ``_meta`` key of a pending approval task's request deadline (ISO 8601, UTC), so a tasks client
 #: can wait that long before it gives up (a ``tasks/cancel`` withdraws the request).
 META_TOOL_APPROVAL_DEADLINE: Final = "io.modelcontextprotocol/tool-approval-deadline"
+#: ``structuredContent`` key of an executed approved call's disposition and its sentence, for
+#: clients that show a model only ``structuredContent`` (this library's, not SEP-2848's).
+STRUCTURED_TOOL_APPROVAL: Final = "toolApproval"
 #: ``_meta`` key of a string the model reads at once, on a ``CreateTaskResult``.
 META_MODEL_IMMEDIATE_RESPONSE: Final = "io.modelcontextprotocol/model-immediate-response"
 DISPOSITION_APPROVED_EXECUTED: Final = "approved-executed"

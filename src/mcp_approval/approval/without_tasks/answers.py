@@ -80,22 +80,26 @@ def pending_answer(tool: str, reference: str, deadline_ms: int | None, *, opened
     parts = [STOP_AND_TELL, first.format(tool=tool, reference=reference), _WHO]
     if deadline is not None:
         parts.append(DEADLINE_TEXT.format(deadline=deadline))
-    check = _CHECK.format(tool=tool, reference=reference)
-    then = _CONTINUE.format(tool=tool)
-    parts += [check, then]
-    structured: dict[str, Any] = {
+    next_step = f"{_CHECK.format(tool=tool, reference=reference)} {_CONTINUE.format(tool=tool)}"
+    parts.append(next_step)
+    answer = final_denial(" ".join(parts), remediation=Remediation.UNDISCLOSED, context_id=new_context_id())
+    return answer.model_copy(update={"structured_content": _pending_facts(tool, reference, deadline, next_step)})
+
+
+def _pending_facts(tool: str, reference: str, deadline: str | None, next_step: str) -> dict[str, Any]:
+    """The pending answer's facts as ``structuredContent`` (the same as its text says)."""
+    facts: dict[str, Any] = {
         "status": PENDING_STATUS,
         "ran": False,
         "tool": tool,
         "reference": reference,
         "decidedBy": _WHO,
-        "nextStep": f"{STOP_AND_TELL} approval is needed (reference {reference}). {check} {then}",
+        "nextStep": f"{STOP_AND_TELL} approval is needed (reference {reference}). {next_step}",
         "checkWith": {"tool": APPROVAL_STATUS_TOOL, "arguments": {"reference": reference}},
     }
     if deadline is not None:
-        structured["deadline"] = deadline
-    answer = final_denial(" ".join(parts), remediation=Remediation.UNDISCLOSED, context_id=new_context_id())
-    return answer.model_copy(update={"structured_content": structured})
+        facts["deadline"] = deadline
+    return facts
 
 
 def outcome_answer(record: TaskRecord) -> dict[str, Any]:

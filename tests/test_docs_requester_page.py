@@ -2,8 +2,9 @@
 
 The TOML block is the deployment's ``[approval]`` (with the page on this server's address); the
 Python block runs with one substitution (the server's address): the SDK ``Client`` prints the page
-link its elicitation callback received, the page shows the open request, and once a reviewer
-approves, the same ``call_tool`` returns the result of the one execution (one ledger entry).
+link its elicitation callback received, ``call_tool`` returns the pending answer (the round ends),
+the page shows the open request, and once a reviewer approves, calling again returns the result of
+the one execution (one ledger entry).
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ __all__ = [
     "META_AUTHORIZATION_CONTEXT_ID",
     "META_CLIENT_INFO",
     "META_MODEL_IMMEDIATE_RESPONSE",
+    "META_TOOL_APPROVAL_DEADLINE",
     "META_TOOL_APPROVAL_DISPOSITION",
     "METHOD_ELICITATION_CREATE",
     "METHOD_NOT_FOUND",
@@ -55,6 +56,7 @@ __all__ = [
     "RESULT_TYPE_COMPLETE",
     "RESULT_TYPE_INPUT_REQUIRED",
     "RESULT_TYPE_TASK",
+    "STRUCTURED_TOOL_APPROVAL",
     "TASKS_EXTENSION",
     "TASK_METHODS",
     "TOOL_APPROVAL_EXTENSION",
@@ -127,6 +129,12 @@ CHALLENGE_INSUFFICIENT_AUTHORIZATION: Final = "insufficient_authorization"
 TOOL_APPROVAL_EXTENSION: Final = "io.modelcontextprotocol/tool-approval"
 #: ``_meta`` key of a completed approval task's execution outcome.
 META_TOOL_APPROVAL_DISPOSITION: Final = "io.modelcontextprotocol/tool-approval-disposition"
+#: ``_meta`` key of a pending approval task's request deadline (ISO 8601, UTC), so a tasks client
+#: can wait that long before it gives up (a ``tasks/cancel`` withdraws the request).
+META_TOOL_APPROVAL_DEADLINE: Final = "io.modelcontextprotocol/tool-approval-deadline"
+#: ``structuredContent`` key of an executed approved call's disposition and its sentence, for
+#: clients that show a model only ``structuredContent`` (this library's, not SEP-2848's).
+STRUCTURED_TOOL_APPROVAL: Final = "toolApproval"
 #: ``_meta`` key of a string the model reads at once, on a ``CreateTaskResult``.
 META_MODEL_IMMEDIATE_RESPONSE: Final = "io.modelcontextprotocol/model-immediate-response"
 DISPOSITION_APPROVED_EXECUTED: Final = "approved-executed"

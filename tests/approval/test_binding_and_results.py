@@ -10,6 +10,7 @@ import pytest
 
 from mcp_approval.approval.binding import BindingCipher, BindingIntegrityError, CallBinding, arguments_digest
 from mcp_approval.approval.results import denied_result, executed_result, outcome_unknown_result, sanitize_model_text
+from mcp_approval.protocol import STRUCTURED_TOOL_APPROVAL
 
 AUTHORIZATION = "io.modelcontextprotocol/authorization"
 DISPOSITION = "io.modelcontextprotocol/tool-approval-disposition"
@@ -97,6 +98,26 @@ def test_an_execution_states_it_ran_and_carries_no_envelope() -> None:
     assert disposition.value == failed["_meta"][DISPOSITION] == "execution-error"
     assert AUTHORIZATION not in failed["_meta"]  # it ran: the envelope would claim it did not
     assert "side effect may have occurred" in failed["content"][-1]["text"]
+
+
+def test_the_statement_is_in_structured_content_too_when_the_schema_takes_it() -> None:
+    """Clients that show a model only ``structuredContent`` read the statement there as well."""
+    tool_result = types.CallToolResult(
+        content=[types.TextContent(type="text", text="done")], structured_content={"result": "done"}
+    )
+    open_schema = {"type": "object", "properties": {"result": {"type": "string"}}, "required": ["result"]}
+    ran, _ = executed_result(tool_result, open_schema)
+    statement = "The call was approved and the tool ran once."
+    assert ran["content"][-1]["text"] == statement
+    assert ran["structuredContent"] == {
+        "result": "done",
+        STRUCTURED_TOOL_APPROVAL: {"disposition": "approved-executed", "text": statement},
+    }
+    closed, _ = executed_result(tool_result, {**open_schema, "additionalProperties": False})
+    assert closed["structuredContent"] == {"result": "done"}  # a client validating it would reject more
+    assert closed["content"][-1]["text"] == statement
+    plain, _ = executed_result(types.CallToolResult(content=[types.TextContent(type="text", text="done")]))
+    assert "structuredContent" not in plain
 
 
 @pytest.mark.sep_check("sep-2848-body-states-outcome", "sep-2848-no-envelope-unless-denied")

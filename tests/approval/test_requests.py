@@ -20,7 +20,7 @@ from mcp_approval.backends import ApprovalSubmission
 from mcp_approval.clock import iso8601
 from mcp_approval.policy import Decision, ToolCallMapper
 from mcp_approval.policy.mapping import ToolRule
-from mcp_approval.protocol import META_AUTHORIZATION
+from mcp_approval.protocol import META_AUTHORIZATION, META_TOOL_APPROVAL_DEADLINE
 
 NOW = 1_800_000_000_000
 HOUR = 3_600_000
@@ -161,7 +161,9 @@ def test_new_workflow_rows_follow_the_request_and_the_options() -> None:
     assert new.next_check_at == NOW + 3_000
     assert new.ttl_ms == HOUR + 600_000  # until the deadline, then the result's retention
     assert new.poll_interval_ms == 4_000
-    assert new.status_message == status_message("wire_transfer", submission)
+    assert new.status_message == status_message("wire_transfer", submission, NOW + HOUR)
+    assert iso8601(NOW + HOUR) in new.status_message  # a tasks client reads how long to wait
+    assert new.meta[META_TOOL_APPROVAL_DEADLINE] == iso8601(NOW + HOUR)
     assert new.meta[META_AUTHORIZATION]["remediation"] == "available"
     assert new.binding_sealed is not None
     assert CallBinding.from_json(cipher.open(new.binding_sealed, record="task-1")) == BINDING
@@ -185,7 +187,10 @@ def test_a_workflow_without_a_request_deadline_gets_the_default() -> None:
     assert new.handle is None
 
 
-PENDING = "Calling t needs approval. It has been submitted and will run only if approved."
+PENDING = (
+    "Calling t needs approval. It has been submitted and will run only if approved. "
+    f"If no one decides by {iso8601(NOW + HOUR)}, it expires and the call never runs."
+)
 
 
 @pytest.mark.parametrize(
@@ -196,4 +201,11 @@ def test_the_status_message_leads_with_what_the_policy_says(
     title: str | None, description: str | None, message: str
 ) -> None:
     submission = ApprovalSubmission(tool="t", arguments={}, requester="alice", title=title, description=description)
-    assert status_message("t", submission) == message
+    assert status_message("t", submission, NOW + HOUR) == message
+
+
+def test_a_long_description_is_shortened_so_the_deadline_still_fits() -> None:
+    submission = ApprovalSubmission(tool="t", arguments={}, requester="alice", description="Why. " * 200)
+    message = status_message("t", submission, NOW + HOUR)
+    assert message.endswith(PENDING)
+    assert len(message) <= 300

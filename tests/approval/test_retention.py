@@ -7,6 +7,7 @@ Time is a :class:`ManualClock`; the backend is a small in-memory one whose answe
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select
@@ -14,6 +15,7 @@ from sqlalchemy import func, select
 from mcp_approval.approval.persistence.schema import approval_intents_table, approval_workflows_table
 from mcp_approval.backends import ApprovalState, ApprovalStatus, ApprovalSubmission, StatusListener
 from mcp_approval.clock import ManualClock, iso8601
+from mcp_approval.protocol import META_TOOL_APPROVAL_DEADLINE
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.support.polling import eventually
 
@@ -117,3 +119,27 @@ async def test_retention_covers_moved_deadlines_and_the_terminal_result_then_end
             return await database.read(count)
 
         await eventually(leftovers, lambda counts: counts == (0, 0))
+
+
+async def test_a_moved_deadline_is_restated_in_the_tasks_status_message_and_meta(tmp_path: Path, db_url: str) -> None:
+    """A tasks client sizes its wait by the deadline it reads, so a later one is restated (both databases)."""
+    clock = ManualClock()
+    overrides = {"approval": {"max_pending_s": 30 * 86_400.0}, "store": {"url": db_url}}
+    backend = SettableBackend()
+    async with inprocess_treasury(tmp_path, overrides, clock=clock, backend=backend) as harness:
+        start = clock.now_ms()
+        created = (await harness.alice.call_tool("wire_transfer", {"to": "acct-later", "amount": 30_000})).result
+        first = created["_meta"][META_TOOL_APPROVAL_DEADLINE]
+        assert first in created["statusMessage"]
+        (handle,) = backend.requests
+        backend.requests[handle] = ApprovalState(ApprovalStatus.PENDING, deadline_ms=start + 3 * DAY_MS)
+        await harness.deployment.approval.wake(handle)
+        later = iso8601(start + 3 * DAY_MS)
+
+        async def task() -> dict[str, Any]:
+            return (await harness.alice.get(created["taskId"])).result
+
+        polled = await eventually(task, lambda t: t["_meta"][META_TOOL_APPROVAL_DEADLINE] == later)
+        assert f"If no one decides by {later}, it expires and the call never runs." in polled["statusMessage"]
+        assert first not in polled["statusMessage"]
+        assert polled["status"] == "working"

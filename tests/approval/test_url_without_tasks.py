@@ -21,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_approval.approval.binding import BindingCipher, CallBinding
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.without_tasks.links import INVALID_STATE_MESSAGE, PAGE_INPUT_KEY, RequesterLinks
+from mcp_approval.clock import iso8601
 from mcp_approval.config import ConfigError, load_config
 from mcp_approval.protocol import URL_ELICITATION_REQUIRED
 from tests.approval.inprocess import Harness, inprocess_treasury
@@ -70,6 +71,17 @@ def assert_url_round(round_: dict[str, Any]) -> None:
     assert authorization["authorizationContextId"]
 
 
+def assert_pending_after_the_page(answer: dict[str, Any], reference: str) -> None:
+    """The retry after a URL round while the request is open: the pending answer, no further round."""
+    assert "resultType" not in answer or answer["resultType"] == "complete"
+    assert "inputRequests" not in answer
+    assert answer["isError"] is True
+    assert answer["_meta"][AUTHORIZATION]["remediation"] == "undisclosed"
+    assert DISPOSITION not in answer["_meta"]
+    assert f"(reference {reference})" in text_of(answer)
+    assert "did not run" in text_of(answer)
+
+
 async def page(harness: Harness, url: str) -> httpx.Response:
     return await harness.http.get(urlsplit(url).path)
 
@@ -90,9 +102,7 @@ async def test_a_url_client_is_sent_to_its_page_and_the_retry_runs_the_call_once
         carol = harness.reviewer("carol")
         assert len(await carol.pending()) == 1
         still = (await call(harness.alice, "acct-url", state=first["requestState"])).result
-        assert still["resultType"] == "input_required"
-        assert "inputRequests" not in still  # the page was given; the client retries with the state
-        assert still["_meta"][AUTHORIZATION]["remediation"] == "available"
+        assert_pending_after_the_page(still, reference)  # the page was given: never the same elicitation again
         again = (await call(harness.alice, "acct-url")).result  # a fresh identical call joins the request
         assert reference_in(again) == reference
         assert len(await carol.pending()) == 1
@@ -100,16 +110,29 @@ async def test_a_url_client_is_sent_to_its_page_and_the_retry_runs_the_call_once
         approval = await approval_for(carol, "wire_transfer", to="acct-url")
         assert (await carol.decide(approval["id"], "approve")).status_code == 200
         await ended(harness, reference)
-        result = (await call(harness.alice, "acct-url", state=still["requestState"])).result
+        result = (await call(harness.alice, "acct-url", state=first["requestState"])).result
         assert result["isError"] is False
         assert result["_meta"][DISPOSITION] == "approved-executed"
         assert AUTHORIZATION not in result["_meta"]
         assert len(transfers(harness, "acct-url")) == 1
         # The approval is spent: the same state again asks anew (a new request), and runs nothing.
-        spent = (await call(harness.alice, "acct-url", state=still["requestState"])).result
+        spent = (await call(harness.alice, "acct-url", state=first["requestState"])).result
         assert_url_round(spent)
         assert reference_in(spent) != reference
         assert len(transfers(harness, "acct-url")) == 1
+
+
+async def test_a_declined_page_is_followed_by_the_pending_answer_not_the_page_again(tmp_path: Path) -> None:
+    async with inprocess_treasury(tmp_path, URL_MODE) as harness:
+        first = (await call(harness.alice, "acct-url-declined")).result
+        assert_url_round(first)
+        declined = {"requestState": first["requestState"], "inputResponses": {PAGE_INPUT_KEY: {"action": "decline"}}}
+        arguments = {"to": "acct-url-declined", "amount": 30_000}
+        params = {"name": "wire_transfer", "arguments": arguments} | declined
+        answer = (await harness.alice.request("tools/call", params, meta=URL_NO_TASKS)).result
+        assert_pending_after_the_page(answer, reference_in(first))
+        assert len(await harness.reviewer("carol").pending()) == 1  # declining the page withdraws nothing
+        assert transfers(harness, "acct-url-declined") == []
 
 
 @pytest.mark.sep_check("sep-2643-server-url-state-travels", "sep-2643-server-url-retry-resumes")
@@ -232,6 +255,13 @@ async def test_legacy_revision_answers_url_elicitation_required(tmp_path: Path) 
         error = first["error"]
         assert error["code"] == URL_ELICITATION_REQUIRED == -32042
         (elicitation,) = error["data"]["elicitations"]
+        reference = elicitation["elicitationId"].removeprefix("approval-")
+        workflow = await harness.deployment.approval.store.get(reference)
+        assert workflow is not None
+        assert workflow.request_deadline is not None
+        # The message itself names the request and its deadline: a client may show only the message.
+        assert f"approval request {reference} is open until {iso8601(workflow.request_deadline)}" in error["message"]
+        assert "did not run" in error["message"]
         assert elicitation["mode"] == "url"
         assert elicitation["elicitationId"]
         assert "needs approval" in elicitation["message"]

@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import delete
 
 from mcp_approval.approval.persistence.states import Phase
+from mcp_approval.protocol import STRUCTURED_TOOL_APPROVAL
 from mcp_approval.tasks.schema import tasks_table
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.support.polling import eventually
@@ -45,6 +46,30 @@ def assert_pending(result: dict[str, Any]) -> None:
     assert "call wire_transfer again with exactly the same arguments" in text
     assert "expires" in text
     assert DISPOSITION not in result["_meta"]
+    assert_first_asks_to_stop_and_tell(result)
+
+
+def assert_first_asks_to_stop_and_tell(result: dict[str, Any]) -> None:
+    """Before anything else the text asks the model to stop and tell the user, then how to check
+    without a retry of the gated tool; ``structuredContent`` carries the same facts."""
+    text = text_of(result)
+    assert text.startswith("Stop and tell the user:")
+    reference = reference_of(result)
+    deadline = re.search(r"If no one decides by (\S+), it expires", text)
+    assert deadline is not None, text
+    status_check = text.index(f"call approval_status with reference {reference}")
+    retry = text.index("Once it is approved, call wire_transfer again")
+    assert text.index("you cannot approve it yourself") < status_check < retry
+    facts = result["structuredContent"]
+    assert facts["status"] == "pending"
+    assert facts["ran"] is False
+    assert facts["reference"] == reference
+    assert facts["deadline"] == deadline.group(1)
+    assert facts["tool"] == "wire_transfer"
+    assert facts["decidedBy"] in text
+    assert facts["checkWith"] == {"tool": "approval_status", "arguments": {"reference": reference}}
+    assert facts["nextStep"].startswith("Stop and tell the user:")
+    assert f"approval_status with reference {reference}" in facts["nextStep"]
 
 
 async def call(wire: Wire, to: str, amount: int = 30_000, meta: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -104,6 +129,10 @@ async def test_the_retry_after_approval_answers_the_result_once_then_the_approva
         assert result["_meta"][DISPOSITION] == "approved-executed"
         assert AUTHORIZATION not in result["_meta"]
         assert "ran once" in text_of(result)
+        statement = result["structuredContent"][STRUCTURED_TOOL_APPROVAL]  # for clients that read only this
+        assert statement == {"disposition": "approved-executed", "text": result["content"][-1]["text"]}
+        assert "ran once" in statement["text"]
+        assert result["structuredContent"]["result"] == result["content"][0]["text"]  # the tool's own, kept
         assert len(transfers(harness, "acct-approved")) == 1
         spent = await call(harness.alice, "acct-approved")  # a further identical call asks anew
         assert_pending(spent)

@@ -89,8 +89,9 @@ async def test_with_requester_url_the_inputs_round_is_followed_by_the_url_round(
                 requestState=linked["requestState"],
             )
         ).result
-        assert still["resultType"] == "input_required"
-        assert "inputRequests" not in still
+        assert "inputRequests" not in still  # after the page: the pending answer, the round loop ends
+        assert still["isError"] is True
+        assert still["_meta"][AUTHORIZATION]["remediation"] == "undisclosed"
         assert len(await harness.reviewer("carol").pending()) == 1
 
 

@@ -10,11 +10,14 @@ Each test uses its own account names, so the shared ledger tells its executions 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
 import pytest
 
+from mcp_approval.clock import parse_iso8601
+from mcp_approval.protocol import META_TOOL_APPROVAL_DEADLINE
 from tests.support.arap import ARS_CLIENT_TOKEN, ars_view
 from tests.support.treasury import Reviewer, TreasuryServer, principals
 from tests.support.wire import Wire, envelope
@@ -130,6 +133,23 @@ async def test_denied_transfer_completes_as_denial_and_never_runs(
     assert_denied_not_executed(task)
     assert "denied" in text_of(task["result"])
     assert transfers_to(treasury, "acct-deny") == []
+
+
+async def test_a_pending_task_names_its_deadline_in_status_message_and_meta(
+    treasury: TreasuryServer, http: httpx.AsyncClient
+) -> None:
+    """A tasks client sizes its wait by the request's deadline (giving up earlier withdraws the request)."""
+    alice = principals(http)["alice"]
+    before = int(time.time() * 1000)
+    created = await request_transfer(alice, "acct-deadline")
+    polled = (await alice.get(created["taskId"])).result
+    for task in (created, polled):
+        deadline = task["_meta"][META_TOOL_APPROVAL_DEADLINE]
+        deadline_ms = parse_iso8601(deadline)
+        assert deadline_ms is not None
+        assert deadline_ms > before  # the request's own deadline, still ahead
+        assert f"If no one decides by {deadline}, it expires and the call never runs." in task["statusMessage"]
+    assert transfers_to(treasury, "acct-deadline") == []
 
 
 @pytest.mark.sep_check("sep-2848-cancel-withdraws-backend-request", "sep-2848-never-executed-and-cancelled")

@@ -65,6 +65,11 @@ def assert_pending(result: Any) -> None:
     assert (result.meta or {})[AUTHORIZATION]["remediation"] == "undisclosed"
     assert read_disposition(result) is None
     assert "did not run" in text(result)
+    assert text(result).startswith("Stop and tell the user:")  # what a model reads first
+    facts = result.structured_content  # the same facts, for frameworks that read only structuredContent
+    assert facts["status"] == "pending"
+    assert facts["reference"] == reference(result)
+    assert facts["checkWith"] == {"tool": "approval_status", "arguments": {"reference": reference(result)}}
 
 
 def entries(server: TreasuryServer, account: str) -> int:
@@ -99,6 +104,8 @@ async def test_the_sdk_client_without_tasks_is_approved_or_denied_exactly_once(
         if decision == "approve":
             assert read_disposition(result).value == "approved-executed"  # type: ignore[union-attr]
             assert result.is_error is False
+            statement = text(result).split("completed. ")[-1]
+            assert statement == result.structured_content["toolApproval"]["text"]  # passed the SDK's schema check
             assert entries(server, account) == 1  # one after approval
         else:
             assert read_disposition(result).value == "denied-not-executed"  # type: ignore[union-attr]

@@ -12,6 +12,7 @@ __all__ = [
     "BACKEND_DOWN_MESSAGE",
     "BACKEND_FAILED",
     "BINDING_BROKEN",
+    "DEADLINE_TEXT",
     "DENIED",
     "EXPIRED",
     "IMMEDIATE_TEXT",
@@ -53,6 +54,8 @@ PRINCIPAL_TASK_LIMIT_MESSAGE = (
     "was not submitted for approval and did not run. Wait for some of them to finish before asking again."
 )
 PENDING_TEXT = "Calling {tool} needs approval. It has been submitted and will run only if approved."
+#: The request's deadline, after the pending text (``{deadline}``: ISO 8601, UTC).
+DEADLINE_TEXT = "If no one decides by {deadline}, it expires and the call never runs."
 IMMEDIATE_TEXT = "{tool} has not run: it is waiting for approval. You can continue other work and check the task later."
 INPUTS_DECLINED = (
     "Calling {tool} needs approval, and approvers need {fields}; none was given, so nothing was submitted "

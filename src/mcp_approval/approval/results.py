@@ -9,13 +9,14 @@ operation was not performed), never on an execution error or an unknown outcome.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
 
 from mcp_approval.approval.persistence.states import Disposition
 from mcp_approval.denials import Remediation, final_denial
-from mcp_approval.protocol import META_TOOL_APPROVAL_DISPOSITION
+from mcp_approval.protocol import META_TOOL_APPROVAL_DISPOSITION, STRUCTURED_TOOL_APPROVAL
 from mcp_approval.tasks.models import result_document
 
 __all__ = ["DISPOSITION_TEXT", "denied_result", "executed_result", "outcome_unknown_result", "sanitize_model_text"]
@@ -51,12 +52,31 @@ def denied_result(tool: str, why: str) -> dict[str, Any]:
     return _with_disposition(result_document(result), Disposition.DENIED_NOT_EXECUTED)
 
 
-def executed_result(result: types.CallToolResult) -> tuple[dict[str, Any], Disposition]:
-    """The tool's own result after an approved execution, stamped and stated."""
+def executed_result(
+    result: types.CallToolResult, output_schema: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], Disposition]:
+    """The tool's own result after an approved execution, stamped and stated.
+
+    The statement goes into ``content`` and, when the tool returned ``structuredContent``, into it
+    too (under :data:`~mcp_approval.protocol.STRUCTURED_TOOL_APPROVAL`): some clients show a model
+    only ``structuredContent``. It is left out there when the tool's ``output_schema`` forbids
+    further properties (a client validates the result against it) or already uses that key.
+    """
     disposition = Disposition.EXECUTION_ERROR if result.is_error else Disposition.APPROVED_EXECUTED
-    statement = types.TextContent(type="text", text=DISPOSITION_TEXT[disposition])
-    stated = result.model_copy(update={"content": [*result.content, statement]})
-    return _with_disposition(result_document(stated), disposition), disposition
+    text = DISPOSITION_TEXT[disposition]
+    update: dict[str, Any] = {"content": [*result.content, types.TextContent(type="text", text=text)]}
+    structured = result.structured_content
+    if isinstance(structured, dict) and STRUCTURED_TOOL_APPROVAL not in structured and _takes_more(output_schema):
+        stated = {"disposition": disposition.value, "text": text}
+        update["structured_content"] = {**structured, STRUCTURED_TOOL_APPROVAL: stated}
+    return _with_disposition(result_document(result.model_copy(update=update)), disposition), disposition
+
+
+def _takes_more(output_schema: Mapping[str, Any] | None) -> bool:
+    """Whether an object valid under ``output_schema`` may carry one more property."""
+    if output_schema is None:
+        return True
+    return output_schema.get("additionalProperties", True) is True and "unevaluatedProperties" not in output_schema
 
 
 def outcome_unknown_result() -> dict[str, Any]:

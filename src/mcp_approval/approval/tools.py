@@ -27,6 +27,10 @@ class ToolInvoker(Protocol):
         """Whether the tool would refuse ``arguments`` before it starts (its argument validation fails)."""
         ...
 
+    async def output_schema(self, tool: str) -> dict[str, Any] | None:
+        """The ``outputSchema`` the tool declares (``None``: none, or no such tool)."""
+        ...
+
     async def invoke(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """Run the tool once; a tool failure is an ``isError`` result, not an exception."""
         ...
@@ -64,6 +68,13 @@ class ServerTools:
         for definition in await self.server.list_tools():
             if definition.name == tool:
                 return definition.input_schema
+        return None
+
+    async def output_schema(self, tool: str) -> dict[str, Any] | None:
+        """The ``outputSchema`` the server lists for ``tool`` (``None``: none, or no such tool)."""
+        for definition in await self.server.list_tools():
+            if definition.name == tool:
+                return definition.output_schema
         return None
 
     async def refuses_arguments(self, tool: str, arguments: dict[str, Any]) -> bool:

@@ -124,7 +124,8 @@ async def url_without_tasks(demo: Demo, state: ScenarioState) -> str:
         page = await browser.get(link)
         demo.expect(page.status_code == 200 and "Waiting for a decision" in page.text, "the page: waiting")
         still = await round_(first)
-        demo.expect(isinstance(still, types.InputRequiredResult) and not still.input_requests, "retry: still open")
+        still_pending = isinstance(still, types.CallToolResult) and still.is_error and disposition_of(still) is None
+        demo.expect(still_pending, "retry after the page: the pending answer, no second round")
         demo.expect(demo.executions(to=account) == 0, "no ledger entry while pending")
         record = await carol.find("wire_transfer", to=account)
         await demo.decide(carol, record, "approve")
@@ -147,7 +148,7 @@ def _page_link(result: types.InputRequiredResult) -> str:
 
 
 async def _url_outcome(demo: Demo, round_: Any, first: types.InputRequiredResult) -> Any:
-    """Retry with the round's state until it answers the outcome (earlier answers are state-only rounds)."""
+    """Retry with the round's state until it answers the outcome (earlier answers are the pending one)."""
     demo.narrator.call("alice, retrying with requestState", "tools/call wire_transfer + inputResponses + requestState")
     deadline = time.monotonic() + _OUTCOME_TIMEOUT_S
     while time.monotonic() < deadline:

@@ -505,6 +505,9 @@ class _ServedTools:
     async def input_schema(self, tool: str) -> dict[str, Any] | None:
         return await self._current().input_schema(tool)
 
+    async def output_schema(self, tool: str) -> dict[str, Any] | None:
+        return await self._current().output_schema(tool)
+
     async def refuses_arguments(self, tool: str, arguments: dict[str, Any]) -> bool:
         return await self._current().refuses_arguments(tool, arguments)
 

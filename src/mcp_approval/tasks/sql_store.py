@@ -233,6 +233,16 @@ class TaskRows:
         _rewrite(conn, record, now_ms, input_responses_json="{}")
         return dict(record.input_responses)
 
+    def restate(
+        self, conn: Connection, task_id: str, now_ms: int, *, status_message: str, meta: Mapping[str, Any]
+    ) -> bool:
+        """Replace an unfinished task's status message and ``_meta``; ``False`` if it ended (or is gone)."""
+        record = _fetch(conn, task_id, lock=True)
+        if record is None or record.status in TERMINAL:
+            return False
+        _rewrite(conn, record, now_ms, status_message=status_message, meta_json=_dumps(dict(meta)))
+        return True
+
     def retain_until(self, conn: Connection, task_id: str, until_ms: int) -> None:
         """Make the task's retention last at least until ``until_ms`` (never shorter; unlimited stays so)."""
         row = conn.execute(select(_T.c.created_at, _T.c.ttl_ms).where(_T.c.task_id == task_id)).first()

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from mcp_approval.approval.binding import CallBinding
 from mcp_approval.approval.persistence.records import TaskOutcome, Workflow
@@ -32,6 +33,9 @@ logger = logging.getLogger("mcp_approval.approval")
 #: What became of an approved call that did not run here (its span's ``mcp_approval.outcome``; else its disposition).
 _EXPIRED = "expired"
 _CLAIM_LOST = "claim_lost"
+#: Stands for a schema that could not be read: taken as allowing nothing more, so the result is
+#: stored as the tool returned it (plus the statement in ``content``).
+_UNREADABLE_SCHEMA: dict[str, Any] = {"additionalProperties": False}
 # Retries of a final store write while the database is unreachable (about a minute in all).
 _STORE_RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0, *([2.0] * 30))
 
@@ -98,11 +102,19 @@ class Executor:
         finally:
             renewal.cancel()
         crash_point("after_side_effect")
-        document, disposition = executed_result(result)
+        document, disposition = executed_result(result, await self._output_schema(binding.tool))
         outcome = TaskOutcome(TaskStatus.COMPLETED, result=document, disposition=disposition.value)
         await _persist(lambda: self.store.finish(workflow.task_id, outcome))
         logger.info("task %s: approved call ran (%s)", workflow.task_id[:8], disposition.value)
         return disposition.value
+
+    async def _output_schema(self, tool: str) -> dict[str, Any] | None:
+        """The tool's declared output schema; ``None`` when it cannot be read (the result is stored anyway)."""
+        try:
+            return await self.tools.output_schema(tool)
+        except Exception:  # the tool ran: its result must be stored whatever the listing does
+            logger.warning("the output schema of %r could not be read", tool)
+            return _UNREADABLE_SCHEMA
 
     async def finish_unknown(self, workflow: Workflow) -> None:
         """End a claim whose worker stopped renewing it: ``outcome-unknown``, never re-invoked."""

@@ -10,18 +10,22 @@ from __future__ import annotations
 import secrets
 
 from mcp_approval.approval.binding import BindingCipher, CallBinding
-from mcp_approval.approval.messages import PENDING_TEXT
+from mcp_approval.approval.messages import DEADLINE_TEXT, PENDING_TEXT
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.persistence.records import Intent, NewWorkflow
 from mcp_approval.approval.persistence.states import IntentState
 from mcp_approval.approval.results import sanitize_model_text
 from mcp_approval.backends import ApprovalSubmission, DeniedEvaluation
-from mcp_approval.clock import parse_iso8601
+from mcp_approval.clock import iso8601, parse_iso8601
 from mcp_approval.denials import Remediation, TaskHint, denial_envelope
 from mcp_approval.policy import Decision, ToolCallMapper
 from mcp_approval.policy.mapping import ToolMappingError
+from mcp_approval.protocol import META_TOOL_APPROVAL_DEADLINE
 
 __all__ = ["new_intent", "new_workflow", "request_deadline", "status_message", "submission_for"]
+
+#: A status message's bound (:func:`sanitize_model_text`'s default, which would cut the deadline off).
+_MAX_STATUS_CHARS = 300
 
 
 def submission_for(
@@ -128,14 +132,21 @@ def new_workflow(
         next_check_at=now + round(options.poll_interval_s * 1000),
         ttl_ms=deadline - now + round(options.result_retention_s * 1000),
         poll_interval_ms=max(1, round(options.task_poll_interval_s * 1000)),
-        status_message=status_message(binding.tool, submission),
-        meta=envelope.meta(),
+        status_message=status_message(binding.tool, submission, deadline),
+        # The deadline also in _meta, machine-readable: a tasks client sizes its own wait by it.
+        meta={**envelope.meta(), META_TOOL_APPROVAL_DEADLINE: iso8601(deadline)},
     )
 
 
-def status_message(tool: str, submission: ApprovalSubmission) -> str:
-    """The task's status while it waits: the request's description or title, then what is pending."""
+def status_message(tool: str, submission: ApprovalSubmission, deadline_ms: int) -> str:
+    """The task's status while it waits: the request's description or title, what is pending, the deadline.
+
+    A long description is shortened so the pending text and the deadline always fit.
+    """
+    pending = f"{PENDING_TEXT.format(tool=tool)} {DEADLINE_TEXT.format(deadline=iso8601(deadline_ms))}"
     described = submission.description or submission.title
-    if described:
-        return sanitize_model_text(f"{described.rstrip('.')}. {PENDING_TEXT.format(tool=tool)}")
-    return sanitize_model_text(PENDING_TEXT.format(tool=tool))
+    room = _MAX_STATUS_CHARS - len(pending) - 2
+    if described and room > 0:
+        shortened = sanitize_model_text(described, limit=room).rstrip(".")
+        return sanitize_model_text(f"{shortened}. {pending}", limit=_MAX_STATUS_CHARS)
+    return sanitize_model_text(pending, limit=_MAX_STATUS_CHARS)

@@ -23,6 +23,8 @@ from mcp_approval.approval.persistence.states import (
     Phase,
     intent_sources,
 )
+from mcp_approval.clock import iso8601
+from mcp_approval.protocol import META_TOOL_APPROVAL_DEADLINE
 from mcp_approval.storage.counts import ScopedCounts
 from mcp_approval.tasks.sql_store import TaskRows, check_task_limits
 from mcp_approval.tasks.store import MAX_TASKS, TaskLimitReachedError
@@ -249,8 +251,11 @@ def live_match(conn: Connection, principal_digest: str, tool: str, digest: str) 
     return None if row is None else str(row.task_id)
 
 
-def reschedule_one(conn: Connection, item: Reschedule, tasks: TaskRows) -> bool:
-    """Move a pending workflow's next check (and the counters ``item`` sets); ``False`` if it moved on."""
+def reschedule_one(conn: Connection, item: Reschedule, tasks: TaskRows, now: int) -> bool:
+    """Move a pending workflow's next check (and the counters ``item`` sets); ``False`` if it moved on.
+
+    A moved request deadline is restated in the task's status message and ``_meta`` too.
+    """
     values: dict[str, Any] = {"next_check_at": item.next_check_at, "lease_owner": None, "lease_expires_at": None}
     for name in ("attempts", "request_deadline", "approval_expires_at"):
         if getattr(item, name) is not None:
@@ -259,4 +264,18 @@ def reschedule_one(conn: Connection, item: Reschedule, tasks: TaskRows) -> bool:
     moved = conn.execute(update(_W).where(guard).values(**values, version=_W.c.version + 1)).rowcount == 1
     if moved and item.min_ttl_end is not None:
         tasks.retain_until(conn, item.task_id, item.min_ttl_end)
+    if moved and item.request_deadline is not None:
+        _restate_deadline(conn, item.task_id, item.request_deadline, now, tasks)
     return moved
+
+
+def _restate_deadline(conn: Connection, task_id: str, deadline_ms: int, now_ms: int, tasks: TaskRows) -> None:
+    """A moved request deadline, in the task's status message and ``_meta`` (a tasks client waits by it)."""
+    record = tasks.lock(conn, task_id)
+    meta = dict(record.meta or {}) if record is not None else {}
+    stated = meta.get(META_TOOL_APPROVAL_DEADLINE)
+    if record is None or not isinstance(stated, str):
+        return  # not an approval task that states its deadline
+    deadline = iso8601(deadline_ms)
+    message = (record.status_message or "").replace(stated, deadline)
+    tasks.restate(conn, task_id, now_ms, status_message=message, meta={**meta, META_TOOL_APPROVAL_DEADLINE: deadline})

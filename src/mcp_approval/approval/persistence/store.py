@@ -297,7 +297,7 @@ class ApprovalStore:
 
     async def reschedule(self, item: Reschedule) -> bool:
         """Release the lease and set when to look again; optionally record moved deadlines."""
-        return await self.database.write(lambda conn: sql.reschedule_one(conn, item, self.tasks))
+        return await self.database.write(lambda conn: sql.reschedule_one(conn, item, self.tasks, self.clock.now_ms()))
 
     async def reschedule_many(self, items: Sequence[Reschedule]) -> None:
         """:meth:`reschedule` for a driver pass, in one transaction.
@@ -310,12 +310,13 @@ class ApprovalStore:
         if not items:
             return
         params = [{"t": item.task_id, "g": item.generation, "n": item.next_check_at} for item in plain]
+        now = self.clock.now_ms()
 
         def write(conn: Connection) -> None:
             if params:
                 conn.execute(sql.LOOK_AGAIN, params)
             for item in other:
-                sql.reschedule_one(conn, item, self.tasks)
+                sql.reschedule_one(conn, item, self.tasks, now)
 
         await self.database.write(write)
 

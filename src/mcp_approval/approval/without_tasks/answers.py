@@ -16,6 +16,7 @@ from typing import Any
 
 import mcp_types as types
 
+from mcp_approval.approval.messages import DEADLINE_TEXT
 from mcp_approval.approval.persistence.records import Workflow
 from mcp_approval.approval.persistence.states import Phase
 from mcp_approval.approval.results import denied_result
@@ -30,6 +31,8 @@ __all__ = [
     "ENDED_WITHOUT_RESULT",
     "OPENED_TEXT",
     "PENDING_AGAIN_TEXT",
+    "PENDING_STATUS",
+    "STOP_AND_TELL",
     "UNKNOWN_REFERENCE",
     "outcome_answer",
     "pending_answer",
@@ -42,30 +45,61 @@ APPROVAL_STATUS_TOOL = "approval_status"
 #: The answer for a reference that is unknown, expired from the store, or another principal's.
 UNKNOWN_REFERENCE = "No approval request with reference {reference} is known to you."
 
-OPENED_TEXT = "{tool} did not run: it needs approval, and an approval request is now open (reference {reference})."
+#: The first thing the pending answer asks of a model: stop and tell the user, before anything else.
+STOP_AND_TELL = "Stop and tell the user:"
+OPENED_TEXT = "{tool} did not run because it needs approval; an approval request is now open (reference {reference})."
 PENDING_AGAIN_TEXT = (
-    "{tool} did not run: its approval request (reference {reference}) is still open; no second request was made."
+    "{tool} did not run because its approval request (reference {reference}) is still open; no second request was made."
 )
 _WHO = "An approver of this server decides it (a person or a rule its operator set); you cannot approve it yourself."
-_DEADLINE = "If no one decides by {deadline}, it expires and the call never runs."
-_CONTINUE = (
-    "Once it is approved the call runs exactly once. To continue, call {tool} again with exactly the same "
-    "arguments: before a decision you get this status again, after it the call's result (or the denial). "
-    "After that the approval is spent; a further identical call asks for approval anew. "
-    "To check on the request without calling {tool}, call approval_status with its reference."
+_CHECK = (
+    "Do not call {tool} again to wait for it. To check on the request later without calling {tool}, "
+    "call approval_status with reference {reference}."
 )
+_CONTINUE = (
+    "Once it is approved, call {tool} again with exactly the same arguments: the call runs exactly once and "
+    "you receive its result (or the denial). After that the approval is spent; a further identical call asks "
+    "for approval anew."
+)
+#: ``structuredContent["status"]`` of the pending answer (the request waits for a decision).
+PENDING_STATUS = "pending"
 #: The body of a request that ended without a stored result (cancelled or failed before any run).
 ENDED_WITHOUT_RESULT = "The approval request for {tool} ended without a decision to run it."
 
 
 def pending_answer(tool: str, reference: str, deadline_ms: int | None, *, opened: bool) -> types.CallToolResult:
-    """The ``isError`` + ``undisclosed`` answer while the request (``reference``) is open."""
+    """The ``isError`` + ``undisclosed`` answer while the request (``reference``) is open.
+
+    SEP-2848 keeps it ``isError``, so frameworks that turn an error into a model retry would spend
+    their retries on it: its text first asks the model to stop and tell the user (the reference,
+    the deadline, who decides), then how to check without calling the tool (``approval_status``).
+    ``structuredContent`` carries the same facts, for clients that read only that.
+    """
     first = OPENED_TEXT if opened else PENDING_AGAIN_TEXT
-    parts = [first.format(tool=tool, reference=reference), _WHO]
-    if deadline_ms is not None:
-        parts.append(_DEADLINE.format(deadline=iso8601(deadline_ms)))
-    parts.append(_CONTINUE.format(tool=tool))
-    return final_denial(" ".join(parts), remediation=Remediation.UNDISCLOSED, context_id=new_context_id())
+    deadline = iso8601(deadline_ms) if deadline_ms is not None else None
+    parts = [STOP_AND_TELL, first.format(tool=tool, reference=reference), _WHO]
+    if deadline is not None:
+        parts.append(DEADLINE_TEXT.format(deadline=deadline))
+    next_step = f"{_CHECK.format(tool=tool, reference=reference)} {_CONTINUE.format(tool=tool)}"
+    parts.append(next_step)
+    answer = final_denial(" ".join(parts), remediation=Remediation.UNDISCLOSED, context_id=new_context_id())
+    return answer.model_copy(update={"structured_content": _pending_facts(tool, reference, deadline, next_step)})
+
+
+def _pending_facts(tool: str, reference: str, deadline: str | None, next_step: str) -> dict[str, Any]:
+    """The pending answer's facts as ``structuredContent`` (the same as its text says)."""
+    facts: dict[str, Any] = {
+        "status": PENDING_STATUS,
+        "ran": False,
+        "tool": tool,
+        "reference": reference,
+        "decidedBy": _WHO,
+        "nextStep": f"{STOP_AND_TELL} approval is needed (reference {reference}). {next_step}",
+        "checkWith": {"tool": APPROVAL_STATUS_TOOL, "arguments": {"reference": reference}},
+    }
+    if deadline is not None:
+        facts["deadline"] = deadline
+    return facts
 
 
 def outcome_answer(record: TaskRecord) -> dict[str, Any]:
@@ -109,7 +143,7 @@ def status_answer(workflow: Workflow, *, poll_interval_ms: int) -> types.CallToo
     }
     if workflow.phase is Phase.PENDING and workflow.request_deadline is not None:
         deadline = iso8601(workflow.request_deadline)
-        parts.append(_DEADLINE.format(deadline=deadline))
+        parts.append(DEADLINE_TEXT.format(deadline=deadline))
         structured["deadline"] = deadline
     if workflow.phase in (Phase.FINISHED, Phase.FENCED):
         structured["disposition"] = disposition

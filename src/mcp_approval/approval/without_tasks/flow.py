@@ -8,10 +8,11 @@ an ended request's outcome is owed     that outcome, once (the compare-and-set o
 nothing owed                           open (or join) a request, then the pending answer:
                                        ``undisclosed`` text, or with ``requester_url`` and a
                                        declared ``elicitation.url`` the revision's URL
-                                       mechanism (:mod:`.url_without_tasks`)
+                                       mechanism (:mod:`.links`)
 2026-07-28 retry with a URL round's    its state checked (``-32602`` unless minted for this
-``requestState``                       call and caller); the outcome once, a state-only
-                                       round while still open, else a new request
+``requestState``                       call and caller); the outcome once, the pending
+                                       answer while still open (the page was given: never
+                                       the same elicitation again), else a new request
 =====================================  ====================================================
 """
 
@@ -129,18 +130,20 @@ class WithoutTasksFlow:
         return without_tasks.outcome_answer(record) if record is not None and record.terminal else None
 
     async def _url_retry(self, binding: CallBinding, decision: Decision, owner: str, state: str) -> HandlerResult:
-        """The retry of a URL round: the outcome once ended, a state-only round while still open.
+        """The retry of a URL round: the outcome once ended, the pending answer while still open.
 
-        A state for a request whose outcome was already taken (the approval is spent) asks anew.
+        Whether the page was accepted or declined, the round ended: while the request is open the
+        retry is answered like any other call without tasks (read-your-decision, else the pending
+        answer), never with the same elicitation again, so a client's round loop ends. A state for
+        a request whose outcome was already taken (the approval is spent) asks anew.
         """
         reference = self.links.open_state(state, binding, owner)  # -32602 unless minted for this call and caller
         outcome = await self.owed_outcome(binding, owner)
         if outcome is not None:
             return outcome
         workflow = await self.store.get(reference)
-        if workflow is not None and workflow.phase in (Phase.PENDING, Phase.CLAIMED):
-            return self.links.still_open(reference, binding, owner)
-        pending = self._url_answer(binding, owner, "2026-07-28")
+        still_open = workflow is not None and workflow.phase in (Phase.PENDING, Phase.CLAIMED)
+        pending = self.pending if still_open else self._url_answer(binding, owner, "2026-07-28")
         return await self._open(binding, decision, owner=owner, inputs=None, without_task=True, pending=pending)
 
     def _url_answer(self, binding: CallBinding, owner: str, revision: UrlRevision) -> PendingAnswer:

@@ -11,10 +11,12 @@ revision        answer while the request is open
                 ``requestState`` naming the request (sealed here with the binding keys, and
                 again by the SDK's request-state boundary); SEP-2643 envelope ``available``
                 with a ``url`` hint. The retry (the same call with ``inputResponses`` and that
-                state) takes the outcome once it ended, or answers a state-only round while
-                the request is still open.
-2025-11-25      the URL-elicitation-required error ``-32042`` naming the page; the retry is
-                the identical call, answered like any retry without tasks.
+                state) takes the outcome once it ended; while the request is still open it
+                gets the pending answer (accepted or declined, the page was given: never the
+                same elicitation again, so the client's round loop ends).
+2025-11-25      the URL-elicitation-required error ``-32042`` naming the page, whose message
+                itself names the request and its deadline (a client may show only the
+                message); the retry is the identical call, answered like any retry without tasks.
 ==============  ===========================================================================
 
 The page link carries an unguessable token (the request's reference and owner, sealed with the
@@ -36,14 +38,17 @@ from mcp_approval.approval.binding import BindingCipher, BindingIntegrityError, 
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.results import sanitize_model_text
 from mcp_approval.clock import iso8601
-from mcp_approval.denials import Remediation, UrlHint, denial_envelope, new_context_id, url_interaction
+from mcp_approval.denials import new_context_id, url_interaction
 from mcp_approval.protocol import INVALID_PARAMS, URL_ELICITATION_REQUIRED
 
 __all__ = [
     "INVALID_STATE_MESSAGE",
+    "NO_DEADLINE",
     "PAGE_INPUT_KEY",
+    "URL_REQUIRED_MESSAGE",
     "RequesterLinks",
     "UrlRevision",
+    "url_required_message",
     "url_revision",
 ]
 
@@ -59,6 +64,14 @@ _PAGE_MESSAGE = (
 )
 _DEADLINE = " If no one decides by {deadline}, it expires and the call never runs."
 _CONTINUE = " Once it is decided, continue: an approved call runs exactly once and you receive its result."
+
+#: The ``-32042`` message: the error's ``data`` holds the page, but some clients show only this.
+URL_REQUIRED_MESSAGE = (
+    "URL elicitation required: {tool} did not run; it needs approval, and approval request {reference} "
+    "is open until {deadline} (an approver of this server decides it). Open the page in the error's data "
+    "to follow it; call {tool} again with the same arguments for the outcome."
+)
+NO_DEADLINE = "it is decided"
 
 UrlRevision = Literal["2026-07-28", "2025-11-25"]
 
@@ -138,13 +151,6 @@ class RequesterLinks:
             context_id=new_context_id(),
         )
 
-    def still_open(self, reference: str, binding: CallBinding, owner: str) -> types.InputRequiredResult:
-        """A state-only round: the page was already given; the client retries later with this state."""
-        envelope = denial_envelope(Remediation.AVAILABLE, hints=[UrlHint()], context_id=new_context_id())
-        return types.InputRequiredResult(
-            request_state=self.seal_state(reference, binding, owner), _meta=envelope.meta()
-        )
-
     # -- the 2025-11-25 error ----------------------------------------------------------------
 
     def elicitation_required(self, reference: str, tool: str, owner: str, deadline_ms: int | None) -> MCPError:
@@ -155,13 +161,21 @@ class RequesterLinks:
             elicitation_id=f"approval-{reference}",
         )
         data = {"elicitations": [params.model_dump(by_alias=True, mode="json", exclude_none=True)]}
-        return MCPError(code=URL_ELICITATION_REQUIRED, message="URL elicitation required", data=data)
+        return MCPError(
+            code=URL_ELICITATION_REQUIRED, message=url_required_message(tool, reference, deadline_ms), data=data
+        )
 
     def _link(self, reference: str, owner: str) -> str:
         link = self.page_link(reference, owner)
         if link is None:
             raise RuntimeError("requester_url is not set")
         return link
+
+
+def url_required_message(tool: str, reference: str, deadline_ms: int | None) -> str:
+    """The ``-32042`` error's own message: what a client that shows only the message must still say."""
+    deadline = iso8601(deadline_ms) if deadline_ms is not None else NO_DEADLINE
+    return sanitize_model_text(URL_REQUIRED_MESSAGE.format(tool=tool, reference=reference, deadline=deadline))
 
 
 def _message(tool: str, reference: str, deadline_ms: int | None) -> str:

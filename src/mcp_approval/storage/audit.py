@@ -46,6 +46,7 @@ from sqlalchemy import (
 )
 
 from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.storage.audit_rules import ExecutionRules
 from mcp_approval.storage.database import Database, final_step
 from mcp_approval.storage.migrations import Migrations
 
@@ -371,9 +372,12 @@ class AuditLog:
         event is outside the chain; the head row names the last event. With ``anchor``, a
         ``(seq, hash)`` kept outside the database (an earlier head), the event at that position
         must still have that hash: this detects a tail rewritten with the hashes recomputed.
+        Every execution must follow the decisions its request's rules need
+        (:class:`~mcp_approval.storage.audit_rules.ExecutionRules`).
         """
         head_seq, head_hash = await self._database.read(_head)
         expected_prev, checked = GENESIS_HASH, 0
+        rules = ExecutionRules()
         while checked < head_seq:
             read_page = functools.partial(_stored_page, after=checked, through=head_seq)
             page = await self._database.read(read_page)
@@ -384,6 +388,7 @@ class AuditLog:
                     _text_fault(event, stored)
                     or _link_fault(event, checked + 1, expected_prev)
                     or _anchor_fault(event, anchor)
+                    or _rules_fault(event, rules)
                 )
                 if broken is not None:
                     return ChainVerification(checked, head_seq, head_hash, broken)
@@ -487,6 +492,11 @@ def _anchor_fault(event: AuditEvent, anchor: tuple[int, str] | None) -> ChainBre
         return None
     reason = "its hash is not the anchored one: the chain was rewritten at or before this event"
     return ChainBreak(event.event_id, event.seq, reason)
+
+
+def _rules_fault(event: AuditEvent, rules: ExecutionRules) -> ChainBreak | None:
+    reason = rules.fault(event.kind, event.subject, event.actor, dict(event.data))
+    return None if reason is None else ChainBreak(event.event_id, event.seq, reason)
 
 
 def _outside_chain(conn: Connection, head_seq: int) -> ChainBreak | None:

@@ -416,3 +416,35 @@ def test_executions_of_a_remote_backend_are_not_checked_here(db_url: str) -> Non
     """An ARAP service keeps its requests' decisions itself; this log holds none of them."""
     _seed_events(db_url, [("approval.execution_claimed", "task-1", None, {"backend": "arap", "request": "r"})])
     assert _verify(db_url)[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("anchor", "message"),
+    [
+        ('{"seq": "6", "hash": "00"}', "is not an anchor: a JSON object with seq"),
+        ('{"seq": 6', "is not an anchor"),
+        ("no-such-anchors.jsonl", "is not SEQ:HASH (a position and 64 hex digits), an anchor line or an anchor file"),
+    ],
+    ids=["wrong-members", "not-json", "no-file"],
+)
+def test_verify_refuses_an_anchor_line_it_cannot_read(db_url: str, anchor: str, message: str) -> None:
+    result = runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", anchor], env={"COLUMNS": "300"})
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())
+
+
+def test_verify_reads_the_last_line_of_an_anchor_file(db_url: str, tmp_path: Any) -> None:
+    _seed(db_url)
+    _, head = _verify(db_url)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    result = runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", str(empty)], env={"COLUMNS": "300"})
+    assert result.exit_code == 2
+    assert "holds no anchor" in result.output
+    anchors = tmp_path / "anchors.jsonl"
+    stale = {"kind": "audit.anchor", "seq": 6, "hash": "f" * 64, "count": 6}
+    current = {"kind": "audit.anchor", "seq": head["head_seq"], "hash": head["head_hash"], "count": 6}
+    anchors.write_text(json.dumps(stale) + "\n" + json.dumps(current) + "\n\n")
+    assert runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", str(anchors)]).exit_code == 0
+    anchors.write_text(json.dumps(current) + "\n" + json.dumps(stale) + "\n")
+    assert runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", str(anchors)]).exit_code == 1

@@ -16,7 +16,8 @@ position and hash. An event is inserted unlinked and linked as its transaction's
 other), so concurrent writers, in one process or many, extend one chain, and a unique index on
 ``seq`` refuses a fork outright. Taking that lock last, after every lock the transaction's own
 operations took, means a writer holding it never waits for anything but its commit.
-:meth:`AuditLog.verify` walks the chain and names the first broken link.
+:meth:`AuditLog.verify` walks the chain and names the first broken link, or the first execution
+its request's decisions do not allow (:mod:`mcp_approval.storage.audit_rules`).
 """
 
 from __future__ import annotations
@@ -330,6 +331,10 @@ class AuditLog:
         event_id: int = result.inserted_primary_key[0]  # type: ignore[index]
         final_step(conn, "audit_chain", _PendingLinks).event_ids.append(event_id)
 
+    async def head(self) -> tuple[int, str]:
+        """The chain's last position and hash, as the head row records them (``(0, GENESIS_HASH)`` when empty)."""
+        return await self._database.read(_head)
+
     async def events(self, subject: str | None = None, limit: int = 100) -> list[AuditEvent]:
         """The latest ``limit`` events (about ``subject``, if given), oldest first."""
 
@@ -400,7 +405,10 @@ class AuditLog:
             reason = "the head's hash is not the last event's hash"
             return ChainVerification(checked, head_seq, head_hash, ChainBreak(None, head_seq, reason))
         if anchor is not None and anchor[0] > checked:
-            reason = f"the chain ends at {checked}, before the anchored position {anchor[0]}: it was rewritten"
+            reason = (
+                f"the chain ends at {checked}, before the anchored position {anchor[0]}: "
+                "it was truncated, wiped or rewritten"
+            )
             return ChainVerification(checked, head_seq, head_hash, ChainBreak(None, anchor[0], reason))
         stray = await self._database.read(lambda conn: _outside_chain(conn, head_seq))
         return ChainVerification(checked, head_seq, head_hash, stray)

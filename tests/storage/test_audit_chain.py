@@ -412,6 +412,13 @@ def test_verify_names_an_execution_inserted_without_the_decisions_it_needed(
     assert reason in result.stdout
 
 
+def test_verify_counts_the_requesters_own_approval_where_its_rules_allow_it(db_url: str) -> None:
+    submitted = ("approval.submitted", "req-9", "alice", {"approvals_required": 1, "self_approval": True})
+    own = ("approval.decision", "req-9", "alice", {"decision": "approve"})
+    _seed_events(db_url, [submitted, own, RULED[4]])
+    assert _verify(db_url)[0] == 0
+
+
 def test_executions_of_a_remote_backend_are_not_checked_here(db_url: str) -> None:
     """An ARAP service keeps its requests' decisions itself; this log holds none of them."""
     _seed_events(db_url, [("approval.execution_claimed", "task-1", None, {"backend": "arap", "request": "r"})])

@@ -55,6 +55,7 @@ from mcp_approval.backends.arap import ArapSettings
 from mcp_approval.backends.local_rules import ApprovalTemplate, ResolverRule
 from mcp_approval.hosts import is_safe_transport
 from mcp_approval.metrics import MetricsOptions
+from mcp_approval.notify.anchors import AnchorOptions
 from mcp_approval.notify.options import NotificationOptions
 from mcp_approval.policy.cedar_values import check_decimal_path
 from mcp_approval.tasks.options import TaskOptions
@@ -273,6 +274,15 @@ class PrincipalEntry(_Section):
     roles: list[str] = Field(default_factory=list)
 
 
+class AuditSection(_Section):
+    """``[audit]``: the audit log's outside anchors."""
+
+    #: ``[audit.anchor]``: the chain's head written every ``interval_s`` (and at shutdown) to a
+    #: ``file`` (JSON lines, appended) and/or a signed ``webhook``, for ``audit verify --anchor``
+    #: (:class:`~mcp_approval.notify.anchors.AnchorOptions`; off by default).
+    anchor: AnchorOptions | None = None
+
+
 class ConfigFile(_Section):
     """What every mcp-approval TOML file holds: its path, the store, static principals, approval
     templates and automatic resolvers (``serve`` deployments and ``arap-server`` files alike)."""
@@ -338,6 +348,7 @@ class DeploymentConfig(ConfigFile):
     metrics: MetricsOptions = Field(default_factory=MetricsOptions)
     #: Notification channels, :class:`~mcp_approval.notify.NotificationOptions` (templates pick them with ``notify``).
     notifications: NotificationOptions = Field(default_factory=NotificationOptions)
+    audit: AuditSection = Field(default_factory=AuditSection)
 
     @model_validator(mode="after")
     def _notified_channels_exist(self) -> DeploymentConfig:

@@ -315,7 +315,10 @@ async def test_decisions_and_transitions_are_audited(
         ("approval.decision", "bob"),
         ("approval.approved", "bob"),
     ]
-    assert events[1].data == {"decision": "approve"}
+    digest = submission(template="pair", requester="dave").call_digest()
+    assert events[1].data == {"decision": "approve", "call_digest": digest}
+    assert {e.data["call_digest"] for e in events} == {digest}
+    assert events[0].data["approvals_required"] == 2
     assert all(e.subject == handle and e.at == clock.now_ms() for e in events)
     other = await backend.submit(new_key(), submission())
     await backend.cancel(other)

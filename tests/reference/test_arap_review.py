@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from mcp_approval.approval.binding import arguments_digest
 from mcp_approval.backends.callbacks import verify_callback
 from mcp_approval.reference.arap_callbacks import callback_problem
 from mcp_approval.reference.server import check_base_url
@@ -90,20 +91,25 @@ def test_reviewers_see_redacted_arguments_and_the_audit_trail(tmp_path: Path):
         assert h.server is not None
         store_url = h.server.config.store_url()
 
-    async def events() -> list[str]:
+    async def events() -> list[tuple[str, dict[str, Any]]]:
         database = open_database(store_url)
         try:
-            return [event.kind for event in await AuditLog(database).events(subject=item["id"])]
+            return [(event.kind, dict(event.data)) for event in await AuditLog(database).events(subject=item["id"])]
         finally:
             await database.close()
 
-    assert asyncio.run(events()) == [
+    recorded = asyncio.run(events())
+    assert [kind for kind, _ in recorded] == [
         "approval.submitted",
         "arap.task_created",
         "approval.decision",
         "approval.approved",
         "arap.approval_issued",
     ]
+    # The events about the call name its digest, never the (redacted or not) argument values.
+    digests = {data["call_digest"] for kind, data in recorded if kind != "arap.approval_issued"}
+    assert digests == {arguments_digest({"to": "secret-account", "amount": 80_002})}
+    assert "secret-account" not in json.dumps(recorded)
 
 
 def test_the_reviewer_console_is_mounted(tmp_path: Path):

@@ -335,3 +335,123 @@ def test_verify_refuses_data_that_is_not_the_canonical_text_it_was_written_as(
     assert result.exit_code == 1, result.output
     assert f"audit chain broken at event {ids[1]} (position 2)" in result.stdout
     assert reason in result.stdout
+
+
+#: A local request of alice's needing two approvals, decided by bob and carol, then run.
+RULED = [
+    ("approval.submitted", "req-9", "alice", {"tool": "transfer", "approvals_required": 2, "self_approval": False}),
+    ("approval.decision", "req-9", "bob", {"decision": "approve"}),
+    ("approval.decision", "req-9", "carol", {"decision": "approve"}),
+    ("approval.approved", "req-9", "carol", {}),
+    ("approval.execution_claimed", "task-9", None, {"backend": "local", "request": "req-9"}),
+    ("approval.execution_finished", "task-9", None, {"backend": "local", "request": "req-9"}),
+]
+
+
+def _seed_events(url: str, events: list[tuple[str, str, str | None, dict[str, Any]]]) -> None:
+    async def seed(database: Database) -> None:
+        log = AuditLog(database, ManualClock(1_700_000_000_000))
+        for kind, subject, actor, data in events:
+            await log.record(kind, subject=subject, actor=actor, data=data)
+
+    _with_database(url, seed)
+
+
+def _append_forged(url: str, kind: str, subject: str, data: dict[str, Any]) -> int:
+    """Append an event as someone who can write the database would: linked, hashed, the head moved."""
+
+    def forge(conn: Connection) -> int:
+        seq, head = conn.execute(text("SELECT seq, hash FROM audit_chain_head")).one()
+        event_id = int(conn.execute(text("SELECT MAX(event_id) FROM audit_events")).scalar_one()) + 1
+        fields = {"event_id": event_id, "at": 1_700_000_900_000, "kind": kind, "subject": subject, "actor": None}
+        digest = event_hash(seq=seq + 1, prev_hash=head, data=data, **fields)
+        data_json = json.dumps(data, separators=(",", ":"), sort_keys=True)
+        conn.execute(
+            audit_events_table.insert().values(seq=seq + 1, prev_hash=head, hash=digest, data_json=data_json, **fields)
+        )
+        conn.execute(text("UPDATE audit_chain_head SET seq = :s, hash = :h"), {"s": seq + 1, "h": digest})
+        return event_id
+
+    return _with_database(url, lambda database: database.write(forge))
+
+
+def test_verify_accepts_executions_their_decisions_allow(db_url: str) -> None:
+    _seed_events(db_url, RULED)
+    code, found = _verify(db_url)
+    assert (code, found["ok"], found["checked"]) == (0, True, len(RULED))
+
+
+@pytest.mark.parametrize(
+    ("events", "reason"),
+    [
+        # A pending request: submitted, nobody decided.
+        (RULED[:1], "needed 2 approval(s) from reviewers other than its requester, but 0 were recorded"),
+        # One of the two approvals.
+        (RULED[:2], "needed 2 approval(s) from reviewers other than its requester, but 1 were recorded"),
+        # The second "approval" is the requester's own.
+        (
+            [*RULED[:2], ("approval.decision", "req-9", "alice", {"decision": "approve"})],
+            "but 1 were recorded before this execution",
+        ),
+        # A denial first.
+        ([RULED[0], ("approval.decision", "req-9", "bob", {"decision": "deny"})], "was denied by bob"),
+        # No request at all.
+        ([], "was never submitted"),
+    ],
+    ids=["no-decision", "one-of-two", "self-approval", "denied", "never-submitted"],
+)
+def test_verify_names_an_execution_inserted_without_the_decisions_it_needed(
+    db_url: str, events: list[tuple[str, str, str | None, dict[str, Any]]], reason: str
+) -> None:
+    """The forger links the execution event and moves the head: the chain holds, the rules do not."""
+    _seed_events(db_url, [*EVENTS, *events])
+    forged = _append_forged(db_url, "approval.execution_claimed", "task-9", {"backend": "local", "request": "req-9"})
+    result = runner.invoke(app, ["audit", "verify", "--db", db_url])
+    assert result.exit_code == 1, result.output
+    assert f"audit chain broken at event {forged}" in result.stdout
+    assert reason in result.stdout
+
+
+def test_verify_counts_the_requesters_own_approval_where_its_rules_allow_it(db_url: str) -> None:
+    submitted = ("approval.submitted", "req-9", "alice", {"approvals_required": 1, "self_approval": True})
+    own = ("approval.decision", "req-9", "alice", {"decision": "approve"})
+    _seed_events(db_url, [submitted, own, RULED[4]])
+    assert _verify(db_url)[0] == 0
+
+
+def test_executions_of_a_remote_backend_are_not_checked_here(db_url: str) -> None:
+    """An ARAP service keeps its requests' decisions itself; this log holds none of them."""
+    _seed_events(db_url, [("approval.execution_claimed", "task-1", None, {"backend": "arap", "request": "r"})])
+    assert _verify(db_url)[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("anchor", "message"),
+    [
+        ('{"seq": "6", "hash": "00"}', "is not an anchor: a JSON object with seq"),
+        ('{"seq": 6', "is not an anchor"),
+        ("no-such-anchors.jsonl", "is not SEQ:HASH (a position and 64 hex digits), an anchor line or an anchor file"),
+    ],
+    ids=["wrong-members", "not-json", "no-file"],
+)
+def test_verify_refuses_an_anchor_line_it_cannot_read(db_url: str, anchor: str, message: str) -> None:
+    result = runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", anchor], env={"COLUMNS": "300"})
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())
+
+
+def test_verify_reads_the_last_line_of_an_anchor_file(db_url: str, tmp_path: Any) -> None:
+    _seed(db_url)
+    _, head = _verify(db_url)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    result = runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", str(empty)], env={"COLUMNS": "300"})
+    assert result.exit_code == 2
+    assert "holds no anchor" in result.output
+    anchors = tmp_path / "anchors.jsonl"
+    stale = {"kind": "audit.anchor", "seq": 6, "hash": "f" * 64, "count": 6}
+    current = {"kind": "audit.anchor", "seq": head["head_seq"], "hash": head["head_hash"], "count": 6}
+    anchors.write_text(json.dumps(stale) + "\n" + json.dumps(current) + "\n\n")
+    assert runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", str(anchors)]).exit_code == 0
+    anchors.write_text(json.dumps(current) + "\n" + json.dumps(stale) + "\n")
+    assert runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", str(anchors)]).exit_code == 1

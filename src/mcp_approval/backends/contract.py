@@ -210,6 +210,14 @@ class ApprovalSubmission:
         """SHA-256 hex digest of the canonical body: equal digests mean equivalent submissions."""
         return hashlib.sha256(rfc8785.dumps(self.to_json())).hexdigest()
 
+    def call_digest(self) -> str:
+        """SHA-256 hex digest of the arguments' RFC 8785 canonical JSON: the call binding's digest.
+
+        Audit events about the request carry it, so an auditor can tie a decision to the exact
+        arguments without the events holding any argument value.
+        """
+        return hashlib.sha256(rfc8785.dumps(dict(self.arguments))).hexdigest()
+
 
 @dataclass(frozen=True)
 class ApprovalState:

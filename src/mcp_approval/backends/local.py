@@ -291,7 +291,7 @@ class LocalApprovalBackend:
                 raise UnknownRequestError(f"no approval request {handle[:8]}…")
             if row["status"] == "pending":
                 cas(conn, row, now, status="cancelled", decided_at=now)
-                self._audit.record_in(conn, now, "approval.cancelled", subject=handle)
+                self._audit.record_in(conn, now, "approval.cancelled", subject=handle, data=_about(row))
                 self._ended_in(conn, handle, "cancelled", now)
 
         await self._db.write(cancel)
@@ -459,7 +459,15 @@ class LocalApprovalBackend:
         if self._seal is not None:
             values["content_seal"] = self._seal.seal(_sealed_content(values), record=request_id)
         conn.execute(_R.insert(), values)
-        data = {"tool": submission.tool, "template": submission.template}
+        rules = self._template(submission.template)
+        data = {
+            "tool": submission.tool,
+            "template": submission.template,
+            "call_digest": submission.call_digest(),
+            # The rules the request is decided by, so `audit verify` can check its executions.
+            "approvals_required": rules.approvals_required,
+            "self_approval": rules.allow_self_approval,
+        }
         self._audit.record_in(
             conn, now, "approval.submitted", subject=request_id, actor=submission.requester, data=data
         )
@@ -482,7 +490,7 @@ class LocalApprovalBackend:
 
     def _expire_in(self, conn: Connection, row: Row, now: int) -> None:
         cas(conn, row, now, status="expired", decided_at=now)
-        self._audit.record_in(conn, now, "approval.expired", subject=row["request_id"])
+        self._audit.record_in(conn, now, "approval.expired", subject=row["request_id"], data=_about(row))
         self._ended_in(conn, row["request_id"], "expired", now)
 
     def _ended_in(self, conn: Connection, request_id: str, status: str, now: int) -> None:
@@ -554,8 +562,9 @@ class LocalApprovalBackend:
             self._expire_in(conn, row, now)
             return _Outcome(self._reload(conn, request_id), terminal=True, expired=True)
         insert_decision(conn, request_id, reviewer, decision, comment, now)
+        about = _about(row)
         self._audit.record_in(
-            conn, now, "approval.decision", subject=request_id, actor=reviewer, data={"decision": decision}
+            conn, now, "approval.decision", subject=request_id, actor=reviewer, data={"decision": decision, **about}
         )
         target = resulting_status(conn, row, decision)
         values: dict[str, Any] = {}
@@ -566,7 +575,7 @@ class LocalApprovalBackend:
                 values["approved_until"] = now + valid_ms
         cas(conn, row, now, **values)  # bumps the version even when the request stays pending
         if target is not None:
-            self._audit.record_in(conn, now, f"approval.{target}", subject=request_id, actor=reviewer)
+            self._audit.record_in(conn, now, f"approval.{target}", subject=request_id, actor=reviewer, data=about)
             self._ended_in(conn, request_id, target, now)
         return _Outcome(self._reload(conn, request_id), terminal=target is not None)
 
@@ -618,22 +627,36 @@ class LocalApprovalBackend:
         actor = f"resolver:{template}"
         failure = self._integrity_failure(row)
         if failure is not None:  # an edited row is never decided on what it now says
-            await self._audit.record("approval.unverified", subject=request_id, actor=actor, data={"why": failure})
+            data = {"why": failure, **_about(row)}
+            await self._audit.record("approval.unverified", subject=request_id, actor=actor, data=data)
             return
         submission = ApprovalSubmission.from_json(json.loads(row["body_json"]))
         try:
             verdict = await self._resolvers[template].decide(submission)
         except Exception as exc:  # a broken resolver leaves the request to human reviewers
             _log.exception("resolver for template %r failed", template)
-            data = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+            data = {"error": f"{type(exc).__name__}: {exc}"[:500], **_about(row)}
             await self._audit.record("approval.resolver_failed", subject=request_id, actor=actor, data=data)
             return
         if verdict is None:
-            await self._audit.record("approval.resolver_deferred", subject=request_id, actor=actor)
+            await self._audit.record("approval.resolver_deferred", subject=request_id, actor=actor, data=_about(row))
             return
         # A reviewer, the deadline or a cancellation may have got there first.
         with contextlib.suppress(ReviewError, UnknownRequestError):
             await self._decide(request_id, actor, verdict, "decided automatically", automatic=True)
+
+
+def _about(row: Row) -> dict[str, str]:
+    """What every audit event about a request carries: the digest of its call (never an argument value).
+
+    Read from the stored body; a body edited since it was submitted yields another digest, which
+    then disagrees with the request's ``approval.submitted`` event.
+    """
+    try:
+        body = json.loads(row["body_json"])
+        return {"call_digest": ApprovalSubmission.from_json(body).call_digest()}
+    except (ValueError, KeyError, TypeError):
+        return {"call_digest": "unreadable"}
 
 
 def _sealed_content(row: Row) -> dict[str, Any]:

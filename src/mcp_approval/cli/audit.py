@@ -150,7 +150,12 @@ def verify_command(
     db: str | None = _DB,
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     anchor: str | None = typer.Option(
-        None, "--anchor", help="SEQ:HASH, an earlier head kept elsewhere: the event at SEQ must still have HASH."
+        None,
+        "--anchor",
+        help=(
+            "An earlier head kept elsewhere: SEQ:HASH, a line an [audit.anchor] wrote, or its file "
+            "(the last line). The event at SEQ must still have HASH."
+        ),
     ),
 ) -> None:
     """Check the audit log's hash chain; name the first broken link and exit 1 if there is one.
@@ -165,12 +170,40 @@ def verify_command(
 
 
 def _anchor(value: str | None) -> tuple[int, str] | None:
+    """The ``(seq, hash)`` of ``--anchor``: SEQ:HASH, an anchor line, or an anchor file's last line."""
     if value is None:
         return None
     seq, _, digest = value.partition(":")
-    if not seq.isdigit() or int(seq) < 1 or len(digest) != 64 or digest.strip("0123456789abcdef"):
-        raise typer.BadParameter(f"{value!r} is not SEQ:HASH (a position and 64 hex digits)", param_hint="--anchor")
-    return int(seq), digest
+    if seq.isdigit() and _is_hash(digest):
+        return int(seq), digest
+    if value.lstrip().startswith("{"):
+        return _anchor_line(value, value)
+    path = Path(value)
+    if path.is_file():
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        if not lines:
+            raise typer.BadParameter(f"{value} holds no anchor", param_hint="--anchor")
+        return _anchor_line(lines[-1], f"the last line of {value}")
+    message = f"{value!r} is not SEQ:HASH (a position and 64 hex digits), an anchor line or an anchor file"
+    raise typer.BadParameter(message, param_hint="--anchor")
+
+
+def _anchor_line(line: str, shown: str) -> tuple[int, str]:
+    """``(seq, hash)`` of one anchor as ``[audit.anchor]`` writes it (a JSON object)."""
+    try:
+        anchor = json.loads(line)
+    except ValueError:
+        anchor = None
+    seq = anchor.get("seq") if isinstance(anchor, dict) else None
+    digest = anchor.get("hash") if isinstance(anchor, dict) else None
+    if type(seq) is not int or seq < 0 or not isinstance(digest, str) or not _is_hash(digest):
+        message = f"{shown} is not an anchor: a JSON object with seq (a position) and hash (64 hex digits)"
+        raise typer.BadParameter(message, param_hint="--anchor")
+    return seq, digest
+
+
+def _is_hash(text: str) -> bool:
+    return len(text) == 64 and not text.strip("0123456789abcdef")
 
 
 def _as_json(found: ChainVerification) -> dict[str, object]:

@@ -52,22 +52,29 @@ class WebhookChannel:
 
     def headers(self, notification: Notification, body: str) -> dict[str, str]:
         """The signed headers of one attempt."""
+        return self.signed_headers(notification.id, body)
+
+    def signed_headers(self, message_id: str, body: str) -> dict[str, str]:
+        """The signed headers of one attempt to deliver ``body`` as message ``message_id``."""
         moment = datetime.fromtimestamp(self._clock.now_ms() // 1000, tz=UTC)
         return {
             "content-type": "application/json",
-            "webhook-id": notification.id,
+            "webhook-id": message_id,
             "webhook-timestamp": str(int(moment.timestamp())),
-            "webhook-signature": self._signer.sign(notification.id, moment, body),
+            "webhook-signature": self._signer.sign(message_id, moment, body),
         }
 
     async def send(self, notification: Notification) -> None:
         """POST the notification; a non-2xx answer or a transport error is a :class:`DeliveryError`."""
-        body = notification.body()
+        await self.post(notification.id, notification.body())
+
+    async def post(self, message_id: str, body: str) -> None:
+        """POST ``body`` (JSON) signed as message ``message_id``; a non-2xx answer is a :class:`DeliveryError`."""
         if self._http is None:  # opened on first use, so a server started again after aclose() still sends
             self._http = httpx2.AsyncClient(timeout=self._timeout_s, follow_redirects=False)
         try:
             response = await self._http.post(
-                self._url, content=body.encode("utf-8"), headers=self.headers(notification, body)
+                self._url, content=body.encode("utf-8"), headers=self.signed_headers(message_id, body)
             )
         except httpx2.HTTPError as exc:
             raise DeliveryError(f"webhook unreachable: {type(exc).__name__}") from None

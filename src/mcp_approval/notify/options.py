@@ -42,6 +42,7 @@ class _Options(BaseModel):
 class WebhookChannelOptions(_Options):
     """``kind = "webhook"``: a JSON POST per event, signed as the Standard Webhooks specification says."""
 
+    #: Always ``"webhook"`` (among notification channels, it picks this kind).
     kind: Literal["webhook"] = "webhook"
     #: Where events are POSTed (``https://`` in production).
     url: str

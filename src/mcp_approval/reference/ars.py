@@ -134,7 +134,8 @@ class AccessRequestService:
             raise
         now = self._clock.now_ms()
         scoped = hashlib.sha256(f"{caller}\n{key or secrets.token_hex(32)}\n{digest}".encode()).hexdigest()
-        request_id = await self._backend_request(scoped, self._approval_submission(submission, bound, now))
+        approval_submission = self._approval_submission(submission, bound, now)
+        request_id = await self._backend_request(scoped, approval_submission)
         row = await self.backend.get_request(request_id)
         expires_at = row.expires_at if row is not None and row.expires_at is not None else now
         task = TaskRecord(
@@ -156,7 +157,11 @@ class AccessRequestService:
             await self.store.insert_task(task, bound.jti, now)
         except IntegrityError:
             return await self._lost_race(caller, key, digest, request_id)
-        data = {"task_id": task.task_id, "evaluation_id": task.evaluation_id}
+        data = {
+            "task_id": task.task_id,
+            "evaluation_id": task.evaluation_id,
+            "call_digest": approval_submission.call_digest(),
+        }
         await self._audit.record("arap.task_created", subject=request_id, actor=caller, data=data)
         if row is not None and row.template in self._resolved:
             await self._wait_for_resolver(request_id)

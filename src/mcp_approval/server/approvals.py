@@ -40,6 +40,7 @@ from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.hosts import UntrustedForwardedFor, proxy_header_settings
 from mcp_approval.metrics import ApprovalMetrics, MetricsOptions, metrics_paths, metrics_route
 from mcp_approval.notify import NotificationOptions, notification_outbox
+from mcp_approval.notify.anchors import AnchorOptions, AuditAnchors
 from mcp_approval.openapi import openapi_document, openapi_route
 from mcp_approval.policy import PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.policy.http import HttpPDP
@@ -151,6 +152,9 @@ class Approvals:
             ``X-Forwarded-Proto`` are honoured (``"*"`` for any), as ``[server] trusted_proxies``
             of ``serve``. Empty (the default): a client cannot name its own address, so a
             rotating ``X-Forwarded-For`` does not escape the failed-token limit.
+        audit_anchor: where the audit chain's head is written every so often and at shutdown
+            (:class:`~mcp_approval.notify.anchors.AnchorOptions`; off by default), for
+            ``mcp-approval audit verify --anchor``.
 
     Raises:
         ValueError: an inconsistent combination (a ``TokenVerifier`` without ``auth``, no
@@ -177,6 +181,7 @@ class Approvals:
         metrics: MetricsOptions | None = None,
         notifications: NotificationOptions | None = None,
         trusted_proxies: Sequence[str] = (),
+        audit_anchor: AnchorOptions | None = None,
     ) -> None:
         options = options or ApprovalOptions()
         task_options = tasks or TaskOptions()
@@ -251,6 +256,7 @@ class Approvals:
         self.outbox = notification_outbox(
             notifications or NotificationOptions(), backend, database, self.audit, clock=self.clock
         )
+        self.anchors = AuditAnchors(audit_anchor, self.audit, clock=self.clock) if audit_anchor is not None else None
 
     # -- the server ----------------------------------------------------------------------------
 
@@ -298,12 +304,16 @@ class Approvals:
                 await self.approval.start()
                 if self.outbox is not None:
                     await self.outbox.start()
+                if self.anchors is not None:
+                    await self.anchors.start()
                 try:
                     yield {}
                 finally:
                     if self.outbox is not None:
                         await self.outbox.stop()
                     await self.approval.stop()
+                    if self.anchors is not None:  # last: the head after every event of this process
+                        await self.anchors.stop()
                     if isinstance(self.policy, HttpPDP):
                         await self.policy.aclose()
 

@@ -26,6 +26,7 @@ from mcp_approval.backends import ApprovalBackend
 from mcp_approval.clock import Clock
 from mcp_approval.config import ConfigError, DeploymentConfig
 from mcp_approval.notify import NotificationOptions
+from mcp_approval.notify.anchors import AnchorOptions
 from mcp_approval.policy import PolicyDecisionPoint
 from mcp_approval.server.approvals import Approvals
 from mcp_approval.server.arap_backend import arap_backend_from_config, pdp_from_config
@@ -141,6 +142,7 @@ def build_deployment(
             metrics=config.metrics,
             notifications=_notification_options(config, base_url),
             trusted_proxies=config.server.trusted_proxies,
+            audit_anchor=_anchor_options(config),
         )
     except ConfigError:
         # Approvals' own template check names the backend's templates; say it as [templates.t] of the file.
@@ -165,6 +167,14 @@ def _notification_options(config: DeploymentConfig, base_url: str) -> Notificati
     if options.console_url is None:
         options = options.model_copy(update={"console_url": base_url})
     return options
+
+
+def _anchor_options(config: DeploymentConfig) -> AnchorOptions | None:
+    """``[audit.anchor]``, its file resolved against the deployment file."""
+    options = config.audit.anchor
+    if options is None or options.file is None:
+        return options
+    return options.model_copy(update={"file": config.resolve(options.file)})
 
 
 def _stdio_principal(config: DeploymentConfig) -> PrincipalLookup:

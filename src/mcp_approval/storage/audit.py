@@ -16,7 +16,8 @@ position and hash. An event is inserted unlinked and linked as its transaction's
 other), so concurrent writers, in one process or many, extend one chain, and a unique index on
 ``seq`` refuses a fork outright. Taking that lock last, after every lock the transaction's own
 operations took, means a writer holding it never waits for anything but its commit.
-:meth:`AuditLog.verify` walks the chain and names the first broken link.
+:meth:`AuditLog.verify` walks the chain and names the first broken link, or the first execution
+its request's decisions do not allow (:mod:`mcp_approval.storage.audit_rules`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from sqlalchemy import (
 )
 
 from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.storage.audit_rules import ExecutionRules
 from mcp_approval.storage.database import Database, final_step
 from mcp_approval.storage.migrations import Migrations
 
@@ -329,6 +331,10 @@ class AuditLog:
         event_id: int = result.inserted_primary_key[0]  # type: ignore[index]
         final_step(conn, "audit_chain", _PendingLinks).event_ids.append(event_id)
 
+    async def head(self) -> tuple[int, str]:
+        """The chain's last position and hash, as the head row records them (``(0, GENESIS_HASH)`` when empty)."""
+        return await self._database.read(_head)
+
     async def events(self, subject: str | None = None, limit: int = 100) -> list[AuditEvent]:
         """The latest ``limit`` events (about ``subject``, if given), oldest first."""
 
@@ -371,9 +377,12 @@ class AuditLog:
         event is outside the chain; the head row names the last event. With ``anchor``, a
         ``(seq, hash)`` kept outside the database (an earlier head), the event at that position
         must still have that hash: this detects a tail rewritten with the hashes recomputed.
+        Every execution must follow the decisions its request's rules need
+        (:class:`~mcp_approval.storage.audit_rules.ExecutionRules`).
         """
         head_seq, head_hash = await self._database.read(_head)
         expected_prev, checked = GENESIS_HASH, 0
+        rules = ExecutionRules()
         while checked < head_seq:
             read_page = functools.partial(_stored_page, after=checked, through=head_seq)
             page = await self._database.read(read_page)
@@ -384,6 +393,7 @@ class AuditLog:
                     _text_fault(event, stored)
                     or _link_fault(event, checked + 1, expected_prev)
                     or _anchor_fault(event, anchor)
+                    or _rules_fault(event, rules)
                 )
                 if broken is not None:
                     return ChainVerification(checked, head_seq, head_hash, broken)
@@ -395,7 +405,10 @@ class AuditLog:
             reason = "the head's hash is not the last event's hash"
             return ChainVerification(checked, head_seq, head_hash, ChainBreak(None, head_seq, reason))
         if anchor is not None and anchor[0] > checked:
-            reason = f"the chain ends at {checked}, before the anchored position {anchor[0]}: it was rewritten"
+            reason = (
+                f"the chain ends at {checked}, before the anchored position {anchor[0]}: "
+                "it was truncated, wiped or rewritten"
+            )
             return ChainVerification(checked, head_seq, head_hash, ChainBreak(None, anchor[0], reason))
         stray = await self._database.read(lambda conn: _outside_chain(conn, head_seq))
         return ChainVerification(checked, head_seq, head_hash, stray)
@@ -487,6 +500,11 @@ def _anchor_fault(event: AuditEvent, anchor: tuple[int, str] | None) -> ChainBre
         return None
     reason = "its hash is not the anchored one: the chain was rewritten at or before this event"
     return ChainBreak(event.event_id, event.seq, reason)
+
+
+def _rules_fault(event: AuditEvent, rules: ExecutionRules) -> ChainBreak | None:
+    reason = rules.fault(event.kind, event.subject, event.actor, dict(event.data))
+    return None if reason is None else ChainBreak(event.event_id, event.seq, reason)
 
 
 def _outside_chain(conn: Connection, head_seq: int) -> ChainBreak | None:

@@ -72,10 +72,20 @@ class ApprovalStore:
         self.audit = audit
         self.tasks = tasks or TaskRows()
 
-    def _event(self, conn: Connection, now: int, kind: str, task_id: str, **data: Any) -> None:
-        """An audit event in the transaction of the step it records."""
+    def _event(self, conn: Connection, now: int, kind: str, task_id: str, call_digest: str, **data: Any) -> None:
+        """An audit event in the transaction of the step it records, with the digest of the call it is about."""
         if self.audit is not None:
-            self.audit.record_in(conn, now, kind, subject=task_id, data=data or None)
+            self.audit.record_in(conn, now, kind, subject=task_id, data={"call_digest": call_digest, **data})
+
+    def _event_of_row(self, conn: Connection, now: int, kind: str, task_id: str, **data: Any) -> None:
+        """:meth:`_event` about a workflow read here: its call digest and its current request."""
+        if self.audit is None:
+            return
+        row = conn.execute(
+            select(_W.c.arguments_digest, _W.c.backend, _W.c.handle).where(_W.c.task_id == task_id)
+        ).one()
+        request = {"backend": row.backend, "request": row.handle}
+        self._event(conn, now, kind, task_id, row.arguments_digest, **request, **data)
 
     # -- creation --------------------------------------------------------------------------
 
@@ -106,7 +116,7 @@ class ApprovalStore:
             taken = update(_W).where(_W.c.task_id == row.task_id, _W.c.owed_to_retry == 1).values(owed_to_retry=None)
             if conn.execute(taken).rowcount != 1:
                 return None
-            self._event(conn, now, "approval.outcome_answered", row.task_id, tool=tool)
+            self._event(conn, now, "approval.outcome_answered", row.task_id, digest, tool=tool)
             return str(row.task_id)
 
         return await self.database.write(take)
@@ -164,7 +174,14 @@ class ApprovalStore:
         def write(conn: Connection) -> bool:
             if conn.execute(statement).rowcount != 1:
                 return False
-            self._event(conn, now, "approval.intent_abandoned", intent.task_id, generation=intent.generation)
+            self._event(
+                conn,
+                now,
+                "approval.intent_abandoned",
+                intent.task_id,
+                intent.arguments_digest,
+                generation=intent.generation,
+            )
             return True
 
         return await self.database.write(write)
@@ -193,7 +210,7 @@ class ApprovalStore:
             self.tasks.insert(conn, _new_task(new), now, input_requests=new.input_requests)
             conn.execute(sql.INSERT_WORKFLOW, {**workflow_row(new, now), "generation": 0})
             conn.execute(sql.INSERT_INTENT, intent_row(draft, now))
-            self._event(conn, now, "approval.task_created", new.task_id, tool=new.tool_name, template=new.template)
+            self._created(conn, now, new)
             return Admission.RECORDED, new.task_id
 
         return await self.database.write(create)
@@ -211,10 +228,14 @@ class ApprovalStore:
                 return False
             self.tasks.insert(conn, _new_task(new), now, input_requests=new.input_requests)
             conn.execute(sql.INSERT_WORKFLOW, workflow_row(new, now))
-            self._event(conn, now, "approval.task_created", new.task_id, tool=new.tool_name, template=new.template)
+            self._created(conn, now, new)
             return True
 
         return await self.database.write(create)
+
+    def _created(self, conn: Connection, now: int, new: NewWorkflow) -> None:
+        data = {"tool": new.tool_name, "template": new.template}
+        self._event(conn, now, "approval.task_created", new.task_id, new.arguments_digest, **data)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -345,7 +366,9 @@ class ApprovalStore:
             conn.execute(sql.INSERT_INTENT, intent_row(intent, now))
             if generation == 0:
                 self.tasks.take_input_responses(conn, task_id, now)
-            self._event(conn, now, "approval.generation_chained", task_id, generation=generation + 1)
+            self._event(
+                conn, now, "approval.generation_chained", task_id, intent.arguments_digest, generation=generation + 1
+            )
             return True
 
         return await self._signalled(task_id, await self.database.write(write))
@@ -406,7 +429,7 @@ class ApprovalStore:
             if claimed.rowcount != 1:
                 return False
             self.tasks.retain_until(conn, task_id, deadline + self.result_retention_ms)
-            self._event(conn, now, "approval.execution_claimed", task_id, generation=generation, worker=worker)
+            self._event_of_row(conn, now, "approval.execution_claimed", task_id, generation=generation, worker=worker)
             return True
 
         return await self.database.write(write)
@@ -517,7 +540,7 @@ class ApprovalStore:
             self.tasks.retain_until(conn, task_id, now + self.result_retention_ms)
             kind = "approval.execution_finished" if phase is Phase.FINISHED else "approval.fenced"
             reason = {"reason": outcome.reason} if outcome.reason is not None else {}
-            self._event(
+            self._event_of_row(
                 conn, now, kind, task_id, status=outcome.status.value, disposition=outcome.disposition, **reason
             )
             return True

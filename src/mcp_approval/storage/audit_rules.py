@@ -1,0 +1,89 @@
+"""What ``audit verify`` checks beyond the chain: every execution follows the decisions its request needed.
+
+Someone who can write the database can make a call run without a reviewer (flip a pending
+request's status to ``approved``): the server then records a genuine, well-linked execution.
+The chain alone holds; what gives it away is that no decisions allowing it were recorded.
+
+:class:`ExecutionRules` reads the events in chain order. A local request's ``approval.submitted``
+event records its rules (``approvals_required``, ``self_approval``) and its requester (the actor);
+each ``approval.decision`` adds a reviewer's verdict. An execution event (``approval.execution_claimed``
+or ``approval.execution_finished``) names the backend request it follows (``backend``, ``request``);
+for a ``local`` request it must come after a submission and enough approvals from distinct
+eligible reviewers, and no denial. Requests of other backends (an ARAP service keeps its own
+decisions) and events written before executions named their request are not checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["EXECUTION_KINDS", "ExecutionRules"]
+
+#: The events that record a call running.
+EXECUTION_KINDS = frozenset({"approval.execution_claimed", "approval.execution_finished"})
+#: The backend whose decisions this audit log holds.
+_LOCAL = "local"
+#: Events after which a request can no longer allow an execution (its state is dropped).
+_CLOSED = frozenset({"approval.denied", "approval.expired", "approval.cancelled"})
+
+
+@dataclass
+class _Request:
+    requester: str | None
+    required: int
+    self_approval: bool
+    approvers: set[str] = field(default_factory=set)
+    denied_by: str | None = None
+
+
+class ExecutionRules:
+    """Follows requests through their events; names an execution their decisions do not allow."""
+
+    def __init__(self) -> None:
+        self._requests: dict[str, _Request] = {}
+
+    def fault(self, kind: str, subject: str | None, actor: str | None, data: dict[str, Any]) -> str | None:
+        """Take in the next event of the chain; why it is an execution its request does not allow, or ``None``."""
+        if kind == "approval.submitted" and subject is not None:
+            self._submitted(subject, actor, data)
+        elif kind == "approval.decision" and subject in self._requests:
+            self._decided(self._requests[subject], actor, data.get("decision"))
+        elif kind in _CLOSED:
+            self._requests.pop(subject or "", None)
+        elif kind in EXECUTION_KINDS and data.get("backend") == _LOCAL:
+            return self._unallowed(data.get("request"))
+        return None
+
+    def _submitted(self, request_id: str, requester: str | None, data: dict[str, Any]) -> None:
+        required = data.get("approvals_required", 1)
+        self._requests[request_id] = _Request(
+            requester=requester,
+            required=required if isinstance(required, int) and required >= 1 else 1,
+            self_approval=data.get("self_approval") is True,
+        )
+
+    @staticmethod
+    def _decided(request: _Request, reviewer: str | None, decision: object) -> None:
+        if reviewer is None:
+            return
+        if decision == "deny":
+            request.denied_by = reviewer
+        elif decision == "approve" and (reviewer != request.requester or request.self_approval):
+            request.approvers.add(reviewer)
+
+    def _unallowed(self, request_id: object) -> str | None:
+        if not isinstance(request_id, str):
+            return "it names no approval request it follows: it ran without a recorded approval"
+        shown = f"request {request_id[:12]}…"
+        request = self._requests.get(request_id)
+        if request is None:
+            return f"{shown} was never submitted, or had ended without approval, before this execution"
+        if request.denied_by is not None:
+            return f"{shown} was denied by {request.denied_by} before this execution"
+        if len(request.approvers) < request.required:
+            return (
+                f"{shown} needed {request.required} approval(s) from reviewers other than its requester, "
+                f"but {len(request.approvers)} were recorded before this execution: it ran without them"
+            )
+        return None

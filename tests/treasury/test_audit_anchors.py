@@ -1,0 +1,161 @@
+"""``[audit.anchor]``: a ``serve`` process writes the audit chain's head to a file while it runs and when it
+stops; ``audit verify --anchor FILE`` then detects a deleted tail and a wiped table, which the chain
+alone (head moved, or gone with the events) takes for intact."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import text
+from typer.testing import CliRunner, Result
+
+from mcp_approval.cli.main import app
+from mcp_approval.config import ConfigError, load_config
+from mcp_approval.storage import open_database
+from tests.support.polling import eventually
+from tests.support.receivers import WEBHOOK_SECRET, WebhookReceiver
+from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
+from tests.treasury.helpers import approval_for
+
+pytestmark = pytest.mark.anyio
+runner = CliRunner()
+
+ANCHORS = {"audit": {"anchor": {"interval_s": 0.2, "file": "anchors.jsonl"}}}
+
+
+def anchors(directory: Path) -> list[dict[str, Any]]:
+    path = directory / "anchors.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+async def verify(db_url: str, *options: str) -> tuple[int, dict[str, Any]]:
+    result = await invoke("audit", "verify", "--db", db_url, "--json", *options)
+    assert result.exit_code in (0, 1), result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+async def invoke(*arguments: str) -> Result:
+    """The CLI, in a thread: it runs its own event loop."""
+    return await asyncio.to_thread(runner.invoke, app, list(arguments))
+
+
+async def sql(db_url: str, *statements: str) -> None:
+    database = open_database(db_url)
+    try:
+        await database.write(lambda conn: [conn.execute(text(statement)) for statement in statements])
+    finally:
+        await database.close()
+
+
+async def run_and_stop(directory: Path, db_url: str) -> None:
+    """Serve, make a few audited steps (two requests, one denied), then stop the server gracefully."""
+    server = TreasuryServer(directory, db_url=db_url).start()
+    try:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+            alice = principals(http)["alice"]
+            for account in ("acct-anchor-1", "acct-anchor-2"):
+                await alice.call_tool("wire_transfer", {"to": account, "amount": 30_000})
+            carol = Reviewer(http, "carol-token")
+            approval = await approval_for(carol, "wire_transfer", to="acct-anchor-1")
+            assert (await carol.decide(approval["id"], "deny")).status_code == 200
+        await eventually(lambda: _anchors_async(directory), lambda found: bool(found) and found[-1]["seq"] >= 6)
+    finally:
+        assert server.process is not None
+        server.process.send_signal(signal.SIGTERM)
+        # uvicorn shuts down gracefully (the lifespan's finally runs), then re-raises the SIGTERM it caught
+        assert server.wait_exit() in (0, -signal.SIGTERM), server.log()[-3000:]
+
+
+async def _anchors_async(directory: Path) -> list[dict[str, Any]]:
+    return anchors(directory)
+
+
+async def test_serve_anchors_the_head_while_running_and_when_it_stops(tmp_path: Path, db_url: str) -> None:
+    directory = deployment_dir(tmp_path, ANCHORS)
+    await run_and_stop(directory, db_url)
+    written = anchors(directory)
+    code, found = await verify(db_url)
+    assert code == 0
+    # The last anchor is the one written at shutdown: the head after every event of the process.
+    assert (written[-1]["seq"], written[-1]["hash"], written[-1]["count"]) == (
+        found["head_seq"],
+        found["head_hash"],
+        found["head_seq"],
+    )
+    assert [line["kind"] for line in written] == ["audit.anchor"] * len(written)
+    assert [line["at"] for line in written] == sorted(line["at"] for line in written)
+    assert (await verify(db_url, "--anchor", str(directory / "anchors.jsonl")))[0] == 0
+    assert (await verify(db_url, "--anchor", (directory / "anchors.jsonl").read_text().splitlines()[-1]))[0] == 0
+
+
+async def test_a_deleted_tail_with_the_head_moved_is_detected_by_the_anchor_file(tmp_path: Path, db_url: str) -> None:
+    directory = deployment_dir(tmp_path, ANCHORS)
+    await run_and_stop(directory, db_url)
+    head = anchors(directory)[-1]["seq"]
+    await sql(
+        db_url,
+        f"DELETE FROM audit_events WHERE seq > {head - 2}",
+        f"UPDATE audit_chain_head SET seq = {head - 2}, hash = (SELECT hash FROM audit_events WHERE seq = {head - 2})",
+    )
+    assert (await verify(db_url))[0] == 0  # the chain alone holds
+    code, found = await verify(db_url, "--anchor", str(directory / "anchors.jsonl"))
+    assert code == 1
+    assert found["broken"]["seq"] == head
+    assert f"the chain ends at {head - 2}, before the anchored position {head}" in found["broken"]["reason"]
+
+
+async def test_a_wiped_audit_table_is_detected_by_the_anchor_file(tmp_path: Path, db_url: str) -> None:
+    directory = deployment_dir(tmp_path, ANCHORS)
+    await run_and_stop(directory, db_url)
+    head = anchors(directory)[-1]["seq"]
+    await sql(db_url, "DELETE FROM audit_events", "DELETE FROM audit_chain_head")
+    code, found = await verify(db_url)
+    assert (code, found["checked"]) == (0, 0)  # without an anchor: "intact: 0 events"
+    result = await invoke("audit", "verify", "--db", db_url, "--anchor", str(directory / "anchors.jsonl"))
+    assert result.exit_code == 1, result.output
+    assert f"the chain ends at 0, before the anchored position {head}: it was truncated, wiped" in result.stdout
+
+
+async def test_anchors_go_to_a_signed_webhook_too(tmp_path: Path, db_url: str) -> None:
+    receiver = WebhookReceiver().start()
+    try:
+        webhook = {"url": receiver.url, "secret": WEBHOOK_SECRET}
+        directory = deployment_dir(tmp_path, {"audit": {"anchor": {**ANCHORS["audit"]["anchor"], "webhook": webhook}}})
+        await run_and_stop(directory, db_url)
+    finally:
+        receiver.stop()
+    posted = receiver.all()
+    assert posted
+    assert all(delivery.verified and delivery.accepted for delivery in posted)
+    # Each anchor went to both places, in the same order, as the same line.
+    lines = (directory / "anchors.jsonl").read_text().splitlines()
+    assert [delivery.body.decode() for delivery in posted] == lines
+    assert len({delivery.webhook_id for delivery in posted}) == len(posted)
+    assert (await verify(db_url, "--anchor", posted[-1].body.decode()))[0] == 0
+
+
+def test_the_documented_anchor_section_configures_a_deployment(tmp_path: Path) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "operators.md").read_text(encoding="utf-8")
+    section = page[page.index("### Anchors") :]
+    start = section.index("```toml\n") + len("```toml\n")
+    documented = tomllib.loads(section[start : section.index("```", start)])
+    config = load_config(deployment_dir(tmp_path, documented) / "config.toml")
+    anchor = config.audit.anchor
+    assert anchor is not None
+    assert anchor.interval_s == 300
+    assert anchor.file == Path("/var/lib/mcp-approval-anchors/audit-anchors.jsonl")
+    assert anchor.webhook is not None
+    assert anchor.webhook.url == "https://anchors.example.com/mcp-approval"
+
+
+def test_an_anchor_section_without_a_destination_is_refused(tmp_path: Path) -> None:
+    directory = deployment_dir(tmp_path, {"audit": {"anchor": {"interval_s": 60.0}}})
+    with pytest.raises(ConfigError, match="an anchor needs a file, a webhook, or both"):
+        load_config(directory / "config.toml")

@@ -137,3 +137,31 @@ async def test_a_workers_own_slow_creation_is_never_its_orphan(tmp_path: Path) -
         assert created["status"] == "working"
         (handle,) = backend.requests
         assert backend.requests[handle].status is ApprovalStatus.PENDING
+
+
+@pytest.mark.sep_check("sep-2848-reconcile-orphaned-intents")
+async def test_a_live_workers_slow_creation_is_left_alone_by_another_worker(tmp_path: Path) -> None:
+    clock = ManualClock()
+    backend = SettableBackend()
+    async with inprocess_treasury(tmp_path, GRACE, clock=clock, backend=backend) as harness:
+        driver = harness.deployment.approval.driver
+        submitting, release = asyncio.Event(), asyncio.Event()
+        submit: Callable[[str, ApprovalSubmission], Awaitable[str]] = backend.submit
+
+        async def slow_submit(key: str, submission: ApprovalSubmission) -> str:
+            submitting.set()
+            await release.wait()
+            return await submit(key, submission)
+
+        backend.submit = slow_submit  # type: ignore[method-assign]
+        other = await another_worker(harness)  # the creating worker's passes are now driven by hand
+        call = asyncio.create_task(harness.alice.call_tool("wire_transfer", ARGUMENTS))
+        await submitting.wait()
+        clock.advance(10_000)  # far past the grace since the intent was recorded
+        await driver.tick()  # the creating worker is alive: its pass renews the intent
+        await other.reconcile()  # so the other worker finds no orphan
+        release.set()
+        created = (await call).result
+        assert created["status"] == "working"
+        (handle,) = backend.requests
+        assert backend.requests[handle].status is ApprovalStatus.PENDING

@@ -8,6 +8,9 @@ else of the package.
 reaches that point, so a test can restart it on the same database and check that nothing ran
 twice and nothing was orphaned. Unset (always, in production), each point costs one lookup in
 the environment.
+
+``MCP_APPROVAL_PAUSE_AT=<name>`` makes the process stop itself (SIGSTOP) there instead, so a test can
+hold it past a deadline (a starved host) and resume it with SIGCONT.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ import os
 import signal
 from typing import Final, Literal
 
-__all__ = ["CRASH_ENV", "CRASH_POINTS", "CrashPoint", "crash_point"]
+__all__ = ["CRASH_ENV", "CRASH_POINTS", "PAUSE_ENV", "CrashPoint", "crash_point"]
 
 CRASH_ENV: Final = "MCP_APPROVAL_CRASH_AT"
+PAUSE_ENV: Final = "MCP_APPROVAL_PAUSE_AT"
 CrashPoint = Literal[
     "after_intent",
     "after_submit",
@@ -40,6 +44,8 @@ CRASH_POINTS: Final[tuple[CrashPoint, ...]] = (
 
 
 def crash_point(name: CrashPoint) -> None:
-    """Die at once if the environment names this point (read each time: a process may be forked)."""
+    """Die (or stop) at once if the environment names this point (read each time: a process may be forked)."""
     if name == os.environ.get(CRASH_ENV):
         os.kill(os.getpid(), signal.SIGKILL)
+    if name == os.environ.get(PAUSE_ENV):
+        os.kill(os.getpid(), signal.SIGSTOP)

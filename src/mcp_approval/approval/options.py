@@ -122,7 +122,8 @@ class ApprovalOptions(BaseModel):
     #: naming its reference and deadline, and the identical retry takes its outcome once),
     #: ``degraded`` (``isError`` + ``undisclosed`` + guidance, nothing opened) or ``error`` (-32021).
     without_tasks: Literal["request", "degraded", "error"] = "degraded"
-    #: An intent this old with no task is a crash leftover and is reconciled.
+    #: An intent with no task that its worker has not renewed for this long is a crash leftover and is
+    #: reconciled (a worker never reconciles its own creations in flight).
     intent_grace_s: float = Field(default=30.0, ge=0)
     #: How long a worker holds a workflow it checks or executes before another may take over.
     lease_s: float = Field(default=15.0, gt=0)

@@ -263,50 +263,54 @@ class ToolApproval:
         large = large_json(binding.arguments)  # mapping, canonicalizing and sealing them run on a worker thread
         submission = replace(await off_loop(large, self._submission, binding, decision), inputs=inputs or None)
         intent = await off_loop(large, self._new_intent, new_task_id(), 1, binding, submission, owner=owner)
-        admission, task_id = await self._record(intent, owed_first=without_task)
-        if admission is Admission.OUTCOME_OWED:
-            # The same call's request ended since this caller looked: its outcome, once.
-            outcome = await self.without_tasks.owed_outcome(binding, owner)
-            if outcome is not None:
-                return outcome
-            admission, task_id = await self._record(intent, owed_first=False)  # a concurrent retry took it
-        if admission is not Admission.RECORDED:
-            return await self._admitted(
-                admission, task_id, binding, owner, pending=answer_pending if without_task else None
+        # Until the task exists, the intent is this worker's creation in flight: its reconciler never
+        # takes it for a crash leftover, however long a loaded host stalls the steps below.
+        with self.driver.creating(intent.key):
+            admission, task_id = await self._record(intent, owed_first=without_task)
+            if admission is Admission.OUTCOME_OWED:
+                # The same call's request ended since this caller looked: its outcome, once.
+                outcome = await self.without_tasks.owed_outcome(binding, owner)
+                if outcome is not None:
+                    return outcome
+                admission, task_id = await self._record(intent, owed_first=False)  # a concurrent retry took it
+            if admission is not Admission.RECORDED:
+                return await self._admitted(
+                    admission, task_id, binding, owner, pending=answer_pending if without_task else None
+                )
+            crash_point("after_intent")
+            handle = await self._submit(intent, submission)
+            if handle is None:
+                return final_denial(REFUSED_MESSAGE.format(tool=binding.tool), remediation=Remediation.UNAVAILABLE)
+            crash_point("after_submit")
+            if not await deps.store.mark_submitted(intent.key, handle):
+                # Another worker's reconciliation claimed the intent (this one stalled past the grace
+                # without renewing it) while the backend was being asked; it may have looked for this
+                # request before it existed, so withdraw it here too.
+                await withdraw(deps.backend, handle, task_id=intent.task_id)
+                raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
+            crash_point("after_handle")
+            new = await off_loop(
+                large,
+                self._new_workflow,
+                intent.task_id,
+                binding,
+                submission,
+                intent_key=intent.key,
+                owner=owner,
+                handle=handle,
             )
-        crash_point("after_intent")
-        handle = await self._submit(intent, submission)
-        if handle is None:
-            return final_denial(REFUSED_MESSAGE.format(tool=binding.tool), remediation=Remediation.UNAVAILABLE)
-        crash_point("after_submit")
-        if not await deps.store.mark_submitted(intent.key, handle):
-            # Reconciliation claimed the intent as an orphan while the backend was being asked; it
-            # may have looked for this request before it existed, so withdraw it here too.
-            await withdraw(deps.backend, handle, task_id=intent.task_id)
-            raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
-        crash_point("after_handle")
-        new = await off_loop(
-            large,
-            self._new_workflow,
-            intent.task_id,
-            binding,
-            submission,
-            intent_key=intent.key,
-            owner=owner,
-            handle=handle,
-        )
-        if linked:
-            new = url_approval.with_approval_link(new, options=deps.options, backend=deps.backend, handle=handle)
-        if without_task:
-            new = replace(new, owed_to_retry=True)
-        created = await deps.store.create_task(new)
-        if not created:
-            raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
-        crash_point("after_task")
-        self.driver.task_created(intent.task_id, handle)
-        if without_task:
-            return await answer_pending(intent.task_id, binding.tool, opened=True)
-        return await self._task_answer(intent.task_id, binding.tool, immediate=True)
+            if linked:
+                new = url_approval.with_approval_link(new, options=deps.options, backend=deps.backend, handle=handle)
+            if without_task:
+                new = replace(new, owed_to_retry=True)
+            created = await deps.store.create_task(new)
+            if not created:
+                raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
+            crash_point("after_task")
+            self.driver.task_created(intent.task_id, handle)
+            if without_task:
+                return await answer_pending(intent.task_id, binding.tool, opened=True)
+            return await self._task_answer(intent.task_id, binding.tool, immediate=True)
 
     async def _create_with_inputs(
         self,

@@ -141,6 +141,9 @@ class WorkflowDriver:
             intent_grace_ms=round(options.intent_grace_s * 1000),
         )
         self._last_reconcile = 0
+        # This worker vouches for its creations in flight a few times per grace (see Resubmission).
+        self._renewal_ms = round(options.intent_grace_s * 1000 / 3)
+        self._last_renewal = 0
         # Workflows this worker is checking, and those woken meanwhile (checked once more after).
         self._checking: set[str] = set()
         self._woken: set[str] = set()
@@ -210,6 +213,9 @@ class WorkflowDriver:
             if due < _BATCH:
                 break
         now = self.deps.clock.now_ms()
+        if now - self._last_renewal >= self._renewal_ms:
+            self._last_renewal = now
+            await self._resubmission.renew_creating()
         if now - self._last_reconcile >= max(1000, round(self.deps.options.intent_grace_s * 500)):
             await self.reconcile()
         return checked
@@ -536,6 +542,10 @@ class WorkflowDriver:
         await self._resubmission.submit_chained(intent, submission.deadline_ms)
 
     # -- reconciliation --------------------------------------------------------------------
+
+    def creating(self, key: str) -> contextlib.AbstractContextManager[None]:
+        """Mark the intent ``key`` as this worker's creation in flight: never its orphan (see :class:`Resubmission`)."""
+        return self._resubmission.creating(key)
 
     async def reconcile(self) -> None:
         """Settle what a crash left in flight (see :meth:`Resubmission.reconcile`)."""

@@ -7,7 +7,9 @@ that already holds the request answers with the same handle instead of creating 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 
 from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.approval.messages import BACKEND_FAILED
@@ -56,7 +58,12 @@ class Resubmission:
         backend: where the requests go.
         cipher: opens the sealed submission bodies.
         clock: the source of time.
-        intent_grace_ms: an intent this old with no task is an orphan of a crash.
+        intent_grace_ms: an intent its writer has not vouched for this long (its creation neither
+            moved it on nor renewed it) is an orphan of a crash.
+
+    The worker's own creations in flight (:meth:`creating`) are never its orphans, however slow:
+    only its creation can fail them. Another worker's are, once that worker stopped renewing them
+    (:meth:`renew_creating`) for the grace: it died, or stalled that long.
     """
 
     def __init__(
@@ -75,6 +82,22 @@ class Resubmission:
         self.intent_grace_ms = intent_grace_ms
         # Where the next page of the orphan purge starts (it walks the workflows page by page).
         self._purge_after = ""
+        # The intent keys of this worker's creations between recording the intent and the task.
+        self._creating: set[str] = set()
+
+    @contextlib.contextmanager
+    def creating(self, key: str) -> Iterator[None]:
+        """Mark the intent ``key`` as this worker's creation in flight while the block runs."""
+        self._creating.add(key)
+        try:
+            yield
+        finally:
+            self._creating.discard(key)
+
+    async def renew_creating(self) -> None:
+        """Vouch for this worker's creations in flight, so no other worker takes them for orphans."""
+        if self._creating:
+            await self.store.renew_intents(sorted(self._creating))
 
     async def submit_chained(self, intent: Intent, deadline: int | None) -> None:
         """Submit a chained intent, bind its handle and schedule the task's next check.
@@ -123,7 +146,8 @@ class Resubmission:
         """
         cutoff = self.clock.now_ms() - self.intent_grace_ms
         for intent in await self.store.stale_intents(cutoff):
-            await self._reconcile_intent(intent)
+            if intent.key not in self._creating:  # a creation of this worker, merely slow: its own to settle
+                await self._reconcile_intent(intent)
         self._purge_after = await self.store.purge_orphans(self._purge_after) or ""
 
     async def _find(self, intent: Intent) -> str | None:

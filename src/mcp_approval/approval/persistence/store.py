@@ -153,6 +153,20 @@ class ApprovalStore:
         """Persist the backend's handle for an open intent."""
         return await self._move_intent(key, IntentState.SUBMITTED, handle=handle)
 
+    async def renew_intents(self, keys: Sequence[str]) -> None:
+        """Mark the in-flight intents ``keys`` as still being created (their writer is alive)."""
+        in_flight = sorted(state.value for state in (IntentState.OPEN, IntentState.SUBMITTED))
+        statement = (
+            update(_I)
+            .where(_I.c.idempotency_key.in_(list(keys)), _I.c.state.in_(in_flight))
+            .values(updated_at=self.clock.now_ms())
+        )
+
+        def renew(conn: Connection) -> None:
+            conn.execute(statement)
+
+        await self.database.write(renew)
+
     async def claim_orphan(self, intent: Intent) -> bool:
         """Claim an in-flight intent for withdrawal; ``False`` if it moved on (e.g. its task was created).
 
@@ -466,8 +480,8 @@ class ApprovalStore:
     # -- reconciliation and retention ------------------------------------------------------
 
     async def stale_intents(self, older_than_ms: int, limit: int = 500) -> list[Intent]:
-        """Unsettled intents (in flight, or being withdrawn) recorded before ``older_than_ms``."""
-        statement = select(_I).where(_I.c.state.in_(sql.UNSETTLED), _I.c.created_at < older_than_ms).limit(limit)
+        """Unsettled intents (in flight, or being withdrawn) last moved or renewed before ``older_than_ms``."""
+        statement = select(_I).where(_I.c.state.in_(sql.UNSETTLED), _I.c.updated_at < older_than_ms).limit(limit)
         return await self.database.read(lambda conn: [intent_from_row(row._mapping) for row in conn.execute(statement)])
 
     async def purge_orphans(self, after: str = "", limit: int = 1000) -> str | None:

@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import delete
 
 from mcp_approval.approval.persistence.states import Phase
+from mcp_approval.approval.without_tasks import answers as without_tasks
 from mcp_approval.protocol import STRUCTURED_TOOL_APPROVAL
 from mcp_approval.tasks.schema import tasks_table
 from tests.approval.inprocess import Harness, inprocess_treasury
@@ -60,16 +61,26 @@ def assert_first_asks_to_stop_and_tell(result: dict[str, Any]) -> None:
     status_check = text.index(f"call approval_status with reference {reference}")
     retry = text.index("Once it is approved, call wire_transfer again")
     assert text.index("you cannot approve it yourself") < status_check < retry
-    facts = result["structuredContent"]
+    # wire_transfer declares an outputSchema, which clients check structuredContent against (error
+    # results included): the facts stay in the text; tools without one get them structured too.
+    assert "structuredContent" not in result
+    assert deadline.group(1) in text
+
+
+def test_the_pending_answer_carries_its_facts_as_structured_content_too() -> None:
+    """For a tool without an outputSchema the pending answer's structuredContent says what its text says."""
+    result = without_tasks.pending_answer("wire_transfer", "ref-1", 1_700_000_000_000, opened=True)
+    text = result.content[0].text  # type: ignore[union-attr]
+    facts = result.structured_content or {}
     assert facts["status"] == "pending"
     assert facts["ran"] is False
-    assert facts["reference"] == reference
-    assert facts["deadline"] == deadline.group(1)
+    assert facts["reference"] == "ref-1"
+    assert facts["deadline"] in text
     assert facts["tool"] == "wire_transfer"
     assert facts["decidedBy"] in text
-    assert facts["checkWith"] == {"tool": "approval_status", "arguments": {"reference": reference}}
+    assert facts["checkWith"] == {"tool": "approval_status", "arguments": {"reference": "ref-1"}}
     assert facts["nextStep"].startswith("Stop and tell the user:")
-    assert f"approval_status with reference {reference}" in facts["nextStep"]
+    assert "approval_status with reference ref-1" in facts["nextStep"]
 
 
 async def call(wire: Wire, to: str, amount: int = 30_000, meta: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -66,10 +66,9 @@ def assert_pending(result: Any) -> None:
     assert read_disposition(result) is None
     assert "did not run" in text(result)
     assert text(result).startswith("Stop and tell the user:")  # what a model reads first
-    facts = result.structured_content  # the same facts, for frameworks that read only structuredContent
-    assert facts["status"] == "pending"
-    assert facts["reference"] == reference(result)
-    assert facts["checkWith"] == {"tool": "approval_status", "arguments": {"reference": reference(result)}}
+    # wire_transfer declares an outputSchema: no structuredContent that would fail a client's check of it.
+    assert result.structured_content is None
+    assert f"approval_status with reference {reference(result)}" in text(result)
 
 
 def entries(server: TreasuryServer, account: str) -> int:

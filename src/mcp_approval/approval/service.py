@@ -140,6 +140,7 @@ class ToolApproval:
             links=self.links,
             options=deps.options,
             open_request=self.create,
+            output_schema=deps.tools.output_schema,
         )
 
     # -- lifecycle -------------------------------------------------------------------------

@@ -18,7 +18,7 @@ nothing owed                           open (or join) a request, then the pendin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from mcp.server.context import HandlerResult
@@ -41,6 +41,10 @@ class PendingAnswer(Protocol):
     async def __call__(self, task_id: str, tool: str, *, opened: bool) -> HandlerResult:
         """The result (or raised error) the caller receives."""
         ...
+
+
+OutputSchemaLookup = Callable[[str], Awaitable["dict[str, Any] | None"]]
+"""The ``outputSchema`` a tool declares (``None``: none)."""
 
 
 class RequestOpener(Protocol):
@@ -79,12 +83,14 @@ class WithoutTasksFlow:
         links: RequesterLinks,
         options: ApprovalOptions,
         open_request: RequestOpener,
+        output_schema: OutputSchemaLookup,
     ) -> None:
         self.store = store
         self.tasks = tasks
         self.links = links
         self.options = options
         self._open = open_request
+        self._output_schema = output_schema
 
     async def answer(
         self,
@@ -113,7 +119,12 @@ class WithoutTasksFlow:
         """A request made without tasks is open: say so, with its reference and deadline."""
         workflow = await self.store.get(task_id)
         deadline = workflow.request_deadline if workflow is not None else None
-        return without_tasks.pending_answer(tool, task_id, deadline, opened=opened)
+        answer = without_tasks.pending_answer(tool, task_id, deadline, opened=opened)
+        if await self._output_schema(tool) is not None:
+            # Clients check structuredContent against the tool's outputSchema, error results
+            # included (the Inspector refuses the answer otherwise): the facts stay in the text.
+            return answer.model_copy(update={"structured_content": None})
+        return answer
 
     async def status(self, reference: str, owner: str | None) -> Any:
         """Where ``owner``'s request ``reference`` stands; another principal's reads like an unknown one."""

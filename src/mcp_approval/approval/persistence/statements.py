@@ -73,7 +73,8 @@ LIVE_WORKFLOW = (
     )
     .limit(1)
 )
-#: An ended request made without tasks whose outcome is still owed to (``owner``, ``tool``, ``digest``).
+#: The oldest ended request made without tasks whose outcome is still owed to (``owner``, ``tool``,
+#: ``digest``): what an admission finds first and what the identical retry takes.
 OWED_WORKFLOW = (
     select(_W.c.task_id)
     .where(
@@ -83,6 +84,7 @@ OWED_WORKFLOW = (
         _W.c.owed_to_retry == 1,
         _W.c.phase.in_(sorted(phase.value for phase in (Phase.FINISHED, Phase.FENCED))),
     )
+    .order_by(_W.c.updated_at)
     .limit(1)
 )
 #: A first-generation intent in flight for (``owner``, ``tool``, ``digest``).
@@ -194,10 +196,9 @@ def refusal(
     same call still owes its outcome (read in this transaction, so a request that ended since the
     caller last looked is answered, not asked again).
     """
-    scope = {"owner": intent.principal_digest, "tool": intent.tool_name, "digest": intent.arguments_digest}
-    owed = conn.execute(OWED_WORKFLOW, scope).first() if owed_first else None
+    owed = owed_match(conn, intent.principal_digest, intent.tool_name, intent.arguments_digest) if owed_first else None
     if owed is not None:
-        return Admission.OUTCOME_OWED, str(owed.task_id)
+        return Admission.OUTCOME_OWED, owed
     existing = live_match(conn, intent.principal_digest, intent.tool_name, intent.arguments_digest)
     if existing is not None:
         return Admission.DUPLICATE, existing
@@ -242,6 +243,12 @@ def fold_counts(conn: Connection, now: int) -> None:
     minute = func.substr(table.c.scope, func.length(table.c.scope) - 11)
     conn.execute(delete(table).where(table.c.scope.like("rate:%"), minute < stale))
     APPROVAL_COUNTS.fold_all(conn)
+
+
+def owed_match(conn: Connection, principal_digest: str, tool: str, digest: str) -> str | None:
+    """The oldest ended request made without tasks that owes its outcome in this scope (:data:`OWED_WORKFLOW`)."""
+    row = conn.execute(OWED_WORKFLOW, {"owner": principal_digest, "tool": tool, "digest": digest}).first()
+    return None if row is None else str(row.task_id)
 
 
 def live_match(conn: Connection, principal_digest: str, tool: str, digest: str) -> str | None:

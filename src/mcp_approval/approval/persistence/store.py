@@ -100,24 +100,16 @@ class ApprovalStore:
         it (and answers its outcome); the approval is then spent. Returns its task id, or ``None``.
         """
         now = self.clock.now_ms()
-        ended = sorted(phase.value for phase in (Phase.FINISHED, Phase.FENCED))
-        scope = and_(
-            _W.c.principal_digest == principal_digest,
-            _W.c.tool_name == tool,
-            _W.c.arguments_digest == digest,
-            _W.c.owed_to_retry == 1,
-            _W.c.phase.in_(ended),
-        )
 
         def take(conn: Connection) -> str | None:
-            row = conn.execute(select(_W.c.task_id).where(scope).order_by(_W.c.updated_at).limit(1)).first()
-            if row is None:
+            task_id = sql.owed_match(conn, principal_digest, tool, digest)
+            if task_id is None:
                 return None
-            taken = update(_W).where(_W.c.task_id == row.task_id, _W.c.owed_to_retry == 1).values(owed_to_retry=None)
+            taken = update(_W).where(_W.c.task_id == task_id, _W.c.owed_to_retry == 1).values(owed_to_retry=None)
             if conn.execute(taken).rowcount != 1:
                 return None
-            self._event(conn, now, "approval.outcome_answered", row.task_id, digest, tool=tool)
-            return str(row.task_id)
+            self._event(conn, now, "approval.outcome_answered", task_id, digest, tool=tool)
+            return task_id
 
         return await self.database.write(take)
 

@@ -35,8 +35,10 @@ class LibraryServer:
         self.db_url = f"sqlite:///{tmp_path / 'library.db'}"
         self.ledger_path = tmp_path / "payments.jsonl"
         self.log_path = tmp_path / "server.log"
+        self.key_file = tmp_path / "binding-keys.toml"
         command = [sys.executable, *(runner or [str(EXAMPLE / "server.py")])]
         command += ["--port", str(self.port), "--db", self.db_url, "--ledger", str(self.ledger_path)]
+        command += ["--binding-key-file", str(self.key_file)]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
 
@@ -122,13 +124,14 @@ async def test_the_review_cli_lists_and_decides_with_only_the_database(example: 
         assert listed.returncode == 0, listed.stderr
         assert [item["id"] for item in json.loads(listed.stdout)["approvals"]] == [pending["id"]]
 
-        bare = ("--db", example.db_url, "--template", "payments")
-        not_an_approver = review("approve", pending["id"], *bare, "--as", "alice", "--role", "payer")
+        keyless = review("approve", pending["id"], "--db", example.db_url, "--as", "carol", "--role", "approver")
+        assert keyless.returncode == 1
+        assert "sealed under the server's binding key" in keyless.stderr
+        # No template named: the request carries the rules it was submitted under.
+        bare = ("--db", example.db_url, "--binding-key-file", str(example.key_file))
+        not_an_approver = review("approve", pending["id"], *bare, "--as", "carol", "--role", "payer")
         assert not_an_approver.returncode == 1
-        unnamed = ("--db", example.db_url, "--as", "carol", "--role", "approver")
-        template_not_named = review("approve", pending["id"], *unnamed)
-        assert template_not_named.returncode == 1
-        assert "template 'payments' is not configured" in template_not_named.stderr
+        assert "carol lacks the role 'approver'" in not_an_approver.stderr
         assert example.payments_to("carl") == []
 
         decided = review("approve", pending["id"], *bare, "--as", "carol", "--role", "approver")
@@ -176,13 +179,15 @@ import sys, argparse
 from pathlib import Path
 import uvicorn
 sys.path.insert(0, {str(EXAMPLE)!r})
-from server import build
+from server import build, new_key_file
 parser = argparse.ArgumentParser()
 parser.add_argument("--port", type=int)
 parser.add_argument("--db")
 parser.add_argument("--ledger", type=Path)
+parser.add_argument("--binding-key-file", type=Path)
 args = parser.parse_args()
-server, approvals = build(args.db, f"http://127.0.0.1:{{args.port}}", args.ledger)
+keys = new_key_file(args.binding_key_file)
+server, approvals = build(args.db, f"http://127.0.0.1:{{args.port}}", args.ledger, keys)
 uvicorn.run(approvals.http_app(server), host="127.0.0.1", port=args.port)
 """
 

@@ -3,12 +3,15 @@
     python examples/library/server.py --port 8000 --db sqlite:///library.db
 
 MCP at /mcp, the reviewer API at /approvals, the console at /console. alice pays, carol approves.
+Stored calls and decisions are sealed under the keys of --binding-key-file (made on first run).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
+import secrets
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
@@ -25,7 +28,7 @@ TOKENS = {"alice-token": "alice", "carol-token": "carol"}
 ROLES = {"carol": frozenset({"approver"})}
 
 
-def build(db_url: str, base_url: str, ledger: Path) -> tuple[MCPServer, Approvals]:
+def build(db_url: str, base_url: str, ledger: Path, binding_keys: Path) -> tuple[MCPServer, Approvals]:
     """The server and its approvals: MCPServer's arguments come from approvals.server_options()."""
     database = open_database(db_url)
     approvals = Approvals(
@@ -38,9 +41,9 @@ def build(db_url: str, base_url: str, ledger: Path) -> tuple[MCPServer, Approval
         database=database,
         principals=StaticTokenVerifier(TOKENS),
         auth=local_auth_settings(base_url),
-        # Development only: a per-process key seals stored calls. In production set binding_keys.
+        # The keys that seal stored calls and decisions (`mcp-approval review --binding-key-file` too).
         # Clients without tasks get a real approval request too; calling again collects the outcome.
-        options=ApprovalOptions(ephemeral_binding_key=True, without_tasks="request"),
+        options=ApprovalOptions(binding_key_file=binding_keys, without_tasks="request"),
     )
     server = MCPServer("payments", **approvals.server_options())
 
@@ -59,14 +62,24 @@ def build(db_url: str, base_url: str, ledger: Path) -> tuple[MCPServer, Approval
     return server, approvals
 
 
+def new_key_file(path: Path) -> Path:
+    """``path``, holding one new random binding key if it did not exist (readable by its owner only)."""
+    if not path.exists():
+        key = base64.b64encode(secrets.token_bytes(32)).decode()
+        path.touch(mode=0o600)
+        path.write_text(f'key-1 = "{key}"\n', encoding="utf-8")
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--db", default="sqlite:///library.db", help="sqlite:///PATH or postgresql://...")
     parser.add_argument("--ledger", type=Path, default=Path("payments.jsonl"), help="where pay records payments")
+    parser.add_argument("--binding-key-file", type=Path, default=Path("binding-keys.toml"), help="made if missing")
     args = parser.parse_args()
     base_url = f"http://127.0.0.1:{args.port}"
-    server, approvals = build(args.db, base_url, args.ledger)
+    server, approvals = build(args.db, base_url, args.ledger, new_key_file(args.binding_key_file))
     # Proxy headers are honoured only from Approvals(trusted_proxies=[...]); none here.
     approvals.run(server, host="127.0.0.1", port=args.port)
 

@@ -122,6 +122,11 @@ class ApprovalMetrics:
             ["channel"],
             registry=self.registry,
         )
+        self._integrity_failures = Counter(
+            "mcp_approval_integrity_failures",
+            "Stored approvals that did not match their seals, so nothing ran on them (see the audit log).",
+            registry=self.registry,
+        )
         self._failures = Counter(
             "mcp_approval_notification_failures",
             "Notification attempts a channel did not accept (each is retried).",
@@ -167,6 +172,10 @@ class ApprovalMetrics:
                 self._time_to_decision.observe(max(0, event.at - submitted) / 1000)
         elif event.kind in _EXECUTION_ENDINGS and event.data.get("disposition"):
             self._executions.labels(disposition=str(event.data["disposition"])).inc()
+        if event.kind == "approval.unverified" or (
+            event.kind == "approval.fenced" and "integrity_failure" in event.data
+        ):
+            self._integrity_failures.inc()
 
     def exposition(self) -> bytes:
         """The metrics in the Prometheus text format."""

@@ -7,14 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from sqlalchemy import update
 
 from mcp_approval.approval.binding import CallBinding
-from mcp_approval.backends.local_schema import approval_requests_table
 from mcp_approval.storage import AuditEvent
-from mcp_approval.storage.audit_rules import EXECUTION_KINDS
 from tests.approval.inprocess import Harness, inprocess_treasury
-from tests.treasury.helpers import DISPOSITION, approval_for, assert_approved_executed, settled
+from tests.treasury.helpers import approval_for, assert_approved_executed, settled
 
 pytestmark = pytest.mark.anyio
 
@@ -62,27 +59,3 @@ async def test_verify_accepts_the_executions_of_a_real_deployment(tmp_path: Path
         found = await harness.deployment.audit.verify()
     assert found.ok, found.broken
     assert found.checked > 0
-
-
-async def test_verify_names_a_call_run_after_its_request_was_flipped_to_approved(tmp_path: Path, db_url: str) -> None:
-    """The attacker writes the status (and what goes with it) of a pending request; no reviewer
-    decided, yet the server runs the call and records a genuine, well-linked execution."""
-    async with inprocess_treasury(tmp_path, {"store": {"url": db_url}}) as harness:
-        arguments = {"to": ACCOUNT, "amount": AMOUNT}
-        task_id = (await harness.alice.call_tool("wire_transfer", arguments)).result["taskId"]
-        approval = await approval_for(harness.reviewer("carol"), "wire_transfer", to=ACCOUNT)
-        now = harness.deployment.approval.store.clock.now_ms()
-        flip = (
-            update(approval_requests_table)
-            .where(approval_requests_table.c.request_id == approval["id"])
-            .values(status="approved", decided_at=now, approved_until=now + 3_600_000, version=7)
-        )
-        await harness.deployment.approval.store.database.write(lambda conn: conn.execute(flip))
-        task = await settled(harness.alice, task_id, timeout_s=30)
-        found = await harness.deployment.audit.verify()
-        claims = [e for e in await harness.deployment.audit.events(subject=task_id) if e.kind in EXECUTION_KINDS]
-    assert task["result"]["_meta"][DISPOSITION] == "approved-executed"  # the chain alone holds ...
-    assert found.broken is not None  # ... the decisions it needed are missing
-    assert found.broken.event_id == claims[0].event_id
-    assert "needed 1 approval(s)" in found.broken.reason
-    assert "0 were recorded before this execution" in found.broken.reason

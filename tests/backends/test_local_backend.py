@@ -6,6 +6,7 @@ import asyncio
 import secrets
 
 import pytest
+from sqlalchemy import update
 
 from mcp_approval.backends.contract import (
     ApprovalStatus,
@@ -19,6 +20,7 @@ from mcp_approval.backends.local import (
     NotEligibleError,
     RequestExpiredError,
 )
+from mcp_approval.backends.local_schema import approval_requests_table
 from mcp_approval.backends.resolvers import RuleResolver
 from mcp_approval.clock import ManualClock, iso8601
 from mcp_approval.storage import AuditLog, Database
@@ -208,11 +210,26 @@ async def test_no_template_needs_one_approver_role(backend: LocalApprovalBackend
     assert (await backend.decide(handle, "bob", "approve", None)).status is ApprovalStatus.APPROVED
 
 
-async def test_a_request_whose_template_left_the_configuration_cannot_be_decided(
-    make_backend: BackendFactory,
+async def test_a_request_is_decided_by_the_rules_it_was_submitted_under(make_backend: BackendFactory) -> None:
+    """Rules stored with the request, not the configuration of the moment (issue 22, deliver 2)."""
+    before = make_backend()
+    handle = await before.submit(new_key(), submission(template="pair", requester="dave"))
+    # "pair" left the configuration and the default rules now need a role nobody holds.
+    after = make_backend(templates={name: t for name, t in TEMPLATES.items() if name != "pair"})
+    first = await after.decide(handle, "alice", "approve", None)
+    assert first.status is ApprovalStatus.PENDING  # "pair" needs two approvers, as when it was submitted
+    with pytest.raises(NotEligibleError, match="dave made this request"):
+        await after.decide(handle, "dave", "approve", None)
+    assert (await after.decide(handle, "bob", "approve", None)).status is ApprovalStatus.APPROVED
+
+
+async def test_a_request_stored_before_rules_whose_template_left_cannot_be_decided(
+    make_backend: BackendFactory, database: Database
 ) -> None:
     before = make_backend()
     handle = await before.submit(new_key(), submission(template="pair", requester="dave"))
+    forget_rules = update(approval_requests_table).where(approval_requests_table.c.request_id == handle)
+    await database.write(lambda conn: conn.execute(forget_rules.values(rules_json=None, reviewer_role=None)))
     after = make_backend(templates={name: t for name, t in TEMPLATES.items() if name != "pair"})
     for reviewer in ("alice", "bob", "carol"):
         with pytest.raises(NotEligibleError, match="'pair' is not configured"):

@@ -154,11 +154,8 @@ async def test_killed_after_opening_and_approved_while_down_the_retry_runs_it_on
                 pending = await approval_for(Reviewer(http, "carol-token"), "wire_transfer", to=ARGUMENTS["to"])
         finally:
             first.kill()  # SIGKILL with the request open
-        db = f"sqlite:///{directory / 'treasury.db'}"
-        carol = ("--as", "carol", "--role", "approver")
-        decided = await asyncio.to_thread(
-            review, "approve", pending["id"], "--db", db, "--template", "treasury", *carol
-        )
+        config = str(directory / "config.toml")
+        decided = await asyncio.to_thread(review, "approve", pending["id"], "--config", config, "--as", "carol")
         assert decided.returncode == 0, decided.stderr
         assert first.ledger() == []
         second = TreasuryServer(directory)

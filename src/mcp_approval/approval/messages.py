@@ -82,6 +82,7 @@ PRINCIPAL_INVALID = "The caller is no longer authorized to act, so the approved 
 TOOL_CHANGED = "The tool changed after approval was requested, so the approved call was not run."
 ARGUMENTS_REFUSED = "The tool refuses the call's arguments, so the approved call was not run."
 BINDING_BROKEN = "The stored call could not be verified, so it was not run."
+INTEGRITY_FAILED = "The approval request failed its integrity check, so the call was not run."
 TOO_MANY_ROUNDS = "The call needed more approval rounds than allowed."
 INPUTS_NOT_GIVEN = "The inputs the approvers need were not given, so nothing was submitted."
 BACKEND_FAILED = "The approval service failed; the call did not run"

@@ -32,10 +32,13 @@ if TYPE_CHECKING:
         ApprovalSubmission,
         DeniedEvaluation,
         IdempotencyConflictError,
+        RequestIntegrityError,
+        SealedRequest,
         StatusListener,
         SubmissionRejectedError,
         SupportsChangeFeed,
         SupportsFindSubmitted,
+        SupportsSealedRequests,
         SupportsStatusMany,
         UnknownRequestError,
     )
@@ -49,7 +52,7 @@ if TYPE_CHECKING:
         RequestPage,
         ReviewError,
     )
-    from mcp_approval.backends.local_rules import ApprovalTemplate, ResolverRule
+    from mcp_approval.backends.local_rules import ApprovalTemplate, RequestRules, ResolverRule
     from mcp_approval.backends.outcomes import OutcomeReader, RequestOutcome
     from mcp_approval.backends.resolvers import AutoResolver, CallableResolver, RuleResolver
 
@@ -76,6 +79,10 @@ _LAZY = {
     "NotEligibleError": "mcp_approval.backends.local_records",
     "OutcomeReader": "mcp_approval.backends.outcomes",
     "RequestExpiredError": "mcp_approval.backends.local_records",
+    "RequestIntegrityError": "mcp_approval.backends.contract",
+    "RequestRules": "mcp_approval.backends.local_rules",
+    "SealedRequest": "mcp_approval.backends.contract",
+    "SupportsSealedRequests": "mcp_approval.backends.contract",
     "RequestOutcome": "mcp_approval.backends.outcomes",
     "RequestPage": "mcp_approval.backends.local_records",
     "ResolverRule": "mcp_approval.backends.local_rules",
@@ -111,15 +118,19 @@ __all__ = [
     "NotEligibleError",
     "OutcomeReader",
     "RequestExpiredError",
+    "RequestIntegrityError",
     "RequestOutcome",
     "RequestPage",
+    "RequestRules",
     "ResolverRule",
     "ReviewError",
     "RuleResolver",
+    "SealedRequest",
     "StatusListener",
     "SubmissionRejectedError",
     "SupportsChangeFeed",
     "SupportsFindSubmitted",
+    "SupportsSealedRequests",
     "SupportsStatusMany",
     "UnknownRequestError",
     "UnverifiedRequestError",

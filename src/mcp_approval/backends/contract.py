@@ -27,10 +27,13 @@ __all__ = [
     "ApprovalSubmission",
     "DeniedEvaluation",
     "IdempotencyConflictError",
+    "RequestIntegrityError",
+    "SealedRequest",
     "StatusListener",
     "SubmissionRejectedError",
     "SupportsChangeFeed",
     "SupportsFindSubmitted",
+    "SupportsSealedRequests",
     "SupportsStatusMany",
     "UnknownRequestError",
 ]
@@ -234,6 +237,8 @@ class ApprovalState:
         retry_after_s: a hint for when to ask again.
         note: on ``denied``, words for the requester from whoever denied it (a reviewer's
             comment, when the template shares it), never their identity.
+        integrity_failure: on ``failed``, why the backend's stored request could not be trusted
+            (a row that no longer matches its seals): the call must not run on it.
     """
 
     status: ApprovalStatus
@@ -243,6 +248,24 @@ class ApprovalState:
     retry_after_s: float | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
     note: str | None = None
+    integrity_failure: str | None = None
+
+
+@dataclass(frozen=True)
+class SealedRequest:
+    """What a backend's seal vouches for about one request: what it was submitted as.
+
+    Attributes:
+        key: the submission key it was opened under.
+        tool: the tool the call names.
+        requester: the principal that made the call.
+        call_digest: :meth:`ApprovalSubmission.call_digest` of the submitted body.
+    """
+
+    key: str
+    tool: str
+    requester: str
+    call_digest: str
 
 
 class ApprovalBackendError(Exception):
@@ -300,6 +323,32 @@ class SupportsChangeFeed(Protocol):
 
     async def changed_since(self, since_ms: int) -> list[tuple[str, int]]:
         """``(handle, changed at)`` of every request that left ``pending`` at or after ``since_ms``."""
+        ...
+
+
+class RequestIntegrityError(Exception):
+    """A backend's stored request does not match its seals: nothing may run on it.
+
+    Not an :class:`ApprovalBackendError`: asking again cannot help.
+    """
+
+
+@runtime_checkable
+class SupportsSealedRequests(Protocol):
+    """Optional: a backend that seals what it stores, so the workflow driver can check what it follows.
+
+    Before an approved call is claimed, the driver compares the request's sealed content with the
+    task's own sealed call binding: a task pointed at another request (its handle swapped in the
+    database) is then an integrity failure, not the other request's approval running this call.
+    """
+
+    async def sealed_request(self, handle: str) -> SealedRequest | None:
+        """What the request was submitted as, checked against its seals (``None``: this backend seals nothing).
+
+        Raises:
+            RequestIntegrityError: the stored request does not match its seals.
+            UnknownRequestError: no such request.
+        """
         ...
 
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import secrets
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import rfc8785
 from sqlalchemy import ColumnElement, Connection, func, or_, select, update
@@ -26,6 +25,8 @@ from mcp_approval.backends.contract import (
     ApprovalState,
     ApprovalStatus,
     ApprovalSubmission,
+    RequestIntegrityError,
+    SealedRequest,
     StatusListener,
     SubmissionRejectedError,
     UnknownRequestError,
@@ -48,8 +49,16 @@ from mcp_approval.backends.local_records import (
     record_from_rows,
     resulting_status,
 )
-from mcp_approval.backends.local_rules import ApprovalTemplate
+from mcp_approval.backends.local_rules import ApprovalTemplate, RequestRules
 from mcp_approval.backends.local_schema import approval_decisions_table, approval_requests_table
+from mcp_approval.backends.local_seals import (
+    RequestSeal,
+    approval_granted,
+    request_failure,
+    rules_of,
+    seal_decision,
+    sealed_content,
+)
 from mcp_approval.backends.resolvers import AutoResolver
 from mcp_approval.clock import Clock, SystemClock, iso8601
 from mcp_approval.storage.audit import AuditLog
@@ -81,21 +90,6 @@ AUDITOR_ROLE = "auditor"
 _CHANGED = sorted(status.value for status in ApprovalStatus if status.terminal)
 #: How often a decision transaction is retried when a concurrent one won the compare-and-set.
 _CAS_ATTEMPTS = 5
-
-
-class RequestSeal(Protocol):
-    """Keyed sealing of a document to one record (:class:`~mcp_approval.approval.BindingCipher` is one).
-
-    :meth:`open` raises on a ciphertext that does not authenticate for ``record``.
-    """
-
-    def seal(self, document: Mapping[str, Any], *, record: str) -> str:
-        """``document`` sealed to ``record``."""
-        ...
-
-    def open(self, sealed: str, *, record: str) -> dict[str, Any]:
-        """The document :meth:`seal` sealed to ``record``."""
-        ...
 
 
 #: Called as ``hook(conn, request_id, status, now_ms)`` inside the transaction that makes a request
@@ -246,12 +240,64 @@ class LocalApprovalBackend:
         row = await self._current(handle)
         if row is None:
             raise UnknownRequestError(f"no approval request {handle[:8]}…")
+        if row["status"] == "approved":
+            return await self._approved_state(row)
         return await self._with_note(row, _state_of(row))
+
+    async def _approved_state(self, row: Row) -> ApprovalState:
+        """An approved request's state, from its sealed decisions under its sealed rules.
+
+        The status column alone is never trusted: rows that do not match their seals, or decisions
+        that do not approve the request under its rules, make it ``failed`` with the reason.
+        """
+        if self._seal is None:
+            return _state_of(row)
+        decisions = await self._db.read(lambda conn: decision_rows(conn, [row["request_id"]]))
+        failure = request_failure(self._seal, row, decisions)
+        if failure is not None:
+            _log.error("approval request %s… failed its integrity check: %s", row["request_id"][:8], failure)
+            return ApprovalState(ApprovalStatus.FAILED, integrity_failure=failure)
+        if row.get("rules_json") is None:  # stored before rules were sealed: as its columns say
+            return _state_of(row)
+        grant = approval_granted(RequestRules.from_text(row["rules_json"]), row["requester"], decisions)
+        assert grant is not None  # request_failure checked that the decisions approve it
+        return _state_of({**row, "decided_at": grant.approved_at, "approved_until": grant.approved_until})
+
+    async def sealed_request(self, handle: str) -> SealedRequest | None:
+        """What the request was submitted as, checked against its seals (``None`` without a seal).
+
+        Raises:
+            RequestIntegrityError: the request's rows do not match their seals.
+            UnknownRequestError: no such request.
+        """
+        seal = self._seal
+        if seal is None:
+            return None
+
+        def read(conn: Connection) -> tuple[Row | None, list[Row]]:
+            row = fetch(conn, handle)
+            return row, decision_rows(conn, [handle]) if row is not None else []
+
+        row, decisions = await self._db.read(read)
+        if row is None:
+            raise UnknownRequestError(f"no approval request {handle[:8]}…")
+        failure = request_failure(seal, row, decisions)
+        if failure is not None:
+            raise RequestIntegrityError(failure)
+        body = ApprovalSubmission.from_json(json.loads(row["body_json"]))
+        return SealedRequest(
+            key=row["idempotency_key"],
+            tool=row["tool_name"],
+            requester=row["requester"],
+            call_digest=body.call_digest(),
+        )
 
     async def _with_note(self, row: Row, state: ApprovalState) -> ApprovalState:
         """``state`` with the deny comment, when the request's template shares it with the requester."""
-        template = self._templates.get(row["template"] or "")
-        if state.status is not ApprovalStatus.DENIED or template is None or not template.share_deny_comment:
+        if state.status is not ApprovalStatus.DENIED:
+            return state
+        rules = self._rules(row)
+        if rules is None or not rules.share_deny_comment:
             return state
         query = select(_D.c.comment).where(
             _D.c.request_id == row["request_id"], _D.c.decision == "deny", _D.c.comment.is_not(None)
@@ -268,7 +314,11 @@ class LocalApprovalBackend:
         states: dict[str, ApprovalState] = {}
         for row in rows:
             handle = row["request_id"]
-            states[handle] = await self.status(handle) if due(row, now) else await self._with_note(row, _state_of(row))
+            # Due rows expire now; approved ones are checked against their seals (both rare in a pass).
+            if due(row, now) or row["status"] == "approved":
+                states[handle] = await self.status(handle)
+            else:
+                states[handle] = await self._with_note(row, _state_of(row))
         return states
 
     async def changed_since(self, since_ms: int) -> list[tuple[str, int]]:
@@ -349,12 +399,12 @@ class LocalApprovalBackend:
         decisions = await self._db.read(lambda conn: decision_rows(conn, [request_id]))
         return self._shown(self._record(row, decisions), viewer)
 
-    def sees_reviewers(self, principal: str, template: str | None) -> bool:
-        """Whether ``principal`` sees who decided requests of ``template`` (an auditor, or one of its reviewers)."""
+    def sees_reviewers(self, principal: str, record: ApprovalRecord) -> bool:
+        """Whether ``principal`` sees who decided ``record`` (an auditor, or one of its reviewers)."""
         roles = self._roles(principal)
         if AUDITOR_ROLE in roles:
             return True
-        return self._configured(template) and self._template(template).reviewer_role in roles
+        return record.rules is not None and record.rules.reviewer_role in roles
 
     async def decide(
         self, request_id: str, reviewer: str, decision: Literal["approve", "deny"], comment: str | None = None
@@ -372,15 +422,19 @@ class LocalApprovalBackend:
     # -- internals ------------------------------------------------------------------------------
 
     def _template(self, name: str | None) -> ApprovalTemplate:
-        """The rules of a configured template (callers check :meth:`_configured` first)."""
+        """The rules of a configured template (``submit`` refused any other)."""
         return self._templates[name] if name else _DEFAULT_TEMPLATE
 
-    def _configured(self, name: str | None) -> bool:
-        return not name or name in self._templates
+    def _rules(self, row: Row) -> RequestRules | None:
+        """The rules the request is decided by (see :func:`rules_of`); ``None``: nobody may decide it."""
+        try:
+            return rules_of(row, self._templates, _DEFAULT_TEMPLATE)
+        except ValueError:  # edited rules: the integrity check names it; nobody decides by them
+            return None
 
     def _shown(self, record: ApprovalRecord, viewer: str | None) -> ApprovalRecord | None:
         """``record`` as ``viewer`` may see it, or ``None`` when it may not see it at all."""
-        if viewer is None or self.sees_reviewers(viewer, record.template):
+        if viewer is None or self.sees_reviewers(viewer, record):
             return record
         return record.without_reviewers() if record.requester == viewer else None
 
@@ -391,47 +445,65 @@ class LocalApprovalBackend:
         roles = self._roles(viewer)
         if AUDITOR_ROLE in roles:
             return None
+        clauses = [_R.c.requester == viewer, _R.c.reviewer_role.in_(sorted(roles))]
+        # Rows stored before their rules were: decided by their template as configured now.
+        legacy = _R.c.reviewer_role.is_(None)
         reviewed = [name for name, rules in self._templates.items() if rules.reviewer_role in roles]
-        clauses = [_R.c.requester == viewer, _R.c.template.in_(reviewed)]
+        clauses.append(legacy & _R.c.template.in_(reviewed))
         if _DEFAULT_TEMPLATE.reviewer_role in roles:
-            clauses.append(_R.c.template.is_(None))
+            clauses.append(legacy & _R.c.template.is_(None))
         return or_(*clauses)
 
     def _record(self, row: Row, decisions: Sequence[Row]) -> ApprovalRecord:
         mine = [d for d in decisions if d["request_id"] == row["request_id"]]
-        return record_from_rows(row, mine, self._redact, integrity_failure=self._integrity_failure(row))
+        failure = self._integrity_failure(row, mine)
+        return record_from_rows(row, mine, self._redact, integrity_failure=failure, rules=self._rules(row))
 
-    def _integrity_failure(self, row: Row) -> str | None:
-        """Why the row's content cannot be trusted as what was submitted, or ``None`` (or without a seal)."""
-        if self._seal is None:
-            return None
-        if row.get("content_seal") is None:
-            return "the stored request carries no seal"
-        try:
-            sealed = self._seal.open(row["content_seal"], record=row["request_id"])
-        except Exception:  # any failure to authenticate is the same verdict: not what was submitted
-            return "the stored request's seal does not authenticate"
-        if sealed != _sealed_content(row):
-            return "the stored request does not match what was submitted"
-        return None
+    def _integrity_failure(self, row: Row, decisions: Sequence[Row]) -> str | None:
+        """Why the request's rows cannot be trusted as this backend wrote them, or ``None`` (or without a seal)."""
+        return None if self._seal is None else request_failure(self._seal, row, decisions)
 
     async def _seal_unsealed(self) -> None:
-        """Seal the rows stored before this backend sealed its requests (trusted as found at start)."""
+        """Seal what open requests stored before a revision sealed it lack (trusted as found at start).
+
+        Content (before local_0002), rules and decisions (before local_0005): a request pending
+        across an upgrade, or approved and not yet run, still completes. A row whose older seal
+        no longer matches stays as it is: flagged.
+        """
         seal = self._seal
         if seal is None:
             return
-        unsealed = select(_R).where(_R.c.content_seal.is_(None), _R.c.status == "pending")
+        unsealed = select(_R).where(
+            _R.c.status.in_(("pending", "approved")), or_(_R.c.content_seal.is_(None), _R.c.rules_json.is_(None))
+        )
 
         def write(conn: Connection) -> int:
-            rows = [dict(row) for row in conn.execute(unsealed).mappings()]
-            for row in rows:
-                value = seal.seal(_sealed_content(row), record=row["request_id"])
-                conn.execute(update(_R).where(_R.c.request_id == row["request_id"]).values(content_seal=value))
-            return len(rows)
+            rows = [dict(row) for row in conn.execute(unsealed.with_for_update()).mappings()]
+            return sum(self._seal_found(conn, seal, row) for row in rows)
 
         count = await self._db.write(write)
         if count:
-            _log.info("sealed %d pending approval requests stored before request sealing", count)
+            _log.info("sealed %d open approval requests stored before their rules and decisions were sealed", count)
+
+    def _seal_found(self, conn: Connection, seal: RequestSeal, row: Row) -> bool:
+        """Seal one request stored before sealing, with its decisions; whether anything was sealed."""
+        if row["content_seal"] is not None and request_failure(seal, row, ()) is not None:
+            return False
+        rules = rules_of(row, self._templates, _DEFAULT_TEMPLATE)
+        if rules is None and row["content_seal"] is not None:
+            return False  # its template is gone: nobody may decide it, and its content is sealed already
+        values: dict[str, Any] = {}
+        if rules is not None:
+            # The row's own approvals_required was sealed with it: what it was submitted under.
+            rules = replace(rules, approvals_required=row["approvals_required"])
+            values = {"rules_json": rules.to_text(), "reviewer_role": rules.reviewer_role}
+        values["content_seal"] = seal.seal(sealed_content({**row, **values}), record=row["request_id"])
+        conn.execute(update(_R).where(_R.c.request_id == row["request_id"]).values(**values))
+        for decision in decision_rows(conn, [row["request_id"]]):
+            if decision["seal"] is None:
+                sealed = _D.c.request_id == decision["request_id"], _D.c.reviewer == decision["reviewer"]
+                conn.execute(update(_D).where(*sealed).values(seal=seal_decision(seal, decision)))
+        return True
 
     def _insert(self, conn: Connection, key: str, digest: str, submission: ApprovalSubmission) -> tuple[str, bool]:
         existing = existing_request(conn, key, digest)
@@ -440,6 +512,8 @@ class LocalApprovalBackend:
         now = self._clock.now_ms()
         # 256 random bits; the prefix keeps an id from starting with "-" (a CLI would read an option).
         request_id = "apr_" + secrets.token_urlsafe(32)
+        rules = self._template(submission.template)
+        decided_by = RequestRules.of(rules)
         values: dict[str, Any] = {
             "request_id": request_id,
             "idempotency_key": key,
@@ -450,16 +524,17 @@ class LocalApprovalBackend:
             "tool_name": submission.tool,
             "requester": submission.requester,
             "template": submission.template,
-            "approvals_required": self._template(submission.template).approvals_required,
+            "approvals_required": decided_by.approvals_required,
+            "rules_json": decided_by.to_text(),
+            "reviewer_role": decided_by.reviewer_role,
             "created_at": now,
             "expires_at": submission.deadline_ms,
             "updated_at": now,
             "version": 0,
         }
         if self._seal is not None:
-            values["content_seal"] = self._seal.seal(_sealed_content(values), record=request_id)
+            values["content_seal"] = self._seal.seal(sealed_content(values), record=request_id)
         conn.execute(_R.insert(), values)
-        rules = self._template(submission.template)
         data = {
             "tool": submission.tool,
             "template": submission.template,
@@ -552,16 +627,24 @@ class LocalApprovalBackend:
             raise UnknownRequestError(f"no approval request {request_id[:8]}…")
         if row["status"] != "pending":
             raise AlreadyDecidedError(f"request {request_id[:8]}… is already {row['status']}")
+        if self._seal is None and row.get("content_seal") is not None:
+            # A decision written without the key would never count: say so instead of storing it.
+            raise ReviewError(
+                f"request {request_id[:8]}… is sealed under the server's binding key, which was not given "
+                "here, so a decision recorded here would not count: give the server's binding keys, or "
+                "decide through the server's reviewer API"
+            )
+        rules = self._rules(row)
         if not automatic:
-            self._check_eligible(row, reviewer)
-        failure = self._integrity_failure(row)
+            self._check_eligible(row, rules, reviewer)
+        failure = self._integrity_failure(row, decision_rows(conn, [request_id]))
         if failure is not None and decision == "approve":
             raise UnverifiedRequestError(f"request {request_id[:8]}… cannot be approved: {failure}")
         if due(row, now):
             # The expiry must commit, so it is returned, not raised (raising rolls back).
             self._expire_in(conn, row, now)
             return _Outcome(self._reload(conn, request_id), terminal=True, expired=True)
-        insert_decision(conn, request_id, reviewer, decision, comment, now)
+        insert_decision(conn, request_id, reviewer, decision, comment, now, seal=self._seal)
         about = _about(row)
         self._audit.record_in(
             conn, now, "approval.decision", subject=request_id, actor=reviewer, data={"decision": decision, **about}
@@ -570,34 +653,24 @@ class LocalApprovalBackend:
         values: dict[str, Any] = {}
         if target is not None:
             values = {"status": target, "decided_at": now}
-            if target == "approved":
-                valid_ms = int(self._template(row["template"]).approval_valid_s * 1000)
-                values["approved_until"] = now + valid_ms
+            if target == "approved" and rules is not None:
+                values["approved_until"] = now + rules.approval_valid_ms
         cas(conn, row, now, **values)  # bumps the version even when the request stays pending
         if target is not None:
             self._audit.record_in(conn, now, f"approval.{target}", subject=request_id, actor=reviewer, data=about)
             self._ended_in(conn, request_id, target, now)
         return _Outcome(self._reload(conn, request_id), terminal=target is not None)
 
-    def why_ineligible(self, reviewer: str, *, requester: str, template: str | None) -> str | None:
-        """Why ``reviewer`` may not decide a request of ``requester`` under ``template``, or ``None``.
+    def why_ineligible(self, reviewer: str, record: ApprovalRecord) -> str | None:
+        """Why ``reviewer`` may not decide ``record``, or ``None``.
 
-        The template's rules only (reviewer role, self-approval); :meth:`decide` applies them
-        again, together with the request's current state, when the decision is recorded.
+        The rules stored with the request only (reviewer role, self-approval); :meth:`decide`
+        applies them again, together with the request's current state, when the decision is recorded.
         """
-        name = template or "(default)"
-        if not self._configured(template):
-            # A request stored before its template left the configuration: nobody may decide it.
-            return f"template {name!r} is not configured, so nobody may decide this request"
-        rules = self._template(template)
-        if reviewer == requester and not rules.allow_self_approval:
-            return f"{reviewer} made this request and template {name!r} forbids self-approval"
-        if rules.reviewer_role not in self._roles(reviewer):
-            return f"{reviewer} lacks the role {rules.reviewer_role!r} template {name!r} requires"
-        return None
+        return _why_ineligible(reviewer, self._roles(reviewer), record.requester, record.template, record.rules)
 
-    def _check_eligible(self, row: Row, reviewer: str) -> None:
-        reason = self.why_ineligible(reviewer, requester=row["requester"], template=row["template"])
+    def _check_eligible(self, row: Row, rules: RequestRules | None, reviewer: str) -> None:
+        reason = _why_ineligible(reviewer, self._roles(reviewer), row["requester"], row["template"], rules)
         if reason is not None:
             raise NotEligibleError(reason)
 
@@ -625,7 +698,8 @@ class LocalApprovalBackend:
             return
         template = row["template"]
         actor = f"resolver:{template}"
-        failure = self._integrity_failure(row)
+        decisions = await self._db.read(lambda conn: decision_rows(conn, [request_id]))
+        failure = self._integrity_failure(row, decisions)
         if failure is not None:  # an edited row is never decided on what it now says
             data = {"why": failure, **_about(row)}
             await self._audit.record("approval.unverified", subject=request_id, actor=actor, data=data)
@@ -659,17 +733,19 @@ def _about(row: Row) -> dict[str, str]:
         return {"call_digest": "unreadable"}
 
 
-def _sealed_content(row: Row) -> dict[str, Any]:
-    """What a request's seal covers: every stored member reviewers see or decisions depend on."""
-    return {
-        "idempotency_key": row["idempotency_key"],
-        "body_sha256": hashlib.sha256(row["body_json"].encode()).hexdigest(),
-        "tool_name": row["tool_name"],
-        "requester": row["requester"],
-        "template": row["template"],
-        "approvals_required": row["approvals_required"],
-        "expires_at": row["expires_at"],
-    }
+def _why_ineligible(
+    reviewer: str, roles: frozenset[str], requester: str, template: str | None, rules: RequestRules | None
+) -> str | None:
+    """Why a reviewer holding ``roles`` may not decide a request of ``requester`` decided by ``rules``."""
+    name = template or "(default)"
+    if rules is None:
+        # Stored before rules were, and its template has left the configuration: nobody may decide it.
+        return f"template {name!r} is not configured, so nobody may decide this request"
+    if reviewer == requester and not rules.allow_self_approval:
+        return f"{reviewer} made this request and template {name!r} forbids self-approval"
+    if rules.reviewer_role not in roles:
+        return f"{reviewer} lacks the role {rules.reviewer_role!r} template {name!r} requires"
+    return None
 
 
 #: The columns :func:`_state_of`, :func:`due` and :meth:`LocalApprovalBackend._with_note` read.

@@ -10,7 +10,9 @@ from typing import Any
 from sqlalchemy import Connection, func, select, update
 
 from mcp_approval.backends.contract import ApprovalStatus, IdempotencyConflictError
+from mcp_approval.backends.local_rules import RequestRules
 from mcp_approval.backends.local_schema import approval_decisions_table, approval_requests_table
+from mcp_approval.backends.local_seals import RequestSeal, seal_decision
 from mcp_approval.clock import iso8601
 
 __all__ = [
@@ -108,6 +110,8 @@ class ApprovalRecord:
     #: Why the stored request cannot be trusted as what was submitted (its content is then withheld
     #: and nobody may approve it), or ``None``.
     integrity_failure: str | None = None
+    #: The rules it is decided by (stored with it), or ``None`` when nobody may decide it.
+    rules: RequestRules | None = None
 
     def without_reviewers(self) -> ApprovalRecord:
         """The record as its requester sees it: each decision without its reviewer or comment."""
@@ -191,6 +195,7 @@ def record_from_rows(
     names: Collection[str],
     *,
     integrity_failure: str | None = None,
+    rules: RequestRules | None = None,
 ) -> ApprovalRecord:
     """The record an ``approval_requests`` row and its ``approval_decisions`` rows describe.
 
@@ -215,6 +220,7 @@ def record_from_rows(
         reason=body.get("reason"),
         inputs=dict(body.get("inputs") or {}),
         integrity_failure=integrity_failure,
+        rules=rules,
     )
 
 
@@ -267,9 +273,16 @@ def existing_request(conn: Connection, key: str, digest: str) -> str | None:
 
 
 def insert_decision(
-    conn: Connection, request_id: str, reviewer: str, decision: str, comment: str | None, now: int
+    conn: Connection,
+    request_id: str,
+    reviewer: str,
+    decision: str,
+    comment: str | None,
+    now: int,
+    *,
+    seal: RequestSeal | None = None,
 ) -> None:
-    """Record one reviewer's decision; a reviewer decides a request at most once.
+    """Record one reviewer's decision (sealed under ``seal``); a reviewer decides a request at most once.
 
     Raises:
         AlreadyDecidedError: this reviewer already decided the request.
@@ -277,8 +290,16 @@ def insert_decision(
     mine = select(_D.c.reviewer).where(_D.c.request_id == request_id, _D.c.reviewer == reviewer)
     if conn.execute(mine).first() is not None:
         raise AlreadyDecidedError(f"{reviewer} already decided request {request_id[:8]}…")
-    values = {"request_id": request_id, "reviewer": reviewer, "decision": decision, "comment": comment}
-    conn.execute(_D.insert(), {**values, "decided_at": now})
+    values: dict[str, Any] = {
+        "request_id": request_id,
+        "reviewer": reviewer,
+        "decision": decision,
+        "comment": comment,
+        "decided_at": now,
+    }
+    if seal is not None:
+        values["seal"] = seal_decision(seal, values)
+    conn.execute(_D.insert(), values)
 
 
 def resulting_status(conn: Connection, row: Row, decision: str) -> str | None:

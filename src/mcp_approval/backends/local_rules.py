@@ -6,11 +6,13 @@ arguments :class:`~mcp_approval.backends.local.LocalApprovalBackend` takes in co
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["ApprovalTemplate", "ResolverRule"]
+__all__ = ["ApprovalTemplate", "RequestRules", "ResolverRule"]
 
 
 class _Rules(BaseModel):
@@ -66,3 +68,78 @@ class ResolverRule(_Rules):
         if rule == (self.callable is not None):
             raise ValueError("a resolver is either a rule (approve_if_argument, at_most) or a callable")
         return self
+
+
+@dataclass(frozen=True)
+class RequestRules:
+    """The decision rules a request was submitted under: stored and sealed with it.
+
+    A request is decided by these, not by the configuration of the moment: a template edited,
+    renamed or removed later changes nothing for the requests already open, and a reviewer surface
+    that has no configuration (``mcp-approval review --db``) decides by them too.
+
+    Attributes:
+        reviewer_role: the role a reviewer must hold.
+        approvals_required: distinct approvers needed; one denial ends the request.
+        allow_self_approval: whether the requester may decide their own request.
+        approval_valid_ms: how long an approval stays usable, from the decision that completed it.
+        share_deny_comment: whether a denying reviewer's comment reaches the requester.
+    """
+
+    reviewer_role: str
+    approvals_required: int
+    allow_self_approval: bool
+    approval_valid_ms: int
+    share_deny_comment: bool
+
+    @classmethod
+    def of(cls, template: ApprovalTemplate) -> RequestRules:
+        """The rules ``template`` gives a request submitted now."""
+        return cls(
+            reviewer_role=template.reviewer_role,
+            approvals_required=template.approvals_required,
+            allow_self_approval=template.allow_self_approval,
+            approval_valid_ms=round(template.approval_valid_s * 1000),
+            share_deny_comment=template.share_deny_comment,
+        )
+
+    def to_text(self) -> str:
+        """The rules as the canonical JSON text stored (and sealed) with the request."""
+        return json.dumps(self._members(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_text(cls, text: str) -> RequestRules:
+        """The rules :meth:`to_text` wrote.
+
+        Raises:
+            ValueError: the text is not such a document.
+        """
+        try:
+            members: Any = json.loads(text)
+            rules = cls(**members)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"unreadable request rules ({exc})") from None
+        kinds = (str, int, bool, int, bool)
+        values = (
+            rules.reviewer_role,
+            rules.approvals_required,
+            rules.allow_self_approval,
+            rules.approval_valid_ms,
+            rules.share_deny_comment,
+        )
+        if any(type(value) is not kind for value, kind in zip(values, kinds, strict=True)):
+            raise ValueError("request rules have members of the wrong type")
+        if rules.approvals_required < 1 or rules.approval_valid_ms < 1:
+            raise ValueError("request rules need at least one approval and a positive validity")
+        if rules.to_text() != text:
+            raise ValueError("request rules are not in their canonical form")
+        return rules
+
+    def _members(self) -> dict[str, Any]:
+        return {
+            "reviewer_role": self.reviewer_role,
+            "approvals_required": self.approvals_required,
+            "allow_self_approval": self.allow_self_approval,
+            "approval_valid_ms": self.approval_valid_ms,
+            "share_deny_comment": self.share_deny_comment,
+        }

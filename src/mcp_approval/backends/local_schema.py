@@ -47,6 +47,10 @@ approval_requests_table = Table(
     Column("version", Integer, nullable=False, default=0),
     # The backend's keyed seal over the content reviewers see (see LocalApprovalBackend's ``seal``).
     Column("content_seal", Text, nullable=True),
+    # Added by revision local_0005: the decision rules the request was submitted under
+    # (RequestRules.to_text(), covered by content_seal) and, for listing by role, their reviewer role.
+    Column("rules_json", Text, nullable=True),
+    Column("reviewer_role", String(256), nullable=True),
 )
 
 Index("ix_approval_requests_status", approval_requests_table.c.status, approval_requests_table.c.created_at)
@@ -61,6 +65,8 @@ approval_decisions_table = Table(
     Column("decision", String(16), nullable=False),
     Column("comment", Text, nullable=True),
     Column("decided_at", BigInteger, nullable=False),
+    # Added by revision local_0005: the backend's keyed seal over the decision (local_seals).
+    Column("seal", Text, nullable=True),
 )
 
 console_sessions_table = Table(

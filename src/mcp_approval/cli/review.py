@@ -1,10 +1,11 @@
 """``mcp-approval review``: list, inspect and decide local approval requests from a terminal.
 
-``--config FILE`` reads the store, templates and reviewer roles from a deployment file. A server
-built in code (``Approvals``) has no such file: ``--db URL`` names its store, ``--role`` the
-roles the deciding reviewer holds (whoever can reach the database is trusted to say so), and
-``--template`` each policy template decided by the default rules (a request of a template not
-named is refused, never decided under rules it was not given).
+``--config FILE`` reads the store, binding keys and reviewer roles from a deployment file. A
+server built in code (``Approvals``) has no such file: ``--db URL`` names its store,
+``--binding-key-file`` the server's binding keys (decisions are sealed under them, or the server
+would not count them), and ``--role`` the roles the deciding reviewer holds (whoever can reach
+the database and its keys is trusted to say so). Each request is decided by the rules stored
+and sealed with it when it was submitted (who decides, how many approvals, self-approval).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_records import ApprovalRecord, ReviewError
@@ -27,6 +29,7 @@ from mcp_approval.backends.local_rules import ApprovalTemplate
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.config import ConfigError, load_config
 from mcp_approval.reviewers.api import MAX_PAGE_SIZE
+from mcp_approval.server.approvals import binding_cipher
 from mcp_approval.server.local_backend import local_backend_from_config
 from mcp_approval.storage import Database, StoreUnavailableError, migrate, open_database
 from mcp_approval.storage.postgres_url import StoreURLError
@@ -48,11 +51,17 @@ _ROLE = typer.Option(
     "--role",
     help="Without --config: a role the reviewer --as holds (repeat for several).",
 )
+_KEYS = typer.Option(
+    None,
+    "--binding-key-file",
+    help='Without --config: the server\'s binding keys (a TOML file, key_id = "base64", as its '
+    "approval.binding_key_file). Needed to decide: the server counts only decisions sealed under them.",
+)
 _TEMPLATE = typer.Option(
     None,
     "--template",
-    help="Without --config: a policy template whose requests are decided by the default rules (one approver "
-    "holding the role approver, no self-approval); repeat for several. Requests of other templates are refused.",
+    help="Without --config, for requests stored before their rules were (an older release): a policy "
+    "template decided by the default rules. Requests stored since carry their own rules.",
 )
 _JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 _AS = typer.Option(..., "--as", help="The reviewer deciding (a principal id from the configuration).")
@@ -72,14 +81,16 @@ def _run(
     *,
     roles: Mapping[str, Sequence[str]] | None = None,
     templates: Sequence[str] = (),
+    key_file: Path | None = None,
 ) -> T:
     """Load the config, open and migrate the store, run ``operation`` on the backend, close the store.
 
-    Without a config, ``db`` names the store (e.g. of a server built with ``Approvals`` in code) and
-    ``roles`` gives the deciding reviewer's roles; ``templates`` are decided by the default rules.
+    Without a config, ``db`` names the store (e.g. of a server built with ``Approvals`` in code),
+    ``key_file`` its binding keys and ``roles`` the deciding reviewer's roles; ``templates`` are
+    decided by the default rules (requests stored before rules were sealed with them).
     """
     try:
-        store_url, backend_of = _reviewed(config_path, db, roles or {}, templates)
+        store_url, backend_of = _reviewed(config_path, db, roles or {}, templates, key_file)
     except ConfigError as exc:
         raise _fail(str(exc)) from None
 
@@ -103,9 +114,15 @@ def _run(
 
 
 def _reviewed(
-    path: Path | None, db: str | None, roles: Mapping[str, Sequence[str]], templates: Sequence[str]
+    path: Path | None,
+    db: str | None,
+    roles: Mapping[str, Sequence[str]],
+    templates: Sequence[str],
+    key_file: Path | None,
 ) -> tuple[str, Callable[[Database], LocalApprovalBackend]]:
     """The store URL and local backend of a deployment file, an ``arap-server`` file, or a bare store."""
+    if path is not None and key_file is not None:
+        raise ConfigError(f"--binding-key-file is for --db without --config: {path} names its own binding keys")
     if path is None:
         if db is None:
             raise ConfigError(
@@ -113,8 +130,12 @@ def _reviewed(
             )
         held = {principal: frozenset(names) for principal, names in roles.items()}
         rules = {name: ApprovalTemplate() for name in templates}
+        try:
+            seal = None if key_file is None else binding_cipher(ApprovalOptions(binding_key_file=key_file))
+        except ValueError as exc:
+            raise ConfigError(f"--binding-key-file: {exc}") from None
         return db, lambda database: LocalApprovalBackend(
-            database, templates=rules, roles=lambda principal: held.get(principal, frozenset())
+            database, templates=rules, roles=lambda principal: held.get(principal, frozenset()), seal=seal
         )
     if _is_arap_server_file(path):
         from mcp_approval.reference.config import load_arap_config
@@ -143,6 +164,7 @@ def _is_arap_server_file(path: Path) -> bool:
 def list_command(
     config: Path | None = _CONFIG,
     db: str | None = _DB,
+    key_file: Path | None = _KEYS,
     status: str = typer.Option("pending", "--status", help="pending or decided."),
     limit: int = typer.Option(MAX_PAGE_SIZE, "--limit", min=1, max=MAX_PAGE_SIZE, help="Requests per page."),
     offset: int = typer.Option(0, "--offset", min=0, help="How many requests to skip (the previous pages)."),
@@ -152,7 +174,9 @@ def list_command(
     if status not in ("pending", "decided"):
         raise _fail(f"--status must be 'pending' or 'decided', not {status!r}")
     wanted: Literal["pending", "decided"] = "pending" if status == "pending" else "decided"
-    page = _run(config, db, lambda backend: backend.page_requests(wanted, offset=offset, limit=limit))
+    page = _run(
+        config, db, lambda backend: backend.page_requests(wanted, offset=offset, limit=limit), key_file=key_file
+    )
     if as_json:
         typer.echo(json.dumps(page.to_json(), indent=2))
         return
@@ -176,9 +200,15 @@ def list_command(
 
 
 @review_app.command("show")
-def show_command(request_id: str, config: Path | None = _CONFIG, db: str | None = _DB, as_json: bool = _JSON) -> None:
-    """Show one approval request with its arguments (redacted) and decisions."""
-    record = _run(config, db, lambda backend: backend.get_request(request_id))
+def show_command(
+    request_id: str,
+    config: Path | None = _CONFIG,
+    db: str | None = _DB,
+    key_file: Path | None = _KEYS,
+    as_json: bool = _JSON,
+) -> None:
+    """Show one approval request with its arguments (redacted) and decisions (checked with the keys, if given)."""
+    record = _run(config, db, lambda backend: backend.get_request(request_id), key_file=key_file)
     if record is None:
         raise _fail(f"no approval request {request_id!r}")
     if as_json:
@@ -195,11 +225,13 @@ def approve_command(
     reviewer: str = _AS,
     comment: str | None = _COMMENT,
     role: list[str] | None = _ROLE,
+    key_file: Path | None = _KEYS,
     template: list[str] | None = _TEMPLATE,
 ) -> None:
     """Approve a request as reviewer ``--as``."""
     decide = _deciding(request_id, reviewer, "approve", comment)
-    _print_record(_run(config, db, decide, roles={reviewer: role or []}, templates=template or ()))
+    roles = {reviewer: role or []}
+    _print_record(_run(config, db, decide, roles=roles, templates=template or (), key_file=key_file))
 
 
 @review_app.command("deny")
@@ -210,11 +242,13 @@ def deny_command(
     reviewer: str = _AS,
     comment: str | None = _COMMENT,
     role: list[str] | None = _ROLE,
+    key_file: Path | None = _KEYS,
     template: list[str] | None = _TEMPLATE,
 ) -> None:
     """Deny a request as reviewer ``--as``."""
     decide = _deciding(request_id, reviewer, "deny", comment)
-    _print_record(_run(config, db, decide, roles={reviewer: role or []}, templates=template or ()))
+    roles = {reviewer: role or []}
+    _print_record(_run(config, db, decide, roles=roles, templates=template or (), key_file=key_file))
 
 
 def _deciding(
@@ -231,6 +265,8 @@ def _print_record(record: ApprovalRecord) -> None:
     table.add_row("approved_until", str(data["approved_until"] or "-"))
     table.add_row("arguments", json.dumps(data["arguments"], indent=2))
     table.add_row("approvals_required", str(record.approvals_required))
+    if record.integrity_failure is not None:
+        table.add_row("integrity_failure", record.integrity_failure)
     for decision in record.decisions:
         note = f" ({decision.comment})" if decision.comment else ""
         table.add_row("decision", f"{decision.reviewer}: {decision.decision}{note}, {decision.to_json()['decided_at']}")

@@ -306,7 +306,7 @@ class _Console:
             raise _Refused(404, "There is no such approval request.")
         outcome = await self.outcomes.outcome(request_id) if self.outcomes is not None else None
         events: list[AuditEvent] = []  # the trail names reviewers: shown to those who may see them
-        if self.backend.sees_reviewers(session.principal, record.template):
+        if self.backend.sees_reviewers(session.principal, record):
             events = await self.audit.events(subject=request_id, limit=_AUDIT_EVENTS)
             if outcome is not None:  # the call's own steps (claimed, finished, fenced) join the trail
                 task_events = await self.audit.events(subject=outcome.task_id, limit=_AUDIT_EVENTS)
@@ -371,7 +371,7 @@ def _why_not(view: RequestView, principal: str, backend: LocalApprovalBackend) -
         return "This request was altered after it was submitted, so it cannot be approved and will not run."
     if view.decided_by(principal):
         return "You already decided this request; it waits for other reviewers."
-    refusal = backend.why_ineligible(principal, requester=record.requester, template=record.template)
+    refusal = backend.why_ineligible(principal, record)
     if refusal is None:
         return None
     if record.requester == principal:

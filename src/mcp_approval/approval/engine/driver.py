@@ -35,6 +35,7 @@ from mcp_approval.approval.binding import BindingIntegrityError, CallBinding
 from mcp_approval.approval.engine.changes import ChangeFollower
 from mcp_approval.approval.engine.dependencies import ApprovalDependencies
 from mcp_approval.approval.engine.execution import Executor
+from mcp_approval.approval.engine.integrity import link_failure
 from mcp_approval.approval.engine.requests import new_intent, submission_for
 from mcp_approval.approval.engine.resubmission import Resubmission, withdraw
 from mcp_approval.approval.messages import (
@@ -44,6 +45,7 @@ from mcp_approval.approval.messages import (
     BINDING_BROKEN,
     EXPIRED,
     INPUTS_NOT_GIVEN,
+    INTEGRITY_FAILED,
     POLICY_DENIED,
     PRINCIPAL_INVALID,
     TOO_MANY_ROUNDS,
@@ -422,6 +424,8 @@ class WorkflowDriver:
             await self._approved(workflow, state, now, batch)
         elif status in (ApprovalStatus.DENIED, ApprovalStatus.EXPIRED):
             await self._deny(workflow, denied_because(state.note) if status is ApprovalStatus.DENIED else EXPIRED)
+        elif state.integrity_failure is not None:
+            await self._integrity_failure(workflow, state.integrity_failure)
         elif status is ApprovalStatus.CANCELLED:
             await self.deps.store.fence(
                 workflow.task_id, TaskOutcome(TaskStatus.CANCELLED, "The approval request was withdrawn")
@@ -458,6 +462,12 @@ class WorkflowDriver:
         binding = await off_loop(sealed_size > _LARGE_SEALED_CHARS, self._binding, workflow)
         if binding is None:
             await self._deny(workflow, BINDING_BROKEN)
+            return
+        intent = await self.deps.store.intent(workflow.task_id, workflow.generation)
+        assert workflow.handle is not None  # only a submitted workflow has a backend state
+        broken = await link_failure(self.deps.backend, workflow.handle, binding, intent.key if intent else None)
+        if broken is not None:
+            await self._integrity_failure(workflow, broken)
             return
         refusal = await self._current_state_refusal(binding)
         if refusal is not None:
@@ -563,6 +573,19 @@ class WorkflowDriver:
         )
         if await self.deps.store.fence(workflow.task_id, outcome, generation=workflow.generation):
             logger.info("task %s: denied-not-executed (%s)", workflow.task_id[:8], why)
+
+    async def _integrity_failure(self, workflow: Workflow, why: str) -> None:
+        """Not executed, and said: the task ends ``denied-not-executed``; its audit event names why."""
+        outcome = TaskOutcome(
+            TaskStatus.COMPLETED,
+            result=denied_result(workflow.tool_name, INTEGRITY_FAILED),
+            disposition=Disposition.DENIED_NOT_EXECUTED.value,
+            reason=INTEGRITY_FAILED,
+        )
+        if await self.deps.store.fence(
+            workflow.task_id, outcome, generation=workflow.generation, integrity_failure=why
+        ):
+            logger.error("task %s: integrity failure, not executed: %s", workflow.task_id[:8], why)
 
     async def _fail(self, workflow: Workflow) -> None:
         outcome = TaskOutcome(TaskStatus.FAILED, BACKEND_FAILED, error=error_document(INTERNAL_ERROR, BACKEND_FAILED))

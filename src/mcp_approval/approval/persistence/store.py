@@ -449,9 +449,15 @@ class ApprovalStore:
         )
         return await self.database.write(lambda conn: conn.execute(statement).rowcount == 1)
 
-    async def fence(self, task_id: str, outcome: TaskOutcome, *, generation: int | None = None) -> bool:
-        """``pending → fenced`` and the task's final status, together; ``False`` if a claim won."""
-        return await self._end(task_id, Phase.FENCED, outcome, generation)
+    async def fence(
+        self, task_id: str, outcome: TaskOutcome, *, generation: int | None = None, integrity_failure: str | None = None
+    ) -> bool:
+        """``pending → fenced`` and the task's final status, together; ``False`` if a claim won.
+
+        ``integrity_failure``: why the call's stored approval could not be trusted, recorded in the
+        audit event (``mcp_approval_integrity_failures`` counts those events).
+        """
+        return await self._end(task_id, Phase.FENCED, outcome, generation, integrity_failure)
 
     async def finish(self, task_id: str, outcome: TaskOutcome) -> bool:
         """``claimed → finished`` with the execution's result."""
@@ -510,7 +516,14 @@ class ApprovalStore:
         params = {"key": key, "now": self.clock.now_ms(), "handle": handle}
         return await self.database.write(lambda conn: conn.execute(sql.MOVE_INTENT[target], params).rowcount == 1)
 
-    async def _end(self, task_id: str, phase: Phase, outcome: TaskOutcome, generation: int | None) -> bool:
+    async def _end(
+        self,
+        task_id: str,
+        phase: Phase,
+        outcome: TaskOutcome,
+        generation: int | None,
+        integrity_failure: str | None = None,
+    ) -> bool:
         now = self.clock.now_ms()
         guard = and_(_W.c.task_id == task_id, _W.c.phase.in_(sorted(p.value for p in phase_sources(phase))))
         if generation is not None:
@@ -546,6 +559,8 @@ class ApprovalStore:
             self.tasks.retain_until(conn, task_id, now + self.result_retention_ms)
             kind = "approval.execution_finished" if phase is Phase.FINISHED else "approval.fenced"
             reason = {"reason": outcome.reason} if outcome.reason is not None else {}
+            if integrity_failure is not None:
+                reason["integrity_failure"] = integrity_failure
             self._event_of_row(
                 conn, now, kind, task_id, status=outcome.status.value, disposition=outcome.disposition, **reason
             )

@@ -1,0 +1,196 @@
+"""What the local backend seals, and how a request's rows are checked against their seals.
+
+Threat model: someone who can write the server's database, but does not hold its binding key,
+wants a call to run that no reviewer approved. They may edit a request's content or rules, flip
+its status, forge or edit a decision row, or move a decision to another request. (Pointing a
+task at another request is caught by the workflow driver, which compares the request's sealed
+content with the task's own sealed call binding before it claims.)
+
+So every row that carries authority is sealed under the binding key when the backend writes it:
+
+- a request's content and the decision rules it was submitted under, sealed to its id;
+- each decision (reviewer, verdict, comment, time), sealed to its request and its reviewer.
+
+The status is never trusted as stored: a request counts as approved only when its sealed
+decisions satisfy its sealed rules (:func:`approval_granted`), and the approval runs out when
+those rules say, counted from the decision that completed it, whatever the row's columns say.
+
+Rows stored before a revision sealed them (content before local_0002, rules and decisions
+before local_0005) are sealed when a sealing backend starts, trusted as found then.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from mcp_approval.backends.local_rules import ApprovalTemplate, RequestRules
+
+__all__ = [
+    "Grant",
+    "RequestSeal",
+    "approval_granted",
+    "decision_document",
+    "decision_failure",
+    "request_failure",
+    "rules_of",
+    "seal_decision",
+    "sealed_content",
+]
+
+Row = Mapping[str, Any]
+
+
+class RequestSeal(Protocol):
+    """Keyed sealing of a document to one record (:class:`~mcp_approval.approval.BindingCipher` is one).
+
+    :meth:`open` raises on a ciphertext that does not authenticate for ``record``.
+    """
+
+    def seal(self, document: Mapping[str, Any], *, record: str) -> str:
+        """``document`` sealed to ``record``."""
+        ...
+
+    def open(self, sealed: str, *, record: str) -> dict[str, Any]:
+        """The document :meth:`seal` sealed to ``record``."""
+        ...
+
+
+@dataclass(frozen=True)
+class Grant:
+    """An approval the sealed decisions give: when it was completed and until when it may be used."""
+
+    approved_at: int
+    approved_until: int
+
+
+def sealed_content(row: Row) -> dict[str, Any]:
+    """What a request's seal covers: every stored member reviewers see or decisions depend on.
+
+    A row stored before revision local_0005 has no ``rules_json``: its seal covers the rest.
+    """
+    content = {
+        "idempotency_key": row["idempotency_key"],
+        "body_sha256": hashlib.sha256(row["body_json"].encode()).hexdigest(),
+        "tool_name": row["tool_name"],
+        "requester": row["requester"],
+        "template": row["template"],
+        "approvals_required": row["approvals_required"],
+        "expires_at": row["expires_at"],
+    }
+    if row.get("rules_json") is not None:
+        content["rules"] = row["rules_json"]
+        content["reviewer_role"] = row.get("reviewer_role")
+    return content
+
+
+def decision_document(decision: Row) -> dict[str, Any]:
+    """What a decision's seal covers."""
+    return {
+        "reviewer": decision["reviewer"],
+        "decision": decision["decision"],
+        "comment": decision["comment"],
+        "decided_at": decision["decided_at"],
+    }
+
+
+def _decision_record(request_id: str, reviewer: str) -> str:
+    # Sealed to its request and reviewer: a decision copied to another request or reviewer fails.
+    return f"{request_id}|decision|{reviewer}"
+
+
+def seal_decision(seal: RequestSeal, decision: Row) -> str:
+    """The seal of a decision row about to be stored (it names its ``request_id``)."""
+    return seal.seal(decision_document(decision), record=_decision_record(decision["request_id"], decision["reviewer"]))
+
+
+def decision_failure(seal: RequestSeal, decision: Row, *, legacy: bool) -> str | None:
+    """Why a decision row cannot be trusted as recorded, or ``None``.
+
+    ``legacy``: its request predates sealed decisions, so an unsealed decision is one stored then.
+    """
+    shown = f"the decision of {decision['reviewer']}"
+    if decision.get("seal") is None:
+        return None if legacy else f"{shown} carries no seal"
+    try:
+        sealed = seal.open(decision["seal"], record=_decision_record(decision["request_id"], decision["reviewer"]))
+    except Exception:  # any failure to authenticate is the same verdict
+        return f"{shown} does not authenticate"
+    if sealed != decision_document(decision):
+        return f"{shown} does not match what was recorded"
+    return None
+
+
+def request_failure(seal: RequestSeal, row: Row, decisions: Sequence[Row]) -> str | None:
+    """Why a request's rows cannot be trusted as written by the backend, or ``None``.
+
+    Checks the content seal, every decision's seal and, for a request stored as approved, that
+    its sealed decisions approve it under its sealed rules.
+    """
+    failure = _content_failure(seal, row)
+    if failure is not None:
+        return failure
+    legacy = row.get("rules_json") is None
+    for decision in decisions:
+        failure = decision_failure(seal, decision, legacy=legacy)
+        if failure is not None:
+            return failure
+    if row["status"] == "approved" and not legacy:
+        rules = RequestRules.from_text(row["rules_json"])
+        if approval_granted(rules, row["requester"], decisions) is None:
+            return "the request is marked approved, but its decisions do not approve it under its rules"
+    return None
+
+
+def _content_failure(seal: RequestSeal, row: Row) -> str | None:
+    if row.get("content_seal") is None:
+        return "the stored request carries no seal"
+    try:
+        sealed = seal.open(row["content_seal"], record=row["request_id"])
+    except Exception:  # any failure to authenticate is the same verdict: not what was submitted
+        return "the stored request's seal does not authenticate"
+    if sealed != sealed_content(row):
+        return "the stored request does not match what was submitted"
+    if row.get("rules_json") is not None:
+        try:
+            RequestRules.from_text(row["rules_json"])
+        except ValueError:
+            return "the stored request's rules are unreadable"
+    return None
+
+
+def approval_granted(rules: RequestRules, requester: str, decisions: Sequence[Row]) -> Grant | None:
+    """The approval ``decisions`` give under ``rules``, or ``None`` when they give none.
+
+    Any denial gives none. Otherwise the approvals of distinct reviewers count (the requester's
+    only where the rules allow self-approval); the one that reaches ``approvals_required``
+    completes the approval, which is usable for ``approval_valid_ms`` from then.
+    """
+    if any(decision["decision"] == "deny" for decision in decisions):
+        return None
+    approvers: set[str] = set()
+    for decision in sorted(decisions, key=lambda d: (d["decided_at"], d["reviewer"])):
+        reviewer = decision["reviewer"]
+        if decision["decision"] != "approve" or reviewer in approvers:
+            continue
+        if reviewer == requester and not rules.allow_self_approval:
+            continue
+        approvers.add(reviewer)
+        if len(approvers) >= rules.approvals_required:
+            at = int(decision["decided_at"])
+            return Grant(approved_at=at, approved_until=at + rules.approval_valid_ms)
+    return None
+
+
+def rules_of(row: Row, templates: Mapping[str, ApprovalTemplate], default: ApprovalTemplate) -> RequestRules | None:
+    """The rules a request is decided by: those stored with it, else (a row stored before rules
+    were) its template's as configured now, else ``None`` (its template is gone: nobody decides it)."""
+    if row.get("rules_json") is not None:
+        return RequestRules.from_text(row["rules_json"])
+    name = row["template"]
+    if not name:
+        return RequestRules.of(default)
+    template = templates.get(name)
+    return None if template is None else RequestRules.of(template)

@@ -455,3 +455,15 @@ def test_verify_reads_the_last_line_of_an_anchor_file(db_url: str, tmp_path: Any
     assert runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", str(anchors)]).exit_code == 0
     anchors.write_text(json.dumps(current) + "\n" + json.dumps(stale) + "\n")
     assert runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", str(anchors)]).exit_code == 1
+
+
+def test_verify_names_an_execution_of_another_call_than_its_request_was_submitted_for(db_url: str) -> None:
+    """A task pointed at another call's approved request (its link swapped): the digests disagree."""
+    submitted = ("approval.submitted", "req-9", "alice", {**RULED[0][3], "call_digest": "b" * 64})
+    _seed_events(db_url, [*EVENTS, submitted, *RULED[1:4]])
+    data = {"backend": "local", "request": "req-9", "call_digest": "a" * 64}
+    forged = _append_forged(db_url, "approval.execution_claimed", "task-9", data)
+    result = runner.invoke(app, ["audit", "verify", "--db", db_url])
+    assert result.exit_code == 1, result.output
+    assert f"audit chain broken at event {forged}" in result.stdout
+    assert "was submitted for another call than the one this execution ran" in result.stdout

@@ -9,8 +9,10 @@ event records its rules (``approvals_required``, ``self_approval``) and its requ
 each ``approval.decision`` adds a reviewer's verdict. An execution event (``approval.execution_claimed``
 or ``approval.execution_finished``) names the backend request it follows (``backend``, ``request``);
 for a ``local`` request it must come after a submission and enough approvals from distinct
-eligible reviewers, and no denial. Requests of other backends (an ARAP service keeps its own
-decisions) and events written before executions named their request are not checked.
+eligible reviewers, and no denial, and be of the call that was submitted (the same
+``call_digest``: a task pointed at another call's request is named too). Requests of other
+backends (an ARAP service keeps its own decisions) and events written before executions named
+their request are not checked.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class _Request:
     requester: str | None
     required: int
     self_approval: bool
+    call_digest: str | None = None
     approvers: set[str] = field(default_factory=set)
     denied_by: str | None = None
 
@@ -52,7 +55,7 @@ class ExecutionRules:
         elif kind in _CLOSED:
             self._requests.pop(subject or "", None)
         elif kind in EXECUTION_KINDS and data.get("backend") == _LOCAL:
-            return self._unallowed(data.get("request"))
+            return self._unallowed(data.get("request"), data.get("call_digest"))
         return None
 
     def _submitted(self, request_id: str, requester: str | None, data: dict[str, Any]) -> None:
@@ -61,6 +64,7 @@ class ExecutionRules:
             requester=requester,
             required=required if isinstance(required, int) and required >= 1 else 1,
             self_approval=data.get("self_approval") is True,
+            call_digest=data.get("call_digest") if isinstance(data.get("call_digest"), str) else None,
         )
 
     @staticmethod
@@ -72,13 +76,15 @@ class ExecutionRules:
         elif decision == "approve" and (reviewer != request.requester or request.self_approval):
             request.approvers.add(reviewer)
 
-    def _unallowed(self, request_id: object) -> str | None:
+    def _unallowed(self, request_id: object, call_digest: object) -> str | None:
         if not isinstance(request_id, str):
             return "it names no approval request it follows: it ran without a recorded approval"
         shown = f"request {request_id[:12]}…"
         request = self._requests.get(request_id)
         if request is None:
             return f"{shown} was never submitted, or had ended without approval, before this execution"
+        if request.call_digest is not None and isinstance(call_digest, str) and call_digest != request.call_digest:
+            return f"{shown} was submitted for another call than the one this execution ran"
         if request.denied_by is not None:
             return f"{shown} was denied by {request.denied_by} before this execution"
         if len(request.approvers) < request.required:

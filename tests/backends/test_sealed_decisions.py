@@ -44,7 +44,7 @@ async def test_an_approval_lasts_as_its_sealed_rules_say_whatever_the_row_says(
     backend = make_backend(seal=cipher("k1"))
     handle = await backend.submit(key(), submission(template="pair", requester="dave"))
     await backend.decide(handle, "alice", "approve")
-    clock.advance(5.0)
+    clock.advance(5_000)
     record = await backend.decide(handle, "bob", "approve")
     # "pair" approvals last 600 s from the decision that completed them.
     assert record.approved_until == clock.now_ms() + 600_000
@@ -65,7 +65,8 @@ async def test_rotated_keys_open_what_the_old_key_sealed_and_the_new_key_seals(m
     assert (await rotated.decide(handle, "bob", "approve")).status is ApprovalStatus.APPROVED
     assert (await rotated.status(handle)).status is ApprovalStatus.APPROVED
     sealed = await rotated.sealed_request(handle)
-    assert sealed is not None and sealed.requester == "dave"
+    assert sealed is not None
+    assert sealed.requester == "dave"
     # A server that dropped the old key no longer trusts what only it sealed.
     dropped = make_backend(seal=cipher("k2"))
     assert (await dropped.status(handle)).status is ApprovalStatus.FAILED
@@ -128,7 +129,8 @@ async def test_a_request_pending_across_the_upgrade_is_sealed_at_start_and_compl
     try:
         row = await database.read(lambda conn: conn.execute(select(_R).where(_R.c.request_id == handle)).one())
         decision = await database.read(lambda conn: conn.execute(select(_D).where(_D.c.request_id == handle)).one())
-        assert row.rules_json is not None and row.reviewer_role == "approver"
+        assert row.rules_json is not None
+        assert row.reviewer_role == "approver"
         assert decision.seal is not None
         assert (await after.decide(handle, "bob", "approve")).status is ApprovalStatus.APPROVED
         assert (await after.status(handle)).status is ApprovalStatus.APPROVED

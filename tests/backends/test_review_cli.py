@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import secrets
 from pathlib import Path
@@ -10,10 +11,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.backends.contract import ApprovalStatus, ApprovalSubmission
+from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends.local_rules import ApprovalTemplate
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.cli.main import app
 from mcp_approval.config import load_config
+from mcp_approval.server.approvals import binding_cipher
 from mcp_approval.server.local_backend import local_backend_from_config
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, migrate, open_database
 from tests.backends.conftest import submission
@@ -179,3 +184,45 @@ def test_a_bad_config_names_the_problem(tmp_path: Path) -> None:
     code, out = review("list", "--config", str(broken))
     assert code == 1
     assert "tools" in out
+
+
+def test_a_library_deployment_is_decided_from_the_cli_by_the_rules_stored_with_each_request(
+    tmp_path: Path, db_url: str
+) -> None:
+    """A server built in code with a reviewer role other than ``approver``: no deployment file, no
+    template named; the request's own sealed rules say who decides and how many approvals it needs."""
+    key_file = tmp_path / "binding-keys.toml"
+    key_file.write_text('key-1 = "' + base64.b64encode(secrets.token_bytes(32)).decode() + '"\n', encoding="utf-8")
+    templates = {"payouts": ApprovalTemplate(reviewer_role="treasurer", approvals_required=2)}
+
+    async def seed_sealed() -> str:
+        database = open_database(db_url)
+        try:
+            await migrate(database, AUDIT_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS)
+            seal = binding_cipher(ApprovalOptions(binding_key_file=key_file))
+            backend = LocalApprovalBackend(database, templates=templates, roles=lambda _: frozenset(), seal=seal)
+            return await backend.submit(secrets.token_urlsafe(32), submission(requester="dave", template="payouts"))
+        finally:
+            await database.close()
+
+    handle = asyncio.run(seed_sealed())
+    keys = ("--db", db_url, "--binding-key-file", str(key_file))
+    code, out = review("approve", handle, "--db", db_url, "--as", "erin", "--role", "treasurer")
+    assert code == 1
+    assert "sealed under the server's binding key" in out
+    code, out = review("approve", handle, *keys, "--as", "erin", "--role", "approver")
+    assert code == 1
+    assert "erin lacks the role 'treasurer'" in out
+    code, out = review("approve", handle, *keys, "--as", "dave", "--role", "treasurer")
+    assert code == 1
+    assert "dave made this request" in out
+    assert review("approve", handle, *keys, "--as", "erin", "--role", "treasurer")[0] == 0
+    code, out = review("approve", handle, *keys, "--as", "frank", "--role", "treasurer")
+    assert code == 0, out
+    code, out = review("show", handle, *keys, "--json")
+    shown = json.loads(out)
+    assert shown["status"] == "approved"
+    assert shown["integrity_failure"] is None
+    code, out = review("approve", handle, *keys, "--as", "grace", "--role", "treasurer", "--config", "x.toml")
+    assert code == 1
+    assert "--binding-key-file is for --db without --config" in out

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import rfc8785
-from sqlalchemy import ColumnElement, Connection, func, or_, select, update
+from sqlalchemy import ColumnElement, Connection, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from mcp_approval.backends.contract import (
@@ -56,9 +56,9 @@ from mcp_approval.backends.local_seals import (
     approval_granted,
     request_failure,
     rules_of,
-    seal_decision,
     sealed_content,
 )
+from mcp_approval.backends.local_upgrade import seal_found_requests
 from mcp_approval.backends.resolvers import AutoResolver
 from mcp_approval.clock import Clock, SystemClock, iso8601
 from mcp_approval.storage.audit import AuditLog
@@ -464,46 +464,15 @@ class LocalApprovalBackend:
         return None if self._seal is None else request_failure(self._seal, row, decisions)
 
     async def _seal_unsealed(self) -> None:
-        """Seal what open requests stored before a revision sealed it lack (trusted as found at start).
-
-        Content (before local_0002), rules and decisions (before local_0005): a request pending
-        across an upgrade, or approved and not yet run, still completes. A row whose older seal
-        no longer matches stays as it is: flagged.
-        """
+        """Seal what open requests stored before a revision sealed it lack (see :func:`seal_found_requests`)."""
         seal = self._seal
         if seal is None:
             return
-        unsealed = select(_R).where(
-            _R.c.status.in_(("pending", "approved")), or_(_R.c.content_seal.is_(None), _R.c.rules_json.is_(None))
+        count = await self._db.write(
+            lambda conn: seal_found_requests(conn, seal, lambda row: rules_of(row, self._templates, _DEFAULT_TEMPLATE))
         )
-
-        def write(conn: Connection) -> int:
-            rows = [dict(row) for row in conn.execute(unsealed.with_for_update()).mappings()]
-            return sum(self._seal_found(conn, seal, row) for row in rows)
-
-        count = await self._db.write(write)
         if count:
             _log.info("sealed %d open approval requests stored before their rules and decisions were sealed", count)
-
-    def _seal_found(self, conn: Connection, seal: RequestSeal, row: Row) -> bool:
-        """Seal one request stored before sealing, with its decisions; whether anything was sealed."""
-        if row["content_seal"] is not None and request_failure(seal, row, ()) is not None:
-            return False
-        rules = rules_of(row, self._templates, _DEFAULT_TEMPLATE)
-        if rules is None and row["content_seal"] is not None:
-            return False  # its template is gone: nobody may decide it, and its content is sealed already
-        values: dict[str, Any] = {}
-        if rules is not None:
-            # The row's own approvals_required was sealed with it: what it was submitted under.
-            rules = replace(rules, approvals_required=row["approvals_required"])
-            values = {"rules_json": rules.to_text(), "reviewer_role": rules.reviewer_role}
-        values["content_seal"] = seal.seal(sealed_content({**row, **values}), record=row["request_id"])
-        conn.execute(update(_R).where(_R.c.request_id == row["request_id"]).values(**values))
-        for decision in decision_rows(conn, [row["request_id"]]):
-            if decision["seal"] is None:
-                sealed = _D.c.request_id == decision["request_id"], _D.c.reviewer == decision["reviewer"]
-                conn.execute(update(_D).where(*sealed).values(seal=seal_decision(seal, decision)))
-        return True
 
     def _insert(self, conn: Connection, key: str, digest: str, submission: ApprovalSubmission) -> tuple[str, bool]:
         existing = existing_request(conn, key, digest)

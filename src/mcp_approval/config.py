@@ -352,11 +352,14 @@ class DeploymentConfig(ConfigFile):
 
     @model_validator(mode="after")
     def _notified_channels_exist(self) -> DeploymentConfig:
-        for name, template in self.templates.items():
-            for channel in template.notify:
+        named = [(f"templates.{name}.notify", template.notify) for name, template in self.templates.items()]
+        if self.audit.anchor is not None:
+            named.append(("audit.anchor.channels", self.audit.anchor.channels))
+        for field_name, channels in named:
+            for channel in channels:
                 if channel not in self.notifications.channels:
                     raise ValueError(
-                        f"templates.{name}.notify: no channel {channel!r} in [notifications.channels] "
+                        f"{field_name}: no channel {channel!r} in [notifications.channels] "
                         f"(configured: {', '.join(sorted(self.notifications.channels)) or 'none'})"
                     )
         return self

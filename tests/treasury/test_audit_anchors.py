@@ -20,7 +20,7 @@ from mcp_approval.cli.main import app
 from mcp_approval.config import ConfigError, load_config
 from mcp_approval.storage import open_database
 from tests.support.polling import eventually
-from tests.support.receivers import WEBHOOK_SECRET, WebhookReceiver
+from tests.support.receivers import WEBHOOK_SECRET, SmtpReceiver, WebhookReceiver
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import approval_for
 
@@ -157,5 +157,37 @@ def test_the_documented_anchor_section_configures_a_deployment(tmp_path: Path) -
 
 def test_an_anchor_section_without_a_destination_is_refused(tmp_path: Path) -> None:
     directory = deployment_dir(tmp_path, {"audit": {"anchor": {"interval_s": 60.0}}})
-    with pytest.raises(ConfigError, match="an anchor needs a file, a webhook, or both"):
+    with pytest.raises(ConfigError, match="an anchor needs a file, a webhook or a notification channel"):
+        load_config(directory / "config.toml")
+
+
+async def test_anchors_go_to_notification_channels_as_messages_verify_accepts(tmp_path: Path, db_url: str) -> None:
+    """An e-mail channel (Apprise, to a real SMTP server on 127.0.0.1) and a webhook channel: each anchor
+    arrives as a message whose text is the anchor line, and ``verify --anchor`` takes that text."""
+    smtp, hook = SmtpReceiver().start(), WebhookReceiver().start()
+    try:
+        channels = {
+            "auditors": {"kind": "apprise", "urls": [smtp.url(to="auditors@example.com")]},
+            "siem": {"kind": "webhook", "url": hook.url, "secret": WEBHOOK_SECRET},
+        }
+        anchor = {**ANCHORS["audit"]["anchor"], "channels": ["auditors", "siem"]}
+        directory = deployment_dir(tmp_path, {"audit": {"anchor": anchor}, "notifications": {"channels": channels}})
+        await run_and_stop(directory, db_url)
+    finally:
+        smtp.stop()
+        hook.stop()
+    lines = (directory / "anchors.jsonl").read_text().splitlines()
+    mailed = [(subject, body.strip()) for subject, body in smtp.texts() if subject.startswith("mcp-approval audit")]
+    assert [body for _, body in mailed] == lines
+    assert mailed[-1][0] == f"mcp-approval audit anchor at position {json.loads(lines[-1])['seq']}"
+    assert [delivery.body.decode() for delivery in hook.all()] == lines
+    assert (await verify(db_url, "--anchor", mailed[-1][1]))[0] == 0
+
+
+def test_an_anchor_channel_must_be_configured(tmp_path: Path) -> None:
+    anchor = {"interval_s": 60.0, "channels": ["nowhere"]}
+    directory = deployment_dir(tmp_path, {"audit": {"anchor": anchor}})
+    with pytest.raises(
+        ConfigError, match=r"audit.anchor.channels: no channel 'nowhere' in \[notifications.channels\]"
+    ):
         load_config(directory / "config.toml")

@@ -7,13 +7,16 @@ rewrite it with the hashes recomputed; the chain alone then still verifies. An a
 
 Each anchor is one JSON object: ``{"kind": "audit.anchor", "seq": N, "hash": "...", "count": N,
 "at": EPOCH_MS, "time": "ISO 8601"}`` (``count``: the events in the chain, positions 1 to ``seq``).
-It is appended as a line to ``file`` and/or POSTed to ``webhook``, signed as the Standard Webhooks
-specification says (like a webhook notification channel), every ``interval_s`` and when the server stops::
+It is appended as a line to ``file``, POSTed to ``webhook``, signed as the Standard Webhooks
+specification says (like a webhook notification channel), and sent to the named ``[notifications]``
+``channels`` (an e-mail or chat message whose text is that line), every ``interval_s`` and when the
+server stops::
 
     [audit.anchor]
     interval_s = 300
     file = "/var/lib/mcp-approval-anchors/audit-anchors.jsonl"   # relative: to the deployment file
     webhook = { url = "https://anchors.example.com/mcp-approval", secret = "whsec_..." }
+    channels = ["auditors"]                                      # names in [notifications.channels]
 
 Anchors only read the head row: they add nothing to the writes that extend the chain.
 """
@@ -24,14 +27,15 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mcp_approval.clock import Clock, SystemClock, iso8601
-from mcp_approval.notify.channels import WebhookChannel
-from mcp_approval.notify.options import WebhookChannelOptions
+from mcp_approval.notify.channels import AppriseChannel, WebhookChannel
+from mcp_approval.notify.options import ChannelOptions, WebhookChannelOptions
 from mcp_approval.storage.audit import AuditLog
 
 __all__ = ["ANCHOR_KIND", "AnchorOptions", "AuditAnchors", "anchor_line"]
@@ -44,7 +48,7 @@ _WEBHOOK_TIMEOUT_S = 10.0
 
 
 class AnchorOptions(BaseModel):
-    """Where and how often the audit chain's head is written (at least one of ``file`` and ``webhook``)."""
+    """Where and how often the audit chain's head is written (at least one of ``file``, ``webhook``, ``channels``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -54,11 +58,13 @@ class AnchorOptions(BaseModel):
     file: Path | None = None
     #: A receiver each anchor is POSTed to, signed with its Standard Webhooks secret.
     webhook: WebhookChannelOptions | None = None
+    #: Notification channels (names in ``[notifications.channels]``) each anchor is sent to as a message.
+    channels: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _somewhere(self) -> Self:
-        if self.file is None and self.webhook is None:
-            raise ValueError("an anchor needs a file, a webhook, or both")
+        if self.file is None and self.webhook is None and not self.channels:
+            raise ValueError("an anchor needs a file, a webhook or a notification channel")
         return self
 
 
@@ -81,10 +87,21 @@ class AuditAnchors:
     Args:
         options: where and how often.
         audit: the audit log whose head is anchored.
+        channels: the notification channels, by name (those ``options.channels`` names are used).
         clock: the time each anchor carries.
+
+    Raises:
+        ValueError: ``options.channels`` names a channel that is not in ``channels``.
     """
 
-    def __init__(self, options: AnchorOptions, audit: AuditLog, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        options: AnchorOptions,
+        audit: AuditLog,
+        *,
+        channels: Mapping[str, ChannelOptions] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         self._options = options
         self._audit = audit
         self._clock = clock or SystemClock()
@@ -93,43 +110,58 @@ class AuditAnchors:
             if options.webhook is not None
             else None
         )
+        self._channels = [_anchor_channel(name, channels or {}, self._clock) for name in options.channels]
         self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
 
     async def start(self) -> None:
         """Write an anchor now, then one every ``interval_s``, in the background."""
+        self._stopping.clear()
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
-        """Stop the background writes and write the head once more (the last anchor before shutdown)."""
+        """Stop the background writes and write the head once more (the last anchor before shutdown).
+
+        A write in progress is finished first, not cancelled: a destination never gets an anchor
+        late, after a later one, or without the others.
+        """
         task, self._task = self._task, None
+        self._stopping.set()
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await task
         await self._write_logged()
         if self._webhook is not None:
             await self._webhook.aclose()
+        for channel in self._channels:
+            await channel.aclose()
 
     async def write(self) -> str:
         """Write the current head to every destination; returns the anchor written.
 
         Raises:
             OSError: the file could not be appended to.
-            DeliveryError: the webhook did not accept it.
+            DeliveryError: the webhook or a channel did not accept it.
         """
         seq, digest = await self._audit.head()
         at = self._clock.now_ms()
         line = anchor_line(seq, digest, at)
+        message_id = f"audit-anchor-{seq}-{at}"
         if self._options.file is not None:
             await asyncio.to_thread(_append, self._options.file, line)
         if self._webhook is not None:
-            await self._webhook.post(f"audit-anchor-{seq}-{at}", line)
+            await self._webhook.post(message_id, line)
+        for channel in self._channels:
+            if isinstance(channel, WebhookChannel):
+                await channel.post(message_id, line)
+            else:
+                await channel.send_text(_ANCHOR_TITLE.format(seq=seq), line)
         return line
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             await self._write_logged()
-            await asyncio.sleep(self._options.interval_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self._options.interval_s)
 
     async def _write_logged(self) -> None:
         """:meth:`write`; a failure is logged and the next anchor tried at its time (a missed anchor is not fatal)."""
@@ -137,6 +169,22 @@ class AuditAnchors:
             await self.write()
         except Exception as exc:  # the store, the file or the receiver being down must not stop serving
             _log.warning("audit anchor not written: %s: %s", type(exc).__name__, exc)
+
+
+#: The subject of an anchor sent to a channel (its text is the anchor line alone, for ``verify --anchor``).
+_ANCHOR_TITLE = "mcp-approval audit anchor at position {seq}"
+
+
+def _anchor_channel(name: str, channels: Mapping[str, ChannelOptions], clock: Clock) -> WebhookChannel | AppriseChannel:
+    options = channels.get(name)
+    if options is None:
+        configured = ", ".join(sorted(channels)) or "none"
+        raise ValueError(
+            f"audit.anchor.channels: no channel {name!r} in [notifications.channels] (configured: {configured})"
+        )
+    if isinstance(options, WebhookChannelOptions):
+        return WebhookChannel(options, timeout_s=_WEBHOOK_TIMEOUT_S, clock=clock)
+    return AppriseChannel(options)
 
 
 def _append(path: Path, line: str) -> None:

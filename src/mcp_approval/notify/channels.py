@@ -121,6 +121,17 @@ class AppriseChannel:
         if not all(accepted):
             raise DeliveryError("a notification service did not accept the message (see the apprise log)")
 
+    async def send_text(self, title: str, text: str) -> None:
+        """Send ``text`` as it is (plain text, which Apprise escapes for services that render HTML)."""
+        import apprise
+
+        def notify(target: apprise.Apprise) -> bool:
+            return bool(target.notify(body=text, title=title, body_format=apprise.NotifyFormat.TEXT))
+
+        accepted = [await asyncio.to_thread(notify, target) for target, _ in self._targets]
+        if not all(accepted):
+            raise DeliveryError("a notification service did not accept the message (see the apprise log)")
+
     async def aclose(self) -> None:
         """Nothing to release."""
 

@@ -256,7 +256,13 @@ class Approvals:
         self.outbox = notification_outbox(
             notifications or NotificationOptions(), backend, database, self.audit, clock=self.clock
         )
-        self.anchors = AuditAnchors(audit_anchor, self.audit, clock=self.clock) if audit_anchor is not None else None
+        self.anchors = (
+            AuditAnchors(
+                audit_anchor, self.audit, channels=(notifications or NotificationOptions()).channels, clock=self.clock
+            )
+            if audit_anchor is not None
+            else None
+        )
 
     # -- the server ----------------------------------------------------------------------------
 

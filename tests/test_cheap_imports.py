@@ -53,6 +53,14 @@ def test_a_cross_layer_helper_loads_few_modules(module: str, most: int) -> None:
 
 def test_the_probe_sees_a_heavy_import() -> None:
     """The measure can fail: the composition root does load the engine."""
-    loaded = loaded_by("mcp_approval.server")
+    loaded = loaded_by("mcp_approval.server.approvals")
     assert "mcp_approval.approval.service" in loaded
     assert len(loaded) > 60
+
+
+def test_the_review_command_loads_no_server_composition() -> None:
+    """``mcp-approval review`` decides on the database: the MCP server and its composition stay unloaded."""
+    loaded = loaded_by("mcp_approval.cli.review")
+    assert [
+        name for name in loaded if name.startswith(("mcp_approval.server.approvals", "mcp_approval.approval.service"))
+    ] == []

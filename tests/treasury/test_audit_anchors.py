@@ -187,7 +187,5 @@ async def test_anchors_go_to_notification_channels_as_messages_verify_accepts(tm
 def test_an_anchor_channel_must_be_configured(tmp_path: Path) -> None:
     anchor = {"interval_s": 60.0, "channels": ["nowhere"]}
     directory = deployment_dir(tmp_path, {"audit": {"anchor": anchor}})
-    with pytest.raises(
-        ConfigError, match=r"audit.anchor.channels: no channel 'nowhere' in \[notifications.channels\]"
-    ):
+    with pytest.raises(ConfigError, match=r"audit.anchor.channels: no channel 'nowhere' in \[notifications.channels\]"):
         load_config(directory / "config.toml")

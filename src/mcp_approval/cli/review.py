@@ -21,7 +21,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from mcp_approval.approval.options import ApprovalOptions
+from mcp_approval.approval.options import ApprovalOptions, binding_cipher
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_records import ApprovalRecord, ReviewError
@@ -29,7 +29,6 @@ from mcp_approval.backends.local_rules import ApprovalTemplate
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.config import ConfigError, load_config
 from mcp_approval.reviewers.api import MAX_PAGE_SIZE
-from mcp_approval.server.approvals import binding_cipher
 from mcp_approval.server.local_backend import local_backend_from_config
 from mcp_approval.storage import Database, StoreUnavailableError, migrate, open_database
 from mcp_approval.storage.postgres_url import StoreURLError

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
-import tomllib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypedDict
@@ -18,12 +17,11 @@ from mcp.server.request_state import RequestStateSecurity
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
-from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.approval.engine.dependencies import ApprovalDependencies, PrincipalCheck, always_valid
 from mcp_approval.approval.engine.driver import WorkflowDriver
 from mcp_approval.approval.gate import PolicyGate
 from mcp_approval.approval.limits import McpBodyLimit
-from mcp_approval.approval.options import ApprovalOptions
+from mcp_approval.approval.options import ApprovalOptions, binding_cipher
 from mcp_approval.approval.persistence.outcomes import WorkflowOutcomes
 from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS
 from mcp_approval.approval.persistence.store import ApprovalStore
@@ -437,36 +435,6 @@ def _version() -> str:
         return importlib.metadata.version("mcp-approval")
     except importlib.metadata.PackageNotFoundError:
         return "0"
-
-
-def binding_cipher(options: ApprovalOptions) -> BindingCipher:
-    """The call-binding cipher ``options`` describe (inline keys, then the key file's).
-
-    Raises:
-        ValueError: the key file cannot be read or holds a bad key, or there is no key and
-            ``ephemeral_binding_key`` is off (naming the option).
-    """
-    keys = {key_id: key.get_secret_value() for key_id, key in options.binding_keys.items()}
-    if options.binding_key_file is not None:
-        path = options.binding_key_file
-        try:
-            keys.update(tomllib.loads(path.read_text(encoding="utf-8")))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ValueError(f"approval.binding_key_file: cannot read {path} ({exc})") from None
-    if keys:
-        try:
-            return BindingCipher.from_base64(keys)
-        except ValueError as exc:
-            raise ValueError(f"approval.binding_keys: {exc}") from None
-    if not options.ephemeral_binding_key:
-        raise ValueError(
-            "approval.binding_keys: a key is required to encrypt stored tool calls (set binding_keys or "
-            "binding_key_file, or ephemeral_binding_key = true (server.dev_mode = true) for development)"
-        )
-    logger.warning(
-        "dev mode: call bindings are sealed with a per-process key; pending approvals will not survive a restart"
-    )
-    return BindingCipher.ephemeral()
 
 
 def _split_principals(

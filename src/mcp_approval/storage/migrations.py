@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +101,31 @@ class Migrations:
         """Every revision this code ships for the history."""
         return frozenset(script.revision for script in self.script().walk_revisions())
 
+    def head(self) -> str | None:
+        """The history's head revision, read from its files without Alembic (``None``: not one head)."""
+        return _linear_head(self.location)
+
+
+#: ``revision = "..."`` and ``down_revision... = "..."`` in a revision file.
+_REVISION = re.compile(r'^revision\s*=\s*"([^"]+)"', re.MULTILINE)
+_DOWN_REVISION = re.compile(r'^down_revision[^=]*=\s*"([^"]+)"', re.MULTILINE)
+
+
+@functools.cache
+def _linear_head(location: Path) -> str | None:
+    """The one revision no other revision file revises (a history with branches has no single one)."""
+    revisions: set[str] = set()
+    revised: set[str] = set()
+    for path in location.glob("*.py"):
+        source = path.read_text(encoding="utf-8")
+        revision, down = _REVISION.search(source), _DOWN_REVISION.search(source)
+        if revision is not None:
+            revisions.add(revision.group(1))
+        if down is not None:
+            revised.add(down.group(1))
+    heads = revisions - revised
+    return next(iter(heads)) if len(heads) == 1 else None
+
 
 @functools.cache
 def _script_directory(location: Path) -> ScriptDirectory:
@@ -131,8 +157,27 @@ _Moves = dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
 def _apply(conn: Connection, histories: tuple[Migrations, ...]) -> _Moves:
     if conn.dialect.name == "postgresql":
         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
+    current = _all_at_head(conn, histories)
+    if current is not None:  # the common start: nothing to do, and Alembic is not even imported
+        return {name: (revisions, revisions) for name, revisions in current.items()}
     release_version = _legacy_version(conn)
     return {history.name: _upgrade(conn, history, release_version) for history in histories}
+
+
+def _all_at_head(conn: Connection, histories: tuple[Migrations, ...]) -> dict[str, tuple[str, ...]] | None:
+    """Each history's revision when every one is at its head, else ``None`` (Alembic then looks)."""
+    tables = set(inspect(conn).get_table_names())
+    found: dict[str, tuple[str, ...]] = {}
+    for history in histories:
+        head = history.head()
+        if head is None or history.version_table not in tables:
+            return None
+        query = text(f"SELECT version_num FROM {history.version_table}")  # noqa: S608 (our own table name)
+        revisions = tuple(str(row[0]) for row in conn.execute(query))
+        if revisions != (head,):
+            return None
+        found[history.name] = revisions
+    return found
 
 
 def _log_moves(moves: _Moves) -> None:

@@ -23,6 +23,7 @@ import httpx
 
 from mcp_approval.hosts import unused_loopback_port
 from tests.support import forkserver
+from tests.support.store_leg import postgres_leg, store_url_for
 from tests.support.wire import Reply, Wire
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "treasury"
@@ -51,6 +52,8 @@ def deployment_dir(
             config[section].update(merged)
         else:
             config[section] = merged
+    if postgres_leg() and "url" not in (overrides or {}).get("store", {}):
+        config.setdefault("store", {})["url"] = store_url_for(target)
     (target / "config.toml").write_text(to_toml(config))
     return target
 

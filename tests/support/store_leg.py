@@ -1,0 +1,76 @@
+"""The PostgreSQL leg of the suite: deployments that would use SQLite use a PostgreSQL database instead.
+
+With ``MCP_APPROVAL_TEST_STORE=postgresql``, every copy of the treasury example that does not name
+a store of its own (:func:`tests.support.treasury.deployment_dir`) gets a fresh PostgreSQL
+database, made once per deployment folder (a restarted server finds the same one) and dropped
+when the test process ends. ``.ci/run`` runs the store-touching directories again this way, so a
+test written against the default store runs on both. Tests that read the SQLite file itself are
+marked ``sqlite_store`` and left out of the leg.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import os
+import secrets
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LEG_VARIABLE", "postgres_leg", "store_url_for"]
+
+#: ``postgresql`` runs the leg; anything else (or unset) leaves the deployments on SQLite.
+LEG_VARIABLE = "MCP_APPROVAL_TEST_STORE"
+_ADMIN_URL = os.environ.get("MCP_APPROVAL_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+#: Where a deployment folder remembers its database.
+_MARKER = ".postgres-url"
+_made: list[str] = []
+
+
+def postgres_leg() -> bool:
+    """Whether this run is the PostgreSQL leg."""
+    return os.environ.get(LEG_VARIABLE, "").lower() == "postgresql"
+
+
+def store_url_for(directory: Path) -> str:
+    """The PostgreSQL database of the deployment in ``directory``, made on first use."""
+    marker = directory / _MARKER
+    if marker.exists():
+        return marker.read_text(encoding="utf-8").strip()
+    name = f"mcpa_leg_{secrets.token_hex(6)}"
+    _admin(f'CREATE DATABASE "{name}"')
+    if not _made:
+        atexit.register(_drop_all)
+    _made.append(name)
+    url = f"{_ADMIN_URL.rsplit('/', 1)[0]}/{name}"
+    marker.write_text(url, encoding="utf-8")
+    return url
+
+
+def _admin(statement: str) -> None:
+    import asyncpg
+
+    async def run() -> None:
+        conn = await asyncpg.connect(_ADMIN_URL, timeout=10)
+        try:
+            await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    _in_own_loop(run())
+
+
+def _in_own_loop(coroutine: Coroutine[Any, Any, None]) -> None:
+    # A fixture may be running inside an event loop already: its own thread gets a fresh one.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, coroutine).result(timeout=60)
+
+
+def _drop_all() -> None:
+    for name in _made:
+        try:
+            _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        except Exception as exc:  # noqa: BLE001 (a leftover database must not fail the run's exit)
+            print(f"store leg: could not drop {name}: {exc}")

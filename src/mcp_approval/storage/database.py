@@ -28,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from mcp_approval.storage.postgres_url import AsyncpgTarget, asyncpg_target
@@ -162,7 +163,7 @@ def _translated_errors(database: Database) -> Iterator[None]:
         yield
     except IntegrityError:
         raise
-    except (DBAPIError, OSError, ConnectionError) as exc:
+    except (DBAPIError, OSError, ConnectionError, PoolTimeoutError) as exc:
         database.unavailable_errors += 1
         raise _unavailable(exc) from exc
 
@@ -349,6 +350,12 @@ def _sqlite_begin(conn: Connection) -> None:
         conn.exec_driver_sql("BEGIN")
 
 
+#: How long an operation waits for a pooled PostgreSQL connection. A burst of calls (a thousand
+#: identical retries, say) queues for the pool; a wait this long means the store is not keeping
+#: up at all, and the operation fails as the store being unavailable.
+_POOL_WAIT_S = 120.0
+
+
 class PostgresDatabase(Database):
     """PostgreSQL through asyncpg."""
 
@@ -363,7 +370,9 @@ class PostgresDatabase(Database):
         bare = parsed.set(drivername="postgresql+asyncpg", query={})
         # No pre-ping (it costs a round trip per checkout): a connection found dead raises a
         # disconnect error, which invalidates the pool, and the caller's next call reconnects.
-        self.engine: AsyncEngine = create_async_engine(bare, async_creator=self._connect, pool_size=10, max_overflow=10)
+        self.engine: AsyncEngine = create_async_engine(
+            bare, async_creator=self._connect, pool_size=10, max_overflow=10, pool_timeout=_POOL_WAIT_S
+        )
         # Reads get their own pool of connections that stay in autocommit: no BEGIN, no
         # ROLLBACK, no isolation-level switch per checkout; a lookup is one round trip.
         self._reader: AsyncEngine = create_async_engine(
@@ -371,6 +380,7 @@ class PostgresDatabase(Database):
             async_creator=self._connect,
             pool_size=10,
             max_overflow=10,
+            pool_timeout=_POOL_WAIT_S,
             isolation_level="AUTOCOMMIT",
             pool_reset_on_return=None,
         )

@@ -6,9 +6,22 @@ costs little more than its SQL. Functions here run on a connection the caller's 
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
-from sqlalchemy import ColumnClause, Connection, and_, bindparam, delete, func, literal_column, or_, select, update
+from sqlalchemy import (
+    ColumnClause,
+    Connection,
+    and_,
+    bindparam,
+    delete,
+    func,
+    literal_column,
+    or_,
+    select,
+    text,
+    update,
+)
 
 from mcp_approval.approval.persistence.records import Admission, Intent, Reschedule
 from mcp_approval.approval.persistence.schema import (
@@ -179,6 +192,21 @@ def _move_intent_statement(target: IntentState) -> Any:
 MOVE_INTENT = {target: _move_intent_statement(target) for target in IntentState}
 
 
+def lock_dedup_scope(conn: Connection, principal_digest: str, tool: str, digest: str) -> None:
+    """Serialize the admissions of one call (principal, tool, arguments) until this transaction ends.
+
+    Two identical calls admitted at once must not both find no live request and both open one.
+    SQLite's write transactions are serial already; on PostgreSQL (read committed) each would read
+    before the other's insert committed, so they take a transaction-scoped advisory lock on the
+    call's dedup scope first. Other calls are not held up.
+    """
+    if conn.dialect.name != "postgresql":
+        return
+    scope = hashlib.sha256(f"{principal_digest}|{tool}|{digest}".encode()).digest()
+    key = int.from_bytes(scope[:8], "big", signed=True)
+    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+
+
 def refusal(
     conn: Connection,
     intent: Intent,
@@ -196,6 +224,7 @@ def refusal(
     same call still owes its outcome (read in this transaction, so a request that ended since the
     caller last looked is answered, not asked again).
     """
+    lock_dedup_scope(conn, intent.principal_digest, intent.tool_name, intent.arguments_digest)
     owed = owed_match(conn, intent.principal_digest, intent.tool_name, intent.arguments_digest) if owed_first else None
     if owed is not None:
         return Admission.OUTCOME_OWED, owed
@@ -252,9 +281,15 @@ def owed_match(conn: Connection, principal_digest: str, tool: str, digest: str) 
 
 
 def live_match(conn: Connection, principal_digest: str, tool: str, digest: str) -> str | None:
-    """A live workflow, else an in-flight intent, in the same (principal, tool, arguments) scope."""
+    """An in-flight intent, else a live workflow, in the same (principal, tool, arguments) scope.
+
+    In that order: a task's creation binds its intent and inserts its workflow in one commit, but
+    on PostgreSQL (read committed) each statement here sees the commits made before it started.
+    Read workflow first, and a creation committing between the two reads is in neither; read the
+    intent first, and a commit before that read leaves the workflow for the second one to find.
+    """
     scope = {"owner": principal_digest, "tool": tool, "digest": digest}
-    row = conn.execute(LIVE_WORKFLOW, scope).first() or conn.execute(IN_FLIGHT_INTENT, scope).first()
+    row = conn.execute(IN_FLIGHT_INTENT, scope).first() or conn.execute(LIVE_WORKFLOW, scope).first()
     return None if row is None else str(row.task_id)
 
 

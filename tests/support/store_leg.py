@@ -50,16 +50,17 @@ def store_url_for(directory: Path) -> str:
 
 
 def _admin(statement: str) -> None:
+    _in_own_loop(_admin_statement(statement))
+
+
+async def _admin_statement(statement: str) -> None:
     import asyncpg
 
-    async def run() -> None:
-        conn = await asyncpg.connect(_ADMIN_URL, timeout=10)
-        try:
-            await conn.execute(statement)
-        finally:
-            await conn.close()
-
-    _in_own_loop(run())
+    conn = await asyncpg.connect(_ADMIN_URL, timeout=10)
+    try:
+        await conn.execute(statement)
+    finally:
+        await conn.close()
 
 
 def _in_own_loop(coroutine: Coroutine[Any, Any, None]) -> None:
@@ -69,8 +70,9 @@ def _in_own_loop(coroutine: Coroutine[Any, Any, None]) -> None:
 
 
 def _drop_all() -> None:
+    # At exit no loop runs, and no new thread may start: the loop runs here.
     for name in _made:
         try:
-            _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        except Exception as exc:  # noqa: BLE001 (a leftover database must not fail the run's exit)
+            asyncio.run(_admin_statement(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        except Exception as exc:  # a leftover database must not fail the run's exit
             print(f"store leg: could not drop {name}: {exc}")

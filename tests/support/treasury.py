@@ -6,13 +6,14 @@ the configuration overrides a test needs, so tests never share a ledger or a dat
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import json
 import os
 import shutil
 import signal
 import socket
-import sqlite3
 import subprocess
 import time
 import tomllib
@@ -186,15 +187,48 @@ class TreasuryServer:
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def rewrite_request_arguments(database: Path, approval_id: str, **arguments: object) -> None:
-    """Edit a stored approval request's arguments in a SQLite ``database``, as an attacker with write access could."""
-    with sqlite3.connect(database) as conn:
-        (body_json,) = conn.execute(
-            "SELECT body_json FROM approval_requests WHERE request_id = ?", (approval_id,)
-        ).fetchone()
-        body = json.loads(body_json)
-        body["arguments"] = {**body["arguments"], **arguments}
-        conn.execute("UPDATE approval_requests SET body_json = ? WHERE request_id = ?", (json.dumps(body), approval_id))
+def deployment_store(directory: Path) -> str:
+    """The store URL the deployment in ``directory`` uses (SQLite, or PostgreSQL in the store leg)."""
+    from mcp_approval.config import load_config
+
+    return load_config(directory / "config.toml").store_url()
+
+
+def store_rows(store: str | Path, statement: str, parameters: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+    """Run one SQL ``statement`` on a store (a URL, or a SQLite file) in its own transaction; its rows.
+
+    From any thread or event loop: the store is opened in a loop of its own and closed after.
+    """
+    from sqlalchemy import text
+
+    from mcp_approval.storage import open_database
+
+    url = store if isinstance(store, str) else f"sqlite:///{store}"
+
+    def run(conn: Any) -> list[tuple[Any, ...]]:
+        result = conn.execute(text(statement), parameters or {})
+        return [tuple(row) for row in result] if result.returns_rows else []
+
+    async def once() -> list[tuple[Any, ...]]:
+        database = open_database(url)
+        try:
+            return await database.write(run)
+        finally:
+            await database.close()
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, once()).result(timeout=60)
+
+
+def rewrite_request_arguments(store: str | Path, approval_id: str, **arguments: object) -> None:
+    """Edit a stored approval request's arguments, as an attacker with write access to the database could."""
+    ((body_json,),) = store_rows(
+        store, "SELECT body_json FROM approval_requests WHERE request_id = :id", {"id": approval_id}
+    )
+    body = json.loads(body_json)
+    body["arguments"] = {**body["arguments"], **arguments}
+    update = "UPDATE approval_requests SET body_json = :body WHERE request_id = :id"
+    store_rows(store, update, {"body": json.dumps(body), "id": approval_id})
 
 
 class Reviewer:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,15 @@ import pytest
 
 from mcp_approval.crashpoints import CRASH_ENV, CRASH_POINTS
 from tests.support.polling import eventually
-from tests.support.treasury import Reviewer, TreasuryServer, call_until_crash, deployment_dir, principals
+from tests.support.treasury import (
+    Reviewer,
+    TreasuryServer,
+    call_until_crash,
+    deployment_dir,
+    deployment_store,
+    principals,
+    store_rows,
+)
 from tests.treasury.helpers import DISPOSITION, approval_for, assert_approved_executed, settled
 
 pytestmark = pytest.mark.anyio
@@ -36,17 +43,15 @@ CREATION_POINTS = ("after_intent", "after_submit", "after_handle", "after_task")
 ARGUMENTS = {"to": "acct-crash", "amount": 30_000}
 
 
-def orphans(db_path: Path) -> dict[str, int]:
-    """Pending backend requests without a live task, and intents still in flight."""
-    with sqlite3.connect(db_path) as conn:
-        pending_without_task = conn.execute(
-            "SELECT count(*) FROM approval_requests r WHERE r.status = 'pending' AND NOT EXISTS ("
-            " SELECT 1 FROM approval_workflows w WHERE w.handle = r.request_id AND w.phase = 'pending')"
-        ).fetchone()[0]
-        in_flight = conn.execute(
-            "SELECT count(*) FROM approval_intents WHERE state IN ('open', 'submitted')"
-        ).fetchone()[0]
-    return {"pending_without_task": pending_without_task, "intents_in_flight": in_flight}
+def orphans(store: str) -> dict[str, int]:
+    """Pending backend requests without a live task, and intents still in flight (SQLite or PostgreSQL)."""
+    ((pending_without_task,),) = store_rows(
+        store,
+        "SELECT count(*) FROM approval_requests r WHERE r.status = 'pending' AND NOT EXISTS ("
+        " SELECT 1 FROM approval_workflows w WHERE w.handle = r.request_id AND w.phase = 'pending')",
+    )
+    ((in_flight,),) = store_rows(store, "SELECT count(*) FROM approval_intents WHERE state IN ('open', 'submitted')")
+    return {"pending_without_task": int(pending_without_task), "intents_in_flight": int(in_flight)}
 
 
 async def one_run(point: str, directory: Path) -> None:
@@ -92,7 +97,7 @@ async def check_recovery(
     point: str, directory: Path, server: TreasuryServer, http: httpx.AsyncClient, created: dict[str, Any] | None
 ) -> None:
     alice = principals(http)["alice"]
-    db = directory / "treasury.db"
+    db = deployment_store(directory)
 
     async def reconciled() -> dict[str, int]:
         return orphans(db)

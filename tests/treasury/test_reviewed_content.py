@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.console.conftest import CSRF
-from tests.support.treasury import Reviewer, TreasuryServer, principals, rewrite_request_arguments
+from tests.support.treasury import Reviewer, TreasuryServer, deployment_store, principals, rewrite_request_arguments
 from tests.treasury.helpers import approval_for, assert_approved_executed, assert_denied_not_executed, settled
 
 pytestmark = pytest.mark.anyio
@@ -25,7 +25,7 @@ async def test_an_edited_request_is_flagged_unapprovable_and_nothing_runs(
     carol = Reviewer(http, "carol-token")
     approval = await approval_for(carol, "wire_transfer", to="acct-attacker")
     assert approval["integrity_failure"] is None
-    rewrite_request_arguments(treasury.directory / "treasury.db", approval["id"], to="acct-payroll", amount=26_000)
+    rewrite_request_arguments(deployment_store(treasury.directory), approval["id"], to="acct-payroll", amount=26_000)
 
     shown = (await http.get(f"/approvals/{approval['id']}", headers=carol.headers)).json()
     assert shown["integrity_failure"] == "the stored request does not match what was submitted"

@@ -22,7 +22,7 @@ import pytest
 
 from mcp_approval.crashpoints import CRASH_ENV, CRASH_POINTS
 from tests.support.polling import eventually
-from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
+from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, deployment_store, principals
 from tests.support.wire import Wire, envelope
 from tests.treasury.helpers import AUTHORIZATION, DISPOSITION, approval_for, text_of
 from tests.treasury.test_crash_points import CALL_TIMEOUT_S, CREATION_POINTS, PARALLEL, RUNS, orphans
@@ -121,7 +121,7 @@ async def _orphans(directory: Path) -> dict[str, int]:
 
 
 def _sync_orphans(directory: Path) -> dict[str, int]:
-    return orphans(directory / "treasury.db")
+    return orphans(deployment_store(directory))
 
 
 @pytest.mark.parametrize("point", CRASH_POINTS)

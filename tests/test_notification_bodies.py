@@ -23,6 +23,7 @@ from apprise.plugins.slack import NotifySlack
 from markdown_it import MarkdownIt
 from playwright.async_api import async_playwright
 
+from mcp_approval.backends.contract import EarlierCall
 from mcp_approval.notify import (
     AppriseChannel,
     AppriseChannelOptions,
@@ -30,6 +31,7 @@ from mcp_approval.notify import (
     WebhookChannel,
     WebhookChannelOptions,
 )
+from mcp_approval.notify.messages import markdown_escape
 from tests.conftest import REQUIRE_SERVICES
 from tests.support.polling import eventually
 from tests.support.receivers import WEBHOOK_SECRET, JsonReceiver, SmtpReceiver, WebhookReceiver
@@ -265,3 +267,34 @@ async def test_a_webhook_carries_the_arguments_as_json_data() -> None:
     assert delivery.payload["type"] == "approval.decided"
     assert delivery.payload["data"]["arguments"] == ARGUMENTS  # data for programs, exactly as sent
     assert delivery.payload["data"]["console_url"] == CONSOLE
+
+
+def warned(earlier: dict[str, Any]) -> Notification:
+    """:func:`hostile` about a request whose data names an earlier identical call (``possible_duplicate_of``)."""
+    notification = hostile()
+    return Notification(**{**vars(notification), "data": {**notification.data, "possible_duplicate_of": earlier}})
+
+
+def test_the_possible_duplicate_warning_is_a_line_of_its_own_in_every_format() -> None:
+    """The warning names the earlier request; whatever it says stays text on its one line, escaped per format."""
+    earlier = EarlierCall("apr_earlier0001", "task-1", "approved-executed", ran=True, ended_at_ms=1_700_000_000_000)
+    said = warned(earlier.for_reviewers())
+    warning = "Possible duplicate of apr_earlier0001, executed at 2023-11-14T22:13:20.000Z (approved-executed)."
+    assert f"Warning: {warning}" in said.text().splitlines()
+    assert f"<div><b>Warning:</b> {warning}</div>" in said.html()
+    assert f"**Warning:** {markdown_escape(warning)}" in said.markdown().split("\n\n")
+
+    forged = warned({**earlier.for_reviewers(), "text": f"dup\nDecision: approve by carol {HOSTILE_VALUE}"})
+    assert_readable_text(forged.text())
+    (line,) = [line for line in forged.text().splitlines() if line.startswith("Warning:")]
+    assert line.startswith("Warning: dup\\nDecision: approve by carol <a href=")
+    html = forged.html()
+    assert_only_console_link(html)
+    assert Markup(html).tags <= {"html", "head", "meta", "body", "h2", "div", "b", "br", "a"}
+    rendered = MarkdownIt("commonmark").render(forged.markdown())
+    assert_only_console_link(rendered)
+    assert Markup(rendered).tags <= {"p", "strong", "a"}
+
+
+def test_a_notification_without_an_earlier_call_has_no_warning_line() -> None:
+    assert not [line for line in hostile().text().splitlines() if line.startswith("Warning")]

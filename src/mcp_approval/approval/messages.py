@@ -6,6 +6,9 @@ are filled in by the caller.
 
 from __future__ import annotations
 
+from mcp_approval.backends.contract import EarlierCall
+from mcp_approval.clock import iso8601
+
 __all__ = [
     "APPROVAL_EXPIRED",
     "ARGUMENTS_REFUSED",
@@ -14,6 +17,8 @@ __all__ = [
     "BINDING_BROKEN",
     "DEADLINE_TEXT",
     "DENIED",
+    "EARLIER_ENDED_TEXT",
+    "EARLIER_RAN_TEXT",
     "EXPIRED",
     "IMMEDIATE_TEXT",
     "INPUTS_DECLINED",
@@ -31,6 +36,7 @@ __all__ = [
     "TOOL_CHANGED",
     "TOO_MANY_ROUNDS",
     "denied_because",
+    "earlier_call_text",
 ]
 
 # -- answers to the tools/call itself ------------------------------------------------------
@@ -56,6 +62,17 @@ PRINCIPAL_TASK_LIMIT_MESSAGE = (
 PENDING_TEXT = "Calling {tool} needs approval. It has been submitted and will run only if approved."
 #: The request's deadline, after the pending text (``{deadline}``: ISO 8601, UTC).
 DEADLINE_TEXT = "If no one decides by {deadline}, it expires and the call never runs."
+#: A new request for a call whose identical earlier call already ran (``{reference}``: that call's
+#: task, ``{at}``: when it ended, ISO 8601, ``{outcome}``: its disposition).
+EARLIER_RAN_TEXT = (
+    "This is a new request: an identical call (reference {reference}) already ran at {at} with outcome "
+    "{outcome}; if this one is approved, the call runs again."
+)
+#: :data:`EARLIER_RAN_TEXT` for an identical earlier call that was decided not to run (denied, expired).
+EARLIER_ENDED_TEXT = (
+    "This is a new request: an identical call (reference {reference}) was already asked for and ended "
+    "without running at {at} with outcome {outcome}."
+)
 IMMEDIATE_TEXT = "{tool} has not run: it is waiting for approval. You can continue other work and check the task later."
 INPUTS_DECLINED = (
     "Calling {tool} needs approval, and approvers need {fields}; none was given, so nothing was submitted "
@@ -91,3 +108,9 @@ BACKEND_FAILED = "The approval service failed; the call did not run"
 def denied_because(note: str | None) -> str:
     """Why a denied call did not run: :data:`DENIED`, with the denier's note when the backend shares one."""
     return f"{DENIED} Comment: {note}" if note else DENIED
+
+
+def earlier_call_text(earlier: EarlierCall) -> str:
+    """What a model reads about the identical earlier call a new request may duplicate."""
+    text = EARLIER_RAN_TEXT if earlier.ran else EARLIER_ENDED_TEXT
+    return text.format(reference=earlier.task_id, at=iso8601(earlier.ended_at_ms), outcome=earlier.outcome)

@@ -49,6 +49,7 @@ from mcp_approval.approval.messages import (
     RATE_LIMIT_MESSAGE,
     REFUSED_MESSAGE,
     TASK_LIMIT_MESSAGE,
+    earlier_call_text,
 )
 from mcp_approval.approval.persistence.records import APPROVAL_HANDLER
 from mcp_approval.approval.persistence.states import IntentState, Phase
@@ -59,6 +60,7 @@ from mcp_approval.approval.without_tasks.links import RequesterLinks, url_revisi
 from mcp_approval.backends import (
     ApprovalBackendError,
     ApprovalSubmission,
+    EarlierCall,
     SubmissionRejectedError,
 )
 from mcp_approval.crashpoints import crash_point
@@ -87,6 +89,8 @@ _DUPLICATE_WAIT_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
 # How long a retry without tasks waits for the outcome of a request whose decision is already
 # stored (the driver is nudged at once; an approved call may still be running).
 _DECISION_WAIT_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0)
+# The immediate response's bound: room for the waiting text and the identical earlier call it names.
+_IMMEDIATE_CHARS = 600
 
 
 class ToolApprovalExtension(Extension):
@@ -262,7 +266,11 @@ class ToolApproval:
         answer_pending = pending or self.without_tasks.pending
         deps = self.deps
         large = large_json(binding.arguments)  # mapping, canonicalizing and sealing them run on a worker thread
-        submission = replace(await off_loop(large, self._submission, binding, decision), inputs=inputs or None)
+        # The identical call whose request already ended: reviewers and the caller are told this one may repeat it.
+        earlier = await deps.store.earlier_call(owner, binding.tool, binding.digest)
+        submission = replace(
+            await off_loop(large, self._submission, binding, decision), inputs=inputs or None, duplicate_of=earlier
+        )
         intent = await off_loop(large, self._new_intent, new_task_id(), 1, binding, submission, owner=owner)
         # Until the task exists, the intent is this worker's creation in flight: its reconciler never
         # takes it for a crash leftover, however long a loaded host stalls the steps below.
@@ -276,7 +284,12 @@ class ToolApproval:
                 admission, task_id = await self._record(intent, owed_first=False)  # a concurrent retry took it
             if admission is not Admission.RECORDED:
                 return await self._admitted(
-                    admission, task_id, binding, owner, pending=answer_pending if without_task else None
+                    admission,
+                    task_id,
+                    binding,
+                    owner,
+                    pending=answer_pending if without_task else None,
+                    earlier=earlier,
                 )
             crash_point("after_intent")
             handle = await self._submit(intent, submission)
@@ -310,8 +323,8 @@ class ToolApproval:
             crash_point("after_task")
             self.driver.task_created(intent.task_id, handle)
             if without_task:
-                return await answer_pending(intent.task_id, binding.tool, opened=True)
-            return await self._task_answer(intent.task_id, binding.tool, immediate=True)
+                return await answer_pending(intent.task_id, binding.tool, opened=True, earlier=earlier)
+            return await self._task_answer(intent.task_id, binding.tool, immediate=True, earlier=earlier)
 
     async def _create_with_inputs(
         self,
@@ -368,7 +381,8 @@ class ToolApproval:
     ) -> HandlerResult:
         """A task that asks for the submission inputs itself; it is submitted once they arrive."""
         deps = self.deps
-        submission = self._submission(binding, decision)
+        earlier = await deps.store.earlier_call(owner, binding.tool, binding.digest)
+        submission = replace(self._submission(binding, decision), duplicate_of=earlier)
         task_id = new_task_id()
         draft = replace(self._new_intent(task_id, 0, binding, submission, owner=owner), state=IntentState.BOUND)
         new = replace(
@@ -384,7 +398,7 @@ class ToolApproval:
             max_pending=deps.options.max_pending_per_principal,
             task_limits=self._task_limits(),
         )
-        return await self._admitted(admission, existing, binding, owner)
+        return await self._admitted(admission, existing, binding, owner, earlier=earlier)
 
     def _task_limits(self) -> tuple[int | None, int | None]:
         """The tasks extension's ``(max_tasks, max_per_principal)``: approval tasks count against them."""
@@ -399,19 +413,25 @@ class ToolApproval:
         owner: str,
         *,
         pending: PendingAnswer | None = None,
+        earlier: EarlierCall | None = None,
     ) -> HandlerResult:
-        """The answer for an admitted, duplicate or refused new approval task (``pending``: without tasks)."""
+        """The answer for an admitted, duplicate or refused new approval task (``pending``: without tasks).
+
+        ``earlier``: the identical call whose request already ended, which the answer names.
+        """
         if admission is Admission.DUPLICATE:
             assert task_id is not None
             if pending is not None:
                 decided = await self._decided_outcome(task_id, binding, owner)
-                return decided if decided is not None else await pending(task_id, binding.tool, opened=False)
-            return await self._existing_task(task_id, binding)
+                if decided is not None:
+                    return decided
+                return await pending(task_id, binding.tool, opened=False, earlier=earlier)
+            return await self._existing_task(task_id, binding, earlier=earlier)
         if admission is not Admission.RECORDED:
             logger.warning("approval submission refused for %s on %r: %s", owner[:8], binding.tool, admission.value)
             return final_denial(self._limit_message(admission, binding.tool), remediation=Remediation.UNAVAILABLE)
         assert task_id is not None
-        return await self._task_answer(task_id, binding.tool, immediate=True)
+        return await self._task_answer(task_id, binding.tool, immediate=True, earlier=earlier)
 
     async def _record(self, intent: Intent, *, owed_first: bool) -> tuple[Admission, str | None]:
         options = self.options
@@ -534,26 +554,35 @@ class ToolApproval:
             logger.warning("approval backend refused or failed the submission: %s", exc)
             raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE) from exc
 
-    async def _existing_task(self, task_id: str, binding: CallBinding) -> HandlerResult:
+    async def _existing_task(
+        self, task_id: str, binding: CallBinding, *, earlier: EarlierCall | None = None
+    ) -> HandlerResult:
         """The live task of an identical call (SEP-2848 §At-most-once and deduplication)."""
         for delay in (0.0, *_DUPLICATE_WAIT_S):
             if delay:
                 await asyncio.sleep(delay)  # the first request is between its intent and its task
             record = await self.tasks.store.get(task_id)
             if record is not None and not record.terminal:
-                return await self._task_answer(task_id, binding.tool, immediate=True)
+                return await self._task_answer(task_id, binding.tool, immediate=True, earlier=earlier)
             if record is not None:
                 break
         raise MCPError(code=INTERNAL_ERROR, message="An identical call is still being submitted; try again")
 
-    async def _task_answer(self, task_id: str, tool: str, *, immediate: bool) -> HandlerResult:
+    async def _task_answer(
+        self, task_id: str, tool: str, *, immediate: bool, earlier: EarlierCall | None = None
+    ) -> HandlerResult:
+        """The ``CreateTaskResult`` of ``task_id``; ``immediate``: with the text the model reads at once,
+        which names the identical ``earlier`` call whose request already ended, if there is one."""
         record = await self.tasks.store.get(task_id)
         if record is None:
             raise MCPError(code=INTERNAL_ERROR, message="The approval task could not be read back")
         answer = create_task_result(record)
         if immediate and not record.terminal:
             meta = dict(answer.get("_meta") or {})
-            meta[META_MODEL_IMMEDIATE_RESPONSE] = sanitize_model_text(IMMEDIATE_TEXT.format(tool=tool))
+            text = IMMEDIATE_TEXT.format(tool=tool)
+            if earlier is not None:
+                text = f"{text} {earlier_call_text(earlier)}"
+            meta[META_MODEL_IMMEDIATE_RESPONSE] = sanitize_model_text(text, limit=_IMMEDIATE_CHARS)
             answer["_meta"] = meta
         return answer
 

@@ -19,6 +19,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import rfc8785
 
+from mcp_approval.clock import iso8601
+
 __all__ = [
     "ApprovalBackend",
     "ApprovalBackendError",
@@ -26,6 +28,7 @@ __all__ = [
     "ApprovalStatus",
     "ApprovalSubmission",
     "DeniedEvaluation",
+    "EarlierCall",
     "IdempotencyConflictError",
     "RequestIntegrityError",
     "SealedRequest",
@@ -149,6 +152,68 @@ class DeniedEvaluation:
 
 
 @dataclass(frozen=True)
+class EarlierCall:
+    """An identical earlier call (same requester, tool and arguments) whose approval request ended.
+
+    A new request for the same call may be a duplicate: approving it runs the call again. The
+    enforcement point finds the latest such call when it opens a request and carries it in the
+    submission, so reviewers see it with the request (and the local backend seals it with the rest).
+
+    Attributes:
+        request_id: the earlier approval request (the backend's handle), as reviewers know it.
+        task_id: the earlier call's task (the reference its requester was given).
+        outcome: how it ended: its disposition (``approved-executed``, ``execution-error``,
+            ``outcome-unknown``, ``denied-not-executed``).
+        ran: whether the call was run (it may have had a side effect).
+        ended_at_ms: when it ended (epoch ms).
+    """
+
+    request_id: str
+    task_id: str
+    outcome: str
+    ran: bool
+    ended_at_ms: int
+
+    @property
+    def text(self) -> str:
+        """The warning reviewers read: ``Possible duplicate of <request>, executed at <time> (<outcome>).``"""
+        ended = "executed" if self.ran else "ended without running"
+        return f"Possible duplicate of {self.request_id}, {ended} at {iso8601(self.ended_at_ms)} ({self.outcome})."
+
+    def to_json(self) -> dict[str, Any]:
+        """The member of a submission body (times in epoch ms, as the body's other members)."""
+        return {
+            "request_id": self.request_id,
+            "task_id": self.task_id,
+            "outcome": self.outcome,
+            "ran": self.ran,
+            "ended_at_ms": self.ended_at_ms,
+        }
+
+    def for_reviewers(self) -> dict[str, Any]:
+        """As the reviewer API shows it: :meth:`to_json` with ``ended_at`` in ISO 8601 and the :attr:`text`."""
+        return {
+            "request_id": self.request_id,
+            "task_id": self.task_id,
+            "outcome": self.outcome,
+            "ran": self.ran,
+            "ended_at": iso8601(self.ended_at_ms),
+            "text": self.text,
+        }
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> EarlierCall:
+        """The earlier call a :meth:`to_json` document describes."""
+        return cls(
+            request_id=str(body["request_id"]),
+            task_id=str(body["task_id"]),
+            outcome=str(body["outcome"]),
+            ran=bool(body["ran"]),
+            ended_at_ms=int(body["ended_at_ms"]),
+        )
+
+
+@dataclass(frozen=True)
 class ApprovalSubmission:
     """The exact body of one approval request.
 
@@ -167,6 +232,8 @@ class ApprovalSubmission:
         inputs: what the requester supplied for the template's submission inputs (e.g. a justification).
         evaluation: the denied evaluation and its raw denial members (ARAP backends submit them;
             others ignore them).
+        duplicate_of: the latest identical earlier call whose request ended, if any (absent from
+            the body when ``None``, so bodies without one keep their digest).
     """
 
     tool: str
@@ -179,6 +246,7 @@ class ApprovalSubmission:
     reason: str | None = None
     inputs: Mapping[str, str] | None = None
     evaluation: DeniedEvaluation | None = None
+    duplicate_of: EarlierCall | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The body as a JSON object (absent members omitted)."""
@@ -191,6 +259,8 @@ class ApprovalSubmission:
             body["inputs"] = dict(self.inputs)
         if self.evaluation is not None:
             body["evaluation"] = self.evaluation.to_json()
+        if self.duplicate_of is not None:
+            body["duplicate_of"] = self.duplicate_of.to_json()
         return body
 
     @classmethod
@@ -207,6 +277,7 @@ class ApprovalSubmission:
             reason=body.get("reason"),
             inputs=body.get("inputs"),
             evaluation=DeniedEvaluation.from_json(body["evaluation"]) if body.get("evaluation") else None,
+            duplicate_of=EarlierCall.from_json(body["duplicate_of"]) if body.get("duplicate_of") else None,
         )
 
     def digest(self) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select, update
 
-from mcp_approval.backends.contract import ApprovalStatus, IdempotencyConflictError
+from mcp_approval.backends.contract import ApprovalStatus, EarlierCall, IdempotencyConflictError
 from mcp_approval.backends.local_rules import RequestRules
 from mcp_approval.backends.local_schema import approval_decisions_table, approval_requests_table
 from mcp_approval.backends.local_seals import RequestSeal, seal_decision
@@ -112,6 +112,8 @@ class ApprovalRecord:
     integrity_failure: str | None = None
     #: The rules it is decided by (stored with it), or ``None`` when nobody may decide it.
     rules: RequestRules | None = None
+    #: The identical earlier call whose request ended (the request may duplicate it), or ``None``.
+    possible_duplicate_of: EarlierCall | None = None
 
     def without_reviewers(self) -> ApprovalRecord:
         """The record as its requester sees it: each decision without its reviewer or comment."""
@@ -150,6 +152,9 @@ class ApprovalRecord:
             "approvals_required": self.approvals_required,
             "decisions": [decision.to_json() for decision in self.decisions],
             "integrity_failure": self.integrity_failure,
+            "possible_duplicate_of": None
+            if self.possible_duplicate_of is None
+            else self.possible_duplicate_of.for_reviewers(),
         }
 
 
@@ -221,6 +226,7 @@ def record_from_rows(
         inputs=dict(body.get("inputs") or {}),
         integrity_failure=integrity_failure,
         rules=rules,
+        possible_duplicate_of=EarlierCall.from_json(body["duplicate_of"]) if body.get("duplicate_of") else None,
     )
 
 

@@ -193,6 +193,9 @@ def list_command(
             data["expires_at"] or "-",
         )
     Console(width=200).print(table)
+    for record in page.records:  # under the table, whole: a reviewer must not miss it in a cut cell
+        if record.possible_duplicate_of is not None:
+            typer.echo(f"{record.id}: {record.possible_duplicate_of.text}")
     if page.next_offset is not None:
         shown = f"{page.offset + 1}-{page.offset + len(page.records)}"
         typer.echo(f"{shown} of {page.total}; the next page: --offset {page.next_offset}")
@@ -266,6 +269,8 @@ def _print_record(record: ApprovalRecord) -> None:
     table.add_row("approvals_required", str(record.approvals_required))
     if record.integrity_failure is not None:
         table.add_row("integrity_failure", record.integrity_failure)
+    if record.possible_duplicate_of is not None:
+        table.add_row("possible_duplicate_of", record.possible_duplicate_of.text)
     for decision in record.decisions:
         note = f" ({decision.comment})" if decision.comment else ""
         table.add_row("decision", f"{decision.reviewer}: {decision.decision}{note}, {decision.to_json()['decided_at']}")

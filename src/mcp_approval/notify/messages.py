@@ -8,8 +8,10 @@ carries the same content and the same id (:attr:`Notification.id`, the event's c
 
 A message carries the tool, the arguments as the console shows them (redacted names replaced by
 ``"[redacted]"``, a request whose stored content fails its seal not shown at all), the requester,
-template, deadline, progress and a link to the request's console page. The link only shows the
-request: deciding needs the reviewer to sign in, and the same eligibility rules apply.
+template, deadline, progress and a link to the request's console page, and, when the same call
+already ran (or was decided not to) under an earlier request, a warning naming it
+(``possible_duplicate_of``). The link only shows the request: deciding needs the reviewer to sign
+in, and the same eligibility rules apply.
 
 People read a message as plain text, HTML or Markdown (:meth:`Notification.text`,
 :meth:`~Notification.html`, :meth:`~Notification.markdown`): the same lines in each, every value a
@@ -110,6 +112,9 @@ class Notification:
         if "outcome" in data:
             reason = f" ({printable(str(data['reason']))})" if data.get("reason") else ""
             facts.append(("Outcome", printable(str(data["outcome"])) + reason))
+        earlier = data.get("possible_duplicate_of")
+        if isinstance(earlier, Mapping):
+            facts.append(("Warning", printable(str(earlier.get("text")), limit=_MAX_WARNING_CHARS)))
         facts += [
             ("Tool", printable(str(data.get("tool")), limit=_MAX_NAME_CHARS)),
             ("Arguments", _arguments_line(data)),
@@ -159,6 +164,8 @@ class Notification:
 #: The longest caller-chosen value shown on a line of a message (longer ones are cut with ``…``).
 MAX_VALUE_CHARS: Final = 200
 _MAX_NAME_CHARS: Final = 64
+#: The possible-duplicate warning's bound (two ids and a time: longer than a caller's value may be).
+_MAX_WARNING_CHARS: Final = 400
 #: The most characters the arguments line shows (the console shows them whole).
 _MAX_ARGUMENTS_CHARS: Final = 1000
 _LINK_TEXT: Final = "Review it (sign-in required)"
@@ -277,6 +284,8 @@ def _content(record: ApprovalRecord, approvals: int, link: str | None) -> dict[s
         "approvals": {"given": approvals, "required": record.approvals_required},
         "progress": f"{approvals} of {record.approvals_required} {noun}",
         "console_url": link,
+        # An identical earlier call whose request ended: approving this one may run the call twice.
+        "possible_duplicate_of": earlier.for_reviewers() if (earlier := record.possible_duplicate_of) else None,
     }
 
 

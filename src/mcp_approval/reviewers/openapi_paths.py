@@ -11,7 +11,24 @@ __all__ = ["console_paths", "reviewer_paths"]
 
 _BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
 _ID = {"name": "request_id", "in": "path", "required": True, "schema": {"type": "string"}}
-_RECORD = {"type": "object", "required": ["id", "status", "tool"]}
+#: An identical earlier call whose request ended: the record may duplicate it (``null``: none known).
+_EARLIER = {
+    "type": ["object", "null"],
+    "required": ["request_id", "task_id", "outcome", "ran", "ended_at", "text"],
+    "properties": {
+        "request_id": {"type": "string"},
+        "task_id": {"type": "string"},
+        "outcome": {"type": "string"},
+        "ran": {"type": "boolean"},
+        "ended_at": {"type": "string", "format": "date-time"},
+        "text": {"type": "string"},
+    },
+}
+_RECORD = {
+    "type": "object",
+    "required": ["id", "status", "tool", "possible_duplicate_of"],
+    "properties": {"possible_duplicate_of": _EARLIER},
+}
 _HTML = {"text/html": {"schema": {"type": "string"}}}
 _REFUSALS = {str(status): problem_response(text) for status, text in ((401, "no valid token"), (429, "throttled"))}
 

@@ -546,6 +546,11 @@ class WorkflowDriver:
         submission = submission_for(
             binding, decision, mapper=deps.mapper, options=deps.options, now=deps.clock.now_ms()
         )
+        # The next round's reviewers are told of an identical call that already ended, as the first round's were.
+        earlier = await deps.store.earlier_call(
+            workflow.principal_digest, workflow.tool_name, workflow.arguments_digest
+        )
+        submission = replace(submission, duplicate_of=earlier)
         intent = self._new_intent(workflow, workflow.generation + 1, binding, submission)
         if not await deps.store.chain(workflow.task_id, workflow.generation, intent):
             return

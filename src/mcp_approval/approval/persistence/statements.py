@@ -36,6 +36,7 @@ from mcp_approval.approval.persistence.states import (
     Phase,
     intent_sources,
 )
+from mcp_approval.backends.contract import EarlierCall
 from mcp_approval.clock import iso8601
 from mcp_approval.protocol import META_TOOL_APPROVAL_DEADLINE
 from mcp_approval.storage.counts import ScopedCounts
@@ -45,6 +46,7 @@ from mcp_approval.tasks.store import MAX_TASKS, TaskLimitReachedError
 __all__ = [
     "APPROVAL_COUNTS",
     "BIND_INTENT",
+    "EARLIER_ENDED",
     "INSERT_INTENT",
     "INSERT_WORKFLOW",
     "IN_FLIGHT",
@@ -55,6 +57,7 @@ __all__ = [
     "TAKE_LEASE",
     "TAKE_LEASE_NOW",
     "UNSETTLED",
+    "earlier_call",
     "fold_counts",
     "live_match",
     "rate_bound",
@@ -98,6 +101,22 @@ OWED_WORKFLOW = (
         _W.c.phase.in_(sorted(phase.value for phase in (Phase.FINISHED, Phase.FENCED))),
     )
     .order_by(_W.c.updated_at)
+    .limit(1)
+)
+#: The latest ended request of (``owner``, ``tool``, ``digest``) that reviewers saw (it has a
+#: handle) and that ended with a disposition (it ran, or was decided not to: not cancelled or
+#: failed): a new request for the same call may duplicate it. Read on the dedup index.
+EARLIER_ENDED = (
+    select(_W.c.task_id, _W.c.handle, _W.c.phase, _W.c.disposition, _W.c.updated_at)
+    .where(
+        _W.c.principal_digest == bindparam("owner"),
+        _W.c.tool_name == bindparam("tool"),
+        _W.c.arguments_digest == bindparam("digest"),
+        _W.c.phase.in_(sorted(phase.value for phase in (Phase.FINISHED, Phase.FENCED))),
+        _W.c.disposition.is_not(None),
+        _W.c.handle.is_not(None),
+    )
+    .order_by(_W.c.updated_at.desc(), _W.c.task_id.desc())
     .limit(1)
 )
 #: A first-generation intent in flight for (``owner``, ``tool``, ``digest``).
@@ -278,6 +297,20 @@ def owed_match(conn: Connection, principal_digest: str, tool: str, digest: str) 
     """The oldest ended request made without tasks that owes its outcome in this scope (:data:`OWED_WORKFLOW`)."""
     row = conn.execute(OWED_WORKFLOW, {"owner": principal_digest, "tool": tool, "digest": digest}).first()
     return None if row is None else str(row.task_id)
+
+
+def earlier_call(conn: Connection, principal_digest: str, tool: str, digest: str) -> EarlierCall | None:
+    """The identical call in this scope whose request ended latest (:data:`EARLIER_ENDED`), or ``None``."""
+    row = conn.execute(EARLIER_ENDED, {"owner": principal_digest, "tool": tool, "digest": digest}).first()
+    if row is None:
+        return None
+    return EarlierCall(
+        request_id=str(row.handle),
+        task_id=str(row.task_id),
+        outcome=str(row.disposition),
+        ran=row.phase == Phase.FINISHED.value,
+        ended_at_ms=int(row.updated_at),
+    )
 
 
 def live_match(conn: Connection, principal_digest: str, tool: str, digest: str) -> str | None:

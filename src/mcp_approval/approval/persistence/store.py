@@ -31,6 +31,7 @@ from mcp_approval.approval.persistence.records import (
 )
 from mcp_approval.approval.persistence.schema import approval_intents_table, approval_workflows_table
 from mcp_approval.approval.persistence.states import IntentState, Phase, intent_sources, phase_sources
+from mcp_approval.backends.contract import EarlierCall
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.storage import AuditLog, Database
 from mcp_approval.tasks.sql_store import TaskRows
@@ -92,6 +93,14 @@ class ApprovalStore:
     async def find_live(self, principal_digest: str, tool: str, digest: str) -> str | None:
         """The task id of a pending call in the same dedup scope (a live workflow or in-flight intent)."""
         return await self.database.read(lambda conn: sql.live_match(conn, principal_digest, tool, digest))
+
+    async def earlier_call(self, principal_digest: str, tool: str, digest: str) -> EarlierCall | None:
+        """The identical call whose request ended latest, which a new request for it may duplicate.
+
+        One read on the dedup index; ``None`` when no such request ended within the retention of
+        its task (a workflow is purged with its task).
+        """
+        return await self.database.read(lambda conn: sql.earlier_call(conn, principal_digest, tool, digest))
 
     async def take_retry_outcome(self, principal_digest: str, tool: str, digest: str) -> str | None:
         """Take the ended, not yet answered request made without tasks in this dedup scope.

@@ -16,10 +16,11 @@ from typing import Any
 
 import mcp_types as types
 
-from mcp_approval.approval.messages import DEADLINE_TEXT
+from mcp_approval.approval.messages import DEADLINE_TEXT, earlier_call_text
 from mcp_approval.approval.persistence.records import Workflow
 from mcp_approval.approval.persistence.states import Phase
-from mcp_approval.approval.results import denied_result
+from mcp_approval.approval.results import denied_result, sanitize_model_text
+from mcp_approval.backends.contract import EarlierCall
 from mcp_approval.clock import iso8601
 from mcp_approval.denials import Remediation, final_denial, new_context_id
 from mcp_approval.protocol import META_TOOL_APPROVAL_DISPOSITION
@@ -67,23 +68,46 @@ PENDING_STATUS = "pending"
 ENDED_WITHOUT_RESULT = "The approval request for {tool} ended without a decision to run it."
 
 
-def pending_answer(tool: str, reference: str, deadline_ms: int | None, *, opened: bool) -> types.CallToolResult:
+def pending_answer(
+    tool: str, reference: str, deadline_ms: int | None, *, opened: bool, earlier: EarlierCall | None = None
+) -> types.CallToolResult:
     """The ``isError`` + ``undisclosed`` answer while the request (``reference``) is open.
 
     SEP-2848 keeps it ``isError``, so frameworks that turn an error into a model retry would spend
     their retries on it: its text first asks the model to stop and tell the user (the reference,
     the deadline, who decides), then how to check without calling the tool (``approval_status``).
-    ``structuredContent`` carries the same facts, for clients that read only that.
+    ``structuredContent`` carries the same facts, for clients that read only that. ``earlier``:
+    the identical call whose request already ended, which this request may duplicate; the answer
+    says so next to the reference (when, which reference, its outcome), so nobody takes it for a
+    first request.
     """
     first = OPENED_TEXT if opened else PENDING_AGAIN_TEXT
     deadline = iso8601(deadline_ms) if deadline_ms is not None else None
-    parts = [STOP_AND_TELL, first.format(tool=tool, reference=reference), _WHO]
+    parts = [STOP_AND_TELL, first.format(tool=tool, reference=reference)]
+    duplicate = sanitize_model_text(earlier_call_text(earlier)) if earlier is not None else None
+    if duplicate is not None:
+        parts.append(duplicate)
+    parts.append(_WHO)
     if deadline is not None:
         parts.append(DEADLINE_TEXT.format(deadline=deadline))
     next_step = f"{_CHECK.format(tool=tool, reference=reference)} {_CONTINUE.format(tool=tool)}"
     parts.append(next_step)
     answer = final_denial(" ".join(parts), remediation=Remediation.UNDISCLOSED, context_id=new_context_id())
-    return answer.model_copy(update={"structured_content": _pending_facts(tool, reference, deadline, next_step)})
+    facts = _pending_facts(tool, reference, deadline, next_step)
+    if earlier is not None and duplicate is not None:
+        facts["duplicateOf"] = _earlier_facts(earlier, duplicate)
+    return answer.model_copy(update={"structured_content": facts})
+
+
+def _earlier_facts(earlier: EarlierCall, text: str) -> dict[str, Any]:
+    """The identical earlier call as ``structuredContent`` facts: its reference, outcome and when it ended."""
+    return {
+        "reference": earlier.task_id,
+        "outcome": earlier.outcome,
+        "ran": earlier.ran,
+        "endedAt": iso8601(earlier.ended_at_ms),
+        "text": text,
+    }
 
 
 def _pending_facts(tool: str, reference: str, deadline: str | None, next_step: str) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from mcp_approval.approval.persistence.states import Phase
 from mcp_approval.approval.persistence.store import ApprovalStore
 from mcp_approval.approval.without_tasks import answers as without_tasks
 from mcp_approval.approval.without_tasks.links import RequesterLinks, UrlRevision
+from mcp_approval.backends.contract import EarlierCall
 from mcp_approval.policy import Decision
 from mcp_approval.tasks.store import TaskStore
 
@@ -36,9 +37,14 @@ __all__ = ["PendingAnswer", "RequestOpener", "WithoutTasksFlow"]
 
 
 class PendingAnswer(Protocol):
-    """The answer to a call without tasks whose request ``task_id`` is open (``opened``: by this call)."""
+    """The answer to a call without tasks whose request ``task_id`` is open (``opened``: by this call).
 
-    async def __call__(self, task_id: str, tool: str, *, opened: bool) -> HandlerResult:
+    ``earlier``: the identical call whose request already ended, which this one may duplicate.
+    """
+
+    async def __call__(
+        self, task_id: str, tool: str, *, opened: bool, earlier: EarlierCall | None = None
+    ) -> HandlerResult:
         """The result (or raised error) the caller receives."""
         ...
 
@@ -115,11 +121,14 @@ class WithoutTasksFlow:
         pending = self.pending if revision is None else self._url_answer(binding, owner, revision)
         return await self._open(binding, decision, owner=owner, inputs=inputs, without_task=True, pending=pending)
 
-    async def pending(self, task_id: str, tool: str, *, opened: bool) -> HandlerResult:
-        """A request made without tasks is open: say so, with its reference and deadline."""
+    async def pending(
+        self, task_id: str, tool: str, *, opened: bool, earlier: EarlierCall | None = None
+    ) -> HandlerResult:
+        """A request made without tasks is open: say so, with its reference and deadline (and the
+        identical ``earlier`` call it may duplicate)."""
         workflow = await self.store.get(task_id)
         deadline = workflow.request_deadline if workflow is not None else None
-        answer = without_tasks.pending_answer(tool, task_id, deadline, opened=opened)
+        answer = without_tasks.pending_answer(tool, task_id, deadline, opened=opened, earlier=earlier)
         if await self._output_schema(tool) is not None:
             # Clients check structuredContent against the tool's outputSchema, error results
             # included (the Inspector refuses the answer otherwise): the facts stay in the text.
@@ -160,11 +169,11 @@ class WithoutTasksFlow:
     def _url_answer(self, binding: CallBinding, owner: str, revision: UrlRevision) -> PendingAnswer:
         """The pending answer that sends this caller to its request's page."""
 
-        async def answer(task_id: str, tool: str, *, opened: bool) -> HandlerResult:
+        async def answer(task_id: str, tool: str, *, opened: bool, earlier: EarlierCall | None = None) -> HandlerResult:
             workflow = await self.store.get(task_id)
             deadline = workflow.request_deadline if workflow is not None else None
             if revision == "2025-11-25":
-                raise self.links.elicitation_required(task_id, tool, owner, deadline)
-            return self.links.input_required(task_id, binding, owner, deadline)
+                raise self.links.elicitation_required(task_id, tool, owner, deadline, earlier=earlier)
+            return self.links.input_required(task_id, binding, owner, deadline, earlier=earlier)
 
         return answer

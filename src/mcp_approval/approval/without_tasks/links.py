@@ -35,8 +35,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_approval.approval.binding import BindingCipher, BindingIntegrityError, CallBinding
+from mcp_approval.approval.messages import earlier_call_text
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.results import sanitize_model_text
+from mcp_approval.backends.contract import EarlierCall
 from mcp_approval.clock import iso8601
 from mcp_approval.denials import new_context_id, url_interaction
 from mcp_approval.protocol import INVALID_PARAMS, URL_ELICITATION_REQUIRED
@@ -139,13 +141,22 @@ class RequesterLinks:
         return reference
 
     def input_required(
-        self, reference: str, binding: CallBinding, owner: str, deadline_ms: int | None
+        self,
+        reference: str,
+        binding: CallBinding,
+        owner: str,
+        deadline_ms: int | None,
+        *,
+        earlier: EarlierCall | None = None,
     ) -> types.InputRequiredResult:
-        """The round sending the requester to the page, with the sealed state for its retry."""
+        """The round sending the requester to the page, with the sealed state for its retry.
+
+        ``earlier``: the identical call whose request already ended (the message says so).
+        """
         link = self._link(reference, owner)
         return url_interaction(
             url=link,
-            message=_message(binding.tool, reference, deadline_ms),
+            message=_message(binding.tool, reference, deadline_ms, earlier),
             request_state=self.seal_state(reference, binding, owner),
             input_key=PAGE_INPUT_KEY,
             context_id=new_context_id(),
@@ -153,10 +164,15 @@ class RequesterLinks:
 
     # -- the 2025-11-25 error ----------------------------------------------------------------
 
-    def elicitation_required(self, reference: str, tool: str, owner: str, deadline_ms: int | None) -> MCPError:
-        """The ``-32042`` error naming the page (its ``elicitationId`` is derived from the reference)."""
+    def elicitation_required(
+        self, reference: str, tool: str, owner: str, deadline_ms: int | None, *, earlier: EarlierCall | None = None
+    ) -> MCPError:
+        """The ``-32042`` error naming the page (its ``elicitationId`` is derived from the reference).
+
+        ``earlier``: the identical call whose request already ended (the elicitation's message says so).
+        """
         params = types.ElicitRequestURLParams(
-            message=_message(tool, reference, deadline_ms),
+            message=_message(tool, reference, deadline_ms, earlier),
             url=self._link(reference, owner),
             elicitation_id=f"approval-{reference}",
         )
@@ -178,8 +194,10 @@ def url_required_message(tool: str, reference: str, deadline_ms: int | None) -> 
     return sanitize_model_text(URL_REQUIRED_MESSAGE.format(tool=tool, reference=reference, deadline=deadline))
 
 
-def _message(tool: str, reference: str, deadline_ms: int | None) -> str:
+def _message(tool: str, reference: str, deadline_ms: int | None, earlier: EarlierCall | None = None) -> str:
     text = _PAGE_MESSAGE.format(tool=tool, reference=reference)
+    if earlier is not None:
+        text += f" {earlier_call_text(earlier)}"
     if deadline_ms is not None:
         text += _DEADLINE.format(deadline=iso8601(deadline_ms))
     return sanitize_model_text(text + _CONTINUE, limit=1000)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
+from sqlalchemy import Connection
 from sqlalchemy.engine import make_url
 
 from mcp_approval.storage import open_database
@@ -79,10 +80,15 @@ async def drop_schemas(stores: DemoStores) -> None:
 async def _each_schema(stores: DemoStores, statement: str) -> None:
     if stores.admin_url is None or not stores.schemas:
         return
+    schemas = stores.schemas
+
+    def each(conn: Connection) -> None:
+        for schema in schemas:
+            # The names are made above from hex digits and fixed words: nothing to quote.
+            conn.exec_driver_sql(statement.format(schema))
+
     database = open_database(stores.admin_url)
     try:
-        for schema in stores.schemas:
-            # The names are made above from hex digits and fixed words: nothing to quote.
-            await database.write(lambda conn, schema=schema: conn.exec_driver_sql(statement.format(schema)))
+        await database.write(each)
     finally:
         await database.close()

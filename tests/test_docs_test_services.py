@@ -25,3 +25,10 @@ def test_the_page_shows_how_to_point_the_tests_at_other_servers(page: str) -> No
     assert len(blocks) == 1, page
     assigned = set(re.findall(r"^(MCP_APPROVAL_[A-Z_]+)=", blocks[0], re.MULTILINE))
     assert assigned == VARIABLES
+
+
+def test_ci_runs_the_postgresql_demo_on_the_tests_server_with_their_default() -> None:
+    conftest = (ROOT / "tests" / "conftest.py").read_text()
+    (default,) = re.findall(r'os\.environ\.get\("MCP_APPROVAL_TEST_POSTGRES_URL", "([^"]+)"\)', conftest)
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert f'demo --json --db "${{MCP_APPROVAL_TEST_POSTGRES_URL:-{default}}}"' in script

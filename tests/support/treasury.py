@@ -133,7 +133,7 @@ class TreasuryServer:
         if self.db_url:
             arguments += ["--db", self.db_url]
         environment = {**os.environ, **self.env, **(env or {})}
-        self.process = forkserver.start_module(arguments, env=environment, log_path=self.log_path)
+        self.process = self.launch(arguments, environment)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -144,6 +144,12 @@ class TreasuryServer:
             except OSError:
                 time.sleep(0.05)
         raise RuntimeError(f"server did not listen within {timeout_s}s: {self.log()[-3000:]}")
+
+    def launch(
+        self, arguments: list[str], environment: dict[str, str]
+    ) -> subprocess.Popen[bytes] | forkserver.ForkedProcess:
+        """``python -m`` ``arguments`` (forked from the warm process of this code; see ``forkserver``)."""
+        return forkserver.start_module(arguments, env=environment, log_path=self.log_path)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -104,7 +104,12 @@ app.command("arap-server")(arap_server)
 @app.command("demo")
 def demo(
     db: str | None = typer.Option(
-        None, help="Store URL of the local-backend server; a temporary SQLite file by default."
+        None,
+        help=(
+            "Store URL: postgresql://... runs every scenario's servers there, each deployment in a schema"
+            " of the run's own, dropped at the end; sqlite:///PATH is the local-backend server's file"
+            " (kept). Temporary SQLite files by default."
+        ),
     ),
     only: str | None = typer.Option(None, "--only", help="Scenario numbers to run, e.g. 2,8 (default: all)."),
     as_json: bool = typer.Option(False, "--json", help="Print only the results, as JSON (schema above)."),

@@ -22,6 +22,7 @@ from mcp_approval.demo.narration import Narrator, Outcome, ScenarioResult, resul
 from mcp_approval.demo.scenarios import open_request
 from mcp_approval.demo.servers import ServerProcess, materialize, point_at, remove_tree
 from mcp_approval.demo.services import start_services
+from mcp_approval.demo.stores import DemoStores, demo_stores, drop_schemas, make_schemas
 from mcp_approval.demo.webhooks import WEBHOOK_ADDRESS, WebhookInbox
 
 __all__ = ["DemoOptions", "parse_only", "run_demo"]
@@ -67,6 +68,7 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> int:
         logging.getLogger(name).setLevel(logging.ERROR)
     narrator = Narrator(None if options.as_json else (console or Console()))
     scratch = Path(tempfile.mkdtemp(prefix="mcp-approval-demo-"))
+    stores = demo_stores(options.db_url, f"sqlite:///{scratch / 'treasury' / 'treasury.db'}")
     servers: list[ServerProcess] = []
     codes: list[int] = []
     # Ctrl-C and SIGTERM stop the servers first, then unwind: whatever the demo's clients still
@@ -75,17 +77,26 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> int:
     stopping = functools.partial(_stop_servers_then_interrupt, servers)
     previous = {number: signal.signal(number, stopping) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
-        asyncio.run(_run(options, narrator, scratch, servers, codes))
+        asyncio.run(_run(options, stores, narrator, scratch, servers, codes))
     except KeyboardInterrupt:
         narrator.banner("stopping the servers")
         return codes[0] if codes else 130
     finally:
         for server in servers:
             server.kill()
+        # After the servers are gone: none of them holds a lock on the tables being dropped.
+        _drop_schemas(stores)
         remove_tree(scratch)
         for number, handler in previous.items():
             signal.signal(number, handler)
     return codes[0] if codes else 1
+
+
+def _drop_schemas(stores: DemoStores) -> None:
+    try:
+        asyncio.run(drop_schemas(stores))
+    except Exception as exc:  # the verdict stands; the operator is told (on stderr, even under --json) what is left
+        sys.stderr.write(f"mcp-approval demo: could not drop its schemas {', '.join(stores.schemas)}: {exc}\n")
 
 
 def _stop_servers_then_interrupt(servers: list[ServerProcess], signum: int, frame: object) -> None:
@@ -95,19 +106,24 @@ def _stop_servers_then_interrupt(servers: list[ServerProcess], signum: int, fram
 
 
 async def _run(
-    options: DemoOptions, narrator: Narrator, scratch: Path, servers: list[ServerProcess], codes: list[int]
+    options: DemoOptions,
+    stores: DemoStores,
+    narrator: Narrator,
+    scratch: Path,
+    servers: list[ServerProcess],
+    codes: list[int],
 ) -> None:
     started = time.monotonic()
     selected = [spec for spec in SCENARIOS if options.only is None or spec.number in options.only]
     config_path = materialize(scratch / "treasury")
-    db_url = options.db_url or f"sqlite:///{scratch / 'treasury' / 'treasury.db'}"
     needs = frozenset(need for spec in selected for need in spec.needs)
     narrator.banner(f"mcp-approval demo: {len(selected)} scenario(s), deployment {config_path.parent}")
     inbox = WebhookInbox().start()  # the deployment's notifications arrive here
     point_at(config_path, {WEBHOOK_ADDRESS: inbox.port})
     try:
         try:
-            treasury, extra = await start_services(config_path, db_url, scratch, needs, servers, narrator)
+            await make_schemas(stores)
+            treasury, extra = await start_services(config_path, stores, scratch, needs, servers, narrator)
         except Exception as exc:  # the servers did not come up: every scenario fails, saying why
             results = [_failed(spec, f"servers did not start: {exc}") for spec in selected]
             codes.append(_report(options, narrator, results, started))
@@ -117,7 +133,7 @@ async def _run(
         results = [await _run_one(demo, spec) for spec in selected]
         codes.append(_report(options, narrator, results, started))
         if options.keep_running:
-            await _keep_running(demo, db_url)
+            await _keep_running(demo, stores.treasury)
     finally:
         inbox.stop()
 

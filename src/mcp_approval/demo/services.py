@@ -6,8 +6,6 @@ import asyncio
 from collections.abc import Set
 from pathlib import Path
 
-from sqlalchemy.engine import make_url
-
 from mcp_approval.demo.narration import Narrator
 from mcp_approval.demo.servers import (
     ARAP_SERVER_ADDRESS,
@@ -16,6 +14,8 @@ from mcp_approval.demo.servers import (
     ServerProcess,
     point_at,
 )
+from mcp_approval.demo.stores import DemoStores
+from mcp_approval.storage.postgres_url import shown_url
 
 __all__ = ["ARAP_TREASURY", "NEED_ARAP", "NEED_CREDENTIALS", "start_services"]
 
@@ -40,20 +40,20 @@ def credentials_server(scratch: Path) -> ServerProcess:
     )
 
 
-def arap_pair(folder: Path, scratch: Path) -> dict[str, ServerProcess]:
+def arap_pair(folder: Path, scratch: Path, stores: DemoStores) -> dict[str, ServerProcess]:
     """``mcp-approval arap-server`` (reference PDP + ARS) and ``serve`` on the ARAP backend, addresses filled in.
 
-    Both keep their SQLite stores in the demo folder, whatever ``--db`` says.
+    Each on its store of ``stores``: without one, the SQLite file its config names in the demo folder.
     """
     arap_config, treasury_config = folder / "arap-server.toml", folder / "config-arap.toml"
     arap = ServerProcess(
         "mcp-approval arap-server",
-        ["arap-server", "--config", str(arap_config), "--log-level", "warning"],
+        ["arap-server", "--config", str(arap_config), "--log-level", "warning", *_db(stores.arap_server)],
         log_path=scratch / "arap-server.log",
     )
     treasury = ServerProcess(
         "mcp-approval serve (ARAP backend)",
-        ["serve", "--config", str(treasury_config), "--log-level", "warning"],
+        ["serve", "--config", str(treasury_config), "--log-level", "warning", *_db(stores.arap_treasury)],
         log_path=scratch / "serve-arap.log",
     )
     addresses = {ARAP_SERVER_ADDRESS: arap.port, ARAP_TREASURY_ADDRESS: treasury.port}
@@ -62,9 +62,13 @@ def arap_pair(folder: Path, scratch: Path) -> dict[str, ServerProcess]:
     return {NEED_ARAP: arap, ARAP_TREASURY: treasury}
 
 
+def _db(url: str | None) -> list[str]:
+    return [] if url is None else ["--db", url]
+
+
 async def start_services(
     config_path: Path,
-    db_url: str,
+    stores: DemoStores,
     scratch: Path,
     needs: Set[str],
     servers: list[ServerProcess],
@@ -74,25 +78,20 @@ async def start_services(
 
     Every launched process is appended to ``servers`` first, so the caller kills it whatever happens.
     """
-    treasury = treasury_server(config_path, db_url, scratch)
+    treasury = treasury_server(config_path, stores.treasury, scratch)
     point_at(config_path, {TREASURY_ADDRESS: treasury.port})
     extra: dict[str, ServerProcess] = {}
     if NEED_CREDENTIALS in needs:
         extra[NEED_CREDENTIALS] = credentials_server(scratch)
     if NEED_ARAP in needs:
-        extra.update(arap_pair(config_path.parent, scratch))
+        extra.update(arap_pair(config_path.parent, scratch, stores))
     everything = (treasury, *extra.values())
     for server in everything:
         servers.append(server)
         server.launch()
     narrator.restart_clock()
     await asyncio.gather(*(server.wait_listening() for server in everything))
-    narrator.note(f"{treasury.name} listening: MCP at {treasury.base_url}/mcp, store {_safe(db_url)}")
+    narrator.note(f"{treasury.name} listening: MCP at {treasury.base_url}/mcp, store {shown_url(stores.treasury)}")
     for server in extra.values():
         narrator.info(f"   {server.name} listening at {server.base_url}")
     return treasury, extra
-
-
-def _safe(url: str) -> str:
-    """The store URL without a password."""
-    return make_url(url).render_as_string(hide_password=True)

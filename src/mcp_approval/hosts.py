@@ -18,10 +18,12 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
 __all__ = [
+    "KEEP_ALIVE_S",
     "PORT_SLICE_VARIABLE",
     "UNTRUSTED_FORWARDED_PEER",
     "UntrustedForwardedFor",
     "callback_url_problem",
+    "http_server_settings",
     "is_loopback_host",
     "is_safe_transport",
     "unused_loopback_port",
@@ -129,6 +131,18 @@ def proxy_header_settings(trusted_proxies: Sequence[str]) -> dict[str, Any]:
     if not trusted_proxies:
         return {"proxy_headers": False}
     return {"proxy_headers": True, "forwarded_allow_ips": list(trusted_proxies)}
+
+
+#: Seconds an idle HTTP connection stays open on the server's side. Longer than clients keep theirs
+#: (httpx: 5 s, the same as uvicorn's default): a server closing an idle connection at the moment a
+#: client reuses it makes that request fail ("server disconnected without sending a response"), and
+#: a client that closes first never meets that race.
+KEEP_ALIVE_S: Final = 30
+
+
+def http_server_settings(trusted_proxies: Sequence[str]) -> dict[str, Any]:
+    """The uvicorn settings every server of this package runs with: proxy headers, and :data:`KEEP_ALIVE_S`."""
+    return {**proxy_header_settings(trusted_proxies), "timeout_keep_alive": KEEP_ALIVE_S}
 
 
 #: The client address of every request that carries an ``X-Forwarded-For`` the app does not trust.

@@ -37,7 +37,7 @@ def arap_server(
     # Imported here so that `mcp-approval --help` and the other commands do not load the reference services.
     from mcp_approval.cli.preflight import shown_store_url, store_problem
     from mcp_approval.config import ConfigError
-    from mcp_approval.hosts import proxy_header_settings
+    from mcp_approval.hosts import http_server_settings
     from mcp_approval.policy.source import PolicyLoadError, TextSource
     from mcp_approval.reference.config import load_arap_config
     from mcp_approval.reference.server import build_arap_server
@@ -77,7 +77,7 @@ def arap_server(
         ssl_certfile=ssl_certfile,
         ssl_keyfile=ssl_keyfile,
         lifespan="on",
-        **proxy_header_settings(loaded.arap.trusted_proxies),
+        **http_server_settings(loaded.arap.trusted_proxies),
     )
     runner = _AnnouncingServer(settings, url)
     runner.run(sockets=[sock])

@@ -24,7 +24,7 @@ def serve(
 
     from mcp_approval.cli.preflight import shown_store_url, store_problem
     from mcp_approval.config import ConfigError, load_config
-    from mcp_approval.hosts import proxy_header_settings
+    from mcp_approval.hosts import http_server_settings
     from mcp_approval.policy.source import PolicyLoadError
     from mcp_approval.server.deployment import build_deployment, deployment_app
     from mcp_approval.storage.postgres_url import StoreURLError
@@ -63,5 +63,5 @@ def serve(
         reviewers,
         shown_store_url(db or loaded.store_url()),
     )
-    uvicorn.run(app, host=host, port=port, log_level="warning", **proxy_header_settings(loaded.server.trusted_proxies))
+    uvicorn.run(app, host=host, port=port, log_level="warning", **http_server_settings(loaded.server.trusted_proxies))
     sys.exit(0)

@@ -31,7 +31,7 @@ from mcp_approval.client import (
     TaskPendingError,
     TasksClient,
 )
-from mcp_approval.hosts import unused_loopback_port
+from mcp_approval.hosts import KEEP_ALIVE_S, unused_loopback_port
 from mcp_approval.tasks import TaskOptions, store_from_url
 from mcp_approval.testing.tasks_demo import DEMO_MODES, DEMO_TOKENS, build_tasks_demo_server
 
@@ -58,7 +58,9 @@ async def _serve(db_url: str, port: int) -> Any:
         modes=DEMO_MODES,
     )
     server, _ = build_tasks_demo_server(options, store=store_from_url(db_url), base_url=base_url, tokens=DEMO_TOKENS)
-    config = uvicorn.Config(server.streamable_http_app(), host="127.0.0.1", port=port, log_level="warning")
+    config = uvicorn.Config(
+        server.streamable_http_app(), host="127.0.0.1", port=port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S
+    )
     web = uvicorn.Server(config)
     serving = asyncio.create_task(web.serve())
     while not web.started:

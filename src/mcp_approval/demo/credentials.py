@@ -192,13 +192,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Serve the credential server on 127.0.0.1."""
     import uvicorn
 
+    from mcp_approval.hosts import KEEP_ALIVE_S
+
     parser = argparse.ArgumentParser(prog="python -m mcp_approval.demo.credentials")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--ledger", type=Path, required=True)
     args = parser.parse_args(argv)
     base_url = f"http://127.0.0.1:{args.port}"
     app = build_credentials_app(base_url, PaymentsLedger(args.ledger))
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S)
 
 
 if __name__ == "__main__":

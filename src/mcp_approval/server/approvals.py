@@ -35,7 +35,7 @@ from mcp_approval.backends.callbacks import callback_paths, callback_route
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.clock import Clock, SystemClock
-from mcp_approval.hosts import UntrustedForwardedFor, proxy_header_settings
+from mcp_approval.hosts import UntrustedForwardedFor, http_server_settings
 from mcp_approval.metrics import ApprovalMetrics, MetricsOptions, metrics_paths, metrics_route
 from mcp_approval.notify import NotificationOptions, notification_outbox
 from mcp_approval.notify.anchors import AnchorOptions, AuditAnchors
@@ -414,7 +414,7 @@ class Approvals:
         ``trusted_proxies`` (uvicorn's own default trusts them from loopback)."""
         import uvicorn  # only the process that serves needs it
 
-        uvicorn.run(self.http_app(server), host=host, port=port, **proxy_header_settings(self.trusted_proxies))
+        uvicorn.run(self.http_app(server), host=host, port=port, **http_server_settings(self.trusted_proxies))
 
     def _callback_route(self, secret: str) -> BaseRoute:
         """Backend callbacks; for ARAP bound to the tasks this server submitted and their ``state``."""

@@ -17,6 +17,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
 from mcp_approval.clock import Clock
+from mcp_approval.hosts import KEEP_ALIVE_S
 from mcp_approval.server.auth import StaticTokenVerifier, local_auth_settings
 from mcp_approval.tasks import (
     TaskMode,
@@ -163,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     tokens = DEMO_TOKENS if args.tokens else None
     server, _ = build_tasks_demo_server(options, store=store_from_url(args.db), base_url=base_url, tokens=tokens)
     app = server.streamable_http_app(json_response=True)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S)
 
 
 def _tool_mode(text: str) -> tuple[str, TaskMode]:

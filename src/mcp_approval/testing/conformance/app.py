@@ -8,6 +8,7 @@ from typing import Any
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 
+from mcp_approval.hosts import KEEP_ALIVE_S
 from mcp_approval.tasks import TaskMode, TaskOptions, TasksExtension, store_from_url, task_routing_middleware
 from mcp_approval.testing.conformance import catalog, content, diagnostics, legacy, mrtr, tasks_fixtures
 from mcp_approval.testing.conformance.events import MemoryEventStore
@@ -82,4 +83,4 @@ def run_conformance_server(port: int, store_url: str) -> None:
         retry_interval=SSE_RETRY_MS,
         host=HOST,
     )
-    uvicorn.run(app, host=HOST, port=port, log_level="warning")
+    uvicorn.run(app, host=HOST, port=port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S)

@@ -28,12 +28,13 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import Boolean, Connection, MetaData, func, inspect, select, text
+from sqlalchemy import Boolean, Connection, MetaData, select, text
 
 from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.storage import AUDIT_MIGRATIONS, SHARED_MIGRATIONS, AuditLog, Database, migrate, open_database
 from mcp_approval.tasks.schema import TASKS_MIGRATIONS
+from tests.support.stored_schema import row_counts, version_heads
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import assert_approved_executed, settled, shown
 
@@ -146,25 +147,6 @@ def _cut(contents: dict[str, list[dict[str, Any]]], like: dict[str, list[dict[st
     return {table: cut(table) for table in like}
 
 
-def _heads(conn: Connection) -> dict[str, list[str]]:
-    names = [name for name in inspect(conn).get_table_names() if name.startswith("alembic_version_")]
-    query = "SELECT version_num FROM {}"
-    return {
-        name.removeprefix("alembic_version_"): [row[0] for row in conn.exec_driver_sql(query.format(name))]
-        for name in names
-    }
-
-
-def _counts(conn: Connection) -> dict[str, int]:
-    tables = MetaData()
-    tables.reflect(conn)
-    return {
-        name: int(conn.execute(select(func.count()).select_from(table)).scalar_one())
-        for name, table in tables.tables.items()
-        if not name.startswith("alembic_version_")
-    }
-
-
 async def _loaded(url: str) -> Database:
     database = open_database(url)
     await database.write(_release_database)
@@ -177,7 +159,7 @@ async def test_the_6854340_database_upgrades_to_head_without_losing_a_row(db_url
         before = await database.read(_contents)
         found = await migrate(database, *DEPLOYMENT)
         after = await database.read(_contents)
-        heads = await database.read(_heads)
+        heads = await database.read(version_heads)
     finally:
         await database.close()
     # Recognised where the commit left each history; only the revisions after it run.
@@ -194,14 +176,14 @@ async def test_the_6854340_database_upgrades_to_head_without_losing_a_row(db_url
 async def test_workers_upgrading_the_6854340_database_together_apply_each_step_once(db_url: str) -> None:
     setup = await _loaded(db_url)
     try:
-        before = await setup.read(_counts)
+        before = await setup.read(row_counts)
     finally:
         await setup.close()
     workers = [open_database(db_url) for _ in range(4)]
     try:
         results = await asyncio.gather(*(migrate(worker, *DEPLOYMENT) for worker in workers))
-        heads = await workers[0].read(_heads)
-        after = await workers[0].read(_counts)
+        heads = await workers[0].read(version_heads)
+        after = await workers[0].read(row_counts)
     finally:
         for worker in workers:
             await worker.close()

@@ -18,13 +18,14 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import Boolean, Connection, MetaData, func, inspect, select, text
+from sqlalchemy import Boolean, Connection, MetaData, inspect, text
 
 from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
 from mcp_approval.storage.audit import GENESIS_HASH
 from mcp_approval.tasks.schema import TASKS_MIGRATIONS
+from tests.support.stored_schema import row_counts, version_heads
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import approval_for, assert_approved_executed, settled
 
@@ -68,25 +69,6 @@ def _release_database(conn: Connection) -> None:
         )
 
 
-def _counts(conn: Connection) -> dict[str, int]:
-    tables = MetaData()
-    tables.reflect(conn)
-    return {
-        name: int(conn.execute(select(func.count()).select_from(table)).scalar_one())
-        for name, table in tables.tables.items()
-        if not name.startswith("alembic_version_")
-    }
-
-
-def _heads(conn: Connection) -> dict[str, list[str]]:
-    names = [name for name in inspect(conn).get_table_names() if name.startswith("alembic_version_")]
-    query = "SELECT version_num FROM {}"
-    return {
-        name.removeprefix("alembic_version_"): [row[0] for row in conn.exec_driver_sql(query.format(name))]
-        for name in names
-    }
-
-
 async def _loaded(url: str) -> Database:
     database = open_database(url)
     await database.write(_release_database)
@@ -96,10 +78,10 @@ async def _loaded(url: str) -> Database:
 async def test_the_release_database_upgrades_to_head_without_losing_a_row(db_url: str) -> None:
     database = await _loaded(db_url)
     try:
-        before = await database.read(_counts)
+        before = await database.read(row_counts)
         found = await migrate(database, *DEPLOYMENT)
-        after = await database.read(_counts)
-        heads = await database.read(_heads)
+        after = await database.read(row_counts)
+        heads = await database.read(version_heads)
         columns = await database.read(lambda conn: {c["name"] for c in inspect(conn).get_columns("tasks")})
     finally:
         await database.close()
@@ -132,7 +114,7 @@ async def test_workers_upgrading_the_release_database_together_apply_each_step_o
     workers = [open_database(db_url) for _ in range(4)]
     try:
         results = await asyncio.gather(*(migrate(worker, *DEPLOYMENT) for worker in workers))
-        heads = await workers[0].read(_heads)
+        heads = await workers[0].read(version_heads)
     finally:
         for worker in workers:
             await worker.close()
@@ -187,8 +169,8 @@ async def test_a_database_at_release_version_1_gains_the_later_columns_and_table
     try:
         await database.write(_release_v1_tasks)
         found = await migrate(database, *DEPLOYMENT)
-        heads = await database.read(_heads)
-        counts = await database.read(_counts)
+        heads = await database.read(version_heads)
+        counts = await database.read(row_counts)
         columns = await database.read(lambda conn: {c["name"] for c in inspect(conn).get_columns("tasks")})
     finally:
         await database.close()
@@ -203,7 +185,7 @@ async def test_a_database_at_release_version_1_gains_the_later_columns_and_table
 async def test_the_release_audit_events_become_the_start_of_the_hash_chain(db_url: str) -> None:
     database = await _loaded(db_url)
     try:
-        stored = (await database.read(_counts))["audit_events"]
+        stored = (await database.read(row_counts))["audit_events"]
         await migrate(database, *DEPLOYMENT)
         log = AuditLog(database)
         await log.record("approval.submitted", subject="after-upgrade")

@@ -3,6 +3,10 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON="${PYTHON:-python3}"
+# Bytecode goes to .venv/pycache, not beside the sources: tests start the servers and command lines
+# as subprocesses, and without a cache each would compile the package anew.
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX="${PYTHONPYCACHEPREFIX:-$PWD/.venv/pycache}"
 if [[ ! -x .venv/bin/python ]]; then
   "$PYTHON" -m venv .venv
 fi

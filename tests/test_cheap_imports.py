@@ -31,15 +31,18 @@ HEAVY = (
 PROBE = """
 import json, sys
 import {module}
-print(json.dumps(sorted(name for name in sys.modules if name.startswith("mcp_approval"))))
+print(json.dumps(sorted(name for name in sys.modules if name.startswith("{prefix}"))))
 """
+#: What ``mcp-approval review`` and reading a deployment file never need: the metrics endpoint,
+#: Cedar, the HTTP server, the notification channels' clients, SQLAlchemy's ORM (a SQLite store
+#: needs only its Core), the MCP SDK.
+NOT_FOR_REVIEW = ("prometheus_client", "cedarpy", "uvicorn", "standardwebhooks", "apprise", "sqlalchemy.orm", "mcp.")
 
 
-def loaded_by(module: str) -> list[str]:
-    """The package's modules a fresh interpreter has loaded after importing ``module``."""
-    out = subprocess.run(
-        [sys.executable, "-c", PROBE.format(module=module)], check=True, capture_output=True, text=True, timeout=60
-    ).stdout
+def loaded_by(module: str, prefix: str = "mcp_approval") -> list[str]:
+    """The modules named ``prefix...`` a fresh interpreter has loaded after importing ``module``."""
+    probe = PROBE.format(module=module, prefix=prefix)
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True, timeout=60).stdout
     return list(json.loads(out))
 
 
@@ -64,3 +67,17 @@ def test_the_review_command_loads_no_server_composition() -> None:
     assert [
         name for name in loaded if name.startswith(("mcp_approval.server.approvals", "mcp_approval.approval.service"))
     ] == []
+
+
+@pytest.mark.parametrize("module", ["mcp_approval.config", "mcp_approval.cli.review"])
+def test_the_review_command_and_the_configuration_load_no_server_libraries(module: str) -> None:
+    """``review list`` starts in a fraction of a second: none of what only a serving process uses is loaded."""
+    loaded = loaded_by(module, prefix="")
+    assert [name for name in loaded if name.startswith(NOT_FOR_REVIEW) or name == "mcp"] == []
+
+
+def test_the_library_probe_sees_a_server_library() -> None:
+    """The measure can fail: the deployment composition does load the MCP SDK and uvicorn's peers."""
+    loaded = loaded_by("mcp_approval.server.deployment", prefix="")
+    assert "mcp" in loaded
+    assert "cedarpy" in loaded or any(name.startswith("cedarpy") for name in loaded)

@@ -51,12 +51,11 @@ from pydantic import (
 )
 
 from mcp_approval.approval.options import ApprovalOptions, valid_approval_url
-from mcp_approval.backends.arap import ArapSettings
+from mcp_approval.backends.arap_settings import ArapSettings
 from mcp_approval.backends.local_rules import ApprovalTemplate, ResolverRule
 from mcp_approval.hosts import is_safe_transport
-from mcp_approval.metrics import MetricsOptions
-from mcp_approval.notify.anchors import AnchorOptions
-from mcp_approval.notify.options import NotificationOptions
+from mcp_approval.metrics.options import MetricsOptions
+from mcp_approval.notify.options import AnchorOptions, NotificationOptions
 from mcp_approval.policy.cedar_values import check_decimal_path
 from mcp_approval.tasks.options import TaskOptions
 
@@ -279,7 +278,7 @@ class AuditSection(_Section):
 
     #: ``[audit.anchor]``: the chain's head written every ``interval_s`` (and at shutdown) to a
     #: ``file`` (JSON lines, appended) and/or a signed ``webhook``, for ``audit verify --anchor``
-    #: (:class:`~mcp_approval.notify.anchors.AnchorOptions`; off by default).
+    #: (:class:`~mcp_approval.notify.options.AnchorOptions`; off by default).
     anchor: AnchorOptions | None = None
 
 

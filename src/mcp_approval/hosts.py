@@ -141,8 +141,9 @@ KEEP_ALIVE_S: Final = 30
 
 
 def http_server_settings(trusted_proxies: Sequence[str]) -> dict[str, Any]:
-    """The uvicorn settings every server of this package runs with: proxy headers, and :data:`KEEP_ALIVE_S`."""
-    return {**proxy_header_settings(trusted_proxies), "timeout_keep_alive": KEEP_ALIVE_S}
+    """The uvicorn settings every server of this package runs with: proxy headers, :data:`KEEP_ALIVE_S`,
+    and no WebSocket protocol (nothing here speaks it, and loading one costs every start)."""
+    return {**proxy_header_settings(trusted_proxies), "timeout_keep_alive": KEEP_ALIVE_S, "ws": "none"}
 
 
 #: The client address of every request that carries an ``X-Forwarded-For`` the app does not trust.

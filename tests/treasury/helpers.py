@@ -56,10 +56,10 @@ def text_of(result: dict[str, Any]) -> str:
 
 def assert_denied_not_executed(task: dict[str, Any]) -> None:
     """Disposition, body and envelope agree on a terminal denial (invariant 10)."""
-    assert task["status"] == "completed"
+    assert task["status"] == "completed", task
     result = task["result"]
-    assert result["isError"] is True
-    assert result["_meta"][DISPOSITION] == "denied-not-executed"
+    assert result["isError"] is True, result
+    assert result["_meta"][DISPOSITION] == "denied-not-executed", result
     assert result["_meta"][AUTHORIZATION]["remediation"] == "unavailable"
     assert "did not run" in text_of(result)
     assert AUTHORIZATION not in task.get("_meta", {}), "a terminal task does not repeat the pending envelope"
@@ -67,10 +67,10 @@ def assert_denied_not_executed(task: dict[str, Any]) -> None:
 
 def assert_approved_executed(task: dict[str, Any]) -> None:
     """Disposition and body agree on an executed approval; no denial envelope."""
-    assert task["status"] == "completed"
+    assert task["status"] == "completed", task
     result = task["result"]
-    assert result["isError"] is False
-    assert result["_meta"][DISPOSITION] == "approved-executed"
+    assert result["isError"] is False, result
+    assert result["_meta"][DISPOSITION] == "approved-executed", result
     assert AUTHORIZATION not in result["_meta"]
     assert "ran once" in text_of(result)
 

@@ -16,7 +16,6 @@ import socket
 import sys
 
 import typer
-import uvicorn
 
 __all__ = ["arap_server"]
 
@@ -34,7 +33,10 @@ def arap_server(
     log_level: str = typer.Option("info", help="Log level."),
 ) -> None:
     """Serve the reference AuthZEN PDP, ARAP Access Request Service and reviewer API on one origin."""
-    # Imported here so that `mcp-approval --help` and the other commands do not load the reference services.
+    # Imported here: `mcp-approval --help` and the other commands load neither uvicorn nor the reference services.
+    import uvicorn
+
+    from mcp_approval.cli._announcing import AnnouncingServer
     from mcp_approval.cli.preflight import shown_store_url, store_problem
     from mcp_approval.config import ConfigError
     from mcp_approval.hosts import http_server_settings
@@ -79,23 +81,9 @@ def arap_server(
         lifespan="on",
         **http_server_settings(loaded.arap.trusted_proxies),
     )
-    runner = _AnnouncingServer(settings, url)
+    runner = AnnouncingServer(settings, url, announcement="arap-server listening on {url}")
     runner.run(sockets=[sock])
     sys.exit(0 if runner.started else 1)
-
-
-class _AnnouncingServer(uvicorn.Server):
-    """A uvicorn server that prints the startup line once it accepts connections."""
-
-    def __init__(self, config: uvicorn.Config, url: str) -> None:
-        super().__init__(config)
-        self.url = url
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        """Start, then announce the URL on stdout."""
-        await super().startup(sockets=sockets)
-        if self.started:
-            print(f"arap-server listening on {self.url}", flush=True)
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -4,15 +4,45 @@ Configured as ``[notifications]`` (:class:`NotificationOptions`) and chosen per 
 ``notify``; delivered by :class:`NotificationOutbox` in the background of every serving process.
 """
 
-from mcp_approval.notify.channels import AppriseChannel, Channel, DeliveryError, WebhookChannel, channel_from_options
-from mcp_approval.notify.messages import EVENT_TYPES, MessageBuilder, Notification
-from mcp_approval.notify.options import (
-    AppriseChannelOptions,
-    ChannelOptions,
-    NotificationOptions,
-    WebhookChannelOptions,
-)
-from mcp_approval.notify.outbox import CONSUMER_PREFIX, NotificationOutbox, notification_outbox
+from typing import TYPE_CHECKING
+
+from mcp_approval._lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from mcp_approval.notify.channels import (
+        AppriseChannel,
+        Channel,
+        DeliveryError,
+        WebhookChannel,
+        channel_from_options,
+    )
+    from mcp_approval.notify.messages import EVENT_TYPES, MessageBuilder, Notification
+    from mcp_approval.notify.options import (
+        AppriseChannelOptions,
+        ChannelOptions,
+        NotificationOptions,
+        WebhookChannelOptions,
+    )
+    from mcp_approval.notify.outbox import CONSUMER_PREFIX, NotificationOutbox, notification_outbox
+
+# Name -> the module that defines it, imported on first access (the options load no HTTP client).
+_LAZY = {
+    "AppriseChannel": "mcp_approval.notify.channels",
+    "AppriseChannelOptions": "mcp_approval.notify.options",
+    "CONSUMER_PREFIX": "mcp_approval.notify.outbox",
+    "Channel": "mcp_approval.notify.channels",
+    "ChannelOptions": "mcp_approval.notify.options",
+    "DeliveryError": "mcp_approval.notify.channels",
+    "EVENT_TYPES": "mcp_approval.notify.messages",
+    "MessageBuilder": "mcp_approval.notify.messages",
+    "Notification": "mcp_approval.notify.messages",
+    "NotificationOptions": "mcp_approval.notify.options",
+    "NotificationOutbox": "mcp_approval.notify.outbox",
+    "WebhookChannel": "mcp_approval.notify.channels",
+    "WebhookChannelOptions": "mcp_approval.notify.options",
+    "channel_from_options": "mcp_approval.notify.channels",
+    "notification_outbox": "mcp_approval.notify.outbox",
+}
 
 __all__ = [
     "CONSUMER_PREFIX",
@@ -31,3 +61,5 @@ __all__ = [
     "channel_from_options",
     "notification_outbox",
 ]
+
+__getattr__ = lazy_getattr(__name__, _LAZY)

@@ -29,13 +29,11 @@ import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Self
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Any
 
 from mcp_approval.clock import Clock, SystemClock, iso8601
 from mcp_approval.notify.channels import AppriseChannel, WebhookChannel
-from mcp_approval.notify.options import ChannelOptions, WebhookChannelOptions
+from mcp_approval.notify.options import AnchorOptions, ChannelOptions, WebhookChannelOptions
 from mcp_approval.storage.audit import AuditLog
 
 __all__ = ["ANCHOR_KIND", "AnchorOptions", "AuditAnchors", "anchor_line"]
@@ -45,27 +43,6 @@ _log = logging.getLogger(__name__)
 #: The ``kind`` member of every anchor.
 ANCHOR_KIND = "audit.anchor"
 _WEBHOOK_TIMEOUT_S = 10.0
-
-
-class AnchorOptions(BaseModel):
-    """Where and how often the audit chain's head is written (at least one of ``file``, ``webhook``, ``channels``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    #: Seconds between two anchors (one more is written when the server stops).
-    interval_s: float = Field(default=300.0, gt=0)
-    #: A file each anchor is appended to as a JSON line (keep it off the database's host, or ship it away).
-    file: Path | None = None
-    #: A receiver each anchor is POSTed to, signed with its Standard Webhooks secret.
-    webhook: WebhookChannelOptions | None = None
-    #: Notification channels (names in ``[notifications.channels]``) each anchor is sent to as a message.
-    channels: list[str] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _somewhere(self) -> Self:
-        if self.file is None and self.webhook is None and not self.channels:
-            raise ValueError("an anchor needs a file, a webhook or a notification channel")
-        return self
 
 
 def anchor_line(seq: int, digest: str, at_ms: int) -> str:

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Annotated, Literal
+from pathlib import Path
+from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-__all__ = ["AppriseChannelOptions", "ChannelOptions", "NotificationOptions", "WebhookChannelOptions"]
+__all__ = ["AnchorOptions", "AppriseChannelOptions", "ChannelOptions", "NotificationOptions", "WebhookChannelOptions"]
 
 _SECRET_PREFIX = "whsec_"  # noqa: S105 (the prefix of every signing secret, not one)
 
@@ -120,3 +121,24 @@ class NotificationOptions(_Options):
         """The wait before the attempt after ``attempts`` failed ones (exponential, capped)."""
         delay = self.retry_initial_s * 2 ** max(0, min(attempts - 1, 30))
         return int(min(delay, self.retry_max_s) * 1000)
+
+
+class AnchorOptions(BaseModel):
+    """Where and how often the audit chain's head is written (at least one of ``file``, ``webhook``, ``channels``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: Seconds between two anchors (one more is written when the server stops).
+    interval_s: float = Field(default=300.0, gt=0)
+    #: A file each anchor is appended to as a JSON line (keep it off the database's host, or ship it away).
+    file: Path | None = None
+    #: A receiver each anchor is POSTed to, signed with its Standard Webhooks secret.
+    webhook: WebhookChannelOptions | None = None
+    #: Notification channels (names in ``[notifications.channels]``) each anchor is sent to as a message.
+    channels: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _somewhere(self) -> Self:
+        if self.file is None and self.webhook is None and not self.channels:
+            raise ValueError("an anchor needs a file, a webhook or a notification channel")
+        return self

@@ -151,7 +151,7 @@ class Approvals:
             of ``serve``. Empty (the default): a client cannot name its own address, so a
             rotating ``X-Forwarded-For`` does not escape the failed-token limit.
         audit_anchor: where the audit chain's head is written every so often and at shutdown
-            (:class:`~mcp_approval.notify.anchors.AnchorOptions`; off by default), for
+            (:class:`~mcp_approval.notify.options.AnchorOptions`; off by default), for
             ``mcp-approval audit verify --anchor``.
 
     Raises:

@@ -23,15 +23,17 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from mcp_approval.storage.postgres_url import AsyncpgTarget, asyncpg_target
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 __all__ = [
     "Database",
@@ -362,6 +364,9 @@ class PostgresDatabase(Database):
     dialect = "postgresql"
 
     def __init__(self, url: str) -> None:
+        # Imported here: SQLAlchemy's asyncio extension loads its ORM, which a SQLite store never needs.
+        from sqlalchemy.ext.asyncio import create_async_engine
+
         parsed = make_url(url)
         #: Where asyncpg connects: the libpq parameters of ``url`` stay in this DSN, which asyncpg
         #: reads itself (SQLAlchemy would pass them as keyword arguments it does not accept).

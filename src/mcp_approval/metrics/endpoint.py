@@ -1,24 +1,4 @@
-"""A Prometheus endpoint for operators: approvals waiting, decisions, executions, store errors.
-
-Off by default (:class:`MetricsOptions`, ``[metrics]`` in a deployment file); when on, served at
-``path`` on the HTTP app and only to a scraper presenting ``bearer_token``. The numbers come from
-the store, so every worker of a deployment reports the same totals (scrape one, or aggregate
-with ``max``), except ``mcp_approval_store_errors_total``, which counts this process's failures:
-
-- ``mcp_approval_pending_approvals{template}``: calls waiting for approval (or for their
-  execution once approved), counted at each scrape;
-- ``mcp_approval_decisions_total{outcome}``: requests of the local backend that ended
-  ``approved``, ``denied``, ``expired`` or ``cancelled``;
-- ``mcp_approval_time_to_decision_seconds``: from submission to approval or denial;
-- ``mcp_approval_executions_total{disposition}``: approval tasks that ended, by disposition;
-- ``mcp_approval_notification_deliveries_total{channel}``: notifications a channel accepted;
-- ``mcp_approval_notification_failures_total{channel}``: attempts a channel did not accept (each is retried);
-- ``mcp_approval_store_errors_total``: store operations that failed (database unreachable).
-
-The notification counters are read from the channels' delivery cursors, the other counters and
-the histogram from the audit log: each scrape reads the events appended since the previous one,
-so their values only grow, and a restarted process counts the whole history again before answering.
-"""
+"""The metrics themselves (read from the store) and the guarded route that serves them."""
 
 from __future__ import annotations
 
@@ -28,18 +8,18 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ConfigDict, SecretStr, field_validator, model_validator
 from sqlalchemy import Connection, func, select
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from mcp_approval.approval.persistence.schema import approval_workflows_table
+from mcp_approval.metrics.options import MetricsOptions
 from mcp_approval.notify.outbox import CONSUMER_PREFIX
 from mcp_approval.reviewers.throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
 from mcp_approval.storage import AuditEvent, AuditLog, Database, all_cursors
 
-__all__ = ["ApprovalMetrics", "MetricsOptions", "metrics_paths", "metrics_route"]
+__all__ = ["ApprovalMetrics", "metrics_paths", "metrics_route"]
 
 _W = approval_workflows_table
 #: The local backend's events that end a request, and the outcome each counts as.
@@ -52,32 +32,6 @@ _ENDINGS = {
 _EXECUTION_ENDINGS = frozenset({"approval.execution_finished", "approval.fenced"})
 #: Seconds: from a minute to a week, the range human reviewers decide in.
 _DECISION_BUCKETS = (1, 10, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400)
-
-
-class MetricsOptions(BaseModel):
-    """``[metrics]``: the Prometheus endpoint (off by default)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    #: Serve the metrics.
-    enabled: bool = False
-    #: The path they are served at on the HTTP app.
-    path: str = "/metrics"
-    #: The bearer token a scraper must send (``Authorization: Bearer ...``); required when enabled.
-    bearer_token: SecretStr | None = None
-
-    @field_validator("path")
-    @classmethod
-    def _absolute(cls, path: str) -> str:
-        if not path.startswith("/") or path.endswith("/"):
-            raise ValueError(f"must start with '/' and not end with it, not {path!r}")
-        return path
-
-    @model_validator(mode="after")
-    def _guarded(self) -> MetricsOptions:
-        if self.enabled and (self.bearer_token is None or not self.bearer_token.get_secret_value()):
-            raise ValueError("metrics.bearer_token: required when metrics.enabled is true (the endpoint is guarded)")
-        return self
 
 
 class ApprovalMetrics:

@@ -9,4 +9,5 @@ export MCP_APPROVAL_TEST_STORE=postgresql
 exec bash scripts/test -m "not sqlite_store" -k "not sqlite and not postgres" \
   tests/treasury tests/approval tests/console tests/product_page tests/client \
   tests/test_docs_approval_link.py tests/test_docs_requester_page.py tests/test_notification_docs.py \
-  tests/test_quickstart_client.py tests/test_startup_validation.py tests/test_options_secrets.py "$@"
+  tests/test_quickstart_client.py tests/test_startup_validation.py tests/test_options_secrets.py \
+  tests/test_approvals.py tests/test_library_validation.py "$@"

@@ -13,6 +13,7 @@ from mcp_approval.backends.local_rules import ApprovalTemplate
 from mcp_approval.policy import CedarPDP
 from mcp_approval.server import Approvals, StaticTokenVerifier, local_auth_settings
 from mcp_approval.storage import open_database
+from tests.support.store_leg import leg_store_url
 
 pytestmark = pytest.mark.anyio
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "library"
@@ -20,7 +21,7 @@ KEY = "3q2+7wABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhs="
 
 
 def approvals(tmp_path: Path, **overrides: object) -> Approvals:
-    database = open_database(f"sqlite:///{tmp_path / 'a.db'}")
+    database = open_database(leg_store_url(tmp_path, "a.db"))
     arguments: dict[str, object] = {
         "database": database,
         "principals": StaticTokenVerifier({"alice-token": "alice"}),

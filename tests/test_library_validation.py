@@ -17,6 +17,7 @@ from mcp_approval.config import ConfigError
 from mcp_approval.policy import CedarPDP
 from mcp_approval.server import Approvals, StaticTokenVerifier, local_auth_settings
 from mcp_approval.storage import Database, open_database
+from tests.support.store_leg import leg_store_url
 
 pytestmark = pytest.mark.anyio
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "library"
@@ -56,7 +57,7 @@ def server_with(approvals: Approvals, *tools: str) -> MCPServer:
 
 def test_a_requestable_template_the_backend_lacks_is_refused_at_construction(tmp_path: Path) -> None:
     folder = example_copy(tmp_path)
-    database = open_database(f"sqlite:///{tmp_path / 'a.db'}")
+    database = open_database(leg_store_url(tmp_path, "a.db"))
     policy = folder / "policy.cedar"
     with pytest.raises(ConfigError) as refused:
         build(folder, database, {"refunds": ApprovalTemplate()})
@@ -68,7 +69,7 @@ def test_a_requestable_template_the_backend_lacks_is_refused_at_construction(tmp
 
 async def test_a_policy_naming_a_tool_the_server_lacks_is_refused_at_start(tmp_path: Path) -> None:
     folder = example_copy(tmp_path)
-    database = open_database(f"sqlite:///{tmp_path / 'a.db'}")
+    database = open_database(leg_store_url(tmp_path, "a.db"))
     approvals = build(folder, database, PAYMENTS, without_tasks="request")
     server = server_with(approvals, "balance")  # no "pay", which the policy names
     policy = folder / "policy.cedar"
@@ -88,7 +89,7 @@ async def test_an_entity_naming_a_tool_the_server_lacks_is_refused_at_start(tmp_
     listed = json.loads(entities.read_text())
     listed.append({"uid": {"type": "tool", "id": "payroll"}, "attrs": {}, "parents": []})
     entities.write_text("[\n" + ",\n".join(json.dumps(entity) for entity in listed) + "\n]\n")
-    database = open_database(f"sqlite:///{tmp_path / 'a.db'}")
+    database = open_database(leg_store_url(tmp_path, "a.db"))
     approvals = build(folder, database, PAYMENTS)
     with pytest.raises(ConfigError) as refused:
         async with approvals.lifespan(server_with(approvals, "balance", "pay")):
@@ -101,7 +102,7 @@ async def test_an_entity_naming_a_tool_the_server_lacks_is_refused_at_start(tmp_
 
 async def test_the_http_app_does_not_start_with_a_tool_the_server_lacks(tmp_path: Path) -> None:
     folder = example_copy(tmp_path)
-    approvals = build(folder, open_database(f"sqlite:///{tmp_path / 'a.db'}"), PAYMENTS)
+    approvals = build(folder, open_database(leg_store_url(tmp_path, "a.db")), PAYMENTS)
     server = server_with(approvals, "balance")
     app = approvals.http_app(server)
     with pytest.raises(ConfigError, match=r'tool::"pay": the server has no such tool'):
@@ -111,6 +112,6 @@ async def test_the_http_app_does_not_start_with_a_tool_the_server_lacks(tmp_path
 
 async def test_the_example_policy_with_its_tools_and_templates_starts(tmp_path: Path) -> None:
     folder = example_copy(tmp_path)
-    approvals = build(folder, open_database(f"sqlite:///{tmp_path / 'a.db'}"), PAYMENTS, without_tasks="request")
+    approvals = build(folder, open_database(leg_store_url(tmp_path, "a.db")), PAYMENTS, without_tasks="request")
     async with approvals.lifespan(server_with(approvals, "balance", "pay")):
         pass

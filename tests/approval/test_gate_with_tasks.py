@@ -14,6 +14,7 @@ from mcp_approval.denials import Remediation
 from mcp_approval.tasks import TaskOptions, TasksExtension, store_from_url
 from tests.approval.support import FixedPDP, cedar_pdp, http_wire
 from tests.support.polling import eventually
+from tests.support.store_leg import leg_store_url
 from tests.support.wire import envelope
 
 pytestmark = pytest.mark.anyio
@@ -35,7 +36,7 @@ def gated_tasks_server(pdp: Any, ran: Counter[str], db: str) -> MCPServer[Any]:
 
 async def test_an_allowed_call_still_becomes_a_task_and_a_denied_one_never_does(tmp_path: Any):
     ran: Counter[str] = Counter()
-    server = gated_tasks_server(cedar_pdp(), ran, f"sqlite:///{tmp_path / 'tasks.db'}")
+    server = gated_tasks_server(cedar_pdp(), ran, leg_store_url(tmp_path, "tasks.db"))
     async with http_wire(server) as wire:
         allowed = await wire.call_tool("deploy", {"env": "staging"}, meta=envelope(tasks=True))
         denied = await wire.call_tool("deploy", {"env": "prod"}, meta=envelope(tasks=True))
@@ -48,7 +49,7 @@ async def test_an_allowed_call_still_becomes_a_task_and_a_denied_one_never_does(
 
 async def test_a_denial_answers_before_a_required_task_mode_is_enforced(tmp_path: Any):
     ran: Counter[str] = Counter()
-    server = gated_tasks_server(FixedPDP(error=RuntimeError("down")), ran, f"sqlite:///{tmp_path / 'tasks.db'}")
+    server = gated_tasks_server(FixedPDP(error=RuntimeError("down")), ran, leg_store_url(tmp_path, "tasks.db"))
     async with http_wire(server) as wire:
         reply = await wire.call_tool("deploy", {"env": "staging"}, meta=envelope(tasks=False))
     assert read_denial(reply.result).denial.remediation is Remediation.UNAVAILABLE  # type: ignore[union-attr]

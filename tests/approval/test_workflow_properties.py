@@ -48,6 +48,7 @@ from mcp_approval.clock import ManualClock
 from mcp_approval.storage import migrate, open_database
 from mcp_approval.tasks.schema import TASKS_MIGRATIONS, tasks_table
 from mcp_approval.tasks.states import TERMINAL, TaskStatus
+from tests.support.store_leg import leg_store_url, postgres_leg
 
 T = TypeVar("T")
 ENDS = frozenset({Phase.FINISHED, Phase.FENCED})
@@ -176,7 +177,7 @@ class WorkflowMachine(RuleBasedStateMachine):
         self.directory = tempfile.mkdtemp(prefix="mcpa-props-")
         self.loop = asyncio.new_event_loop()
         self.clock = ManualClock()
-        self.database = open_database(f"sqlite:///{Path(self.directory) / 'store.db'}")
+        self.database = open_database(leg_store_url(Path(self.directory), "store.db"))
         self.run(migrate(self.database, TASKS_MIGRATIONS, APPROVAL_MIGRATIONS))
         self.store = ApprovalStore(self.database, result_retention_ms=60_000, clock=self.clock)
         self.model: dict[str, Model] = {}
@@ -382,7 +383,8 @@ class WorkflowMachine(RuleBasedStateMachine):
 
 
 WorkflowMachine.TestCase.settings = settings(
-    max_examples=100,
+    # On the PostgreSQL leg each example creates and migrates a database of its own: fewer of them.
+    max_examples=10 if postgres_leg() else 100,
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -21,6 +21,7 @@ from mcp_approval.clock import ManualClock
 from mcp_approval.reviewers.console import console_routes
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, migrate, open_database
 from tests.support.polling import eventually
+from tests.support.store_leg import leg_store_url
 
 ROLES = {
     "alice": frozenset({"approver", "treasurer"}),
@@ -67,7 +68,7 @@ class Console:
 @pytest.fixture
 async def console(tmp_path: Path) -> AsyncIterator[Console]:
     """The console on a fresh SQLite database, with a manual clock."""
-    database = open_database(f"sqlite:///{tmp_path / 'console.db'}")
+    database = open_database(leg_store_url(tmp_path, "console.db"))
     await migrate(database, AUDIT_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS)
     clock = ManualClock()
     audit = AuditLog(database, clock)

@@ -12,6 +12,7 @@ from mcp_approval.clock import ManualClock
 from mcp_approval.reviewers.session_table import SqlSessionTable
 from mcp_approval.reviewers.sessions import SessionStore, SessionTable
 from mcp_approval.storage import migrate, open_database
+from tests.support.store_leg import leg_store_url
 
 pytestmark = pytest.mark.anyio
 
@@ -22,7 +23,7 @@ async def table(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     if request.param == "memory":
         yield None
         return
-    database = open_database(f"sqlite:///{tmp_path / 'sessions.db'}")
+    database = open_database(leg_store_url(tmp_path, "sessions.db"))
     await migrate(database, LOCAL_BACKEND_MIGRATIONS)
     try:
         yield SqlSessionTable(database)
@@ -91,7 +92,7 @@ async def test_flashes_reach_the_next_read_once(table: SessionTable | None) -> N
 
 
 async def test_the_stored_row_holds_neither_the_cookie_nor_the_token(tmp_path: Path) -> None:
-    database = open_database(f"sqlite:///{tmp_path / 'sessions.db'}")
+    database = open_database(leg_store_url(tmp_path, "sessions.db"))
     await migrate(database, LOCAL_BACKEND_MIGRATIONS)
     try:
         store = SessionStore(ManualClock(), table=SqlSessionTable(database))

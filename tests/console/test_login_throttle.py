@@ -22,6 +22,7 @@ from mcp_approval.reviewers.throttle import (
 from mcp_approval.storage import SHARED_MIGRATIONS, EventWindow, SqlEventWindow, migrate, open_database
 from tests.approval.inprocess import inprocess_treasury
 from tests.console.conftest import Console
+from tests.support.store_leg import leg_store_url
 
 pytestmark = pytest.mark.anyio
 
@@ -179,7 +180,7 @@ async def events(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     if request.param == "memory":
         yield None
         return
-    database = open_database(f"sqlite:///{tmp_path / 'shared.db'}")
+    database = open_database(leg_store_url(tmp_path, "shared.db"))
     await migrate(database, SHARED_MIGRATIONS)
     try:
         yield SqlEventWindow(database)

@@ -19,7 +19,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LEG_VARIABLE", "postgres_leg", "store_url_for"]
+__all__ = ["LEG_VARIABLE", "leg_store_url", "postgres_leg", "store_url_for"]
 
 #: ``postgresql`` runs the leg; anything else (or unset) leaves the deployments on SQLite.
 LEG_VARIABLE = "MCP_APPROVAL_TEST_STORE"
@@ -32,6 +32,12 @@ _made: list[str] = []
 def postgres_leg() -> bool:
     """Whether this run is the PostgreSQL leg."""
     return os.environ.get(LEG_VARIABLE, "").lower() == "postgresql"
+
+
+def leg_store_url(directory: Path, filename: str = "store.db") -> str:
+    """The store a test opens itself: ``filename`` in ``directory`` on SQLite, the directory's own
+    PostgreSQL database on the leg (so a test that builds its store in code runs on both)."""
+    return store_url_for(directory) if postgres_leg() else f"sqlite:///{directory / filename}"
 
 
 def store_url_for(directory: Path) -> str:

@@ -11,6 +11,8 @@ their bytecode cached (``PYTHONPYCACHEPREFIX``, a temporary directory unless set
 
 - ``mcp-approval --help``: the baseline, the command line itself (Typer, Click, Rich);
 - ``mcp-approval review list --config``: CPU time (user + system) of the whole process;
+- ``python -c "import mcp.server.mcpserver"``: wall time of the MCP SDK's import alone, the
+  floor under ``serve``'s figure;
 - ``mcp-approval serve --config``: wall time from the process start until its port accepts a
   connection, then the process is stopped.
 
@@ -108,16 +110,19 @@ async def run(args: argparse.Namespace) -> int:
         cpu_of([*CLI, "--help"], deployment, env)
         cpu_of(review, deployment, env)
         serve_open_s(deployment, env)
-        help_cpu, review_cpu, serve_wall, help_wall = [], [], [], []
+        help_cpu, review_cpu, serve_wall, help_wall, sdk_wall = [], [], [], [], []
         for index in range(rounds):
             started = time.perf_counter()
             help_cpu.append(cpu_of([*CLI, "--help"], deployment, env))
             help_wall.append(time.perf_counter() - started)
             review_cpu.append(cpu_of(review, deployment, env))
             serve_wall.append(serve_open_s(deployment, env))
+            started = time.perf_counter()
+            cpu_of([sys.executable, "-c", "import mcp.server.mcpserver"], deployment, env)
+            sdk_wall.append(time.perf_counter() - started)
             log(
                 f"  round {index + 1}: --help {help_cpu[-1]:.3f} s CPU, review list {review_cpu[-1]:.3f} s CPU, "
-                f"serve open {serve_wall[-1]:.3f} s"
+                f"serve open {serve_wall[-1]:.3f} s (MCP SDK import {sdk_wall[-1]:.3f} s)"
             )
     review_s, serve_s = median(review_cpu), median(serve_wall)
     rows = [
@@ -131,7 +136,8 @@ async def run(args: argparse.Namespace) -> int:
         Row(
             "serve, start to open port",
             f"{serve_s:.3f} s",
-            f"--help {median(help_wall):.3f} s wall (x{serve_s / median(help_wall):.2f})",
+            f"--help {median(help_wall):.3f} s wall (x{serve_s / median(help_wall):.2f}); "
+            f"MCP SDK import alone {median(sdk_wall):.3f} s",
             f"< {SERVE_OPEN_S} s",
             serve_s < SERVE_OPEN_S,
         ),

@@ -271,7 +271,7 @@ async def broken_workflow(rig: Rig, http: httpx.AsyncClient, point: Point, kind:
         approval = await approval_for(carol, "wire_transfer", to=account)
     fault = rig.proxy.arm(point.fault(kind))
     if point.phase == "creation":
-        first, reached = await broken_step(rig, http, fault, lambda: call(rig, alice, account), None)
+        first, reached = await broken_step(rig, http, fault, lambda: call(rig, alice, account), None, point.phase)
         task_id = first.result["taskId"] if "result" in first.body else None
         retried = await call(rig, alice, account)  # the client's retry: its task, or a new one
         assert "taskId" in retried.body.get("result", {}), f"the retry after the store came back: {retried.body}"
@@ -282,7 +282,7 @@ async def broken_workflow(rig: Rig, http: httpx.AsyncClient, point: Point, kind:
     else:
         assert task_id is not None
         step = lambda: decide(rig, carol, approval["id"])  # noqa: E731
-        decided, reached = await broken_step(rig, http, fault, step, task_id)
+        decided, reached = await broken_step(rig, http, fault, step, task_id, point.phase)
         if decided.status_code != 200:
             again = await decide(rig, carol, approval["id"])  # the reviewer tries again: decided now, or already
             assert again.status_code in (200, 409), again.text
@@ -293,12 +293,18 @@ async def broken_workflow(rig: Rig, http: httpx.AsyncClient, point: Point, kind:
 
 
 async def broken_step(
-    rig: Rig, http: httpx.AsyncClient, fault: StoreFault, step: Callable[[], Awaitable[T]], task_id: str | None
+    rig: Rig,
+    http: httpx.AsyncClient,
+    fault: StoreFault,
+    step: Callable[[], Awaitable[T]],
+    task_id: str | None,
+    fault_phase: str,
 ) -> tuple[T, bool]:
     """Run ``step`` while ``fault`` breaks the store, and whether it fired before the phase ended
     (``step`` answered, and the task of ``task_id``, if given, completed).
 
-    Once it fired the store comes back (a cut) or goes on (a stall).
+    Once it fired the store comes back (a cut; in the execution it stays gone longer than a lease first)
+    or goes on (a stall).
     """
     running = asyncio.ensure_future(step())
 
@@ -316,7 +322,7 @@ async def broken_step(
         rig.proxy.release()
     else:
         await while_gone(rig, http)
-        if task_id is not None:
+        if fault_phase == "execution":
             await asyncio.sleep(EXECUTION_OUTAGE_S)  # the fault itself: the store stays gone this long
         rig.proxy.come_back()
     return await running, True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from mcp_approval.hosts import unused_loopback_port
 from mcp_approval.storage import StoreUnavailableError, open_database
@@ -42,23 +42,23 @@ async def test_a_constraint_violation_is_not_a_store_error() -> None:
 
 @pytest.mark.postgres
 async def test_a_write_on_a_connection_the_server_closed_is_a_store_error(postgres_url: str) -> None:
-    """The pooled connection dies under the write (the server terminated it): the caller sees
-    StoreUnavailableError, never a SQLAlchemy error about the dead connection's transaction."""
-    import asyncpg
+    """The connection dies under the write (the server terminates it mid-transaction): the caller sees
+    StoreUnavailableError, never a SQLAlchemy error about the dead connection's transaction.
+
+    The server ends the write's own backend from inside the write: a connection terminated while it
+    sat in the pool may be replaced at checkout instead (see the next test), so it would not be
+    "under the write".
+    """
+
+    def terminated_midway(conn: Connection) -> int:
+        conn.execute(text("SELECT pg_terminate_backend(pg_backend_pid())"))
+        return int(conn.execute(text("SELECT 1")).scalar_one())
 
     database = open_database(postgres_url)
     try:
         await database.write(lambda conn: conn.execute(text("SELECT 1")).scalar_one())  # pooled now
-        admin = await asyncpg.connect(postgres_url.replace("postgresql://", "postgres://"), timeout=5)
-        try:
-            await admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-        finally:
-            await admin.close()
         with pytest.raises(StoreUnavailableError):
-            await database.write(lambda conn: conn.execute(text("SELECT 1")).scalar_one())
+            await database.write(terminated_midway)
         assert await database.write(lambda conn: conn.execute(text("SELECT 1")).scalar_one()) == 1  # recovers
     finally:
         await database.close()

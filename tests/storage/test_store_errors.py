@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from mcp_approval.hosts import unused_loopback_port
 from mcp_approval.storage import StoreUnavailableError, open_database
+from tests.support.store_proxy import StoreProxy
 
 pytestmark = pytest.mark.anyio
 
@@ -39,23 +42,44 @@ async def test_a_constraint_violation_is_not_a_store_error() -> None:
 
 @pytest.mark.postgres
 async def test_a_write_on_a_connection_the_server_closed_is_a_store_error(postgres_url: str) -> None:
-    """The pooled connection dies under the write (the server terminated it): the caller sees
-    StoreUnavailableError, never a SQLAlchemy error about the dead connection's transaction."""
-    import asyncpg
+    """The connection dies under the write (the server terminates it mid-transaction): the caller sees
+    StoreUnavailableError, never a SQLAlchemy error about the dead connection's transaction.
+
+    The server ends the write's own backend from inside the write: a connection terminated while it
+    sat in the pool may be replaced at checkout instead (see the next test), so it would not be
+    "under the write".
+    """
+
+    def terminated_midway(conn: Connection) -> int:
+        conn.execute(text("SELECT pg_terminate_backend(pg_backend_pid())"))
+        return int(conn.execute(text("SELECT 1")).scalar_one())
 
     database = open_database(postgres_url)
     try:
         await database.write(lambda conn: conn.execute(text("SELECT 1")).scalar_one())  # pooled now
-        admin = await asyncpg.connect(postgres_url.replace("postgresql://", "postgres://"), timeout=5)
-        try:
-            await admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-        finally:
-            await admin.close()
         with pytest.raises(StoreUnavailableError):
-            await database.write(lambda conn: conn.execute(text("SELECT 1")).scalar_one())
+            await database.write(terminated_midway)
         assert await database.write(lambda conn: conn.execute(text("SELECT 1")).scalar_one()) == 1  # recovers
     finally:
         await database.close()
+
+
+@pytest.mark.postgres
+async def test_pooled_connections_cut_while_idle_are_replaced_at_checkout(postgres_url: str) -> None:
+    """The network cut every pooled connection while they sat idle: the next operations get new
+    connections instead of failing on the dead ones (reads and writes have a pool each)."""
+    proxy = StoreProxy().start()
+    database = open_database(proxy.url(postgres_url))
+    try:
+        assert await database.write(lambda conn: conn.execute(text("SELECT 1")).scalar_one()) == 1
+        assert await database.read(lambda conn: conn.execute(text("SELECT 1")).scalar_one()) == 1  # both pooled now
+        proxy.go_down()  # every connection cut (reset) ...
+        proxy.come_back()  # ... and the store reachable again at once
+        for _ in range(10):  # a few turns of the event loop: the driver reads the closes already delivered
+            await asyncio.sleep(0)
+        assert await database.read(lambda conn: conn.execute(text("SELECT 2")).scalar_one()) == 2
+        assert await database.write(lambda conn: conn.execute(text("SELECT 3")).scalar_one()) == 3
+        assert database.unavailable_errors == 0
+    finally:
+        await database.close()
+        proxy.stop()

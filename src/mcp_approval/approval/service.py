@@ -272,9 +272,12 @@ class ToolApproval:
             await off_loop(large, self._submission, binding, decision), inputs=inputs or None, duplicate_of=earlier
         )
         intent = await off_loop(large, self._new_intent, new_task_id(), 1, binding, submission, owner=owner)
+        # A creation of this worker that failed (the store went away under it, say) is settled first,
+        # so that this call, if it is that one's retry, finds no request of it still in flight.
+        await self.driver.settle_failed_creations()
         # Until the task exists, the intent is this worker's creation in flight: its reconciler never
         # takes it for a crash leftover, however long a loaded host stalls the steps below.
-        with self.driver.creating(intent.key):
+        with self.driver.creating(intent):
             admission, task_id = await self._record(intent, owed_first=without_task)
             if admission is Admission.OUTCOME_OWED:
                 # The same call's request ended since this caller looked: its outcome, once.

@@ -7,7 +7,9 @@ each reads only what :meth:`~mcp_approval.backends.local.LocalApprovalBackend.ge
 it (a request it may not see is a 404; deciding one is refused, 403). Errors are RFC 9457
 ``application/problem+json``.
 A client whose missing or wrong tokens pass the :class:`~mcp_approval.reviewers.throttle.FailedLoginThrottle`
-limit is answered 429 with ``Retry-After`` until the limit lets it try again.
+limit is answered 429 with ``Retry-After`` until the limit lets it try again. While the store
+cannot be reached every request is answered 503 with ``Retry-After``: nothing was read or
+decided, and the same request may be sent again.
 """
 
 from __future__ import annotations
@@ -25,8 +27,17 @@ from mcp_approval.backends.local_records import NotEligibleError, ReviewError
 from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.json_body import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
 from mcp_approval.reviewers.throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
+from mcp_approval.storage.database import StoreUnavailableError
 
-__all__ = ["MAX_COMMENT_CHARS", "MAX_DECISION_BYTES", "MAX_PAGE_SIZE", "Authenticator", "problem", "reviewer_routes"]
+__all__ = [
+    "MAX_COMMENT_CHARS",
+    "MAX_DECISION_BYTES",
+    "MAX_PAGE_SIZE",
+    "STORE_RETRY_AFTER_S",
+    "Authenticator",
+    "problem",
+    "reviewer_routes",
+]
 
 Authenticator = Callable[[str], Awaitable[str | None]]
 #: The longest comment a reviewer may attach to a decision.
@@ -35,6 +46,8 @@ MAX_COMMENT_CHARS = 2000
 MAX_DECISION_BYTES = 16 * 1024
 #: The most requests one page of a listing holds (also the default page size).
 MAX_PAGE_SIZE = 200
+#: The ``Retry-After`` (seconds) of a 503 answered while the store cannot be reached.
+STORE_RETRY_AFTER_S = 2
 _TITLES = {
     400: "Bad Request",
     401: "Unauthorized",
@@ -44,6 +57,7 @@ _TITLES = {
     413: "Content Too Large",
     415: "Unsupported Media Type",
     429: "Too Many Requests",
+    503: "Service Unavailable",
 }
 
 
@@ -130,13 +144,16 @@ def reviewer_routes(
 
 
 def _problems(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-    """``endpoint`` with :class:`_Problem` turned into its response."""
+    """``endpoint`` with :class:`_Problem` turned into its response, and an unreachable store into a 503."""
 
     async def handle(request: Request) -> Response:
         try:
             return await endpoint(request)
         except _Problem as exc:
             return problem(exc.status, exc.detail, exc.headers)
+        except StoreUnavailableError:
+            detail = "the approval store is unavailable; nothing was read or changed, try again"
+            return problem(503, detail, {"Retry-After": str(STORE_RETRY_AFTER_S)})
 
     return handle
 

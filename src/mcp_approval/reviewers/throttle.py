@@ -8,7 +8,10 @@ being checked, until the oldest of those failures leaves the window.
 
 The failures are kept in an :class:`~mcp_approval.storage.EventWindow`: in memory by default, in
 the store's ``rate_events`` table for ``serve`` and ``arap-server``, so that every worker on one
-store counts against the same limit (N workers do not give N times the limit).
+store counts against the same limit (N workers do not give N times the limit). While that store
+cannot be reached, the throttle counts in this process's memory instead (the failures counted
+there still count once the store is back): an outage must not make every authenticated endpoint,
+``/mcp`` included, fail with it, nor lift the limit.
 
 One instance is meant to be shared by the console and the reviewer API of one app, so failures on
 either count against both::
@@ -35,6 +38,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.storage.database import StoreUnavailableError
 from mcp_approval.storage.shared import EventWindow, MemoryEventWindow
 
 __all__ = [
@@ -100,22 +104,39 @@ class FailedLoginThrottle:
         self._clock = clock or SystemClock()
         self._max_failures = max_failures
         self._window_ms = window_s * 1000
-        self._events: EventWindow = events or MemoryEventWindow(max_keys=max_clients, per_key=max_failures)
+        self._memory = MemoryEventWindow(max_keys=max_clients, per_key=max_failures)
+        self._events: EventWindow = events or self._memory
         self._scope = scope
 
     async def retry_after_s(self, key: str) -> int | None:
         """Whole seconds (at least 1) until ``key`` may try again, or ``None`` if it may try now."""
         now = self._clock.now_ms()
-        failures = await self._events.recent(self._key(key), now - self._window_ms, self._max_failures)
+        failures = await self._recent(self._key(key), now - self._window_ms)
         if len(failures) < self._max_failures:
             return None
-        wait_ms = failures[0] + self._window_ms - now
+        wait_ms = failures[-self._max_failures] + self._window_ms - now
         return max(1, -(-wait_ms // 1000))  # round up: retrying at the advertised time must succeed
 
     async def record_failure(self, key: str) -> None:
-        """Count one failed authentication by ``key`` now."""
+        """Count one failed authentication by ``key`` now (in memory while the shared store is unreachable)."""
         now = self._clock.now_ms()
-        await self._events.add(self._key(key), now, forget_before_ms=now - self._window_ms)
+        try:
+            await self._events.add(self._key(key), now, forget_before_ms=now - self._window_ms)
+        except StoreUnavailableError:
+            await self._memory.add(self._key(key), now, forget_before_ms=now - self._window_ms)
+
+    async def _recent(self, key: str, since_ms: int) -> list[int]:
+        """The failures of ``key`` since ``since_ms``, oldest first: the shared ones (when reachable) and
+        those counted in memory."""
+        limit = self._max_failures
+        remembered = await self._memory.recent(key, since_ms, limit)
+        if self._events is self._memory:
+            return remembered
+        try:
+            shared = await self._events.recent(key, since_ms, limit)
+        except StoreUnavailableError:
+            shared = []
+        return sorted([*shared, *remembered])
 
     def tracked_clients(self) -> int:
         """How many client keys the in-memory table holds (never more than ``max_clients``; 0 for a shared table)."""

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from mcp_approval.storage.postgres_url import AsyncpgTarget, asyncpg_target
@@ -358,6 +358,16 @@ def _sqlite_begin(conn: Connection) -> None:
 _POOL_WAIT_S = 120.0
 
 
+def _replace_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """A pooled connection found closed at checkout is replaced by a new one (no round trip).
+
+    The driver notices a connection closed by its peer (a restarted server, a cut network) as
+    soon as the event loop reads the end of the stream, long before anyone uses it again.
+    """
+    if dbapi_connection.driver_connection.is_closed():
+        raise DisconnectionError("the pooled connection was closed while idle")
+
+
 class PostgresDatabase(Database):
     """PostgreSQL through asyncpg."""
 
@@ -373,8 +383,10 @@ class PostgresDatabase(Database):
         self.target: AsyncpgTarget = asyncpg_target(parsed)
         # The engines' own URL names the server and database only; connections come from the DSN.
         bare = parsed.set(drivername="postgresql+asyncpg", query={})
-        # No pre-ping (it costs a round trip per checkout): a connection found dead raises a
-        # disconnect error, which invalidates the pool, and the caller's next call reconnects.
+        # No pre-ping (it costs a round trip per checkout): a connection the server or the network
+        # closed while it sat in the pool is known closed locally, and is replaced at checkout
+        # (_replace_closed); one that dies under a statement raises a disconnect error, which
+        # invalidates the pool, and the caller's next call reconnects.
         self.engine: AsyncEngine = create_async_engine(
             bare, async_creator=self._connect, pool_size=10, max_overflow=10, pool_timeout=_POOL_WAIT_S
         )
@@ -389,6 +401,8 @@ class PostgresDatabase(Database):
             isolation_level="AUTOCOMMIT",
             pool_reset_on_return=None,
         )
+        for engine in (self.engine, self._reader):
+            event.listen(engine.sync_engine, "checkout", _replace_closed)
 
     async def _connect(self) -> Any:
         import asyncpg  # type: ignore[import-untyped]

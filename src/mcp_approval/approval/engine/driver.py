@@ -52,7 +52,7 @@ from mcp_approval.approval.messages import (
     TOOL_CHANGED,
     denied_because,
 )
-from mcp_approval.approval.persistence.states import IN_FLIGHT_INTENTS, Disposition, IntentState
+from mcp_approval.approval.persistence.states import IN_FLIGHT_INTENTS, Disposition, IntentState, Phase
 from mcp_approval.approval.persistence.store import DueCheck, Intent, Reschedule, TaskOutcome, Workflow
 from mcp_approval.approval.results import denied_result
 from mcp_approval.backends import (
@@ -151,6 +151,11 @@ class WorkflowDriver:
         self._woken: set[str] = set()
         # Handles woken before their task existed (an automatic resolver can decide that fast).
         self._early: dict[str, None] = {}
+        # Wake-ups the store could not serve (handles), and checks it interrupted (task ids): each
+        # pass tries them again until a check went through, so no decision waits for the slow poll.
+        self._missed_wakes: set[str] = set()
+        self._missed_checks: set[str] = set()
+        self._doubts: asyncio.Task[None] | None = None
         fallback_s = max(options.poll_interval_s, options.fallback_poll_interval_s)
         self.changes = ChangeFollower(
             deps.backend,
@@ -205,8 +210,12 @@ class WorkflowDriver:
         Returns how many due workflows the pass checked.
         """
         store = self.deps.store
+        await self.settle_failed_creations()
+        await self._retry_missed()
+        self._resolve_doubtful_claims()
         for workflow in await store.lapsed_claims():
-            await self.executor.finish_unknown(workflow)
+            if workflow.task_id not in self.executor.held:  # this worker's own are alive: it renews them
+                await self.executor.finish_unknown(workflow)
         await self.changes.follow()
         checked = 0
         while True:
@@ -283,8 +292,16 @@ class WorkflowDriver:
     # -- wake-ups ----------------------------------------------------------------------------
 
     async def wake(self, handle: str) -> None:
-        """A backend says ``handle`` may have changed: check it now (its status decides, not this)."""
-        intent = await self.deps.store.by_handle(handle)
+        """A backend says ``handle`` may have changed: check it now (its status decides, not this).
+
+        A wake-up the store cannot serve now is not lost: the next passes try it again.
+        """
+        try:
+            intent = await self.deps.store.by_handle(handle)
+        except StoreUnavailableError:
+            self._missed_wakes.add(handle)
+            logger.warning("approval store unavailable; a wake-up is tried again on the next pass")
+            return
         if intent is None or intent.state in IN_FLIGHT_INTENTS:
             self._remember_early(handle)  # the task is still being created: see task_created
             return
@@ -313,9 +330,43 @@ class WorkflowDriver:
         task.add_done_callback(self._inflight.discard)
 
     async def _check_now(self, task_id: str) -> None:
-        with contextlib.suppress(StoreUnavailableError):
-            for workflow in await self.deps.store.lease_due(self.worker_id, self.lease_ms, 1, task_id=task_id):
-                await self._guarded(workflow, CheckPass())
+        store = self.deps.store
+        try:
+            leased = await store.lease_due(self.worker_id, self.lease_ms, 1, task_id=task_id)
+            if not leased and task_id in self._missed_checks:
+                # Still leased to this worker by the check the store interrupted: again once that lapses.
+                workflow = await store.get(task_id)
+                if workflow is None or workflow.phase is not Phase.PENDING or workflow.lease_owner != self.worker_id:
+                    self._missed_checks.discard(task_id)
+        except StoreUnavailableError:
+            self._missed_checks.add(task_id)
+            return
+        for workflow in leased:
+            await self._guarded(workflow, CheckPass())
+
+    def _resolve_doubtful_claims(self) -> None:
+        """In the background, read back the claims whose answer the store lost (see :class:`Executor`)."""
+        if not self.executor.claims_in_doubt or self._doubts in self._inflight:
+            return
+        self._doubts = asyncio.create_task(self._resolve_doubts(), name="mcp-approval claims in doubt")
+        self._inflight.add(self._doubts)
+        self._doubts.add_done_callback(self._inflight.discard)
+
+    async def _resolve_doubts(self) -> None:
+        try:
+            await self.executor.resolve_doubts()
+        except StoreUnavailableError:
+            logger.warning("approval store unavailable; claims in doubt are read again on the next pass")
+        except Exception:
+            logger.exception("claims in doubt could not be resolved")
+
+    async def _retry_missed(self) -> None:
+        """Try again the wake-ups and checks the store could not serve (see ``_missed_wakes``)."""
+        handles, self._missed_wakes = self._missed_wakes, set()
+        for handle in handles:
+            await self.wake(handle)
+        for task_id in self._missed_checks - self._checking:
+            self.nudge(task_id)
 
     async def _guarded(self, workflow: Workflow, batch: CheckPass) -> None:
         task_id = workflow.task_id
@@ -325,7 +376,9 @@ class WorkflowDriver:
         try:
             async with self._limit:
                 await self.check(workflow, batch)
+            self._missed_checks.discard(task_id)
         except StoreUnavailableError:
+            self._missed_checks.add(task_id)  # a decision may be waiting: again on the next pass
             logger.warning("task %s: store unavailable; checked again later", task_id[:8])
         except Exception:
             logger.exception("task %s: approval check failed; checked again later", task_id[:8])
@@ -558,9 +611,15 @@ class WorkflowDriver:
 
     # -- reconciliation --------------------------------------------------------------------
 
-    def creating(self, key: str) -> contextlib.AbstractContextManager[None]:
-        """Mark the intent ``key`` as this worker's creation in flight: never its orphan (see :class:`Resubmission`)."""
-        return self._resubmission.creating(key)
+    def creating(self, intent: Intent) -> contextlib.AbstractContextManager[None]:
+        """Mark ``intent`` as this worker's creation in flight: never its orphan, and settled at once
+        if the creation fails (see :class:`Resubmission`)."""
+        return self._resubmission.creating(intent)
+
+    async def settle_failed_creations(self) -> None:
+        """Settle this worker's failed creations now (see :meth:`Resubmission.settle_failed`)."""
+        if self._resubmission.failed_creations:
+            await self._resubmission.settle_failed()
 
     async def reconcile(self) -> None:
         """Settle what a crash left in flight (see :meth:`Resubmission.reconcile`)."""

@@ -2,8 +2,13 @@
 
 SEP-2848 §Completion: the claim (``pending → claimed``) is the irrevocable enforcement point;
 once it is won the tool runs exactly once and is carried through even if the approval expires
-meanwhile. While it runs, the worker renews its lease on the claim; a claim whose lease lapses
-(the worker died) ends ``outcome-unknown`` and is never invoked again.
+meanwhile. From the claim until its result is stored (however long the store takes to come back)
+the worker renews its lease on the claim; a claim whose lease lapses (the worker died) ends
+``outcome-unknown`` and is never invoked again.
+
+A claim whose answer the store did not deliver (the connection went away as it committed) is in
+doubt: the worker alone knows it has not run the call, so once the store answers again it reads
+the workflow back, and runs the call if the claim is its own, exactly as if the answer had come.
 """
 
 from __future__ import annotations
@@ -12,11 +17,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from mcp_approval.approval.binding import CallBinding
 from mcp_approval.approval.persistence.records import TaskOutcome, Workflow
-from mcp_approval.approval.persistence.states import Disposition
+from mcp_approval.approval.persistence.states import Disposition, Phase
 from mcp_approval.approval.persistence.store import ApprovalStore
 from mcp_approval.approval.results import executed_result, outcome_unknown_result
 from mcp_approval.approval.tools import ToolInvoker
@@ -38,6 +44,15 @@ _CLAIM_LOST = "claim_lost"
 _UNREADABLE_SCHEMA: dict[str, Any] = {"additionalProperties": False}
 # Retries of a final store write while the database is unreachable (about a minute in all).
 _STORE_RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0, *([2.0] * 30))
+
+
+@dataclass(frozen=True)
+class _DoubtfulClaim:
+    """A claim sent to the store whose answer did not come back."""
+
+    workflow: Workflow
+    binding: CallBinding
+    deadline: int
 
 
 class Executor:
@@ -68,6 +83,10 @@ class Executor:
         self.worker_id = worker_id
         self.lease_ms = lease_ms
         self.execution_deadline_ms = execution_deadline_ms
+        #: The tasks whose claim this worker holds (or may hold): running, storing their result, or
+        #: in doubt. Their leases are this worker's to keep; it never takes them for lost.
+        self.held: set[str] = set()
+        self._in_doubt: dict[str, _DoubtfulClaim] = {}
 
     async def run(self, workflow: Workflow, binding: CallBinding, valid_until: int | None) -> bool:
         """Claim, run once, store the result. ``False`` when the approval had already expired.
@@ -86,27 +105,69 @@ class Executor:
         if valid_until is not None and now >= valid_until:
             return _EXPIRED
         deadline = now + self.execution_deadline_ms
-        claimed = await self.store.claim(
-            workflow.task_id,
-            workflow.generation,
-            self.worker_id,
-            lease_until=min(now + self.lease_ms, deadline),
-            deadline=deadline,
-        )
+        task_id = workflow.task_id
+        self.held.add(task_id)
+        try:
+            claimed = await self.store.claim(
+                task_id,
+                workflow.generation,
+                self.worker_id,
+                lease_until=min(now + self.lease_ms, deadline),
+                deadline=deadline,
+            )
+        except StoreUnavailableError:
+            self._in_doubt[task_id] = _DoubtfulClaim(workflow, binding, deadline)
+            raise
+        finally:
+            if task_id not in self._in_doubt:
+                self.held.discard(task_id)
         if not claimed:
             return _CLAIM_LOST
         crash_point("after_claim")
-        renewal = asyncio.create_task(self._renew(workflow.task_id, deadline))
+        return await self._execute(workflow, binding, deadline)
+
+    async def _execute(self, workflow: Workflow, binding: CallBinding, deadline: int) -> str:
+        """Run a claimed call once and store its result, keeping the claim's lease until it is stored."""
+        task_id = workflow.task_id
+        self.held.add(task_id)
+        renewal = asyncio.create_task(self._renew(task_id, deadline))
         try:
             result = await self.tools.invoke(binding.tool, dict(binding.arguments))
+            crash_point("after_side_effect")
+            document, disposition = executed_result(result, await self._output_schema(binding.tool))
+            outcome = TaskOutcome(TaskStatus.COMPLETED, result=document, disposition=disposition.value)
+            await _persist(lambda: self.store.finish(task_id, outcome))
         finally:
             renewal.cancel()
-        crash_point("after_side_effect")
-        document, disposition = executed_result(result, await self._output_schema(binding.tool))
-        outcome = TaskOutcome(TaskStatus.COMPLETED, result=document, disposition=disposition.value)
-        await _persist(lambda: self.store.finish(workflow.task_id, outcome))
-        logger.info("task %s: approved call ran (%s)", workflow.task_id[:8], disposition.value)
+            self.held.discard(task_id)
+        logger.info("task %s: approved call ran (%s)", task_id[:8], disposition.value)
         return disposition.value
+
+    @property
+    def claims_in_doubt(self) -> bool:
+        """Whether a claim's answer was lost and the store has not been asked again since."""
+        return bool(self._in_doubt)
+
+    async def resolve_doubts(self) -> None:
+        """Read back each claim in doubt: run the call of one this worker holds; forget the others.
+
+        The call never ran here (its claim's answer never came), and a claim this worker holds
+        has been run by no one else: running it now is its one execution.
+        """
+        for task_id, doubt in list(self._in_doubt.items()):
+            workflow = await self.store.get(task_id)
+            del self._in_doubt[task_id]
+            mine = (
+                workflow is not None
+                and workflow.phase is Phase.CLAIMED
+                and workflow.lease_owner == self.worker_id
+                and workflow.execution_deadline == doubt.deadline
+            )
+            if not mine:
+                self.held.discard(task_id)
+                continue
+            logger.info("task %s: its claim was stored though its answer was lost; running it", task_id[:8])
+            await self._execute(doubt.workflow, doubt.binding, doubt.deadline)
 
     async def _output_schema(self, tool: str) -> dict[str, Any] | None:
         """The tool's declared output schema; ``None`` when it cannot be read (the result is stored anyway)."""

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.approval.messages import BACKEND_FAILED
-from mcp_approval.approval.persistence.states import IntentState, Phase
+from mcp_approval.approval.persistence.states import UNSETTLED_INTENTS, IntentState, Phase
 from mcp_approval.approval.persistence.store import ApprovalStore, Intent, Reschedule, TaskOutcome
 from mcp_approval.backends import (
     ApprovalBackend,
@@ -63,7 +63,10 @@ class Resubmission:
 
     The worker's own creations in flight (:meth:`creating`) are never its orphans, however slow:
     only its creation can fail them. Another worker's are, once that worker stopped renewing them
-    (:meth:`renew_creating`) for the grace: it died, or stalled that long.
+    (:meth:`renew_creating`) for the grace: it died, or stalled that long. A creation of this worker
+    that failed (the store or the backend went away under it) is settled by this worker at once
+    (:meth:`settle_failed`), without waiting for the grace: until it is, the call's retry would find
+    it still in flight and could only be told to try again.
     """
 
     def __init__(
@@ -84,15 +87,41 @@ class Resubmission:
         self._purge_after = ""
         # The intent keys of this worker's creations between recording the intent and the task.
         self._creating: set[str] = set()
+        # This worker's creations that failed and are not settled yet: (task id, generation) by key.
+        self._failed: dict[str, tuple[str, int]] = {}
 
     @contextlib.contextmanager
-    def creating(self, key: str) -> Iterator[None]:
-        """Mark the intent ``key`` as this worker's creation in flight while the block runs."""
-        self._creating.add(key)
+    def creating(self, intent: Intent) -> Iterator[None]:
+        """Mark ``intent`` as this worker's creation in flight while the block runs; one the block
+        leaves with an exception is settled by :meth:`settle_failed` (it is a no-op on an intent
+        the creation bound to its task, or never recorded)."""
+        self._creating.add(intent.key)
         try:
             yield
+        except BaseException:
+            self._failed[intent.key] = (intent.task_id, intent.generation)
+            raise
         finally:
-            self._creating.discard(key)
+            self._creating.discard(intent.key)
+
+    @property
+    def failed_creations(self) -> bool:
+        """Whether a creation of this worker failed and is not settled yet."""
+        return bool(self._failed)
+
+    async def settle_failed(self) -> None:
+        """Settle this worker's failed creations now: withdrawn at the backend and abandoned.
+
+        One the store or the backend cannot settle yet stays for the next call (each driver pass,
+        and each new creation, makes one).
+        """
+        for key, (task_id, generation) in list(self._failed.items()):
+            intent = await self.store.intent(task_id, generation)
+            if intent is not None and intent.key == key and intent.state in UNSETTLED_INTENTS:
+                await self._reconcile_intent(intent)
+                intent = await self.store.intent(task_id, generation)
+            if intent is None or intent.key != key or intent.state not in UNSETTLED_INTENTS:
+                self._failed.pop(key, None)  # settled (here, or by a concurrent call)
 
     async def renew_creating(self) -> None:
         """Vouch for this worker's creations in flight, so no other worker takes them for orphans."""

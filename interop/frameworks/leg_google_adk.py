@@ -31,7 +31,9 @@ class ScriptedModel(BaseLlm):
     call: tuple[str, dict[str, Any]] = ("", {})
     seen: list[str] = []
 
-    async def generate_content_async(self, llm_request: LlmRequest, stream: bool = False) -> AsyncGenerator[LlmResponse, None]:
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
         responses = [
             part.function_response.response
             for content in llm_request.contents[-1:]
@@ -58,7 +60,9 @@ async def main() -> int:
 
     async def call(name: str, arguments: dict[str, Any]) -> str:
         model.call, model.seen = (name, arguments), []
-        session = await runner.session_service.create_session(app_name="interop", user_id="alice", session_id=f"s{next(sessions)}")
+        session = await runner.session_service.create_session(
+            app_name="interop", user_id="alice", session_id=f"s{next(sessions)}"
+        )
         message = types.Content(role="user", parts=[types.Part(text=f"Call {name}.")])
         async for _ in runner.run_async(user_id="alice", session_id=session.id, new_message=message):
             pass

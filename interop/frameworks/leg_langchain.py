@@ -12,7 +12,7 @@ import itertools
 import json
 from typing import Any
 
-from harness import Leg, approval_flow
+from harness import REQUESTER_TOKEN, Leg, approval_flow
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_mcp_adapters.client import MultiServerMCPClient
 from langgraph.graph import END, START, MessagesState, StateGraph
@@ -23,13 +23,20 @@ def message_text(message: ToolMessage) -> str:
     """A ``ToolMessage``'s content as the model reads it (text blocks joined; other blocks as JSON)."""
     if isinstance(message.content, str):
         return message.content
-    parts = [block.get("text", "") if isinstance(block, dict) and block.get("type") == "text" else json.dumps(block) for block in message.content]
+    parts = [
+        block.get("text", "") if isinstance(block, dict) and block.get("type") == "text" else json.dumps(block)
+        for block in message.content
+    ]
     return "\n".join(str(part) for part in parts)
 
 
 async def main() -> int:
     leg = Leg("langchain-mcp-adapters")
-    connection = {"url": leg.mcp_url, "transport": "streamable_http", "headers": {"Authorization": "Bearer alice-token"}}
+    connection = {
+        "url": leg.mcp_url,
+        "transport": "streamable_http",
+        "headers": {"Authorization": f"Bearer {REQUESTER_TOKEN}"},
+    }
     client = MultiServerMCPClient({"treasury": connection})  # type: ignore[dict-item]
     builder = StateGraph(MessagesState)
     builder.add_node("tools", ToolNode(await client.get_tools()))

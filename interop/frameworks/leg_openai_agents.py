@@ -14,7 +14,7 @@ from agents import Agent, RunContextWrapper
 from agents.mcp import MCPServerStreamableHttp, MCPUtil
 from agents.tool import FunctionTool
 from agents.tool_context import ToolContext
-from harness import Leg, approval_flow
+from harness import REQUESTER_TOKEN, Leg, approval_flow
 
 
 def as_model_text(output: Any) -> str:
@@ -28,7 +28,7 @@ def as_model_text(output: Any) -> str:
 
 async def main() -> int:
     leg = Leg("openai-agents")
-    params = {"url": leg.mcp_url, "headers": {"Authorization": "Bearer alice-token"}, "timeout": 30}
+    params = {"url": leg.mcp_url, "headers": {"Authorization": f"Bearer {REQUESTER_TOKEN}"}, "timeout": 30}
     async with MCPServerStreamableHttp(params=params, name="treasury") as server:
         agent = Agent(name="treasurer", mcp_servers=[server])
         context = RunContextWrapper(context=None)

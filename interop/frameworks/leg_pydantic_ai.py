@@ -11,10 +11,18 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from harness import Leg, approval_flow, excerpt, new_account, pending_reference, transfer, check
+from harness import REQUESTER_TOKEN, Leg, approval_flow, check, excerpt, new_account, pending_reference, transfer
 from pydantic_ai import Agent
 from pydantic_ai.mcp import MCPToolset
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 
@@ -48,7 +56,7 @@ def scripted(tool: str, arguments: dict[str, Any], seen: list[str]) -> FunctionM
 
 async def main() -> int:
     leg = Leg("pydantic-ai")
-    toolset = MCPToolset(leg.mcp_url, headers={"Authorization": "Bearer alice-token"})
+    toolset = MCPToolset(leg.mcp_url, headers={"Authorization": f"Bearer {REQUESTER_TOKEN}"})
 
     async def call(tool: str, arguments: dict[str, Any]) -> str:
         seen: list[str] = []

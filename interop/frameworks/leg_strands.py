@@ -20,7 +20,9 @@ from strands.types.tools import ToolResult
 
 def transport(url: str) -> Any:
     """The streamable HTTP transport as alice (a fresh HTTP client per connection)."""
-    return streamable_http_client(url, http_client=create_mcp_http_client(headers={"Authorization": f"Bearer {REQUESTER_TOKEN}"}))
+    return streamable_http_client(
+        url, http_client=create_mcp_http_client(headers={"Authorization": f"Bearer {REQUESTER_TOKEN}"})
+    )
 
 
 def result_text(result: ToolResult) -> str:
@@ -35,7 +37,8 @@ async def run_tool(tool: Any, arguments: dict[str, Any], tool_use_id: str) -> To
     async for event in tool.stream({"toolUseId": tool_use_id, "name": tool.tool_name, "input": arguments}, {}):
         final = event
     result = getattr(final, "tool_result", final)
-    assert isinstance(result, dict) and "status" in result, f"unexpected tool event {final!r}"
+    if not (isinstance(result, dict) and "status" in result):
+        raise TypeError(f"unexpected tool event {final!r}")
     return result  # type: ignore[return-value]
 
 

@@ -13,8 +13,18 @@ import asyncio
 from datetime import datetime, timedelta
 from typing import Any
 
-from harness import Leg, check, decide, decide_answers, excerpt, ledger_count, new_account, pending_for
-from harness import reviewer_request, transfer
+from harness import (
+    Leg,
+    check,
+    decide,
+    decide_answers,
+    excerpt,
+    ledger_count,
+    new_account,
+    pending_for,
+    reviewer_request,
+    transfer,
+)
 from leg_strands import result_text, run_tool, transport
 from strands.tools.mcp import MCPClient
 

@@ -32,10 +32,10 @@ def render(rows: list[tuple[str, dict[str, str]]]) -> str:
         columns.extend(step for step in steps if step not in columns)
     width = max([len("client"), *(len(client) for client, _ in rows)])
     widths = [max(len(column), 4) for column in columns]
-    lines = ["  ".join([f"{'client':<{width}}", *(f"{c:<{w}}" for c, w in zip(columns, widths))])]
+    lines = ["  ".join([f"{'client':<{width}}", *(f"{c:<{w}}" for c, w in zip(columns, widths, strict=True))])]
     lines.append("-" * len(lines[0]))
     for client, steps in rows:
-        cells = [f"{steps.get(column, '-'):<{w}}" for column, w in zip(columns, widths)]
+        cells = [f"{steps.get(column, '-'):<{w}}" for column, w in zip(columns, widths, strict=True)]
         lines.append("  ".join([f"{client:<{width}}", *cells]))
     return "\n".join(lines)
 

@@ -295,6 +295,8 @@ framework_venv() {  # framework_venv NAME: .interop/py/NAME holds interop/framew
 framework_run() {  # framework_run LEG SCRIPT NAME BASE_URL: one leg script in NAME's venv (or on Node), results in RESULTS/LEG-NAME.json
   local leg=$1 script=$2 name=$3 base=$4 results="$RESULTS/$1-$3.json"
   rm -f "$results"
+  # Nothing reports home: mcp-use's anonymous telemetry and the Agents SDK's trace export are off.
+  export MCP_USE_ANONYMIZED_TELEMETRY=false OPENAI_AGENTS_DISABLE_TRACING=1
   if [[ $script == *.mjs ]]; then
     timeout "$LEG_TIMEOUT_S" node "$JS_DIR/$script" "$base" "$TREASURY_DIR/treasury/ledger.jsonl" "$results"
     return

@@ -38,17 +38,28 @@ def shown_to_model(message: ModelMessage) -> str:
     return "\n".join(texts)
 
 
+def first_request(text: str, tool: str) -> str:
+    """What the answer asks of the model first: "stop", "call again" or "nothing"."""
+    asks = {"stop": text.find("Stop and tell the user"), "call again": text.find(f"call {tool} again")}
+    found = sorted((at, ask) for ask, at in asks.items() if at >= 0)
+    return found[0][1] if found else "nothing"
+
+
 def scripted(tool: str, arguments: dict[str, Any], seen: list[str]) -> FunctionModel:
-    """A model that calls ``tool`` once, then reads its answer and replies as the answer asks."""
+    """A model that calls ``tool``, then does what its answer asks first: stop and tell the user
+    (naming the reference), or call the tool again; any other answer it reports and ends."""
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if len(messages) == 1:
             return ModelResponse(parts=[ToolCallPart(tool, arguments)])
         text = shown_to_model(messages[-1])
         seen.append(text)
-        if "Stop and tell the user" in text:
+        request = first_request(text, tool)
+        if request == "stop":
             reference = pending_reference(text)
             return ModelResponse(parts=[TextPart(f"The transfer needs approval first (reference {reference}).")])
+        if request == "call again":
+            return ModelResponse(parts=[ToolCallPart(tool, arguments)])
         return ModelResponse(parts=[TextPart(f"The tool answered: {text}")])
 
     return FunctionModel(respond)

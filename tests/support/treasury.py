@@ -245,7 +245,11 @@ class Reviewer:
         self.headers = {"authorization": f"Bearer {token}"}
 
     async def pending(self) -> list[dict[str, Any]]:
-        response = await self.http.get("/approvals", params={"status": "pending"}, headers=self.headers)
+        return await self.listed("pending")
+
+    async def listed(self, status: str) -> list[dict[str, Any]]:
+        """The requests this reviewer is shown in the ``status`` listing (``pending`` or ``decided``)."""
+        response = await self.http.get("/approvals", params={"status": status}, headers=self.headers)
         assert response.status_code == 200, response.text
         return list(response.json()["approvals"])
 

@@ -16,17 +16,20 @@ AUTHORIZATION = "io.modelcontextprotocol/authorization"
 IMMEDIATE = "io.modelcontextprotocol/model-immediate-response"
 
 
-async def approval_for(reviewer: Reviewer, tool: str, **arguments: Any) -> dict[str, Any]:
+async def approval_for(reviewer: Reviewer, tool: str, *, ended_too: bool = False, **arguments: Any) -> dict[str, Any]:
     """The pending approval request of the call with these arguments (waits for it to appear).
 
     The wait is long (60 s) because the call may come from a client process still starting on a
-    loaded machine; it only runs out when something is wrong.
+    loaded machine; it only runs out when something is wrong. ``ended_too`` also finds it once it
+    ended (a request with a deadline of seconds may lapse before a loaded machine lists it).
     """
+    listings = ("pending", "decided") if ended_too else ("pending",)
 
     async def find() -> list[dict[str, Any]]:
         return [
             item
-            for item in await reviewer.pending()
+            for status in listings
+            for item in await reviewer.listed(status)
             if item["tool"] == tool and all(item["arguments"].get(k) == v for k, v in arguments.items())
         ]
 

@@ -191,7 +191,7 @@ async def test_an_expired_and_a_cancelled_request_are_notified(tmp_path: Path) -
             alice, carol = principals(http)["alice"], Reviewer(http, "carol-token")
             lapsing = (await alice.call_tool("wire_transfer", {"to": "expiring-n4", "amount": 30_000})).result
             withdrawn = (await alice.call_tool("wire_transfer", {"to": "acct-n5", "amount": 30_000})).result
-            expired = await approval_for(carol, "wire_transfer", to="expiring-n4")
+            expired = await approval_for(carol, "wire_transfer", to="expiring-n4", ended_too=True)
             cancelled = await approval_for(carol, "wire_transfer", to="acct-n5")
             assert "error" not in (await alice.cancel(withdrawn["taskId"])).body
             assert (await settled(alice, withdrawn["taskId"]))["status"] == "cancelled"

@@ -34,9 +34,19 @@ import {module}
 print(json.dumps(sorted(name for name in sys.modules if name.startswith("{prefix}"))))
 """
 #: What ``mcp-approval review`` and reading a deployment file never need: the metrics endpoint,
-#: Cedar, the HTTP server, the notification channels' clients, SQLAlchemy's ORM (a SQLite store
-#: needs only its Core), the MCP SDK.
-NOT_FOR_REVIEW = ("prometheus_client", "cedarpy", "uvicorn", "standardwebhooks", "apprise", "sqlalchemy.orm", "mcp.")
+#: Cedar, the HTTP server and its framework, the notification channels' clients, SQLAlchemy's ORM (a
+#: SQLite store needs only its Core), the MCP SDK, a terminal renderer (the tables are plain text).
+NOT_FOR_REVIEW = (
+    "prometheus_client",
+    "cedarpy",
+    "uvicorn",
+    "starlette",
+    "standardwebhooks",
+    "apprise",
+    "sqlalchemy.orm",
+    "mcp.",
+    "rich",
+)
 
 
 def loaded_by(module: str, prefix: str = "mcp_approval") -> list[str]:

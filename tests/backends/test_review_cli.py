@@ -149,6 +149,30 @@ def test_the_config_store_is_used_without_db(config_path: Path) -> None:
     assert "s3cr3t" not in out
 
 
+def test_the_listing_and_a_request_read_as_aligned_plain_text(config_path: Path, db_url: str) -> None:
+    """One line a request under an underlined header, each column where its header starts; a request's
+    arguments keep their line breaks, continued under their own column."""
+    handles = seed(config_path, db_url, submission(requester="dave"), submission(requester="erin-the-treasurer"))
+    common = ["--config", str(config_path), "--db", db_url]
+    code, out = review("list", *common)
+    assert code == 0, out
+    header, rule, *rows = out.splitlines()
+    assert header.split() == ["id", "status", "tool", "requester", "template", "approvals", "expires"]
+    assert set(rule.replace(" ", "")) == {"-"}
+    assert sorted(row.split()[0] for row in rows) == sorted(handles)
+    column = header.index("requester")
+    assert sorted(row[column:].split()[0] for row in rows) == ["dave", "erin-the-treasurer"]
+    assert all(row[column - 1] == " " for row in rows)
+
+    code, out = review("show", handles[0], *common)
+    assert code == 0, out
+    lines = out.splitlines()
+    start = next(index for index, line in enumerate(lines) if line.startswith("arguments "))
+    value_column = lines[start].index("{")
+    assert lines[start + 1][:value_column].strip() == ""  # the arguments' second line, under their column
+    assert lines[start + 1][value_column:].startswith('  "')
+
+
 def test_refusals_exit_with_a_message(config_path: Path, tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'refusals.db'}"
     (handle,) = seed(config_path, db, submission(requester="alice"))

@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from mcp_approval.approval.options import ApprovalOptions, binding_cipher
 from mcp_approval.backends.contract import UnknownRequestError
@@ -27,8 +25,9 @@ from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_records import ApprovalRecord, ReviewError
 from mcp_approval.backends.local_rules import ApprovalTemplate
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
+from mcp_approval.cli._table import render_table
 from mcp_approval.config import ConfigError, load_config
-from mcp_approval.reviewers.api import MAX_PAGE_SIZE
+from mcp_approval.reviewers.limits import MAX_PAGE_SIZE
 from mcp_approval.server.local_backend import local_backend_from_config
 from mcp_approval.storage import Database, StoreUnavailableError, migrate, open_database
 from mcp_approval.storage.postgres_url import StoreURLError
@@ -179,20 +178,22 @@ def list_command(
     if as_json:
         typer.echo(json.dumps(page.to_json(), indent=2))
         return
-    table = Table("id", "status", "tool", "requester", "template", "approvals", "expires")
+    rows: list[list[str]] = []
     for record in page.records:
         approvals = sum(1 for d in record.decisions if d.decision == "approve")
         data = record.to_json()
-        table.add_row(
-            record.id,
-            record.status.value,
-            record.tool,
-            record.requester,
-            record.template or "-",
-            f"{approvals}/{record.approvals_required}",
-            data["expires_at"] or "-",
+        rows.append(
+            [
+                record.id,
+                record.status.value,
+                record.tool,
+                record.requester,
+                record.template or "-",
+                f"{approvals}/{record.approvals_required}",
+                data["expires_at"] or "-",
+            ]
         )
-    Console(width=200).print(table)
+    typer.echo(render_table(rows, header=("id", "status", "tool", "requester", "template", "approvals", "expires")))
     for record in page.records:  # under the table, whole: a reviewer must not miss it in a cut cell
         if record.possible_duplicate_of is not None:
             typer.echo(f"{record.id}: {record.possible_duplicate_of.text}")
@@ -261,17 +262,17 @@ def _deciding(
 
 def _print_record(record: ApprovalRecord) -> None:
     data = record.to_json()
-    table = Table(show_header=False)
+    rows: list[tuple[str, str]] = []
     for name in ("id", "status", "tool", "requester", "template", "title", "created_at", "expires_at"):
-        table.add_row(name, str(data[name] if data[name] is not None else "-"))
-    table.add_row("approved_until", str(data["approved_until"] or "-"))
-    table.add_row("arguments", json.dumps(data["arguments"], indent=2))
-    table.add_row("approvals_required", str(record.approvals_required))
+        rows.append((name, str(data[name] if data[name] is not None else "-")))
+    rows.append(("approved_until", str(data["approved_until"] or "-")))
+    rows.append(("arguments", json.dumps(data["arguments"], indent=2)))
+    rows.append(("approvals_required", str(record.approvals_required)))
     if record.integrity_failure is not None:
-        table.add_row("integrity_failure", record.integrity_failure)
+        rows.append(("integrity_failure", record.integrity_failure))
     if record.possible_duplicate_of is not None:
-        table.add_row("possible_duplicate_of", record.possible_duplicate_of.text)
+        rows.append(("possible_duplicate_of", record.possible_duplicate_of.text))
     for decision in record.decisions:
         note = f" ({decision.comment})" if decision.comment else ""
-        table.add_row("decision", f"{decision.reviewer}: {decision.decision}{note}, {decision.to_json()['decided_at']}")
-    Console(width=200).print(table)
+        rows.append(("decision", f"{decision.reviewer}: {decision.decision}{note}, {decision.to_json()['decided_at']}"))
+    typer.echo(render_table(rows))

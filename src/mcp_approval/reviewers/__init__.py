@@ -8,7 +8,8 @@ in the store, so every worker on it shares both.
 
 Modules: ``api`` (the reviewer API), ``console`` (the pages), ``views`` (what the pages show),
 ``sessions`` and ``session_table`` (console sessions in memory or in the store), ``throttle``
-(failed sign-ins per client address, also used for ``/mcp`` and ``/metrics``), ``openapi_paths``
+(failed sign-ins per client address, also used for ``/mcp`` and ``/metrics``), ``limits``
+(page and body sizes, for the API and the command line alike), ``openapi_paths``
 (the OpenAPI path items of both).
 
 This package sits beside :mod:`mcp_approval.backends`, above it: it imports the backend

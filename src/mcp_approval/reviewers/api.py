@@ -26,6 +26,7 @@ from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.backends.local_records import NotEligibleError, ReviewError
 from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.json_body import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
+from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS, MAX_DECISION_BYTES, MAX_PAGE_SIZE, STORE_RETRY_AFTER_S
 from mcp_approval.reviewers.throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
 from mcp_approval.storage.database import StoreUnavailableError
 
@@ -40,14 +41,6 @@ __all__ = [
 ]
 
 Authenticator = Callable[[str], Awaitable[str | None]]
-#: The longest comment a reviewer may attach to a decision.
-MAX_COMMENT_CHARS = 2000
-#: The longest decision body accepted (room for the longest comment in any UTF-8); longer is a 413.
-MAX_DECISION_BYTES = 16 * 1024
-#: The most requests one page of a listing holds (also the default page size).
-MAX_PAGE_SIZE = 200
-#: The ``Retry-After`` (seconds) of a 503 answered while the store cannot be reached.
-STORE_RETRY_AFTER_S = 2
 _TITLES = {
     400: "Bad Request",
     401: "Unauthorized",

@@ -47,7 +47,8 @@ from mcp_approval.backends.local_records import (
 )
 from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.clock import Clock, SystemClock
-from mcp_approval.reviewers.api import MAX_COMMENT_CHARS, Authenticator
+from mcp_approval.reviewers.api import Authenticator
+from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS
 from mcp_approval.reviewers.sessions import Session, SessionStore
 from mcp_approval.reviewers.throttle import FailedLoginThrottle, client_key
 from mcp_approval.reviewers.views import EventView, RequestView, environment

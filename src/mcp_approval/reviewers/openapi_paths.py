@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcp_approval.openapi import problem_response
-from mcp_approval.reviewers.api import MAX_COMMENT_CHARS, MAX_PAGE_SIZE
+from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS, MAX_PAGE_SIZE
 
 __all__ = ["console_paths", "reviewer_paths"]
 

@@ -337,3 +337,8 @@ async def while_gone(rig: Rig, http: httpx.AsyncClient) -> None:
     assert reply.error["code"] == -32603, reply.body
     listing = await http.get("/approvals", headers={"authorization": "Bearer carol-token"})
     assert http_failed(listing), (listing.status_code, listing.text)
+    # The console's sign-in keeps its session in the store: a page that asks to try again, not a 500.
+    signing_in = await http.post("/console/login", data={"token": "carol-token"})
+    assert signing_in.status_code == 503, (signing_in.status_code, signing_in.text)
+    assert signing_in.headers["retry-after"].isdigit(), signing_in.headers
+    assert "try again" in signing_in.text.lower()

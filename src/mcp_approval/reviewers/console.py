@@ -22,7 +22,8 @@ form carries the session's CSRF token, checked in constant time, and a POST whos
 or ``Sec-Fetch-Site`` names another site is refused before anything is read. Pages are
 autoescaped and served with a Content-Security-Policy that allows no script at all. Failed
 sign-ins are limited per client address (:mod:`mcp_approval.reviewers.throttle`): over the
-limit, ``POST /login`` answers 429 with ``Retry-After`` and does not look at the token.
+limit, ``POST /login`` answers 429 with ``Retry-After`` and does not look at the token. While the
+store cannot be reached, a page that needs it is a 503 page with ``Retry-After``, never a 500.
 """
 
 from __future__ import annotations
@@ -48,11 +49,12 @@ from mcp_approval.backends.local_records import (
 from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.reviewers.api import Authenticator
-from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS
+from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS, STORE_RETRY_AFTER_S
 from mcp_approval.reviewers.sessions import Session, SessionStore
 from mcp_approval.reviewers.throttle import FailedLoginThrottle, client_key
 from mcp_approval.reviewers.views import EventView, RequestView, environment
 from mcp_approval.storage.audit import AuditEvent
+from mcp_approval.storage.database import StoreUnavailableError
 
 __all__ = ["COOKIE", "PAGE_SIZE", "AuditReader", "console_routes"]
 
@@ -275,13 +277,19 @@ class _Console:
     # -- helpers --------------------------------------------------------------------------------
 
     def _guard(self, endpoint: Endpoint) -> Endpoint:
-        """``endpoint`` with :class:`_Refused` turned into an error page."""
+        """``endpoint`` with :class:`_Refused` turned into an error page, and an unreachable store
+        into a 503 page that asks the reviewer to try again (as the reviewer API does)."""
 
         async def handle(request: Request) -> Response:
             try:
                 return await endpoint(request)
             except _Refused as refused:
                 return self._render("error.html", None, status=refused.status, message=refused.message)
+            except StoreUnavailableError:
+                message = "The approval store cannot be reached, so nothing was read or changed. Try again shortly."
+                response = self._render("error.html", None, status=503, message=message)
+                response.headers["Retry-After"] = str(STORE_RETRY_AFTER_S)
+                return response
 
         return handle
 

@@ -30,7 +30,11 @@ _RECORD = {
     "properties": {"possible_duplicate_of": _EARLIER},
 }
 _HTML = {"text/html": {"schema": {"type": "string"}}}
-_REFUSALS = {str(status): problem_response(text) for status, text in ((401, "no valid token"), (429, "throttled"))}
+_REFUSALS = {
+    str(status): problem_response(text)
+    for status, text in ((401, "no valid token"), (429, "throttled"), (503, "the store is unreachable: try again"))
+}
+_UNREACHABLE_PAGE = {"503": {"description": "the store is unreachable: try again", "content": _HTML}}
 
 
 def reviewer_paths() -> dict[str, Any]:
@@ -107,7 +111,11 @@ def reviewer_paths() -> dict[str, Any]:
 
 def console_paths(prefix: str = "/console") -> dict[str, Any]:
     """The console's pages and form endpoints under ``prefix`` (a session cookie signs reviewers in)."""
-    page = {"200": {"description": "an HTML page", "content": _HTML}, "303": {"description": "to the sign-in page"}}
+    page = {
+        "200": {"description": "an HTML page", "content": _HTML},
+        "303": {"description": "to the sign-in page"},
+        **_UNREACHABLE_PAGE,
+    }
     form_answers = {
         "200": {"description": "an HTML page", "content": _HTML},
         "303": {"description": "redirected"},
@@ -119,6 +127,7 @@ def console_paths(prefix: str = "/console") -> dict[str, Any]:
         "413": {"description": "form too large", "content": _HTML},
         "415": {"description": "not a form", "content": _HTML},
         "429": {"description": "throttled", "content": _HTML},
+        **_UNREACHABLE_PAGE,
     }
 
     def form(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:

@@ -4,6 +4,10 @@ Both are real subprocesses on 127.0.0.1 sharing one private copy of ``examples/t
 ``arap-server.toml`` (the reference PDP + Access Request Service, reviewers at its
 ``/approvals``) and ``config.toml`` written from ``config-arap.toml`` (``serve`` with
 ``HttpPDP`` and the ARAP backend pointed at it, callbacks back to ``serve``).
+
+Each keeps a SQLite file in that folder (``treasury-arap.db``, ``arap-server.db``), or a
+PostgreSQL database of its own in the suite's PostgreSQL leg; tests read and write them through
+:func:`serve_store` and :func:`ars_store`, whichever they are.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from typing import Any
 from mcp_approval.hosts import unused_loopback_port
 from tests.support import forkserver
 from tests.support.fault_proxy import FaultProxy
-from tests.support.treasury import EXAMPLE, FAST, TreasuryServer, to_toml
+from tests.support.store_leg import postgres_leg, store_url_for
+from tests.support.treasury import EXAMPLE, FAST, TreasuryServer, deployment_store, store_rows, to_toml
 
 #: Test pacing for the ARS: the shortest Retry-After it allows, auto-resolvers answered at once.
 ARS_FAST: dict[str, Any] = {"retry_after_s": 1, "sync_wait_s": 1.0}
@@ -131,7 +136,7 @@ def arap_deployment(
     front = FaultProxy(ars.base_url).start() if proxy else None
     public = front.base_url if front is not None else ars.base_url
     ars_config = tomllib.loads((EXAMPLE / "arap-server.toml").read_text())
-    ars_config["store"] = {"url": "sqlite:///arap-server.db"}
+    ars_config["store"] = {"url": _ars_store_url(target)}
     published = {"base_url": public} if front is not None else {}
     _merge(ars_config, {"arap": {**ARS_FAST, **published, "callback_allowlist": [serve.base_url]}})
     _merge(ars_config, ars_overrides or {})
@@ -145,21 +150,40 @@ def arap_deployment(
             "arap": {**ARAP_FAST, "callback_url": serve.base_url + "/approvals/callback"},
         },
     )
+    if postgres_leg():
+        config["store"] = {"url": store_url_for(target)}
     _merge(config, overrides or {})
     (target / "config.toml").write_text(to_toml(config))
     return ArapDeployment(target, serve, ars, front)
 
 
+def _ars_store_url(target: Path) -> str:
+    if not postgres_leg():
+        return f"sqlite:///{target / 'arap-server.db'}"
+    folder = target / "arap-server-store"  # a database of its own, apart from serve's
+    folder.mkdir(exist_ok=True)
+    return store_url_for(folder)
+
+
+def serve_store(directory: Path) -> str:
+    """The store URL of the ARAP deployment's ``serve`` (the PEP) in ``directory``."""
+    return deployment_store(directory)
+
+
+def ars_store(directory: Path) -> str:
+    """The store URL of the deployment's ``arap-server`` in ``directory``."""
+    return str(tomllib.loads((directory / "arap-server.toml").read_text())["store"]["url"])
+
+
 def _stored_handle(directory: Path, task_id: str) -> tuple[bool, dict[str, str] | None]:
     """Whether ``serve`` has a workflow for the task, and the ARAP handle it stored for it (if any yet)."""
     import json
-    import sqlite3
 
-    with sqlite3.connect(directory / "treasury-arap.db") as conn:
-        row = conn.execute("SELECT handle FROM approval_workflows WHERE task_id = ?", (task_id,)).fetchone()
-    if row is None:
+    query = "SELECT handle FROM approval_workflows WHERE task_id = :id"
+    rows = store_rows(serve_store(directory), query, {"id": task_id})
+    if not rows:
         return False, None
-    return True, (json.loads(row[0]) if row[0] else None)
+    return True, (json.loads(rows[0][0]) if rows[0][0] else None)
 
 
 def handle_of(directory: Path, task_id: str, *, timeout_s: float = 15.0) -> dict[str, str]:

@@ -9,7 +9,6 @@ item 22; the status endpoint stays authoritative (a callback carries no result).
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -20,9 +19,9 @@ import pytest
 
 from mcp_approval.backends.arap_wire import callback_state, encode_handle
 from mcp_approval.backends.callbacks import CALLBACK_PATH, SIGNATURE_HEADER, sign_callback
-from tests.support.arap import ArapDeployment, arap_deployment, handle_of
+from tests.support.arap import ArapDeployment, arap_deployment, handle_of, serve_store
 from tests.support.polling import eventually
-from tests.support.treasury import Reviewer, principals
+from tests.support.treasury import Reviewer, principals, store_rows
 from tests.support.wire import Wire
 from tests.treasury.helpers import approval_for, assert_approved_executed, settled, transfers_to
 
@@ -56,12 +55,13 @@ async def carol(deployment: ArapDeployment) -> AsyncIterator[Reviewer]:
 
 
 def submission_key(directory: Path, task_id: str) -> str:
-    with sqlite3.connect(directory / "treasury-arap.db") as conn:
-        row = conn.execute(
-            "SELECT idempotency_key FROM approval_intents WHERE task_id = ? ORDER BY generation DESC", (task_id,)
-        ).fetchone()
-    assert row is not None
-    return str(row[0])
+    rows = store_rows(
+        serve_store(directory),
+        "SELECT idempotency_key FROM approval_intents WHERE task_id = :id ORDER BY generation DESC",
+        {"id": task_id},
+    )
+    assert rows
+    return str(rows[0][0])
 
 
 async def post(

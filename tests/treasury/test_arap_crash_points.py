@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import json
 import os
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +22,9 @@ import httpx
 import pytest
 
 from mcp_approval.crashpoints import CRASH_ENV, CRASH_POINTS
-from tests.support.arap import ArapDeployment, arap_deployment
+from tests.support.arap import ArapDeployment, arap_deployment, ars_store, serve_store
 from tests.support.polling import eventually
-from tests.support.treasury import Reviewer, TreasuryServer, call_until_crash, principals
+from tests.support.treasury import Reviewer, TreasuryServer, call_until_crash, principals, store_rows
 from tests.treasury.helpers import DISPOSITION, approval_for, assert_approved_executed, settled
 
 pytestmark = pytest.mark.anyio
@@ -38,24 +37,24 @@ ARGUMENTS = {"to": "acct-crash", "amount": 30_000}
 
 def orphans(directory: Path) -> dict[str, int]:
     """ARS requests still pending without a live ``serve`` task, and ``serve`` intents in flight."""
-    with sqlite3.connect(directory / "arap-server.db") as conn:
-        pending_at_ars = {
-            row[0]
-            for row in conn.execute(
-                "SELECT t.task_id FROM arap_tasks t JOIN approval_requests r ON r.request_id = t.request_id"
-                " WHERE r.status = 'pending'"
-            )
-        }
-    with sqlite3.connect(directory / "treasury-arap.db") as conn:
-        live = {
-            json.loads(row[0])["id"]
-            for row in conn.execute(
-                "SELECT handle FROM approval_workflows WHERE phase = 'pending' AND handle IS NOT NULL"
-            )
-        }
-        in_flight = conn.execute(
-            "SELECT count(*) FROM approval_intents WHERE state IN ('open', 'submitted')"
-        ).fetchone()[0]
+    pending_at_ars = {
+        row[0]
+        for row in store_rows(
+            ars_store(directory),
+            "SELECT t.task_id FROM arap_tasks t JOIN approval_requests r ON r.request_id = t.request_id"
+            " WHERE r.status = 'pending'",
+        )
+    }
+    live = {
+        json.loads(row[0])["id"]
+        for row in store_rows(
+            serve_store(directory),
+            "SELECT handle FROM approval_workflows WHERE phase = 'pending' AND handle IS NOT NULL",
+        )
+    }
+    ((in_flight,),) = store_rows(
+        serve_store(directory), "SELECT count(*) FROM approval_intents WHERE state IN ('open', 'submitted')"
+    )
     return {"pending_without_task": len(pending_at_ars - live), "intents_in_flight": in_flight}
 
 

@@ -10,7 +10,6 @@ retryable outcome) only ever happens before a claim.
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -20,10 +19,19 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.arap import ARS_CLIENT_TOKEN, ArapDeployment, arap_deployment, ars_view, handle_of, stored_handle_id
+from tests.support.arap import (
+    ARS_CLIENT_TOKEN,
+    ArapDeployment,
+    arap_deployment,
+    ars_store,
+    ars_view,
+    handle_of,
+    serve_store,
+    stored_handle_id,
+)
 from tests.support.fault_proxy import Fault, FaultProxy
 from tests.support.polling import eventually
-from tests.support.treasury import Reviewer, TreasuryServer, principals
+from tests.support.treasury import Reviewer, TreasuryServer, principals, store_rows
 from tests.support.wire import Wire
 from tests.treasury.helpers import (
     approval_for,
@@ -194,6 +202,7 @@ async def test_serve_killed_and_restarted_mid_flow_resumes_the_task(deployments:
     assert len(transfers_to(deployment.serve, "acct-f7")) == 1
 
 
+@pytest.mark.sqlite_store  # the ARS loses its store by losing its file
 async def test_a_request_the_ars_lost_fails_the_task_before_any_claim(deployments: Factory) -> None:
     deployment = deployments()
     async with clients(deployment) as (alice, carol, _):
@@ -243,8 +252,8 @@ async def test_a_revoked_approval_opens_a_new_request_with_fresh_binding(deploym
         first = await approval_for(carol, "wire_transfer", to="acct-f10")
         first_task = handle_of(deployment.directory, created["taskId"])["id"]
         assert (await carol.decide(first["id"], "approve")).status_code == 200
-        with sqlite3.connect(deployment.directory / "arap-server.db") as conn:
-            conn.execute("UPDATE arap_approvals SET revoked_at = 1 WHERE task_id = ?", (first_task,))
+        revoke = "UPDATE arap_approvals SET revoked_at = 1 WHERE task_id = :task"
+        store_rows(ars_store(deployment.directory), revoke, {"task": first_task})
         second = await approval_for(carol, "wire_transfer", to="acct-f10")  # the next generation's request
         assert second["id"] != first["id"]
         assert (await alice.get(created["taskId"])).result["status"] == "working"
@@ -276,10 +285,10 @@ async def test_a_refused_submission_is_a_final_denial_with_nothing_left_behind(d
         assert result["_meta"]["io.modelcontextprotocol/authorization"]["remediation"] == "unavailable"
         assert "did not run" in text_of(result)
         assert len(proxy.requests("POST", REQUESTS)) == 1  # a refusal is not retried
-        with sqlite3.connect(deployment.directory / "treasury-arap.db") as conn:
-            states = [row[0] for row in conn.execute("SELECT state FROM approval_intents")]
-            abandoned = conn.execute("SELECT count(*) FROM audit_events WHERE kind = 'approval.intent_abandoned'")
-            (abandoned_events,) = abandoned.fetchone()
+        store = serve_store(deployment.directory)
+        states = [row[0] for row in store_rows(store, "SELECT state FROM approval_intents")]
+        kind = {"kind": "approval.intent_abandoned"}
+        ((abandoned_events,),) = store_rows(store, "SELECT count(*) FROM audit_events WHERE kind = :kind", kind)
         # Settled at once; the retention sweep may already have purged the settled row (it has no task).
         assert states in ([], ["abandoned"])
         assert abandoned_events == 1

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from mcp_approval.cli.main import app
 from tests.console.conftest import CSRF
-from tests.support.arap import ArapDeployment, arap_deployment
+from tests.support.arap import ArapDeployment, arap_deployment, ars_store
 from tests.support.treasury import Reviewer, principals, rewrite_request_arguments, to_toml
 from tests.support.wire import Wire
 from tests.treasury.helpers import (
@@ -70,8 +70,7 @@ async def test_an_edited_access_request_is_flagged_unapprovable_and_nothing_runs
     carol = Reviewer(ars, "carol-token")
     approval = await approval_for(carol, "wire_transfer", to="acct-ars-attacker")
     assert approval["integrity_failure"] is None
-    database = deployment.directory / "arap-server.db"
-    rewrite_request_arguments(database, approval["id"], to="acct-ars-payroll", amount=26_000)
+    rewrite_request_arguments(ars_store(deployment.directory), approval["id"], to="acct-ars-payroll", amount=26_000)
 
     shown = (await ars.get(f"/approvals/{approval['id']}", headers=carol.headers)).json()
     assert shown["integrity_failure"] == "the stored request does not match what was submitted"

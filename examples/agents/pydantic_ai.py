@@ -98,6 +98,8 @@ async def main() -> int:
             prompt = saved["prompt"]
             history = ModelMessagesTypeAdapter.validate_python(saved["messages"])
             requests = load_requests(json.dumps(saved["requests"]))
+            for pending in pending_calls(requests):
+                print(f"waiting {pending.reference}", flush=True)
             results = await resume_results(gate, requests)  # waits for the decision
             agent = Agent(model(opts, prompt), toolsets=[toolset], output_type=[str, DeferredToolRequests])
             result = await agent.run(message_history=history, deferred_tool_results=results)

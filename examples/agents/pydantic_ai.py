@@ -20,9 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-# This file is named like the framework: keep its folder behind the installed packages.
+# This file is named like the framework: its folder joins the path only after the framework is imported.
 HERE = str(Path(__file__).resolve().parent)
-sys.path[:] = [entry for entry in sys.path if str(Path(entry or ".").resolve()) != HERE] + [HERE]
+sys.path[:] = [entry for entry in sys.path if str(Path(entry or ".").resolve()) != HERE]
 
 from pydantic_ai import Agent, DeferredToolRequests  # noqa: E402
 from pydantic_ai.messages import (  # noqa: E402
@@ -36,7 +36,6 @@ from pydantic_ai.messages import (  # noqa: E402
 )
 from pydantic_ai.models import Model  # noqa: E402
 from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
-from scripted import Options, finished, options, record_finished, scripted_call  # noqa: E402
 
 from mcp_approval.agents import ApprovalTools  # noqa: E402
 from mcp_approval.agents.pydantic_ai import (  # noqa: E402
@@ -47,6 +46,9 @@ from mcp_approval.agents.pydantic_ai import (  # noqa: E402
     resume_results,
 )
 from mcp_approval.client import mcp_client  # noqa: E402
+
+sys.path.append(HERE)
+from scripted import Options, finished, options, record_finished, scripted_call  # noqa: E402
 
 
 def last_tool_return(messages: list[ModelMessage]) -> ToolReturnPart | None:

@@ -110,7 +110,8 @@ def approved_after_a_kill(name: str, treasury: TreasuryServer, state: Path) -> N
     assert f"to {account} completed" in example.finished_messages()
     assert transfers_to(treasury, account) == 1
     again = example.run("resume")  # a finished run: its recorded result, nothing is called
-    assert again.strip() and output.endswith(again), (again, output)
+    assert again.strip(), output
+    assert output.endswith(again), (again, output)
     assert transfers_to(treasury, account) == 1
     assert time.monotonic() - started < RUN_TIMEOUT_S
 
@@ -121,7 +122,8 @@ def denied(name: str, treasury: TreasuryServer, state: Path) -> None:
     pending_reference(example.run("start", f"Send 30000 to {account}"))
     decide(treasury, account, "deny")
     output = example.run("resume")
-    assert "denied" in output and "did not run" in output, output
+    assert "denied" in output, output
+    assert "did not run" in output, output
     assert "did not run" in example.finished_messages()
     assert transfers_to(treasury, account) == 0
 

@@ -51,7 +51,9 @@ def call_key_for(framework: str, run_id: str, tool_call_id: str) -> str:
     The same run and tool call always give the same key, so resuming the run polls the same task.
     """
     if not run_id or not tool_call_id:
-        raise ClientUsageError(f"a keyed call needs the framework's run id and tool-call id (got {run_id!r}, {tool_call_id!r})")
+        raise ClientUsageError(
+            f"a keyed call needs the framework's run id and tool-call id (got {run_id!r}, {tool_call_id!r})"
+        )
     return f"{framework}/{run_id}/{tool_call_id}"
 
 
@@ -135,7 +137,9 @@ class ApprovalTools:
             if not cursor:
                 return listed
 
-    async def call(self, tool: str, arguments: Mapping[str, Any], *, call_key: str) -> types.CallToolResult | PendingCall:
+    async def call(
+        self, tool: str, arguments: Mapping[str, Any], *, call_key: str
+    ) -> types.CallToolResult | PendingCall:
         """Call ``tool`` at most once for ``call_key``: its result, or a :class:`PendingCall`.
 
         A call that ended without a result (its task failed or was cancelled, or the server no

@@ -105,7 +105,7 @@ def approval_tool_node(gate: ApprovalTools) -> ToolNodeFunction:
 def pending_calls(snapshot: Any) -> list[PendingCall]:
     """The calls a paused graph waits for, from ``graph.get_state(config)`` (or its ``interrupts``)."""
     interrupts = getattr(snapshot, "interrupts", snapshot)
-    found = []
+    found: list[PendingCall] = []
     for paused in interrupts:
         values = paused.value if isinstance(paused.value, list) else [paused.value]
         found.extend(PendingCall.from_dict(value) for value in values if PendingCall.is_pending(value))

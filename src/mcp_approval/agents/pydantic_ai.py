@@ -58,7 +58,10 @@ def model_value(result: types.CallToolResult) -> Any:
         if len(structured) == 1 and "result" in structured:
             return structured["result"]
         return structured
-    texts = [block.text if isinstance(block, types.TextContent) else block.model_dump(mode="json") for block in result.content]
+    texts = [
+        block.text if isinstance(block, types.TextContent) else block.model_dump(mode="json")
+        for block in result.content
+    ]
     return texts[0] if len(texts) == 1 else texts
 
 

@@ -13,7 +13,11 @@ import pytest
 import mcp_approval
 
 #: Modules that import an optional framework (the ``agents`` extra), checked where it is installed.
-OPTIONAL = {"mcp_approval.agents.pydantic_ai": "pydantic_ai", "mcp_approval.agents.langgraph": "langgraph.types"}
+OPTIONAL = {
+    "mcp_approval.agents.pydantic_ai": "pydantic_ai",
+    "mcp_approval.agents.langgraph": "langgraph.types",
+    "mcp_approval.agents.openai_agents": "agents.tool_context",
+}
 
 
 def _installed(module: str) -> bool:

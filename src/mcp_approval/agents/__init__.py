@@ -5,7 +5,8 @@ Public here: :class:`ApprovalTools` (the framework-neutral calls and the wait fo
 importing its framework when it is imported (the ``agents`` extra installs them all):
 
 - :mod:`mcp_approval.agents.pydantic_ai`: deferred tools (``DeferredToolRequests`` / ``DeferredToolResults``);
-- :mod:`mcp_approval.agents.langgraph`: ``interrupt()`` and ``Command(resume=...)`` with a checkpointer.
+- :mod:`mcp_approval.agents.langgraph`: ``interrupt()`` and ``Command(resume=...)`` with a checkpointer;
+- :mod:`mcp_approval.agents.openai_agents`: ``needs_approval``, ``interruptions`` and a serialized ``RunState``.
 """
 
 from mcp_approval.agents.core import DECIDED_BY, ApprovalTools, PendingCall, call_key_for, result_text

@@ -68,7 +68,7 @@ readonly JS_DIR="$INTEROP_DIR/js"
 readonly JS_FRAMEWORKS=(ai_sdk langchain mastra)
 readonly FRAMEWORKS=(pydantic-ai openai-agents langchain strands mcp-use llama-index google-adk)
 # Leg k: the frameworks with an adapter in mcp_approval.agents (tests/agents/test_<name>.py).
-readonly AGENT_FRAMEWORKS=(pydantic-ai langgraph openai-agents)
+readonly AGENT_FRAMEWORKS=(pydantic-ai langgraph openai-agents google-adk)
 readonly PY_DIR="$INTEROP_DIR/py"
 # Compiled at install: CI runs with PYTHONDONTWRITEBYTECODE=1, which would recompile every import each run.
 readonly PY_INSTALL=(pip install --quiet --compile-bytecode)

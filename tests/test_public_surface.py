@@ -17,6 +17,7 @@ OPTIONAL = {
     "mcp_approval.agents.pydantic_ai": "pydantic_ai",
     "mcp_approval.agents.langgraph": "langgraph.types",
     "mcp_approval.agents.openai_agents": "agents.tool_context",
+    "mcp_approval.agents.google_adk": "google.adk.tools",
 }
 
 

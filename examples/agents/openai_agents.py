@@ -45,7 +45,11 @@ def last_tool_output(items: list[Any]) -> str | None:
     if not outputs:
         return None
     output = outputs[-1]
-    return output if isinstance(output, str) else json.dumps(output)
+    if isinstance(output, str):
+        return output
+    blocks = output if isinstance(output, list) else [output]
+    texts = [block.get("text") for block in blocks if isinstance(block, dict) and isinstance(block.get("text"), str)]
+    return "\n".join(texts) if texts else json.dumps(output)
 
 
 def scripted_model(prompt: str) -> ScriptedModel:

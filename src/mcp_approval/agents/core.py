@@ -24,12 +24,12 @@ from typing import Any
 import mcp_types as types
 
 from mcp_approval.client.connect import AgentClient, ClientUsageError
-from mcp_approval.client.dispositions import read_disposition
 from mcp_approval.client.tasks import (
     TaskCancelledError,
     TaskExpiredError,
     TaskFailedError,
     TaskPendingError,
+    task_wait,
 )
 from mcp_approval.protocol import META_TOOL_APPROVAL_DEADLINE
 
@@ -166,11 +166,9 @@ class ApprovalTools:
     async def _call(
         self, tool: str, arguments: dict[str, Any], call_key: str, wait_s: float | None
     ) -> types.CallToolResult | PendingCall:
-        tasks = self.client.tasks
-        assert tasks is not None  # checked in __init__
-        tasks.task_wait_s = wait_s
         try:
-            return await self.client.call_tool(tool, arguments, call_key=call_key)
+            with task_wait(wait_s):  # this call's own wait: others on the client may wait differently
+                return await self.client.call_tool(tool, arguments, call_key=call_key)
         except TaskPendingError as pending:
             return await self._pending(tool, arguments, call_key, pending.task_id)
         except TaskFailedError as failed:
@@ -204,9 +202,3 @@ class ApprovalTools:
             deadline=deadline if isinstance(deadline, str) else None,
             message=task.status_message or "",
         )
-
-
-def ran(result: types.CallToolResult) -> bool | None:
-    """Whether the gated call ran, from its disposition (``None``: the server said nothing)."""
-    disposition = read_disposition(result)
-    return None if disposition is None else disposition.executed

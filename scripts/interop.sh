@@ -69,6 +69,7 @@ readonly JS_FRAMEWORKS=(ai_sdk langchain mastra)
 readonly FRAMEWORKS=(pydantic-ai openai-agents langchain strands mcp-use llama-index google-adk)
 # Leg k: the frameworks with an adapter in mcp_approval.agents (tests/agents/test_<name>.py).
 readonly AGENT_FRAMEWORKS=(pydantic-ai langgraph openai-agents google-adk)
+readonly AGENT_JOBS=2  # leg k: how many frameworks' tests run at once
 readonly PY_DIR="$INTEROP_DIR/py"
 # Compiled at install: CI runs with PYTHONDONTWRITEBYTECODE=1, which would recompile every import each run.
 readonly PY_INSTALL=(pip install --quiet --compile-bytecode)
@@ -392,23 +393,40 @@ agents_venv() {  # agents_venv NAME: .interop/py/agents-NAME holds the framework
   echo "  agents-$name: venv built in $((SECONDS - started)) s ($requirements and the project)"
 }
 
+agents_tests() {  # agents_tests NAME OUT: NAME's adapter tests in its venv; exit 0 only when they ran and passed
+  local name=$1 out=$2 rc=0
+  OPENAI_AGENTS_DISABLE_TRACING=1 timeout "$LEG_TIMEOUT_S" "$PY_DIR/agents-$name/bin/python" -m pytest -q \
+    -p no:cacheprovider "tests/agents/test_${name//-/_}.py" >"$out" 2>&1 || rc=$?
+  ((rc == 0)) || return "$rc"
+  grep -qE '^[0-9]+ passed' <(tail -n 1 "$out")  # a skipped module (the framework missing) is not a pass
+}
+
 agents_leg() {
-  local leg=k name out failures=0 passed=() rc
+  local leg=k name failures=0 passed=() built=() pids=() i
   log "Leg $leg: agent framework adapters (tests/agents/, one venv per framework)"
   for name in "${AGENT_FRAMEWORKS[@]}"; do
-    out="$RESULTS/$leg-$name.log"
-    if ! agents_venv "$name" 2>&1 | tee -a "$RESULTS/$leg-install.log"; then
+    if agents_venv "$name" 2>&1 | tee -a "$RESULTS/$leg-install.log"; then
+      built+=("$name")
+    else
       echo "FAIL [$name] the venv did not build; see $RESULTS/$leg-install.log"
       failures=$((failures + 1))
-      continue
     fi
-    rc=0
-    OPENAI_AGENTS_DISABLE_TRACING=1 timeout "$LEG_TIMEOUT_S" "$PY_DIR/agents-$name/bin/python" -m pytest -q \
-      -p no:cacheprovider "tests/agents/test_${name//-/_}.py" 2>&1 | tee "$out" || rc=$?
-    if ((rc == 0)) && ! grep -qE '^[0-9]+ passed' <(tail -n 1 "$out"); then
-      rc=1  # a skipped module (the framework missing) is not a pass
+  done
+  # Two frameworks at a time: most of a run is starting Python processes, one core each.
+  for name in "${built[@]}"; do
+    while (($(jobs -rp | wc -l) >= AGENT_JOBS)); do wait -n || true; done
+    agents_tests "$name" "$RESULTS/$leg-$name.log" &
+    pids+=($!)
+  done
+  for i in "${!built[@]}"; do
+    name=${built[$i]}
+    if wait "${pids[$i]}"; then
+      passed+=("$name")
+    else
+      failures=$((failures + 1))
     fi
-    ((rc == 0)) && passed+=("$name") || failures=$((failures + 1))
+    echo "  [$name] $(tail -n 1 "$RESULTS/$leg-$name.log")"
+    [[ " ${passed[*]} " == *" $name "* ]] || tail -n 40 "$RESULTS/$leg-$name.log"
   done
   record "$leg" "$failures" "${#passed[@]} of ${#AGENT_FRAMEWORKS[@]} frameworks passed (${passed[*]}); output in $RESULTS/$leg-*.log"
 }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 
 import mcp_types as types
@@ -45,6 +47,31 @@ async def test_a_gated_call_is_pending_then_resolves_once_in_a_new_client(
     assert f"to {account} completed" in result_text(result)
     assert again == result
     assert transfers_to(treasury, account) == 1
+
+
+async def test_a_first_call_stays_brief_while_another_waits_for_its_decision_on_the_same_client(
+    treasury: TreasuryServer, tmp_path: Path
+) -> None:
+    first, second = new_account("core-wait"), new_account("core-brief")
+    async with mcp_client(
+        f"{treasury.base_url}/mcp", tasks=True, auth="alice-token", call_journal=tmp_path / "calls.sqlite3"
+    ) as client:
+        gate = ApprovalTools(client, pending_wait_s=0.2)
+        waiting = await gate.call("wire_transfer", transfer(first), call_key="test/run-4/c1")
+        assert isinstance(waiting, PendingCall)
+        # The brief call starts first, the long wait right after it, before the brief one reaches its task.
+        started = time.monotonic()
+        briefly = asyncio.create_task(gate.call("wire_transfer", transfer(second), call_key="test/run-4/c2"))
+        decision = asyncio.create_task(gate.wait_for_decision(waiting, timeout_s=60))
+        brief = await briefly
+        took = time.monotonic() - started
+        assert isinstance(brief, PendingCall)
+        assert not decision.done()
+        decide(treasury, first, "approve")
+        result = await decision
+    assert took < 30, f"the brief call waited {took:.1f} s, as long as the other call's wait"
+    assert f"to {first} completed" in result_text(result)
+    assert transfers_to(treasury, second) == 0
 
 
 async def test_a_denied_call_answers_that_it_did_not_run(treasury: TreasuryServer, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from mcp_approval.agents import ApprovalTools, PendingCall, call_key_for, result_text
 from mcp_approval.client import ClientUsageError, TaskPendingError, mcp_client
 from tests.agents.contract import decide, new_account, transfers_to
-from tests.support.treasury import TreasuryServer
+from tests.support.treasury import TreasuryServer, deployment_dir
 
 pytestmark = pytest.mark.anyio
 
@@ -88,6 +88,27 @@ async def test_a_denied_call_answers_that_it_did_not_run(treasury: TreasuryServe
     assert result.is_error is True
     assert "did not run" in result_text(result)
     assert transfers_to(treasury, account) == 0
+
+
+async def test_an_expired_request_answers_that_it_did_not_run(tmp_path: Path) -> None:
+    # Requests expire two seconds after they open; no one decides this one.
+    server = TreasuryServer(deployment_dir(tmp_path, {"approval": {"max_pending_s": 2.0}})).start()
+    try:
+        account = new_account("core-expire")
+        async with mcp_client(
+            f"{server.base_url}/mcp", tasks=True, auth="alice-token", call_journal=tmp_path / "calls.sqlite3"
+        ) as client:
+            gate = ApprovalTools(client, pending_wait_s=0.2)
+            pending = await gate.call("wire_transfer", transfer(account), call_key="test/run-5/c1")
+            assert isinstance(pending, PendingCall)
+            assert pending.deadline is not None
+            result = await gate.wait_for_decision(pending, timeout_s=60)
+        assert result.is_error is True
+        assert "expired" in result_text(result)
+        assert "did not run" in result_text(result)
+        assert transfers_to(server, account) == 0
+    finally:
+        server.kill()
 
 
 async def test_a_call_that_needs_no_approval_answers_its_result(treasury: TreasuryServer, tmp_path: Path) -> None:

@@ -24,9 +24,9 @@ from typing import Any
 
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")  # nothing reports home from the example
 
+from agents import Agent, Runner, RunState
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 
-from agents import Agent, Runner, RunState
 from mcp_approval.agents import ApprovalTools
 from mcp_approval.agents.openai_agents import approval_tools, pending_calls, resume_state, run_context
 from mcp_approval.client import mcp_client

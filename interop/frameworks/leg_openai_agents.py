@@ -10,12 +10,11 @@ import asyncio
 import json
 from typing import Any
 
+from agents import Agent, RunContextWrapper
 from agents.mcp import MCPServerStreamableHttp, MCPUtil
 from agents.tool import FunctionTool
 from agents.tool_context import ToolContext
 from harness import REQUESTER_TOKEN, Leg, approval_flow
-
-from agents import Agent, RunContextWrapper
 
 
 def as_model_text(output: Any) -> str:

@@ -33,9 +33,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
-from google.adk.tools import BaseTool
-from google.adk.tools.tool_context import ToolContext
-from google.genai import types as genai
+
+try:
+    from google.adk.tools import BaseTool
+    from google.adk.tools.tool_context import ToolContext
+    from google.genai import types as genai
+except ModuleNotFoundError as exc:  # an optional extra: say which one
+    raise ModuleNotFoundError(
+        f"mcp_approval.agents.google_adk needs Google ADK ({exc}): pip install 'mcp-approval[agents]'", name=exc.name
+    ) from exc
 
 from mcp_approval.agents.core import ApprovalTools, PendingCall, call_key_for
 

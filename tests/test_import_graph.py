@@ -283,9 +283,13 @@ LAYERS: tuple[Rung, ...] = (
     (("package root", ("",)),),
 )
 
-# The agent side stands apart: it reads the wire models and nothing of the server side.
-CLIENT_LAYER: Layer = ("client", ("client",))
-CLIENT_MAY_IMPORT = ("client", "_lazy", "clock", "hosts", "protocol", "denials", "tasks.models", "tasks.states")
+# The agent side stands apart: it reads the wire models and nothing of the server side. The agent
+# framework adapters belong to it (they build on the client).
+CLIENT_LAYER: Layer = ("client", ("client", "agents"))
+CLIENT_MAY_IMPORT = (
+    *("client", "agents", "_lazy", "clock", "hosts", "protocol", "denials"),
+    *("tasks.models", "tasks.states"),
+)
 # Below the client in the table of rungs: who may import the client.
 CLIENT_IMPORTERS = ("demo", "cli", "")
 

@@ -4,6 +4,7 @@ are importable from their package."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 from types import ModuleType
 
@@ -11,9 +12,25 @@ import pytest
 
 import mcp_approval
 
+#: Modules that import an optional framework (the ``agents`` extra), checked where it is installed.
+OPTIONAL = {
+    "mcp_approval.agents.pydantic_ai": "pydantic_ai",
+    "mcp_approval.agents.langgraph": "langgraph.types",
+    "mcp_approval.agents.openai_agents": "agents.tool_context",
+    "mcp_approval.agents.google_adk": "google.adk.tools",
+}
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
 
 def _modules() -> list[ModuleType]:
     names = [info.name for info in pkgutil.walk_packages(mcp_approval.__path__, "mcp_approval.")]
+    names = [name for name in names if name not in OPTIONAL or _installed(OPTIONAL[name])]
     return [importlib.import_module(name) for name in ["mcp_approval", *names] if name != "mcp_approval.__main__"]
 
 

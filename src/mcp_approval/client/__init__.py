@@ -39,6 +39,7 @@ from mcp_approval.client.tasks import (
     TaskInputRequiredError,
     TaskPendingError,
     TasksClient,
+    task_wait,
 )
 
 __all__ = [
@@ -86,4 +87,5 @@ __all__ = [
     "read_challenge",
     "read_denial",
     "read_disposition",
+    "task_wait",
 ]

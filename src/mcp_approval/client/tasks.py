@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Literal
 
 import mcp_types as types
@@ -46,6 +48,7 @@ __all__ = [
     "TaskPendingError",
     "TasksClient",
     "UpdateTaskRequest",
+    "task_wait",
 ]
 
 InputHandler = Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
@@ -56,6 +59,23 @@ InputHandler = Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
 MIN_POLL_INTERVAL_S = 0.1
 
 _INPUT_REQUEST: TypeAdapter[types.InputRequest] = TypeAdapter(types.InputRequest)
+
+# How long the calls of this asyncio task wait for their task, instead of ``task_wait_s`` (see task_wait).
+_TASK_WAIT: ContextVar[tuple[float | None] | None] = ContextVar("mcp_approval_task_wait", default=None)
+
+
+@contextmanager
+def task_wait(seconds: float | None) -> Iterator[None]:
+    """Calls made inside ``with task_wait(s):`` wait ``s`` seconds for their task (``None``: as long as it lives).
+
+    Overrides :attr:`TasksClient.task_wait_s` for this asyncio task only, so concurrent calls on one
+    client can wait differently (a first call briefly, a resume until the decision).
+    """
+    token = _TASK_WAIT.set((seconds,))
+    try:
+        yield
+    finally:
+        _TASK_WAIT.reset(token)
 
 
 class CreateTaskResult(types.Result):
@@ -257,7 +277,9 @@ class TasksClient(ClientExtension):
             return await self._wait(session, task_id, poll_interval_ms)
 
     async def _wait(self, session: ClientSession, task_id: str, poll_interval_ms: int | None) -> types.CallToolResult:
-        deadline = None if self.task_wait_s is None else time.monotonic() + self.task_wait_s
+        override = _TASK_WAIT.get()
+        wait_s = self.task_wait_s if override is None else override[0]
+        deadline = None if wait_s is None else time.monotonic() + wait_s
         answered: set[str] = set()
         interval_ms = poll_interval_ms
         notified: dict[str, Any] | None = None
@@ -277,7 +299,7 @@ class TasksClient(ClientExtension):
             interval_ms = task.poll_interval_ms if task.poll_interval_ms is not None else interval_ms
             delay = self._delay(interval_ms, deadline)
             if delay is None:
-                raise TaskPendingError(task_id, f"task {task_id[:8]}… still {task.status} after {self.task_wait_s}s")
+                raise TaskPendingError(task_id, f"task {task_id[:8]}… still {task.status} after {wait_s}s")
             if self.push is None:
                 await asyncio.sleep(delay)
             else:  # a notification ends the wait early; a terminal one is the task itself

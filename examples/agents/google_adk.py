@@ -1,0 +1,142 @@
+"""Google ADK: a pending approval pauses the resumable invocation; ``resume`` answers it by invocation id.
+
+    python examples/agents/google_adk.py --url http://127.0.0.1:8000/mcp --token alice-token \\
+        --state /tmp/run-1 --scripted start "Send 30000 to acme"
+    python examples/agents/google_adk.py --url ... --token alice-token --state /tmp/run-1 --scripted resume
+
+A resumable ``App`` with its sessions in ``DIR/sessions.db`` (``SqliteSessionService``) and the
+session id in ``DIR/session``. ``start`` runs the agent; a call waiting for approval leaves the
+invocation paused and the pending call in the session state, and the pending reference is printed.
+``resume`` waits for the decision and resumes the invocation with the call's function response,
+printing the tool's result text. ``--scripted`` plays the model with a scripted ``BaseLlm``; without
+it the model is ``$ADK_MODEL`` (default ``gemini-2.5-flash``, reading ``GOOGLE_API_KEY``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+import uuid
+import warnings
+from collections.abc import AsyncGenerator
+from pathlib import Path
+from typing import Any
+
+from google.adk.agents import LlmAgent
+from google.adk.apps import App, ResumabilityConfig
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import Runner
+from google.adk.sessions.sqlite_session_service import SqliteSessionService
+from google.genai import types
+
+from mcp_approval.agents import ApprovalTools
+from mcp_approval.agents.google_adk import approval_tools, pending_calls, resume_message
+from mcp_approval.client import mcp_client
+
+sys.path.append(str(Path(__file__).resolve().parent))
+from scripted import finished, options, record_finished, scripted_call
+
+APP, USER = "treasury_agent", "alice"
+warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\] ResumabilityConfig")  # Resume is ADK's own pause
+
+
+class ScriptedModel(BaseLlm):
+    """Calls the tool the user's prompt asks for; after its function response, reports what it returned
+    (a pending first answer: that the call waits for approval)."""
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        last = llm_request.contents[-1]
+        responses = [part.function_response for part in last.parts or [] if part.function_response is not None]
+        if responses and (responses[-1].response or {}).get("status") == "pending":
+            part = types.Part(text=f"I will tell you once it is decided: {responses[-1].response['text']}")
+        elif responses:
+            part = types.Part(text=f"The tool answered: {json.dumps(responses[-1].response)}")
+        else:
+            prompt = next(
+                part.text for content in reversed(llm_request.contents) for part in content.parts or [] if part.text
+            )
+            tool, arguments = scripted_call(prompt)
+            call = types.FunctionCall(id=f"call_{uuid.uuid4().hex}", name=tool, args=arguments)
+            part = types.Part(function_call=call)
+        yield LlmResponse(content=types.Content(role="model", parts=[part]))
+
+
+def tool_result(session: Any) -> str | None:
+    """The text of the latest function response in the session (what the model was given)."""
+    responses = [
+        part.function_response.response
+        for event in session.events
+        if event.content is not None
+        for part in event.content.parts or []
+        if part.function_response is not None and part.function_response.response
+    ]
+    if not responses:
+        return None
+    content = responses[-1].get("content") or []
+    texts = [block.get("text", "") for block in content if isinstance(block, dict) and block.get("type") == "text"]
+    return "\n".join(texts) if texts else json.dumps(responses[-1])
+
+
+async def main() -> int:
+    logging.getLogger("google_adk").setLevel(logging.ERROR)  # a warning per model turn without token counts
+    opts = options("Google ADK agent whose MCP approvals pause the invocation")
+    session_file = opts.state / "session"
+    if opts.command == "resume":
+        done = finished(opts.state)
+        if done is not None:  # the run finished before: its recorded result, nothing is called
+            print(done)
+            return 0
+        if not session_file.exists():
+            raise SystemExit(f"no paused run in {opts.state}")
+    sessions = SqliteSessionService(str(opts.state / "sessions.db"))
+    async with mcp_client(opts.url, tasks=True, auth=opts.token, call_journal=opts.journal) as client:
+        gate = ApprovalTools(client)
+        model: BaseLlm | str = ScriptedModel(model="scripted") if opts.scripted else os.environ.get(
+            "ADK_MODEL", "gemini-2.5-flash"
+        )
+        agent = LlmAgent(name="treasurer", model=model, tools=await approval_tools(gate))
+        app = App(name=APP, root_agent=agent, resumability_config=ResumabilityConfig(is_resumable=True))
+        runner = Runner(app=app, session_service=sessions)
+        if opts.command == "start":
+            session = await sessions.create_session(app_name=APP, user_id=USER)
+            session_file.write_text(session.id)
+            message = types.Content(role="user", parts=[types.Part(text=opts.prompt)])
+            async for _ in runner.run_async(user_id=USER, session_id=session.id, new_message=message):
+                pass
+        else:
+            session_id = session_file.read_text()
+            session = await sessions.get_session(app_name=APP, user_id=USER, session_id=session_id)
+            for pending in pending_calls(session):
+                print(f"waiting {pending.reference}", flush=True)
+            resume = await resume_message(gate, session)  # waits for the decision
+            async for _ in runner.run_async(
+                user_id=USER,
+                session_id=session_id,
+                invocation_id=resume.invocation_id,
+                new_message=resume.message,
+                state_delta=resume.state_delta,
+            ):
+                pass
+        session = await sessions.get_session(app_name=APP, user_id=USER, session_id=session_file.read_text())
+    waiting = pending_calls(session)
+    if waiting:
+        for pending in waiting:
+            print(f"pending {pending.reference}")
+            print(pending.text())
+        return 0
+    text = tool_result(session) or ""
+    messages = [event.content.model_dump(mode="json", exclude_none=True) for event in session.events if event.content]
+    record_finished(opts.state, text, messages)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))

@@ -1,0 +1,124 @@
+"""pydantic-ai: a pending approval ends the run with ``DeferredToolRequests``; ``resume`` finishes it.
+
+    python examples/agents/pydantic_ai.py --url http://127.0.0.1:8000/mcp --token alice-token \\
+        --state /tmp/run-1 --scripted start "Send 30000 to acme"
+    python examples/agents/pydantic_ai.py --url ... --token alice-token --state /tmp/run-1 --scripted resume
+
+``start`` runs the agent; when the call waits for approval it keeps the run's messages and the
+deferred requests in ``DIR/run.json`` and prints the pending reference. ``resume`` (any process,
+any time later) waits for the decision and finishes the run, printing the tool's result text.
+``--scripted`` plays the model with pydantic-ai's ``FunctionModel``; without it the model is
+``$PYDANTIC_AI_MODEL`` (default ``openai:gpt-4o``, which reads ``OPENAI_API_KEY``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+# This file is named like the framework: its folder joins the path only after the framework is imported.
+HERE = str(Path(__file__).resolve().parent)
+sys.path[:] = [entry for entry in sys.path if str(Path(entry or ".").resolve()) != HERE]
+
+from pydantic_ai import Agent, DeferredToolRequests  # noqa: E402
+from pydantic_ai.messages import (  # noqa: E402
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models import Model  # noqa: E402
+from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
+
+from mcp_approval.agents import ApprovalTools  # noqa: E402
+from mcp_approval.agents.pydantic_ai import (  # noqa: E402
+    approval_toolset,
+    dump_requests,
+    load_requests,
+    pending_calls,
+    resume_results,
+)
+from mcp_approval.client import mcp_client  # noqa: E402
+
+sys.path.append(HERE)
+from scripted import Options, finished, options, record_finished, scripted_call  # noqa: E402
+
+
+def last_tool_return(messages: list[ModelMessage]) -> ToolReturnPart | None:
+    """The latest tool return in the messages the model was given."""
+    returns = [
+        part for message in messages if isinstance(message, ModelRequest) for part in message.parts
+        if isinstance(part, ToolReturnPart)
+    ]
+    return returns[-1] if returns else None
+
+
+def scripted_model(prompt: str) -> FunctionModel:
+    """A model that calls the tool the prompt asks for, then reports what the tool returned."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returned = last_tool_return(messages)
+        if returned is None:
+            tool, arguments = scripted_call(prompt)
+            return ModelResponse(parts=[ToolCallPart(tool, arguments)])
+        return ModelResponse(parts=[TextPart(f"The tool answered: {returned.model_response_str()}")])
+
+    return FunctionModel(respond)
+
+
+def model(opts: Options, prompt: str) -> Model | str:
+    """The scripted model, or the one named by ``$PYDANTIC_AI_MODEL``."""
+    return scripted_model(prompt) if opts.scripted else os.environ.get("PYDANTIC_AI_MODEL", "openai:gpt-4o")
+
+
+async def main() -> int:
+    opts = options("pydantic-ai agent whose MCP approvals pause the run")
+    run_file = opts.state / "run.json"
+    prompt = opts.prompt
+    if opts.command == "resume":
+        done = finished(opts.state)
+        if done is not None:  # the run finished before: its recorded result, nothing is called
+            print(done)
+            return 0
+        if not run_file.exists():
+            raise SystemExit(f"no paused run in {opts.state}")
+    async with mcp_client(opts.url, tasks=True, auth=opts.token, call_journal=opts.journal) as client:
+        gate = ApprovalTools(client)
+        toolset = await approval_toolset(gate)
+        if opts.command == "start":
+            agent = Agent(model(opts, opts.prompt), toolsets=[toolset], output_type=[str, DeferredToolRequests])
+            result = await agent.run(opts.prompt)
+        else:
+            saved = json.loads(run_file.read_text())
+            prompt = saved["prompt"]
+            history = ModelMessagesTypeAdapter.validate_python(saved["messages"])
+            requests = load_requests(json.dumps(saved["requests"]))
+            for pending in pending_calls(requests):
+                print(f"waiting {pending.reference}", flush=True)
+            results = await resume_results(gate, requests)  # waits for the decision
+            agent = Agent(model(opts, prompt), toolsets=[toolset], output_type=[str, DeferredToolRequests])
+            result = await agent.run(message_history=history, deferred_tool_results=results)
+    messages: Any = json.loads(result.all_messages_json())
+    if isinstance(result.output, DeferredToolRequests):
+        saved_run = {"prompt": prompt, "messages": messages, "requests": json.loads(dump_requests(result.output))}
+        run_file.write_text(json.dumps(saved_run, indent=2))
+        for pending in pending_calls(result.output):
+            print(f"pending {pending.reference}")
+            print(pending.text())
+        return 0
+    returned = last_tool_return(result.all_messages())
+    text = returned.model_response_str() if returned is not None else str(result.output)
+    record_finished(opts.state, text, messages)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))

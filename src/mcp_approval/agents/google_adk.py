@@ -1,0 +1,132 @@
+"""Google ADK: an MCP server's tools as long-running tools; a pending approval pauses the invocation.
+
+::
+
+    async with mcp_client(url, tasks=True, auth=token, call_journal="calls.sqlite3") as client:
+        gate = ApprovalTools(client)
+        agent = LlmAgent(name="treasurer", model=model, tools=await approval_tools(gate))
+        app = App(name="treasury", root_agent=agent, resumability_config=ResumabilityConfig(is_resumable=True))
+        runner = Runner(app=app, session_service=SqliteSessionService("sessions.db"))
+        async for event in runner.run_async(user_id=..., session_id=..., new_message=prompt):
+            ...                                      # paused: the session holds the pending call
+        ...
+        # later, in any process, with the same session service:
+        session = await runner.session_service.get_session(app_name=..., user_id=..., session_id=...)
+        resume = await resume_message(gate, session)  # waits for the decisions
+        async for event in runner.run_async(user_id=..., session_id=..., invocation_id=resume.invocation_id,
+                                            new_message=resume.message, state_delta=resume.state_delta):
+            ...
+
+Each tool is long-running (``is_long_running``): a call that finishes at once answers the whole
+``CallToolResult`` as its function response, as ADK's ``McpToolset`` does; a call waiting for a
+decision answers nothing, so ADK marks it in ``long_running_tool_ids`` and a resumable app pauses
+the invocation. The :class:`PendingCall` is kept in the session state (``mcp_approval:pending``,
+by function call id), persisted by the session service. :func:`resume_message` waits for the
+decisions and builds the ``FunctionResponse`` message (the tool's real result, or the server's
+answer that it did not run) that resumes the invocation by its id. The call key is
+``google-adk/<invocation_id>/<function_call_id>``. ADK is imported when this module is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+
+try:
+    from google.adk.tools import BaseTool
+    from google.adk.tools.tool_context import ToolContext
+    from google.genai import types as genai
+except ModuleNotFoundError as exc:  # an optional extra: say which one
+    raise ModuleNotFoundError(
+        f"mcp_approval.agents.google_adk needs Google ADK ({exc}): pip install 'mcp-approval[agents]'", name=exc.name
+    ) from exc
+
+from mcp_approval.agents.core import ApprovalTools, PendingCall, call_key_for
+
+__all__ = [
+    "FRAMEWORK",
+    "STATE_KEY",
+    "ApprovalTool",
+    "Resume",
+    "approval_tools",
+    "function_response",
+    "pending_calls",
+    "resume_message",
+]
+
+#: The framework part of the call keys this adapter makes.
+FRAMEWORK = "google-adk"
+#: The session state key of the pending calls (function call id → :meth:`PendingCall.as_dict` and its invocation).
+STATE_KEY = "mcp_approval:pending"
+
+
+def function_response(result: types.CallToolResult) -> dict[str, Any]:
+    """What the model is given for ``result``: the whole ``CallToolResult``, as ADK's ``McpToolset`` gives it."""
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class ApprovalTool(BaseTool):  # type: ignore[misc]  # ADK is untyped here (an optional dependency)
+    """One MCP tool as a long-running ADK tool (see the module docstring)."""
+
+    def __init__(self, gate: ApprovalTools, listed: types.Tool) -> None:
+        super().__init__(name=listed.name, description=listed.description or "", is_long_running=True)
+        self._gate = gate
+        self._listed = listed
+
+    def _get_declaration(self) -> genai.FunctionDeclaration:
+        return genai.FunctionDeclaration(
+            name=self.name, description=self.description, parameters_json_schema=self._listed.input_schema
+        )
+
+    async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        """Make the call; ``None`` (no response yet) while it waits for approval."""
+        invocation = tool_context.invocation_id
+        call_id = tool_context.function_call_id or ""
+        outcome = await self._gate.call(self.name, args, call_key=call_key_for(FRAMEWORK, invocation, call_id))
+        if isinstance(outcome, PendingCall):
+            pending = dict(tool_context.state.get(STATE_KEY) or {})
+            pending[call_id] = {"invocation_id": invocation, "call": outcome.as_dict()}
+            tool_context.state[STATE_KEY] = pending
+            # The first answer of a long-running tool: ADK records it (and this state) and pauses.
+            return {"status": "pending", "text": outcome.text(), **outcome.as_dict()}
+        return function_response(outcome)
+
+
+async def approval_tools(gate: ApprovalTools) -> list[ApprovalTool]:
+    """The server's tools (names, descriptions and input schemas as it lists them) as ADK tools."""
+    return [ApprovalTool(gate, listed) for listed in await gate.tools()]
+
+
+def pending_calls(session: Any) -> list[PendingCall]:
+    """The calls a paused session waits for (tool, arguments, reference, deadline), from its state."""
+    pending = session.state.get(STATE_KEY) or {}
+    return [PendingCall.from_dict(entry["call"]) for entry in pending.values()]
+
+
+@dataclass(frozen=True)
+class Resume:
+    """What resumes a paused invocation: pass all three to ``runner.run_async``."""
+
+    invocation_id: str | None
+    message: genai.Content
+    state_delta: dict[str, Any]
+
+
+async def resume_message(gate: ApprovalTools, session: Any, *, timeout_s: float | None = None) -> Resume:
+    """Wait for every pending approval of ``session``; the function responses that resume its invocation.
+
+    Raises:
+        TaskPendingError: a decision is still outstanding after ``timeout_s``.
+    """
+    pending: dict[str, Any] = dict(session.state.get(STATE_KEY) or {})
+    parts = []
+    invocation: str | None = None
+    for call_id, entry in pending.items():
+        call = PendingCall.from_dict(entry["call"])
+        result = await gate.wait_for_decision(call, timeout_s=timeout_s)
+        response = genai.FunctionResponse(id=call_id, name=call.tool, response=function_response(result))
+        parts.append(genai.Part(function_response=response))
+        invocation = entry["invocation_id"]
+    return Resume(invocation, genai.Content(role="user", parts=parts), {STATE_KEY: {}})

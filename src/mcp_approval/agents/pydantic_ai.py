@@ -1,0 +1,125 @@
+"""pydantic-ai: an MCP server's tools as a toolset whose pending approvals are deferred tool calls.
+
+::
+
+    async with mcp_client(url, tasks=True, auth=token, call_journal="calls.sqlite3") as client:
+        gate = ApprovalTools(client)
+        agent = Agent(model, toolsets=[await approval_toolset(gate)], output_type=[str, DeferredToolRequests])
+        result = await agent.run(prompt)
+        if isinstance(result.output, DeferredToolRequests):   # paused: persist both, exit
+            save(result.all_messages_json(), dump_requests(result.output))
+        ...
+        # later, in any process:
+        results = await resume_results(gate, requests)       # waits for the decisions
+        result = await agent.run(message_history=history, deferred_tool_results=results)
+
+A call that needs approval raises ``CallDeferred`` carrying the :class:`PendingCall` as its metadata,
+so the run ends with ``DeferredToolRequests`` (``metadata[tool_call_id]``). :func:`resume_results`
+waits for each decision and answers the call with the tool's real result (approved) or the
+server's answer that it did not run (denied, expired). The call key is
+``pydantic-ai/<run_id>/<tool_call_id>``. pydantic-ai is imported when this module is.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import mcp_types as types
+
+try:
+    from pydantic_ai import CallDeferred, DeferredToolRequests, DeferredToolResults, RunContext, Tool
+    from pydantic_ai.toolsets import FunctionToolset
+except ModuleNotFoundError as exc:  # an optional extra: say which one
+    raise ModuleNotFoundError(
+        f"mcp_approval.agents.pydantic_ai needs pydantic-ai ({exc}): pip install 'mcp-approval[agents]'", name=exc.name
+    ) from exc
+
+from mcp_approval.agents.core import ApprovalTools, PendingCall, call_key_for, result_text
+
+__all__ = [
+    "FRAMEWORK",
+    "approval_toolset",
+    "dump_requests",
+    "load_requests",
+    "model_value",
+    "pending_calls",
+    "resume_results",
+]
+
+#: The framework part of the call keys this adapter makes.
+FRAMEWORK = "pydantic-ai"
+
+
+def model_value(result: types.CallToolResult) -> Any:
+    """What the model is given for ``result``, as pydantic-ai's own ``MCPToolset`` gives it.
+
+    ``structuredContent`` when every block is text (a lone ``result`` key unwrapped), else the text
+    (one block) or the texts; an error result is ``{"error": <its text>}``.
+    """
+    if result.is_error:
+        return {"error": result_text(result)}
+    structured = result.structured_content
+    if structured is not None and all(isinstance(block, types.TextContent) for block in result.content):
+        if len(structured) == 1 and "result" in structured:
+            return structured["result"]
+        return structured
+    texts = [
+        block.text if isinstance(block, types.TextContent) else block.model_dump(mode="json")
+        for block in result.content
+    ]
+    return texts[0] if len(texts) == 1 else texts
+
+
+def _tool(gate: ApprovalTools, listed: types.Tool) -> Tool[Any]:
+    async def call(ctx: RunContext[Any], **arguments: Any) -> Any:
+        key = call_key_for(FRAMEWORK, ctx.run_id or "", ctx.tool_call_id or "")
+        outcome = await gate.call(listed.name, arguments, call_key=key)
+        if isinstance(outcome, PendingCall):
+            raise CallDeferred(metadata=outcome.as_dict())
+        return model_value(outcome)
+
+    return Tool.from_schema(call, listed.name, listed.description, dict(listed.input_schema), takes_ctx=True)
+
+
+async def approval_toolset(gate: ApprovalTools) -> FunctionToolset[Any]:
+    """The server's tools (names, descriptions and input schemas as it lists them) as a toolset.
+
+    Give the agent ``output_type=[..., DeferredToolRequests]`` so a pending call ends the run.
+    """
+    return FunctionToolset([_tool(gate, listed) for listed in await gate.tools()])
+
+
+def pending_calls(requests: DeferredToolRequests) -> list[PendingCall]:
+    """The pending approvals among a paused run's deferred calls (tool, arguments, reference, deadline)."""
+    return [PendingCall.from_dict(data) for data in requests.metadata.values() if PendingCall.is_pending(data)]
+
+
+async def resume_results(
+    gate: ApprovalTools, requests: DeferredToolRequests, *, timeout_s: float | None = None
+) -> DeferredToolResults:
+    """Wait for every pending approval of ``requests``; the results to resume the run with.
+
+    Raises:
+        TaskPendingError: a decision is still outstanding after ``timeout_s``.
+    """
+    results = DeferredToolResults()
+    for tool_call_id, data in requests.metadata.items():
+        if PendingCall.is_pending(data):
+            result = await gate.wait_for_decision(PendingCall.from_dict(data), timeout_s=timeout_s)
+            results.calls[tool_call_id] = model_value(result)
+    return results
+
+
+def dump_requests(requests: DeferredToolRequests) -> str:
+    """``requests`` as JSON, to persist next to the run's messages."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(DeferredToolRequests).dump_json(requests).decode()
+
+
+def load_requests(text: str) -> DeferredToolRequests:
+    """The requests :func:`dump_requests` wrote."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(DeferredToolRequests).validate_python(json.loads(text))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+__all__ = ["render_table"]
+
 _GAP = "  "
 
 

@@ -1,6 +1,8 @@
 """The reviewer surface's limits, in a module of their own so a command line can read them without
 importing the HTTP layer."""
 
+__all__ = ["MAX_COMMENT_CHARS", "MAX_DECISION_BYTES", "MAX_PAGE_SIZE", "STORE_RETRY_AFTER_S"]
+
 #: The longest comment a reviewer may attach to a decision.
 MAX_COMMENT_CHARS = 2000
 #: The longest decision body accepted (room for the longest comment in any UTF-8); longer is a 413.

@@ -1,0 +1,124 @@
+"""What the kit does out of band: decide an approval request, and read the gated tool's effects.
+
+A decider is told the decision and enough to find the request (tool, arguments, the nonce, the
+task id); whatever identifiers it prints on stdout are the backend's, and must never reach the
+client. The witness shows the effects of the gated tool; the kit counts a call's nonce in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from mcp_approval.checks.options import CheckOptions
+from mcp_approval.checks.wire import Wire
+
+__all__ = ["Decided", "decide", "executions"]
+
+Decision = Literal["approve", "deny"]
+
+
+@dataclass(frozen=True)
+class Decided:
+    """How a decision went: ``ok``, the backend identifiers the decider named, and what it said."""
+
+    ok: bool
+    backend_ids: tuple[str, ...]
+    detail: str
+
+
+async def _run(argv: Sequence[str], env: dict[str, str], timeout_s: float) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **env},
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout_s)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        return -1, "", f"{argv[0]} did not finish within {timeout_s:g}s"
+    assert process.returncode is not None
+    return process.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+async def decide(
+    options: CheckOptions, decision: Decision, arguments: dict[str, Any], nonce: str, task_id: str
+) -> Decided:
+    """Record ``decision`` on the approval request of the call with ``arguments``."""
+    if options.review_config is not None:
+        return await _decide_by_review(options, decision, arguments)
+    assert options.decide_command is not None
+    values = {
+        "decision": decision,
+        "tool": options.tool,
+        "arguments": json.dumps(arguments, sort_keys=True),
+        "nonce": nonce,
+        "task_id": task_id,
+    }
+    argv = [part.format_map(values) for part in options.decide_command]
+    env = {f"MCP_CHECK_{key.upper()}": value for key, value in values.items()}
+    code, out, err = await _run(argv, env, options.timeout_s)
+    ids = tuple(line.strip() for line in out.splitlines() if line.strip())
+    if code != 0:
+        return Decided(False, ids, f"decider exited {code}: {_last_line(err) or _last_line(out)}")
+    return Decided(True, ids, f"decider {decision}d the request" + (f" {ids[-1]}" if ids else ""))
+
+
+async def _decide_by_review(options: CheckOptions, decision: Decision, arguments: dict[str, Any]) -> Decided:
+    """``mcp-approval review list`` to find the pending request, then ``review approve|deny`` it."""
+    assert options.review_config is not None and options.reviewer is not None
+    review = [sys.executable, "-m", "mcp_approval", "review"]
+    config = ["--config", str(options.review_config)]
+    code, out, err = await _run([*review, "list", *config, "--json"], {}, options.timeout_s)
+    if code != 0:
+        return Decided(False, (), f"review list exited {code}: {_last_line(err)}")
+    try:
+        listed = json.loads(out)["approvals"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return Decided(False, (), f"review list printed no approvals: {out[:160]!r}")
+    wanted = json.dumps(arguments, sort_keys=True)
+    found = [
+        item["id"]
+        for item in listed
+        if item.get("tool") == options.tool and json.dumps(item.get("arguments"), sort_keys=True) == wanted
+    ]
+    if len(found) != 1:
+        return Decided(False, (), f"review list shows {len(found)} pending requests for {options.tool} {wanted}")
+    (request_id,) = found
+    as_reviewer = ["--as", options.reviewer]
+    code, out, err = await _run([*review, decision, request_id, *config, *as_reviewer], {}, options.timeout_s)
+    if code != 0:
+        return Decided(False, (request_id,), f"review {decision} {request_id} exited {code}: {_last_line(err)}")
+    return Decided(True, (request_id,), f"review {decision} {request_id} --as {options.reviewer}")
+
+
+async def executions(options: CheckOptions, wire: Wire, nonce: str) -> int:
+    """How many times the witness shows an execution carrying ``nonce``."""
+    if options.witness_tool is not None:
+        answer = await wire.call(options.witness_tool, {})
+        result = answer.result or {}
+        if answer.error is not None or result.get("isError"):
+            raise RuntimeError(f"the witness tool {options.witness_tool} failed: {answer.brief()}")
+        # structuredContent when there is one: the content usually repeats it as text.
+        shown = result.get("structuredContent")
+        if shown is None:
+            shown = [item.get("text", "") for item in result.get("content", []) if isinstance(item, dict)]
+        return json.dumps(shown).count(nonce)
+    assert options.witness_command is not None
+    code, out, err = await _run(options.witness_command, {"MCP_CHECK_NONCE": nonce}, options.timeout_s)
+    if code != 0:
+        raise RuntimeError(f"the witness command exited {code}: {_last_line(err)}")
+    return out.count(nonce)

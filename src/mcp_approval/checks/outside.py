@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -78,31 +77,25 @@ async def decide(
 
 
 async def _decide_by_review(options: CheckOptions, decision: Decision, arguments: dict[str, Any]) -> Decided:
-    """``mcp-approval review list`` to find the pending request, then ``review approve|deny`` it."""
+    """What ``mcp-approval review list`` then ``review approve|deny ID`` do, run in this process.
+
+    In this process rather than as two commands per decision: each would load the configuration
+    and the store anew (more than a second apiece), and a run makes several decisions.
+    """
     assert options.review_config is not None and options.reviewer is not None
-    review = [sys.executable, "-m", "mcp_approval", "review"]
-    config = ["--config", str(options.review_config)]
-    code, out, err = await _run([*review, "list", *config, "--json"], {}, options.timeout_s)
-    if code != 0:
-        return Decided(False, (), f"review list exited {code}: {_last_line(err)}")
+    import typer
+
+    from mcp_approval.cli.review import decide_matching
+
+    config, reviewer = options.review_config, options.reviewer
     try:
-        listed = json.loads(out)["approvals"]
-    except (json.JSONDecodeError, KeyError, TypeError):
-        return Decided(False, (), f"review list printed no approvals: {out[:160]!r}")
-    wanted = json.dumps(arguments, sort_keys=True)
-    found = [
-        item["id"]
-        for item in listed
-        if item.get("tool") == options.tool and json.dumps(item.get("arguments"), sort_keys=True) == wanted
-    ]
-    if len(found) != 1:
-        return Decided(False, (), f"review list shows {len(found)} pending requests for {options.tool} {wanted}")
-    (request_id,) = found
-    as_reviewer = ["--as", options.reviewer]
-    code, out, err = await _run([*review, decision, request_id, *config, *as_reviewer], {}, options.timeout_s)
-    if code != 0:
-        return Decided(False, (request_id,), f"review {decision} {request_id} exited {code}: {_last_line(err)}")
-    return Decided(True, (request_id,), f"review {decision} {request_id} --as {options.reviewer}")
+        found = await asyncio.to_thread(decide_matching, config, options.tool, arguments, reviewer, decision)
+    except typer.Exit as exc:
+        return Decided(False, (), f"mcp-approval review {decision} refused (exit {exc.exit_code}; its line is above)")
+    if found is None:
+        shown = json.dumps(arguments, sort_keys=True)
+        return Decided(False, (), f"mcp-approval review: no pending request for {options.tool} {shown}")
+    return Decided(True, (found,), f"mcp-approval review {decision} {found} --as {reviewer}")
 
 
 async def executions(options: CheckOptions, wire: Wire, nonce: str) -> int:

@@ -102,7 +102,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "cancelled-task-never-executes",
-        ("sep-2848-never-executed-and-cancelled", "sep-2663-cancel-ack", "sep-2848-expiry-fences"),
+        ("sep-2848-never-executed-and-cancelled", "sep-2663-cancel-ack"),
         "A cancelled task cannot later execute, even when its request is approved afterwards.",
         approval.cancelled_never_executes,
     ),

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+from typing import Any
 
 from mcp_approval.checks.outside import decide
 from mcp_approval.checks.report import Failed, Skipped
 from mcp_approval.checks.scenarios_tasks import pending_task
 from mcp_approval.checks.session import TERMINAL, Opened, Session, body_text
+from mcp_approval.checks.wire import Wire
 from mcp_approval.protocol import (
     DENIALS_EXTENSION,
     DISPOSITION_APPROVED_EXECUTED,
@@ -50,7 +53,7 @@ ARTIFACT_NAMES = ("binding_token", "evaluation_id")
 async def no_tasks_client(session: Session, evidence: list[str]) -> str:
     """Without tasks declared: -32021 naming tasks, or ``isError`` guidance; never a task, never a run."""
     nonce = session.nonce()
-    answer = await session.one.call(session.options.tool, session.arguments(nonce), tasks=False)
+    answer = await session.call(session.one, session.arguments(nonce), tasks=False)
     evidence.append(f"tools/call without tasks: {answer.brief()}")
     runs = await session.executions(nonce)
     evidence.append(f"witness: {runs} executions")
@@ -72,7 +75,7 @@ async def no_tasks_client(session: Session, evidence: list[str]) -> str:
 
 async def returns_task_without_executing(session: Session, evidence: list[str]) -> str:
     """The gated call returns a non-terminal task and the witness shows no execution."""
-    opened = await pending_task(session, evidence)
+    opened = await pending_task(session, evidence, precondition=False)
     created = opened.created
     evidence.append(f"CreateTaskResult status {created.get('status')}: {str(created.get('statusMessage'))[:120]!r}")
     runs = await session.executions(opened.nonce)
@@ -117,13 +120,10 @@ async def input_channel(session: Session, evidence: list[str]) -> str:
             raise Failed("the call needs submission input, but no input_required round asked for it")
         raise Skipped("the gated call asked for no submission input (--expects-input not given)")
     task = await session.status(session.one, opened.task_id)
-    runs = await session.executions(opened.nonce)
-    evidence.append(f"after answering: status {task.get('status')}; witness: {runs} executions")
+    evidence.append(f"after answering: status {task.get('status')}")
     await session.one.cancel(opened.task_id)
     if task.get("status") != "working":
         raise Failed(f"after its input was answered the task is {task.get('status')}, not working")
-    if runs:
-        raise Failed("the tool ran when its submission input was answered, before any approval")
     where = " and ".join({"before": "tools/call input_required", "during": "tasks/update"}[r] for r in opened.input_rounds)
     return f"input answered through {where}; the task is working"
 
@@ -207,28 +207,35 @@ async def changed_envelope(session: Session, evidence: list[str]) -> str:
     before = await session.executions(opened.nonce)
     changed = session.arguments(opened.nonce, changed=True)
     attempts = [("changed arguments", session.one, changed), ("the other principal", session.other, opened.arguments)]
-    for what, wire, arguments in attempts:
-        answer = await wire.call(session.options.tool, arguments)
-        result = answer.result or {}
-        evidence.append(f"{what} {arguments}: {answer.brief()}")
-        task_id = result.get("taskId")
-        if result.get("resultType") == RESULT_TYPE_TASK and isinstance(task_id, str):
-            if task_id == opened.task_id:
-                raise Failed(f"{what}: the server returned the approved call's task")
-            if result.get("status") not in ("working", "input_required"):
-                raise Failed(f"{what}: the new task is {result.get('status')} without a new approval")
-            statuses = await session.watch(wire, task_id, opened.poll_s)
-            evidence.append(f"{what}: task {task_id} statuses {statuses}")
-            await wire.cancel(task_id)
-            if set(statuses) & TERMINAL - {"cancelled"}:
-                raise Failed(f"{what}: the task ended {statuses[-1]} without a new approval")
-        elif answer.error is None and result.get("isError") is not True:
-            raise Failed(f"{what}: the call ran under the earlier approval")
+    # Both at once: each is watched for the whole settle window.
+    await asyncio.gather(*(_not_run_under(session, opened, *attempt, evidence) for attempt in attempts))
     after = await session.executions(opened.nonce)
     evidence.append(f"witness: {before} executions before, {after} after")
     if after != before:
         raise Failed(f"the changed call ran under the earlier approval ({after - before} more executions)")
     return "each changed call became a new pending task; nothing more ran"
+
+
+async def _not_run_under(
+    session: Session, approved: Opened, what: str, wire: Wire, arguments: dict[str, Any], evidence: list[str]
+) -> None:
+    """Call with ``arguments``: a new pending task (watched, then cancelled) or a denial, never a run."""
+    answer = await session.call(wire, arguments)
+    result = answer.result or {}
+    evidence.append(f"{what} {arguments}: {answer.brief()}")
+    task_id = result.get("taskId")
+    if result.get("resultType") == RESULT_TYPE_TASK and isinstance(task_id, str):
+        if task_id == approved.task_id:
+            raise Failed(f"{what}: the server returned the approved call's task")
+        if result.get("status") not in ("working", "input_required"):
+            raise Failed(f"{what}: the new task is {result.get('status')} without a new approval")
+        statuses = await session.watch(wire, task_id, approved.poll_s)
+        evidence.append(f"{what}: task {task_id} statuses {statuses}")
+        await wire.cancel(task_id)
+        if set(statuses) & TERMINAL - {"cancelled"}:
+            raise Failed(f"{what}: the task ended {statuses[-1]} without a new approval")
+    elif answer.error is None and result.get("isError") is not True:
+        raise Failed(f"{what}: the call ran under the earlier approval")
 
 
 async def cancelled_never_executes(session: Session, evidence: list[str]) -> str:

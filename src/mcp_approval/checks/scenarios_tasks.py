@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 
-from mcp_approval.checks.report import Failed
+from mcp_approval.checks.report import Failed, Skipped
 from mcp_approval.checks.session import TERMINAL, Opened, Session
 from mcp_approval.protocol import TASKS_EXTENSION, TOOL_APPROVAL_EXTENSION
 
@@ -27,11 +27,18 @@ async def declares_extensions(session: Session, evidence: list[str]) -> str:
     return "both extensions declared"
 
 
-async def pending_task(session: Session, evidence: list[str]) -> Opened:
-    """A fresh gated call of the first principal, now a task (its input answered)."""
+async def pending_task(session: Session, evidence: list[str], *, precondition: bool = True) -> Opened:
+    """A fresh gated call of the first principal, now a task (its input answered).
+
+    A scenario that builds on a pending task does not apply when the tool already ran: that is
+    the requestable-denial scenario's failure, so the others skip rather than fail with it.
+    """
     nonce = session.nonce()
     opened = await session.open(session.one, session.arguments(nonce), nonce)
     evidence.append(f"tools/call {session.options.tool} {opened.arguments} -> task {opened.task_id}")
+    if precondition and (runs := await session.executions(nonce)):
+        await session.one.cancel(opened.task_id)
+        raise Skipped(f"the tool ran {runs} time(s) before any decision (see requestable-denial-returns-task)")
     return opened
 
 

@@ -67,21 +67,29 @@ class Session:
 
     async def open(self, wire: Wire, arguments: dict[str, Any], nonce: str) -> Opened:
         """Call the gated tool declaring tasks and answer any input request, until a task exists."""
-        answer = await wire.call(self.options.tool, arguments)
         rounds: list[str] = []
+        answer = await self.call(wire, arguments, rounds=rounds)
         result = _result(answer, "tools/call")
-        if result.get("resultType") == RESULT_TYPE_INPUT_REQUIRED:
-            rounds.append("before")
-            responses = self.answers(result.get("inputRequests"))
-            extra = {"inputResponses": responses, "requestState": result.get("requestState")}
-            answer = await wire.call(self.options.tool, arguments, **extra)
-            result = _result(answer, "tools/call retried with inputResponses")
         if result.get("resultType") != RESULT_TYPE_TASK or not isinstance(result.get("taskId"), str):
             raise Failed(f"the gated call did not return a task: {answer.brief()} {_text(result)!r}")
         opened = Opened(result["taskId"], arguments, nonce, result, rounds, _poll_s(result))
         if result.get("status") == "input_required":
             await self.answer_in_task(wire, opened)
         return opened
+
+    async def call(
+        self, wire: Wire, arguments: dict[str, Any], *, tasks: bool = True, rounds: list[str] | None = None
+    ) -> Answer:
+        """``tools/call`` of the gated tool, answering an ``input_required`` round (SEP-2322) if asked."""
+        answer = await wire.call(self.options.tool, arguments, tasks=tasks)
+        result = answer.result or {}
+        if result.get("resultType") == RESULT_TYPE_INPUT_REQUIRED:
+            if rounds is not None:
+                rounds.append("before")
+            responses = self.answers(result.get("inputRequests"))
+            extra = {"inputResponses": responses, "requestState": result.get("requestState")}
+            answer = await wire.call(self.options.tool, arguments, tasks=tasks, **extra)
+        return answer
 
     async def answer_in_task(self, wire: Wire, opened: Opened) -> None:
         """Answer a task's outstanding ``inputRequests`` through ``tasks/update``."""

@@ -40,17 +40,28 @@ TOKENS = {"one-token": "one", "two-token": "two"}
 TASKS = "io.modelcontextprotocol/tasks"
 DISPOSITION = "io.modelcontextprotocol/tool-approval-disposition"
 AUTHORIZATION = "io.modelcontextprotocol/authorization"
-PENDING_ENVELOPE = {"reason": "insufficient_authorization", "remediation": "available", "remediationHints": [{"type": "task"}]}
+PENDING_ENVELOPE = {
+    "reason": "insufficient_authorization",
+    "remediation": "available",
+    "remediationHints": [{"type": "task"}],
+}
 JUSTIFICATION = {
     "method": "elicitation/create",
     "params": {
         "mode": "form",
         "message": "Why is this payment needed?",
-        "requestedSchema": {"type": "object", "properties": {"justification": {"type": "string"}}, "required": ["justification"]},
+        "requestedSchema": {
+            "type": "object",
+            "properties": {"justification": {"type": "string"}},
+            "required": ["justification"],
+        },
     },
 }
 TOOLS = [
-    {"name": "pay", "inputSchema": {"type": "object", "properties": {"to": {"type": "string"}, "amount": {"type": "number"}}}},
+    {
+        "name": "pay",
+        "inputSchema": {"type": "object", "properties": {"to": {"type": "string"}, "amount": {"type": "number"}}},
+    },
     {"name": "ledger", "inputSchema": {"type": "object"}},
 ]
 
@@ -123,10 +134,21 @@ class Fixture:
                     self.execute(arguments)
                 self.grants.add((task["owner"], str(arguments.get("to"))))
                 text = "The call was approved and the tool ran once."
-                task["result"] = {"content": [{"type": "text", "text": text}], "isError": False, "_meta": {DISPOSITION: "approved-executed"}}
+                task["result"] = {
+                    "content": [{"type": "text", "text": text}],
+                    "isError": False,
+                    "_meta": {DISPOSITION: "approved-executed"},
+                }
             else:
-                text = "Request closed." if self.flaw == "meta-only-denial" else "The approval was denied. The tool did not run."
-                meta = {DISPOSITION: "denied-not-executed", AUTHORIZATION: {"reason": "insufficient_authorization", "remediation": "unavailable"}}
+                text = (
+                    "Request closed."
+                    if self.flaw == "meta-only-denial"
+                    else "The approval was denied. The tool did not run."
+                )
+                meta = {
+                    DISPOSITION: "denied-not-executed",
+                    AUTHORIZATION: {"reason": "insufficient_authorization", "remediation": "unavailable"},
+                }
                 task["result"] = {"content": [{"type": "text", "text": text}], "isError": True, "_meta": meta}
             task["status"] = "completed"
             return str(task["request"])
@@ -149,7 +171,9 @@ def app_for(fixture: Fixture) -> Starlette:
             return JSONResponse({"error": "invalid_token"}, status_code=401)
         body = await request.json()
         message_id, method, params = body.get("id"), body.get("method"), body.get("params") or {}
-        declared = TASKS in ((params.get("_meta") or {}).get("io.modelcontextprotocol/clientCapabilities") or {}).get("extensions", {})
+        declared = TASKS in ((params.get("_meta") or {}).get("io.modelcontextprotocol/clientCapabilities") or {}).get(
+            "extensions", {}
+        )
         with fixture.lock:
             result = answer(fixture, owner, method, params, declared)
         if isinstance(result, tuple):
@@ -170,7 +194,11 @@ def app_for(fixture: Fixture) -> Starlette:
 def answer(fixture: Fixture, owner: str, method: str, params: dict[str, Any], declared: bool) -> Any:
     """The JSON-RPC result of one request, or ``(code, message)``."""
     if method == "server/discover":
-        extensions = {TASKS: {}, "io.modelcontextprotocol/tool-approval": {}, "io.modelcontextprotocol/structured-authorization-denials": {}}
+        extensions = {
+            TASKS: {},
+            "io.modelcontextprotocol/tool-approval": {},
+            "io.modelcontextprotocol/structured-authorization-denials": {},
+        }
         return {"capabilities": {"extensions": extensions, "tools": {}}, "supportedVersions": ["2026-07-28"]}
     if method == "tools/list":
         return {"tools": TOOLS}
@@ -197,7 +225,10 @@ def answer(fixture: Fixture, owner: str, method: str, params: dict[str, Any], de
 def call(fixture: Fixture, owner: str, params: dict[str, Any], declared: bool) -> Any:
     name, arguments = params.get("name"), params.get("arguments") or {}
     if name == "ledger":
-        return {"content": [{"type": "text", "text": json.dumps(fixture.ledger)}], "structuredContent": {"result": fixture.ledger}}
+        return {
+            "content": [{"type": "text", "text": json.dumps(fixture.ledger)}],
+            "structuredContent": {"result": fixture.ledger},
+        }
     if name != "pay":
         return {"content": [{"type": "text", "text": f"Unknown tool: {name}"}], "isError": True}
     if fixture.flaw == "changed-arguments" and (owner, str(arguments.get("to"))) in fixture.grants:

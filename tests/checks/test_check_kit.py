@@ -169,7 +169,8 @@ def test_the_treasury_example_passes_every_scenario(
     assert document["failed"] == 0
     assert f"{len(SCENARIOS)} passed, 0 failed, 0 skipped" in done.stdout
     # The run really went through the out-of-band reviewer and the input channel.
-    assert "mcp-approval review approve apr_" in done.stdout and "review deny apr_" in done.stdout
+    assert "mcp-approval review approve apr_" in done.stdout
+    assert "mcp-approval review deny apr_" in done.stdout
     assert "input answered through" in done.stdout
     executed = [entry for entry in server.ledger() if entry.get("op") == "wire_transfer"]
     assert len(executed) == 1, executed  # only the approved call ran, once
@@ -197,7 +198,10 @@ def test_the_command_prints_a_line_per_scenario_and_exits_1_on_a_failure(tmp_pat
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        ({"--tool": "no_such_tool"}, "error: --tool 'no_such_tool' is not a tool of the server (it lists: ledger, pay)"),
+        (
+            {"--tool": "no_such_tool"},
+            "error: --tool 'no_such_tool' is not a tool of the server (it lists: ledger, pay)",
+        ),
         ({"--token": "wrong-token"}, "error: the server refused --token (HTTP 401"),
         ({"--other-token": "one-token"}, "error: --token and --other-token must be two principals' tokens"),
         ({"--arguments": "{not json"}, "error: --arguments is not JSON"),

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["CheckInputError", "CheckOptions", "parse_arguments_template", "parse_command"]
+__all__ = ["CheckInputError", "CheckOptions", "ReviewDecider", "parse_arguments_template", "parse_command"]
 
 #: Replaced, inside every string of an arguments template, by a value fresh for each call, so that
 #: no two calls of a run share a dedup scope and the witness can count each call's executions.
 NONCE = "{nonce}"
+
+
+#: Decides the one pending request of a tool call on a deployment file, as ``mcp-approval review``
+#: does: (config, tool, arguments, reviewer, decision) -> the request id, or ``None`` when none is
+#: pending; ``RuntimeError`` when the decision is refused. The command line supplies it.
+ReviewDecider = Callable[[Path, str, Mapping[str, object], str, Literal["approve", "deny"]], "str | None"]
 
 
 class CheckInputError(Exception):
@@ -38,6 +45,7 @@ class CheckOptions:
     decide_command: list[str] | None = None
     review_config: Path | None = None
     reviewer: str | None = None
+    review_decider: ReviewDecider | None = None
     witness_tool: str | None = None
     witness_command: list[str] | None = None
     #: The gated call asks for submission input (through the task input channel, per SEP-2848).
@@ -59,6 +67,10 @@ class CheckOptions:
             raise CheckInputError("give exactly one decider: --decide 'COMMAND' or --review-config FILE --reviewer ID")
         if self.review_config is not None and not self.reviewer:
             raise CheckInputError("--review-config needs --reviewer (the principal id that decides)")
+        if self.review_config is not None and self.review_decider is None:
+            raise CheckInputError("--review-config needs the review decider of the command line")
+        if self.review_config is not None and not self.review_config.is_file():
+            raise CheckInputError(f"--review-config {self.review_config}: no such file")
         if (self.witness_tool is None) == (self.witness_command is None):
             raise CheckInputError("give exactly one witness: --witness-tool NAME or --witness-command 'COMMAND'")
         for name, template in (("--arguments", self.arguments), ("--changed-arguments", self.changed_arguments)):

@@ -82,16 +82,14 @@ async def _decide_by_review(options: CheckOptions, decision: Decision, arguments
     In this process rather than as two commands per decision: each would load the configuration
     and the store anew (more than a second apiece), and a run makes several decisions.
     """
-    assert options.review_config is not None and options.reviewer is not None
-    import typer
-
-    from mcp_approval.cli.review import decide_matching
-
-    config, reviewer = options.review_config, options.reviewer
+    config, reviewer, decider = options.review_config, options.reviewer, options.review_decider
+    assert config is not None
+    assert reviewer is not None
+    assert decider is not None
     try:
-        found = await asyncio.to_thread(decide_matching, config, options.tool, arguments, reviewer, decision)
-    except typer.Exit as exc:
-        return Decided(False, (), f"mcp-approval review {decision} refused (exit {exc.exit_code}; its line is above)")
+        found = await asyncio.to_thread(decider, config, options.tool, arguments, reviewer, decision)
+    except RuntimeError as exc:
+        return Decided(False, (), str(exc))
     if found is None:
         shown = json.dumps(arguments, sort_keys=True)
         return Decided(False, (), f"mcp-approval review: no pending request for {options.tool} {shown}")

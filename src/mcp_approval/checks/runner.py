@@ -8,7 +8,7 @@ from collections.abc import Callable
 import httpx2
 
 from mcp_approval.checks.options import CheckInputError, CheckOptions
-from mcp_approval.checks.report import Failed, ScenarioResult, Skipped
+from mcp_approval.checks.report import Failed, Outcome, ScenarioResult, Skipped
 from mcp_approval.checks.scenarios import SCENARIOS
 from mcp_approval.checks.session import Session
 from mcp_approval.checks.wire import Wire
@@ -35,6 +35,7 @@ async def run_checks(
                 continue
             evidence: list[str] = []
             started = time.monotonic()
+            outcome: Outcome
             try:
                 detail = await scenario.run(session, evidence)
                 outcome = "PASS"

@@ -88,7 +88,11 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "terminal-denial-body",
-        ("sep-2848-body-states-outcome", "sep-2848-disposition-in-result-meta", "sep-2848-body-disposition-envelope-agree"),
+        (
+            "sep-2848-body-states-outcome",
+            "sep-2848-disposition-in-result-meta",
+            "sep-2848-body-disposition-envelope-agree",
+        ),
         "A terminal denial is a completed task whose CallToolResult body (not only _meta) marks it"
         " denied-not-executed, distinct from an execution error.",
         approval.terminal_denial_body,

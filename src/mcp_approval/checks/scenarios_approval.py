@@ -124,11 +124,13 @@ async def input_channel(session: Session, evidence: list[str]) -> str:
     await session.one.cancel(opened.task_id)
     if task.get("status") != "working":
         raise Failed(f"after its input was answered the task is {task.get('status')}, not working")
-    where = " and ".join({"before": "tools/call input_required", "during": "tasks/update"}[r] for r in opened.input_rounds)
+    where = " and ".join(
+        {"before": "tools/call input_required", "during": "tasks/update"}[r] for r in opened.input_rounds
+    )
     return f"input answered through {where}; the task is working"
 
 
-async def approved_call(session: Session, evidence: list[str]) -> tuple[Opened, dict[str, object]]:
+async def approved_call(session: Session, evidence: list[str]) -> tuple[Opened, dict[str, Any]]:
     """A gated call approved out of band and settled (the run's first; later callers reuse it)."""
     if session.approved is not None:
         return session.approved, session.approved_task
@@ -180,8 +182,10 @@ async def terminal_denial_body(session: Session, evidence: list[str]) -> str:
     meta = result.get("_meta") or {}
     text = body_text(result)
     runs = await session.executions(opened.nonce)
-    evidence.append(f"settled: status {task.get('status')}, isError {result.get('isError')}, disposition"
-                    f" {meta.get(META_TOOL_APPROVAL_DISPOSITION)}; witness: {runs} executions")
+    evidence.append(
+        f"settled: status {task.get('status')}, isError {result.get('isError')}, disposition"
+        f" {meta.get(META_TOOL_APPROVAL_DISPOSITION)}; witness: {runs} executions"
+    )
     evidence.append(f"body: {text[:200]!r}")
     if runs:
         raise Failed("the denied tool ran")

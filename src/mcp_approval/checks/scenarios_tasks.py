@@ -82,7 +82,9 @@ async def ttl(session: Session, evidence: list[str]) -> str:
         raise Failed(f"ttlMs is {ttl_ms!r}")
     await asyncio.sleep(opened.poll_s)
     task = await session.status(session.one, opened.task_id)
-    evidence.append(f"tasks/get createdAt={task.get('createdAt')} ttlMs={task.get('ttlMs')} status={task.get('status')}")
+    evidence.append(
+        f"tasks/get createdAt={task.get('createdAt')} ttlMs={task.get('ttlMs')} status={task.get('status')}"
+    )
     await session.one.cancel(opened.task_id)
     if task.get("createdAt") != created.get("createdAt"):
         raise Failed("tasks/get reports another createdAt than the CreateTaskResult")

@@ -171,7 +171,7 @@ def _content_for(schema: dict[str, Any]) -> dict[str, Any]:
     for name in schema.get("required") or list(properties):
         spec = properties.get(name) or {}
         kind = spec.get("type", "string")
-        if "enum" in spec and spec["enum"]:
+        if spec.get("enum"):
             content[name] = spec["enum"][0]
         elif kind in ("number", "integer"):
             content[name] = spec.get("minimum", 1)

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 import typer
 
 __all__ = ["check"]
 
+# Options whose type ruff cannot tell is immutable, as module-level values (as in review.py).
+_REVIEW_CONFIG = typer.Option(
+    None,
+    "--review-config",
+    help="Decide as `mcp-approval review list` then `review approve|deny` do, on this deployment file.",
+)
+_ARTIFACT = typer.Option(
+    None, "--artifact", help="A backend artifact (URL, id) that must never reach the client (repeatable)."
+)
+_REPORT = typer.Option(None, "--report", help="Write the JSON report to this file.")
 
 
 def check(
@@ -28,9 +40,7 @@ def check(
         " {nonce} and {task_id} are replaced (also in MCP_CHECK_* variables); exit 0 when decided; the backend"
         " ids it prints must never reach the client.",
     ),
-    review_config: Path | None = typer.Option(
-        None, "--review-config", help="Decide with `mcp-approval review` on this deployment file instead."
-    ),
+    review_config: Path | None = _REVIEW_CONFIG,
     reviewer: str | None = typer.Option(None, "--reviewer", help="With --review-config: the deciding principal."),
     witness_tool: str | None = typer.Option(
         None, "--witness-tool", help="A tool (called with no arguments) whose result shows the gated tool's effects."
@@ -44,13 +54,11 @@ def check(
     input_answer: str | None = typer.Option(
         None, "--input-answer", help="Content (JSON) for the forms the server asks; by default a sentence per field."
     ),
-    artifact: list[str] | None = typer.Option(
-        None, "--artifact", help="A backend artifact (URL, id) that must never reach the client (repeatable)."
-    ),
+    artifact: list[str] | None = _ARTIFACT,
     only: str | None = typer.Option(None, "--only", help="Comma-separated scenario ids to run (default: all)."),
     settle_s: float = typer.Option(2.0, "--settle", help="Seconds to watch a task that must not execute."),
     timeout_s: float = typer.Option(30.0, "--timeout", help="Seconds to wait for one answer, decision or task."),
-    report: Path | None = typer.Option(None, "--report", help="Write the JSON report to this file."),
+    report: Path | None = _REPORT,
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report instead of the lines."),
 ) -> None:
     """Check a server's tool approval against SEP-2848, SEP-2643 and SEP-2663, black-box over HTTP.
@@ -89,6 +97,7 @@ def check(
             decide_command=None if decide is None else parse_command(decide, "--decide"),
             review_config=review_config,
             reviewer=reviewer,
+            review_decider=None if review_config is None else _review_decider,
             witness_tool=witness_tool,
             witness_command=None if witness_command is None else parse_command(witness_command, "--witness-command"),
             expects_input=expects_input,
@@ -112,3 +121,14 @@ def check(
         typer.echo(f"{document['passed']} passed, {document['failed']} failed, {document['skipped']} skipped")
     raise typer.Exit(exit_code(results))
 
+
+def _review_decider(
+    config: Path, tool: str, arguments: Mapping[str, object], reviewer: str, decision: Literal["approve", "deny"]
+) -> str | None:
+    """``mcp-approval review``'s decision on the pending request of this call (see ``decide_matching``)."""
+    from mcp_approval.cli.review import decide_matching
+
+    try:
+        return decide_matching(config, tool, arguments, reviewer, decision)
+    except typer.Exit as exc:  # review printed its one-line reason on stderr
+        raise RuntimeError(f"mcp-approval review {decision} refused the decision (exit {exc.exit_code})") from None

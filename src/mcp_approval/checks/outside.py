@@ -73,7 +73,8 @@ async def decide(
     ids = tuple(line.strip() for line in out.splitlines() if line.strip())
     if code != 0:
         return Decided(False, ids, f"decider exited {code}: {_last_line(err) or _last_line(out)}")
-    return Decided(True, ids, f"decider {decision}d the request" + (f" {ids[-1]}" if ids else ""))
+    done = "approved" if decision == "approve" else "denied"
+    return Decided(True, ids, f"decider {done} the request" + (f" {ids[-1]}" if ids else ""))
 
 
 async def _decide_by_review(options: CheckOptions, decision: Decision, arguments: dict[str, Any]) -> Decided:

@@ -45,7 +45,8 @@ class ScenarioResult:
 
 def format_result(result: ScenarioResult) -> str:
     """``PASS scenario [ids] statement`` then the detail and evidence, indented."""
-    lines = [f"{result.outcome} {result.scenario} [{', '.join(result.checks)}]", f"    statement: {result.statement}"]
+    ids = ", ".join(result.checks) or "no statement id"
+    lines = [f"{result.outcome} {result.scenario} [{ids}]", f"    statement: {result.statement}"]
     lines.append(f"    {'why' if result.outcome != 'PASS' else 'result'}: {result.detail}")
     lines.extend(f"    evidence: {item}" for item in result.evidence)
     return "\n".join(lines)

@@ -9,6 +9,7 @@ from typer.core import TyperGroup
 
 from mcp_approval.cli.arap_server import arap_server
 from mcp_approval.cli.check import check
+from mcp_approval.cli.check_client import check_client
 from mcp_approval.cli.serve import serve
 
 __all__ = ["app", "main"]
@@ -101,6 +102,7 @@ def conformance_server(
 app.command("serve")(serve)
 app.command("arap-server")(arap_server)
 app.command("check")(check)
+app.command("check-client")(check_client)
 
 
 @app.command("demo")

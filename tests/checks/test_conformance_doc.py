@@ -19,7 +19,7 @@ def words(command: str) -> list[str]:
 
 
 def test_the_tables_list_every_scenario_with_its_statement_ids_in_order() -> None:
-    rows = re.findall(r"^\| `([a-z-]+)` \| ([^|]+) \|", DOC.read_text(), re.MULTILINE)
+    rows = re.findall(r"^\| `([a-z][a-z-]+)` \| ([^|]+) \|", DOC.read_text(), re.MULTILINE)
     listed = [(scenario, re.findall(r"`(sep-[0-9a-z-]+)`", ids)) for scenario, ids in rows]
     assert [row for row in listed if not row[0].startswith("client-")] == [
         (scenario.id, list(scenario.checks)) for scenario in SCENARIOS

@@ -25,6 +25,7 @@ from mcp_approval.checks import SCENARIOS, CheckOptions, run_checks
 from mcp_approval.hosts import unused_loopback_port
 from tests.checks.fixture_server import FLAWS
 from tests.support import forkserver
+from tests.support.arap import arap_deployment
 from tests.support.treasury import TreasuryServer, deployment_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -236,3 +237,32 @@ def test_every_scenario_names_statements_of_the_traceability_files() -> None:
     for scenario in SCENARIOS:
         assert scenario.checks, scenario.id
         assert set(scenario.checks) <= known, (scenario.id, set(scenario.checks) - known)
+
+
+def test_the_treasury_example_on_an_arap_backend_passes(tmp_path: Path) -> None:
+    """``serve`` bound to the reference ARS: the kit decides there (``review`` on its file) and the
+    ARS's URL must never reach the client."""
+    pair = arap_deployment(tmp_path).start()
+    try:
+        done = kit(
+            [
+                f"{pair.serve.base_url}/mcp",
+                "--tool", "wire_transfer",
+                "--arguments", '{"to": "acct-{nonce}", "amount": 30000}',
+                "--changed-arguments", '{"to": "acct-{nonce}", "amount": 40000}',
+                "--token", "alice-token",
+                "--other-token", "bob-token",
+                "--review-config", str(pair.directory / "arap-server.toml"),
+                "--reviewer", "carol",
+                "--witness-tool", "ledger",
+                "--artifact", pair.ars_url,
+                "--settle", SETTLE_S,
+                "--json",
+            ]
+        )  # fmt: skip
+    finally:
+        pair.kill()
+    assert done.returncode == 0, done.stdout + done.stderr
+    outcomes = {item["scenario"]: item["outcome"] for item in json.loads(done.stdout)["scenarios"]}
+    skipped = {"input-through-task-channel"}  # the example's ARAP templates ask for no input
+    assert outcomes == {s.id: "SKIP" if s.id in skipped else "PASS" for s in SCENARIOS}, done.stdout

@@ -20,6 +20,8 @@ from mcp_approval.checks.wire import Wire
 __all__ = ["Decided", "decide", "executions"]
 
 Decision = Literal["approve", "deny"]
+#: The pause between two tries of a decider that found nothing to decide yet.
+_RETRY_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -54,9 +56,30 @@ def _last_line(text: str) -> str:
 
 
 async def decide(
+    options: CheckOptions,
+    decision: Decision,
+    arguments: dict[str, Any],
+    nonce: str,
+    task_id: str,
+    *,
+    retry: bool = True,
+) -> Decided:
+    """Record ``decision`` on the approval request of the call with ``arguments``.
+
+    With ``retry``, a decider that fails is tried again until ``timeout_s``: a server may submit
+    the request a moment after it answered (e.g. once the task's input is in).
+    """
+    deadline = asyncio.get_running_loop().time() + options.timeout_s
+    while True:
+        decided = await _decide_once(options, decision, arguments, nonce, task_id)
+        if decided.ok or not retry or asyncio.get_running_loop().time() > deadline:
+            return decided
+        await asyncio.sleep(_RETRY_S)
+
+
+async def _decide_once(
     options: CheckOptions, decision: Decision, arguments: dict[str, Any], nonce: str, task_id: str
 ) -> Decided:
-    """Record ``decision`` on the approval request of the call with ``arguments``."""
     if options.review_config is not None:
         return await _decide_by_review(options, decision, arguments)
     assert options.decide_command is not None

@@ -100,6 +100,12 @@ class Session:
         answer = await wire.update(opened.task_id, self.answers(task.get("inputRequests")))
         if answer.error is not None:
             raise Failed(f"tasks/update answering the task's input was refused: {answer.brief()}")
+        # The server may submit the request after acknowledging the answers: wait for the task to move on.
+        deadline = time.monotonic() + self.options.timeout_s
+        while (await self.status(wire, opened.task_id)).get("status") == "input_required":
+            if time.monotonic() > deadline:
+                raise Failed(f"the task is still input_required {self.options.timeout_s:g}s after tasks/update")
+            await asyncio.sleep(opened.poll_s)
 
     def answers(self, requests: Any) -> dict[str, Any]:
         """An accepting answer to each form request (the operator's content, or a sentence per field)."""

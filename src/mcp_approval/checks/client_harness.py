@@ -210,6 +210,7 @@ class Harness:
             sent = f"Sent {task.arguments.get('amount')} to {task.arguments.get('to')}."
             text = f"{sent} The call was approved and the tool ran once."
             shown["result"] = {
+                "resultType": "complete",
                 "content": [{"type": "text", "text": text}],
                 "isError": False,
                 "_meta": {META_TOOL_APPROVAL_DISPOSITION: DISPOSITION_APPROVED_EXECUTED},

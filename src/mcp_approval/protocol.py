@@ -43,6 +43,7 @@ __all__ = [
     "META_TOOL_APPROVAL_DEADLINE",
     "META_TOOL_APPROVAL_DISPOSITION",
     "METHOD_ELICITATION_CREATE",
+    "METHOD_NOTIFICATIONS_TASKS",
     "METHOD_NOT_FOUND",
     "METHOD_SUBSCRIPTIONS_LISTEN",
     "METHOD_TASKS_CANCEL",
@@ -84,6 +85,8 @@ METHOD_TASKS_UPDATE: Final = "tasks/update"
 METHOD_TASKS_CANCEL: Final = "tasks/cancel"
 TASK_METHODS: Final = frozenset({METHOD_TASKS_GET, METHOD_TASKS_UPDATE, METHOD_TASKS_CANCEL})
 METHOD_SUBSCRIPTIONS_LISTEN: Final = "subscriptions/listen"
+#: The task status notification (the prefix ``notifications/tasks/`` is reserved by the SEP).
+METHOD_NOTIFICATIONS_TASKS: Final = "notifications/tasks"
 
 # Result discriminators.
 RESULT_TYPE_TASK: Final = "task"

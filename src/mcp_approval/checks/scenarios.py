@@ -74,6 +74,13 @@ SCENARIOS: tuple[Scenario, ...] = (
         tasks.ttl,
     ),
     Scenario(
+        "task-notifications",
+        ("sep-2663-notification-per-status-change", "sep-2663-notification-equals-tasks-get"),
+        "When the server offers subscriptions/listen, a status change of the task is notified, with the task as"
+        " tasks/get reports it.",
+        tasks.notifications,
+    ),
+    Scenario(
         "input-through-task-channel",
         ("sep-2848-submission-input-channel", "sep-2663-all-answered-resumes"),
         "Submission input flows through the task input channel: an input_required round on tools/call, or"

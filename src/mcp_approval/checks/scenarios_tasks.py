@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 
+from mcp_approval.checks.listen import listening
 from mcp_approval.checks.report import Failed, Skipped
 from mcp_approval.checks.session import TERMINAL, Opened, Session
 from mcp_approval.protocol import TASKS_EXTENSION, TOOL_APPROVAL_EXTENSION
 
-__all__ = ["bound_to_principal", "declares_extensions", "pending_task", "ttl", "unknown_task"]
+__all__ = ["bound_to_principal", "declares_extensions", "notifications", "pending_task", "ttl", "unknown_task"]
+
+#: What a status notification must report as ``tasks/get`` does (SEP-2663: the same task view).
+_NOTIFIED = ("taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs")
 
 
 async def declares_extensions(session: Session, evidence: list[str]) -> str:
@@ -93,3 +98,29 @@ async def ttl(session: Session, evidence: list[str]) -> str:
     if ttl_ms is None:
         return "createdAt stable; no ttlMs (unlimited retention)"
     return f"createdAt stable, ttlMs {ttl_ms}"
+
+
+async def notifications(session: Session, evidence: list[str]) -> str:
+    """A listen stream for the task notifies its cancellation, as ``tasks/get`` then reports it."""
+    opened = await pending_task(session, evidence)
+    timeout_s = session.options.timeout_s
+    async with listening(session.one, [opened.task_id], timeout_s) as stream:
+        if stream.refused is not None:
+            await session.one.cancel(opened.task_id)
+            raise Skipped(f"the server does not offer subscriptions/listen ({stream.refused})")
+        if not stream.frames:
+            await session.one.cancel(opened.task_id)
+            raise Failed(f"the listen stream sent nothing within {timeout_s:g}s")
+        evidence.append(f"subscriptions/listen: first frame {json.dumps(stream.frames[0])[:160]}")
+        await session.one.cancel(opened.task_id)
+        notified = await stream.wait_for_status(opened.task_id, "cancelled", timeout_s)
+        session.one.seen.extend(json.dumps(frame) for frame in stream.frames)  # for the artifact scenario
+    task = await session.status(session.one, opened.task_id)
+    if notified is None:
+        raise Failed(f"no notifications/tasks with status cancelled within {timeout_s:g}s of tasks/cancel")
+    evidence.append(f"notifications/tasks: {json.dumps(notified)[:200]}")
+    differing = [key for key in _NOTIFIED if key in task and notified.get(key) != task.get(key)]
+    if differing:
+        shown = {key: (notified.get(key), task.get(key)) for key in differing}
+        raise Failed(f"the notification and tasks/get disagree on {shown}")
+    return "the cancellation was notified, as tasks/get reports it"

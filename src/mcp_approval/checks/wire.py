@@ -21,7 +21,30 @@ from mcp_approval.protocol import (
     TASKS_EXTENSION,
 )
 
-__all__ = ["Answer", "Wire"]
+__all__ = ["Answer", "Wire", "envelope_meta", "request_headers"]
+
+
+def envelope_meta(*, tasks: bool) -> dict[str, Any]:
+    """The per-request ``_meta`` envelope of a 2026-07-28 client (declaring tasks, or not)."""
+    capabilities: dict[str, Any] = {"elicitation": {"form": {}}}
+    if tasks:
+        capabilities["extensions"] = {TASKS_EXTENSION: {}}
+    return {
+        META_PROTOCOL_VERSION: PROTOCOL_VERSION_2026,
+        META_CLIENT_INFO: {"name": "mcp-approval-check", "version": "1"},
+        META_CLIENT_CAPABILITIES: capabilities,
+    }
+
+
+def request_headers(method: str, token: str) -> dict[str, str]:
+    """The HTTP headers of one request (``mcp-name`` is added by the caller when there is a name)."""
+    return {
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+        "mcp-protocol-version": PROTOCOL_VERSION_2026,
+        "mcp-method": method,
+        "authorization": f"Bearer {token}",
+    }
 
 
 @dataclass(frozen=True)
@@ -56,22 +79,9 @@ class Wire:
 
     async def request(self, method: str, params: dict[str, Any] | None = None, *, tasks: bool = True) -> Answer:
         """Send one request; ``tasks`` says whether the client declares the tasks extension."""
-        capabilities: dict[str, Any] = {"elicitation": {"form": {}}}
-        if tasks:
-            capabilities["extensions"] = {TASKS_EXTENSION: {}}
         body = dict(params or {})
-        body["_meta"] = {
-            META_PROTOCOL_VERSION: PROTOCOL_VERSION_2026,
-            META_CLIENT_INFO: {"name": "mcp-approval-check", "version": "1"},
-            META_CLIENT_CAPABILITIES: capabilities,
-        }
-        headers = {
-            "accept": "application/json, text/event-stream",
-            "content-type": "application/json",
-            "mcp-protocol-version": PROTOCOL_VERSION_2026,
-            "mcp-method": method,
-            "authorization": f"Bearer {self.token}",
-        }
+        body["_meta"] = envelope_meta(tasks=tasks)
+        headers = request_headers(method, self.token)
         name = body.get("taskId", body.get("name"))
         if isinstance(name, str):
             headers["mcp-name"] = name

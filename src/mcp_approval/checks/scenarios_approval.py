@@ -56,7 +56,7 @@ async def no_tasks_client(session: Session, evidence: list[str]) -> str:
     answer = await session.call(session.one, session.arguments(nonce), tasks=False)
     evidence.append(f"tools/call without tasks: {answer.brief()}")
     runs = await session.executions(nonce)
-    evidence.append(f"witness: {runs} executions")
+    evidence.append(f"runs the witness shows: {runs}")
     if runs:
         raise Failed("the tool ran for a client that did not declare tasks, without approval")
     if answer.error is not None:
@@ -80,7 +80,7 @@ async def returns_task_without_executing(session: Session, evidence: list[str]) 
     evidence.append(f"CreateTaskResult status {created.get('status')}: {str(created.get('statusMessage'))[:120]!r}")
     runs = await session.executions(opened.nonce)
     task = await session.status(session.one, opened.task_id)
-    evidence.append(f"tasks/get: status {task.get('status')}; witness: {runs} executions")
+    evidence.append(f"tasks/get: status {task.get('status')}; runs the witness shows: {runs}")
     session.pending = opened
     if runs:
         raise Failed(f"the tool ran {runs} time(s) before any approval")
@@ -151,13 +151,13 @@ async def at_most_once(session: Session, evidence: list[str]) -> str:
     result = task.get("result") or {}
     disposition = (result.get("_meta") or {}).get(META_TOOL_APPROVAL_DISPOSITION)
     runs = await session.executions(opened.nonce)
-    evidence.append(f"settled: status {task.get('status')}, disposition {disposition}; witness: {runs} executions")
+    evidence.append(f"settled: status {task.get('status')}, disposition {disposition}; runs the witness shows: {runs}")
     statuses = await session.watch(session.one, opened.task_id, opened.poll_s)
     cancel = await session.one.cancel(opened.task_id)
     after = await session.status(session.one, opened.task_id)
     later = await session.executions(opened.nonce)
     evidence.append(f"then: statuses {statuses}, tasks/cancel {cancel.brief()}, status {after.get('status')}")
-    evidence.append(f"witness after {session.options.settle_s:g}s: {later} executions")
+    evidence.append(f"runs the witness shows {session.options.settle_s:g}s later: {later}")
     if task.get("status") != "completed":
         raise Failed(f"the approved task ended {task.get('status')}, not completed")
     if runs != 1 or later != 1:
@@ -184,7 +184,7 @@ async def terminal_denial_body(session: Session, evidence: list[str]) -> str:
     runs = await session.executions(opened.nonce)
     evidence.append(
         f"settled: status {task.get('status')}, isError {result.get('isError')}, disposition"
-        f" {meta.get(META_TOOL_APPROVAL_DISPOSITION)}; witness: {runs} executions"
+        f" {meta.get(META_TOOL_APPROVAL_DISPOSITION)}; runs the witness shows: {runs}"
     )
     evidence.append(f"body: {text[:200]!r}")
     if runs:
@@ -214,9 +214,9 @@ async def changed_envelope(session: Session, evidence: list[str]) -> str:
     # Both at once: each is watched for the whole settle window.
     await asyncio.gather(*(_not_run_under(session, opened, *attempt, evidence) for attempt in attempts))
     after = await session.executions(opened.nonce)
-    evidence.append(f"witness: {before} executions before, {after} after")
+    evidence.append(f"runs the witness shows: {before} before, {after} after")
     if after != before:
-        raise Failed(f"the changed call ran under the earlier approval ({after - before} more executions)")
+        raise Failed(f"the changed call ran under the earlier approval ({after - before} more runs)")
     return "each changed call became a new pending task; nothing more ran"
 
 
@@ -255,7 +255,7 @@ async def cancelled_never_executes(session: Session, evidence: list[str]) -> str
     evidence.append(f"approving afterwards: {decided.detail}")
     statuses = await session.watch(session.one, opened.task_id, opened.poll_s)
     runs = await session.executions(opened.nonce)
-    evidence.append(f"statuses {statuses}; witness: {runs} executions")
+    evidence.append(f"statuses {statuses}; runs the witness shows: {runs}")
     if runs:
         raise Failed(f"the cancelled task's tool ran {runs} time(s)")
     if statuses != ["cancelled"]:

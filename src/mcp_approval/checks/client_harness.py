@@ -69,14 +69,16 @@ _TOOLS = [
 ]
 
 
-@dataclass(frozen=True)
+@dataclass
 class Request:
-    """One JSON-RPC request the client sent, as the harness saw it."""
+    """One JSON-RPC request the client sent, as the harness saw it (``at`` it arrived, ``answered`` the
+    harness had its answer: a client's wait between polls runs from the one to the next's ``at``)."""
 
     at: float
     method: str
     params: dict[str, Any]
     mcp_name: str | None
+    answered: float = 0.0
 
     @property
     def declares_tasks(self) -> bool:
@@ -116,8 +118,14 @@ class Harness:
         self.finished = asyncio.Event()
 
     def answer(self, method: str, params: dict[str, Any], mcp_name: str | None) -> dict[str, Any]:
-        """The JSON-RPC ``result`` or ``error`` member for one request (recorded first)."""
-        self.requests.append(Request(time.monotonic(), method, params, mcp_name))
+        """The JSON-RPC ``result`` or ``error`` member for one request (recorded)."""
+        request = Request(time.monotonic(), method, params, mcp_name)
+        self.requests.append(request)
+        answered = self._answer(method, params)
+        request.answered = time.monotonic()
+        return answered
+
+    def _answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         # 2026-07-28 results name their type; listings also their cache scope and lifetime.
         cached = {"cacheScope": "private", "ttlMs": 0, "resultType": "complete"}
         if method in ("initialize", "server/discover"):

@@ -66,8 +66,10 @@ def sends_mcp_name(harness: Harness, evidence: list[str]) -> str:
 def honours_poll_interval(harness: Harness, evidence: list[str]) -> str:
     task = _first_task(harness)
     sent = _task_requests(harness, task)
+    # From the moment the harness had answered one poll to the arrival of the next: a loaded
+    # harness can only make that longer, never shorter, so the check cannot fail on its account.
     gaps = [
-        later.at - earlier.at
+        later.at - earlier.answered
         for earlier, later in itertools.pairwise(sent)
         if earlier.method == "tasks/get" and later.method == "tasks/get"
     ]

@@ -1,8 +1,8 @@
 """The fixture server's out-of-band decider: ``python fixture_decide.py BASE_URL DECISION ARGUMENTS_JSON``.
 
 Prints the backend request id it decided (the kit checks that id never reaches the client);
-exits 1 when there is no pending request for those arguments. Standard library only, so each
-decision costs little more than an interpreter start.
+exits 75 (``EX_TEMPFAIL``: try again) when there is no pending request for those arguments.
+Standard library only, so each decision costs little more than an interpreter start.
 """
 
 import json
@@ -20,7 +20,7 @@ def main() -> int:
             print(json.loads(response.read())["request"])
     except urllib.error.HTTPError as exc:
         print(f"{exc.code}: {exc.read().decode(errors='replace')}", file=sys.stderr)
-        return 1
+        return 75 if exc.code == 404 else 1
     return 0
 
 

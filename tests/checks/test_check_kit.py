@@ -272,3 +272,32 @@ def test_the_treasury_example_on_an_arap_backend_passes(tmp_path: Path) -> None:
     outcomes = {item["scenario"]: item["outcome"] for item in json.loads(done.stdout)["scenarios"]}
     skipped = {"input-through-task-channel"}  # the example's ARAP templates ask for no input
     assert outcomes == {s.id: "SKIP" if s.id in skipped else "PASS" for s in SCENARIOS}, done.stdout
+
+
+def test_a_decision_the_reviewer_may_not_make_fails_the_scenario_that_needs_it(tmp_path: Path) -> None:
+    """alice is no approver: review refuses her decision, and the scenario says so (not a hang)."""
+    directory = deployment_dir(tmp_path)
+    server = TreasuryServer(directory).start()
+    try:
+        done = kit(
+            [
+                f"{server.base_url}/mcp",
+                "--tool", "wire_transfer",
+                "--arguments", '{"to": "acct-{nonce}", "amount": 30000}',
+                "--changed-arguments", '{"to": "acct-{nonce}", "amount": 40000}',
+                "--token", "alice-token",
+                "--other-token", "bob-token",
+                "--review-config", str(directory / "config.toml"),
+                "--reviewer", "alice",
+                "--witness-tool", "ledger",
+                "--only", "approval-executes-at-most-once",
+            ]
+        )  # fmt: skip
+    finally:
+        server.kill()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAIL approval-executes-at-most-once" in done.stdout
+    assert "why: could not approve out of band: mcp-approval review approve refused the decision" in done.stdout
+    (reason,) = done.stderr.splitlines()  # review's own reason, once: a refusal is not tried again
+    assert reason.startswith("error: "), done.stderr
+    assert server.ledger() == []

@@ -17,11 +17,13 @@ from typing import Any, Literal
 from mcp_approval.checks.options import CheckOptions
 from mcp_approval.checks.wire import Wire
 
-__all__ = ["Decided", "decide", "executions"]
+__all__ = ["NOT_YET_EXIT", "Decided", "decide", "executions"]
 
 Decision = Literal["approve", "deny"]
 #: The pause between two tries of a decider that found nothing to decide yet.
 _RETRY_S = 0.2
+#: The exit status of a decide command that found no such pending request (yet): ``EX_TEMPFAIL``.
+NOT_YET_EXIT = 75
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,8 @@ class Decided:
     ok: bool
     backend_ids: tuple[str, ...]
     detail: str
+    #: The decider found no such pending request: it may appear shortly (the only failure retried).
+    not_yet: bool = False
 
 
 async def _run(argv: Sequence[str], env: dict[str, str], timeout_s: float) -> tuple[int, str, str]:
@@ -66,13 +70,14 @@ async def decide(
 ) -> Decided:
     """Record ``decision`` on the approval request of the call with ``arguments``.
 
-    With ``retry``, a decider that fails is tried again until ``timeout_s``: a server may submit
-    the request a moment after it answered (e.g. once the task's input is in).
+    With ``retry``, a decider that found no such pending request is tried again until
+    ``timeout_s``: a server may submit the request a moment after it answered (e.g. once the
+    task's input is in). Any other failure is final.
     """
     deadline = asyncio.get_running_loop().time() + options.timeout_s
     while True:
         decided = await _decide_once(options, decision, arguments, nonce, task_id)
-        if decided.ok or not retry or asyncio.get_running_loop().time() > deadline:
+        if not decided.not_yet or not retry or asyncio.get_running_loop().time() > deadline:
             return decided
         await asyncio.sleep(_RETRY_S)
 
@@ -95,7 +100,8 @@ async def _decide_once(
     code, out, err = await _run(argv, env, options.timeout_s)
     ids = tuple(line.strip() for line in out.splitlines() if line.strip())
     if code != 0:
-        return Decided(False, ids, f"decider exited {code}: {_last_line(err) or _last_line(out)}")
+        said = _last_line(err) or _last_line(out)
+        return Decided(False, ids, f"decider exited {code}: {said}", not_yet=code == NOT_YET_EXIT)
     done = "approved" if decision == "approve" else "denied"
     return Decided(True, ids, f"decider {done} the request" + (f" {ids[-1]}" if ids else ""))
 
@@ -116,7 +122,7 @@ async def _decide_by_review(options: CheckOptions, decision: Decision, arguments
         return Decided(False, (), str(exc))
     if found is None:
         shown = json.dumps(arguments, sort_keys=True)
-        return Decided(False, (), f"mcp-approval review: no pending request for {options.tool} {shown}")
+        return Decided(False, (), f"mcp-approval review: no pending request for {options.tool} {shown}", not_yet=True)
     return Decided(True, (found,), f"mcp-approval review {decision} {found} --as {reviewer}")
 
 

@@ -37,8 +37,9 @@ def check(
         None,
         "--decide",
         help="Command that records a decision out of band. {decision} (approve or deny), {tool}, {arguments},"
-        " {nonce} and {task_id} are replaced (also in MCP_CHECK_* variables); exit 0 when decided; the backend"
-        " ids it prints must never reach the client.",
+        " {nonce} and {task_id} are replaced (also in MCP_CHECK_* variables); exit 0 when decided, 75 when no"
+        " such request is pending yet (tried again), anything else when refused; the backend ids it prints"
+        " must never reach the client.",
     ),
     review_config: Path | None = _REVIEW_CONFIG,
     reviewer: str | None = typer.Option(None, "--reviewer", help="With --review-config: the deciding principal."),

@@ -192,10 +192,8 @@ def test_the_command_prints_a_line_per_scenario_and_exits_1_on_a_failure(tmp_pat
     assert done.returncode == 1, done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if line[:5] in ("PASS ", "FAIL ", "SKIP ")]
     assert len(lines) == len(SCENARIOS)
-    assert lines[SCENARIOS.index(next(s for s in SCENARIOS if s.id == "approval-executes-at-most-once"))] == (
-        "FAIL approval-executes-at-most-once [sep-2848-at-most-once, sep-2848-disposition-required,"
-        " sep-2663-terminal-status-final]"
-    )
+    (at_most_once,) = [scenario for scenario in SCENARIOS if scenario.id == "approval-executes-at-most-once"]
+    assert lines[SCENARIOS.index(at_most_once)] == f"FAIL {at_most_once.id} [{', '.join(at_most_once.checks)}]"
     assert "why: the approved tool ran 2 times, not once" in done.stdout
     document = json.loads(report.read_text())
     # One failed; task-notifications skipped (the fixture offers no subscriptions/listen).

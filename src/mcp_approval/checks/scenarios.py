@@ -50,9 +50,13 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "envelope-while-pending",
-        ("sep-2848-envelope-repeated-while-pending", "sep-2643-server-task-envelope-repeated"),
-        "While the task is not terminal, tasks/get repeats the SEP-2643 envelope (insufficient_authorization,"
-        " available, a task hint).",
+        (
+            "sep-2848-envelope-repeated-while-pending",
+            "sep-2643-server-task-envelope-repeated",
+            "sep-2643-server-task-hint",
+        ),
+        "The CreateTaskResult carries the SEP-2643 envelope (insufficient_authorization, available, a task"
+        " hint), and tasks/get repeats it while the task is not terminal.",
         approval.envelope_while_pending,
     ),
     Scenario(
@@ -89,8 +93,14 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "approval-executes-at-most-once",
-        ("sep-2848-at-most-once", "sep-2848-disposition-required", "sep-2663-terminal-status-final"),
-        "Approval resumes execution at most once: the task completes approved-executed and the tool ran once.",
+        (
+            "sep-2848-at-most-once",
+            "sep-2848-disposition-required",
+            "sep-2663-terminal-status-final",
+            "sep-2643-server-no-envelope-after-execution",
+        ),
+        "Approval resumes execution at most once: the task completes approved-executed (with no denial envelope)"
+        " and the tool ran once.",
         approval.at_most_once,
     ),
     Scenario(

@@ -97,17 +97,18 @@ async def envelope_while_pending(session: Session, evidence: list[str]) -> str:
         raise Skipped(f"the server does not declare {DENIALS_EXTENSION}")
     opened = session.pending or await pending_task(session, evidence)
     task = await session.status(session.one, opened.task_id)
-    envelope = (task.get("_meta") or {}).get(META_AUTHORIZATION)
-    evidence.append(f"tasks/get status {task.get('status')}, _meta[{META_AUTHORIZATION}] = {json.dumps(envelope)}")
     if task.get("status") in TERMINAL:
         raise Skipped(f"the task is already {task.get('status')}")
-    if not isinstance(envelope, dict):
-        raise Failed("tasks/get of a pending approval task carries no envelope")
-    hints = [hint.get("type") for hint in envelope.get("remediationHints") or [] if isinstance(hint, dict)]
-    wanted = (REASON_INSUFFICIENT_AUTHORIZATION, REMEDIATION_AVAILABLE)
-    if (envelope.get("reason"), envelope.get("remediation")) != wanted or HINT_TASK not in hints:
-        raise Failed(f"the envelope is not {wanted} with a {HINT_TASK!r} hint")
-    return "the envelope is repeated on tasks/get"
+    for placement, document in (("the CreateTaskResult", opened.created), ("tasks/get", task)):
+        envelope = (document.get("_meta") or {}).get(META_AUTHORIZATION)
+        evidence.append(f"{placement}: _meta[{META_AUTHORIZATION}] = {json.dumps(envelope)}")
+        if not isinstance(envelope, dict):
+            raise Failed(f"{placement} of a pending approval task carries no envelope")
+        hints = [hint.get("type") for hint in envelope.get("remediationHints") or [] if isinstance(hint, dict)]
+        wanted = (REASON_INSUFFICIENT_AUTHORIZATION, REMEDIATION_AVAILABLE)
+        if (envelope.get("reason"), envelope.get("remediation")) != wanted or HINT_TASK not in hints:
+            raise Failed(f"the envelope of {placement} is not {wanted} with a {HINT_TASK!r} hint")
+    return "the envelope is on the CreateTaskResult and repeated on tasks/get"
 
 
 async def input_channel(session: Session, evidence: list[str]) -> str:
@@ -166,7 +167,9 @@ async def at_most_once(session: Session, evidence: list[str]) -> str:
         raise Failed(f"the result's disposition is {disposition!r}, not {DISPOSITION_APPROVED_EXECUTED!r}")
     if after.get("status") != "completed":
         raise Failed(f"the completed task became {after.get('status')}")
-    return "executed once, approved-executed, final"
+    if META_AUTHORIZATION in (result.get("_meta") or {}):
+        raise Failed("the executed result carries the denial envelope (it asserts the tool did not run)")
+    return "executed once, approved-executed with no denial envelope, final"
 
 
 async def terminal_denial_body(session: Session, evidence: list[str]) -> str:

@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DECIDER = Path(__file__).with_name("fixture_decide.py")
 #: The kit's settle window in CI: long enough for a flawed fixture (which acts at once) to show.
 SETTLE_S = "1"
+#: Scenarios that skip unless the server offers what they need (a listen stream, expiring requests).
+NOT_OFFERED = ("task-notifications", "expired-task-never-executes")
 
 
 class Fixture:
@@ -123,9 +125,10 @@ def test_each_fixture_fails_exactly_the_scenario_it_breaks(flaw: str, tmp_path: 
     assert failed == ({FLAWS[flaw]} if FLAWS[flaw] else set()), shown
     assert [r.scenario for r in results] == [scenario.id for scenario in SCENARIOS]
     outcomes = {r.scenario: r.outcome for r in results}
-    assert outcomes["task-notifications"] == "SKIP", shown  # the fixture offers no subscriptions/listen
+    # The fixture offers no subscriptions/listen, and its requests do not expire.
+    assert [outcomes[scenario] for scenario in NOT_OFFERED] == ["SKIP", "SKIP"], shown
     if flaw != "executes-early":  # its failure is every later scenario's precondition: they skip
-        assert {outcome for scenario, outcome in outcomes.items() if scenario != "task-notifications"} <= {
+        assert {outcome for scenario, outcome in outcomes.items() if scenario not in NOT_OFFERED} <= {
             "PASS",
             "FAIL",
         }, shown
@@ -171,9 +174,9 @@ def test_the_treasury_example_passes_every_scenario(
     assert done.returncode == 0, done.stdout + done.stderr
     document = json.loads(report.read_text())
     outcomes = {item["scenario"]: item["outcome"] for item in document["scenarios"]}
-    assert outcomes == {scenario.id: "PASS" for scenario in SCENARIOS}, done.stdout
-    assert document["failed"] == 0  # and nothing skipped: the treasury offers notifications and inputs
-    assert f"{len(SCENARIOS)} passed, 0 failed, 0 skipped" in done.stdout
+    expired = "expired-task-never-executes"  # its own test: requests expire within seconds there
+    assert outcomes == {s.id: "SKIP" if s.id == expired else "PASS" for s in SCENARIOS}, done.stdout
+    assert f"{len(SCENARIOS) - 1} passed, 0 failed, 1 skipped" in done.stdout
     # The run really went through the out-of-band reviewer and the input channel.
     assert "mcp-approval review approve apr_" in done.stdout
     assert "mcp-approval review deny apr_" in done.stdout
@@ -196,8 +199,8 @@ def test_the_command_prints_a_line_per_scenario_and_exits_1_on_a_failure(tmp_pat
     assert lines[SCENARIOS.index(at_most_once)] == f"FAIL {at_most_once.id} [{', '.join(at_most_once.checks)}]"
     assert "why: the approved tool ran 2 times, not once" in done.stdout
     document = json.loads(report.read_text())
-    # One failed; task-notifications skipped (the fixture offers no subscriptions/listen).
-    assert (document["passed"], document["failed"], document["skipped"]) == (len(SCENARIOS) - 2, 1, 1)
+    # One failed; the scenarios the fixture does not offer skipped.
+    assert (document["passed"], document["failed"], document["skipped"]) == (len(SCENARIOS) - 3, 1, 2)
 
 
 @pytest.mark.parametrize(
@@ -268,7 +271,7 @@ def test_the_treasury_example_on_an_arap_backend_passes(tmp_path: Path) -> None:
         pair.kill()
     assert done.returncode == 0, done.stdout + done.stderr
     outcomes = {item["scenario"]: item["outcome"] for item in json.loads(done.stdout)["scenarios"]}
-    skipped = {"input-through-task-channel"}  # the example's ARAP templates ask for no input
+    skipped = {"input-through-task-channel", "expired-task-never-executes"}  # no input asked, no short deadline
     assert outcomes == {s.id: "SKIP" if s.id in skipped else "PASS" for s in SCENARIOS}, done.stdout
 
 
@@ -298,4 +301,33 @@ def test_a_decision_the_reviewer_may_not_make_fails_the_scenario_that_needs_it(t
     assert "why: could not approve out of band: mcp-approval review approve refused the decision" in done.stdout
     (reason,) = done.stderr.splitlines()  # review's own reason, once: a refusal is not tried again
     assert reason.startswith("error: "), done.stderr
+    assert server.ledger() == []
+
+
+def test_an_expired_request_never_runs_on_the_treasury_example(tmp_path: Path) -> None:
+    """Requests capped at 2 s (``max_pending_s``): the task ends as a denial and a late approval runs nothing."""
+    directory = deployment_dir(tmp_path, {"approval": {"max_pending_s": 2.0}})
+    server = TreasuryServer(directory).start()
+    try:
+        done = kit(
+            [
+                f"{server.base_url}/mcp",
+                "--tool", "wire_transfer",
+                "--arguments", '{"to": "acct-{nonce}", "amount": 30000}',
+                "--changed-arguments", '{"to": "acct-{nonce}", "amount": 40000}',
+                "--token", "alice-token",
+                "--other-token", "bob-token",
+                "--review-config", str(directory / "config.toml"),
+                "--reviewer", "carol",
+                "--witness-tool", "ledger",
+                "--only", "expired-task-never-executes",
+                "--expires-within", "2",
+                "--settle", SETTLE_S,
+            ]
+        )  # fmt: skip
+    finally:
+        server.kill()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS expired-task-never-executes" in done.stdout
+    assert "disposition denied-not-executed" in done.stdout
     assert server.ledger() == []

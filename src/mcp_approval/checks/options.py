@@ -55,6 +55,9 @@ class CheckOptions:
     #: Strings that are backend artifacts and must never reach the client (e.g. the backend's URL).
     backend_artifacts: tuple[str, ...] = ()
     only: frozenset[str] | None = None
+    #: The gated call's approval request expires this many seconds after it opens (the server is
+    #: configured so): the expiry scenario runs only when it is given.
+    expires_within_s: float | None = None
     #: How long to watch a task that must not execute (after a cancel, a denial, a changed call).
     settle_s: float = 2.0
     timeout_s: float = 30.0

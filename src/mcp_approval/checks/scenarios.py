@@ -128,6 +128,13 @@ SCENARIOS: tuple[Scenario, ...] = (
         approval.cancelled_never_executes,
     ),
     Scenario(
+        "expired-task-never-executes",
+        ("sep-2848-expiry-fences", "sep-2848-terminal-is-final"),
+        "An expired task cannot later execute: once its request lapses the task ends without running, and an"
+        " approval afterwards changes nothing (runs with --expires-within).",
+        approval.expired_never_executes,
+    ),
+    Scenario(
         "no-backend-artifacts",
         ("sep-2848-retrieval-no-artifacts", "sep-2848-no-backend-artifacts"),
         "Result retrieval does not expose backend artifacts: no answer of the run carried the backend's request"

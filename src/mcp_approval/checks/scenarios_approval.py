@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from typing import Any
 
 from mcp_approval.checks.outside import decide
@@ -33,6 +34,7 @@ __all__ = [
     "cancelled_never_executes",
     "changed_envelope",
     "envelope_while_pending",
+    "expired_never_executes",
     "input_channel",
     "no_backend_artifacts",
     "no_tasks_client",
@@ -264,6 +266,39 @@ async def cancelled_never_executes(session: Session, evidence: list[str]) -> str
     if statuses != ["cancelled"]:
         raise Failed(f"after tasks/cancel the task reported {statuses}, not only cancelled")
     return "cancelled, and the tool never ran"
+
+
+async def expired_never_executes(session: Session, evidence: list[str]) -> str:
+    """Let a pending task's request expire, then approve it out of band: the task ended without running."""
+    within = session.options.expires_within_s
+    if within is None:
+        raise Skipped("--expires-within not given (the server's requests do not expire within a check)")
+    opened = await pending_task(session, evidence)
+    deadline = time.monotonic() + within + session.options.timeout_s
+    while (task := await session.status(session.one, opened.task_id)).get("status") not in TERMINAL:
+        if time.monotonic() > deadline:
+            raise Failed(
+                f"the task is still {task.get('status')} {within + session.options.timeout_s:g}s after it opened"
+            )
+        await asyncio.sleep(opened.poll_s)
+    result = task.get("result") or {}
+    disposition = (result.get("_meta") or {}).get(META_TOOL_APPROVAL_DISPOSITION)
+    evidence.append(
+        f"expired: status {task.get('status')}, disposition {disposition}, body {body_text(result)[:120]!r}"
+    )
+    decided = await decide(session.options, "approve", opened.arguments, opened.nonce, opened.task_id, retry=False)
+    session.backend_ids.update(decided.backend_ids)
+    evidence.append(f"approving afterwards: {decided.detail}")
+    statuses = await session.watch(session.one, opened.task_id, opened.poll_s)
+    runs = await session.executions(opened.nonce)
+    evidence.append(f"statuses {statuses}; runs the witness shows: {runs}")
+    if runs:
+        raise Failed(f"the expired task's tool ran {runs} time(s)")
+    if statuses != [task.get("status")]:
+        raise Failed(f"the terminal task changed: {task.get('status')} then {statuses}")
+    if task.get("status") == "completed" and disposition != DISPOSITION_DENIED_NOT_EXECUTED:
+        raise Failed(f"the expired task completed with disposition {disposition!r}, not denied-not-executed")
+    return f"the request expired ({task.get('status')}, {disposition}) and the tool never ran"
 
 
 async def no_backend_artifacts(session: Session, evidence: list[str]) -> str:

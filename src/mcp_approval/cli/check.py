@@ -56,6 +56,12 @@ def check(
         None, "--input-answer", help="Content (JSON) for the forms the server asks; by default a sentence per field."
     ),
     artifact: list[str] | None = _ARTIFACT,
+    expires_within_s: float | None = typer.Option(
+        None,
+        "--expires-within",
+        help="Seconds within which the gated call's approval request expires (a server configured so):"
+        " runs the expiry scenario.",
+    ),
     only: str | None = typer.Option(None, "--only", help="Comma-separated scenario ids to run (default: all)."),
     settle_s: float = typer.Option(2.0, "--settle", help="Seconds to watch a task that must not execute."),
     timeout_s: float = typer.Option(30.0, "--timeout", help="Seconds to wait for one answer, decision or task."),
@@ -105,6 +111,7 @@ def check(
             input_answer=None if input_answer is None else parse_arguments_template(input_answer, "--input-answer"),
             backend_artifacts=tuple(artifact or ()),
             only=None if only is None else frozenset(part.strip() for part in only.split(",") if part.strip()),
+            expires_within_s=expires_within_s,
             settle_s=settle_s,
             timeout_s=timeout_s,
         )

@@ -16,6 +16,7 @@ import argparse
 import json
 import secrets
 import threading
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,6 +37,8 @@ FLAWS = {
     "leaks-id": "no-backend-artifacts",
     "skips-input": "input-through-task-channel",
 }
+#: Breaks the expiry statement: needs ``--expire-s`` (requests lapse), so it is tested on its own.
+EXPIRY_FLAW = "runs-after-expiry"
 TOKENS = {"one-token": "one", "two-token": "two"}
 TASKS = "io.modelcontextprotocol/tasks"
 DISPOSITION = "io.modelcontextprotocol/tool-approval-disposition"
@@ -69,8 +72,9 @@ TOOLS = [
 class Fixture:
     """The server's state: tasks, pending approval requests, the ledger, and its one flaw."""
 
-    def __init__(self, flaw: str) -> None:
+    def __init__(self, flaw: str, expire_s: float | None = None) -> None:
         self.flaw = flaw
+        self.expire_s = expire_s
         self.lock = threading.Lock()
         self.tasks: dict[str, dict[str, Any]] = {}
         self.ledger: list[dict[str, Any]] = []
@@ -90,6 +94,7 @@ class Fixture:
             "createdAt": now,
             "request": None,
             "result": None,
+            "opened": time.monotonic(),
         }
         if self.flaw == "skips-input":
             self.submit(task)
@@ -101,6 +106,21 @@ class Fixture:
     def submit(self, task: dict[str, Any]) -> None:
         task["status"] = "working"
         task["request"] = "req-" + secrets.token_hex(8)
+
+    def lapse(self, task: dict[str, Any]) -> None:
+        """End a pending task whose request outlived ``expire_s`` as a denial (the request withdrawn)."""
+        pending = task["status"] in ("working", "input_required")
+        if self.expire_s is None or not pending or time.monotonic() - task["opened"] < self.expire_s:
+            return
+        task["status"], task["expired"] = "completed", True
+        text = "The approval request expired. The tool did not run."
+        meta = {
+            DISPOSITION: "denied-not-executed",
+            AUTHORIZATION: {"reason": "insufficient_authorization", "remediation": "unavailable"},
+        }
+        task["result"] = {"content": [{"type": "text", "text": text}], "isError": True, "_meta": meta}
+        if self.flaw != EXPIRY_FLAW:
+            task["request"] = None
 
     def document(self, task: dict[str, Any]) -> dict[str, Any]:
         shown = {key: task[key] for key in ("taskId", "status", "createdAt")}
@@ -119,8 +139,13 @@ class Fixture:
     def decide(self, decision: str, arguments: dict[str, Any]) -> str | None:
         """Decide the pending request of the call with ``arguments``; its id, or ``None`` if there is none."""
         for task in self.tasks.values():
+            self.lapse(task)
             if task["arguments"] != arguments or task["request"] is None:
                 continue
+            if task.get("expired") and self.flaw == EXPIRY_FLAW:
+                if decision == "approve":
+                    self.execute(arguments)  # the flaw: the lapsed request still runs
+                return str(task["request"])
             if task["status"] == "cancelled" and self.flaw == "runs-after-cancel":
                 if decision == "approve":
                     self.execute(arguments)  # the flaw: the withdrawn request still runs
@@ -207,6 +232,7 @@ def answer(fixture: Fixture, owner: str, method: str, params: dict[str, Any], de
     task = fixture.tasks.get(str(params.get("taskId")))
     if task is None or task["owner"] != owner:
         return (-32602, "Unknown or expired task")
+    fixture.lapse(task)
     if method == "tasks/get":
         return fixture.document(task)
     if method == "tasks/update":
@@ -244,9 +270,12 @@ def call(fixture: Fixture, owner: str, params: dict[str, Any], declared: bool) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--flaw", choices=sorted(FLAWS), default="none")
+    parser.add_argument("--flaw", choices=sorted([*FLAWS, EXPIRY_FLAW]), default="none")
+    parser.add_argument("--expire-s", type=float, default=None, help="requests lapse this long after they open")
     options = parser.parse_args()
-    uvicorn.run(app_for(Fixture(options.flaw)), host="127.0.0.1", port=options.port, log_level="warning")
+    uvicorn.run(
+        app_for(Fixture(options.flaw, options.expire_s)), host="127.0.0.1", port=options.port, log_level="warning"
+    )
 
 
 if __name__ == "__main__":

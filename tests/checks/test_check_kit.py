@@ -23,7 +23,7 @@ import pytest
 
 from mcp_approval.checks import SCENARIOS, CheckOptions, run_checks
 from mcp_approval.hosts import unused_loopback_port
-from tests.checks.fixture_server import FLAWS
+from tests.checks.fixture_server import EXPIRY_FLAW, FLAWS
 from tests.support import forkserver
 from tests.support.arap import arap_deployment
 from tests.support.treasury import TreasuryServer, deployment_dir
@@ -39,10 +39,10 @@ NOT_OFFERED = ("task-notifications", "expired-task-never-executes")
 class Fixture:
     """``python -m tests.checks.fixture_server`` with one flaw, on a free port."""
 
-    def __init__(self, flaw: str, log_path: Path) -> None:
+    def __init__(self, flaw: str, log_path: Path, *extra: str) -> None:
         self.port = unused_loopback_port()
         self.process = forkserver.start_module(
-            ["tests.checks.fixture_server", "--port", str(self.port), "--flaw", flaw],
+            ["tests.checks.fixture_server", "--port", str(self.port), "--flaw", flaw, *extra],
             env=dict(os.environ),
             log_path=log_path,
         )
@@ -331,3 +331,17 @@ def test_an_expired_request_never_runs_on_the_treasury_example(tmp_path: Path) -
     assert "PASS expired-task-never-executes" in done.stdout
     assert "disposition denied-not-executed" in done.stdout
     assert server.ledger() == []
+
+
+@pytest.mark.parametrize("flaw", ["none", EXPIRY_FLAW])
+def test_the_expiry_scenario_fails_on_a_server_that_runs_a_lapsed_request(flaw: str, tmp_path: Path) -> None:
+    server = Fixture(flaw, tmp_path / "server.log", "--expire-s", "1")
+    try:
+        done = kit(
+            [*fixture_arguments(server.base_url), "--only", "expired-task-never-executes", "--expires-within", "1"]
+        )
+    finally:
+        server.kill()
+    expected = "FAIL" if flaw == EXPIRY_FLAW else "PASS"
+    assert f"{expected} expired-task-never-executes" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == (1 if flaw == EXPIRY_FLAW else 0)

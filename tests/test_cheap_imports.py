@@ -20,6 +20,8 @@ CHEAP = [
     ("mcp_approval.approval.persistence.outcomes", 22),
     ("mcp_approval.reviewers.throttle", 16),
     ("mcp_approval.client", 32),
+    # The conformance kit is a black-box client: nothing of the server side, only the protocol constants.
+    ("mcp_approval.checks", 16),
 ]
 HEAVY = (
     "mcp_approval.approval.service",

@@ -278,7 +278,7 @@ LAYERS: tuple[Rung, ...] = (
     (("metrics", ("metrics",)),),
     (("config", ("config",)),),
     (("composition", ("server",)), ("reference services", ("reference",))),
-    (("testing", ("testing",)), ("demo", ("demo",))),
+    (("testing", ("testing",)), ("demo", ("demo",)), ("conformance kit", ("checks",))),
     (("command line", ("cli", "__main__")),),
     (("package root", ("",)),),
 )

@@ -19,6 +19,8 @@ COMMAND_LINE = [
     "mcp_approval",
     "mcp_approval.cli",
     "mcp_approval.cli.arap_server",
+    "mcp_approval.cli.check",
+    "mcp_approval.cli.check_client",
     "mcp_approval.cli.main",
     "mcp_approval.cli.serve",
 ]

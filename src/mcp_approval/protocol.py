@@ -36,11 +36,14 @@ __all__ = [
     "INVALID_REQUEST",
     "META_AUTHORIZATION",
     "META_AUTHORIZATION_CONTEXT_ID",
+    "META_CLIENT_CAPABILITIES",
     "META_CLIENT_INFO",
     "META_MODEL_IMMEDIATE_RESPONSE",
+    "META_PROTOCOL_VERSION",
     "META_TOOL_APPROVAL_DEADLINE",
     "META_TOOL_APPROVAL_DISPOSITION",
     "METHOD_ELICITATION_CREATE",
+    "METHOD_NOTIFICATIONS_TASKS",
     "METHOD_NOT_FOUND",
     "METHOD_SUBSCRIPTIONS_LISTEN",
     "METHOD_TASKS_CANCEL",
@@ -49,6 +52,7 @@ __all__ = [
     "METHOD_TOOLS_CALL",
     "MISSING_REQUIRED_CLIENT_CAPABILITY",
     "PARSE_ERROR",
+    "PROTOCOL_VERSION_2026",
     "REASON_INSUFFICIENT_AUTHORIZATION",
     "REMEDIATION_AVAILABLE",
     "REMEDIATION_UNAVAILABLE",
@@ -70,6 +74,10 @@ TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 
 # Reserved `_meta` keys of the per-request envelope (SEP-2575).
 META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
+META_CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
+META_PROTOCOL_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
+#: The protocol revision whose requests carry that envelope (no ``initialize``).
+PROTOCOL_VERSION_2026: Final = "2026-07-28"
 
 # Tasks extension methods (SEP-2663).
 METHOD_TASKS_GET: Final = "tasks/get"
@@ -77,6 +85,8 @@ METHOD_TASKS_UPDATE: Final = "tasks/update"
 METHOD_TASKS_CANCEL: Final = "tasks/cancel"
 TASK_METHODS: Final = frozenset({METHOD_TASKS_GET, METHOD_TASKS_UPDATE, METHOD_TASKS_CANCEL})
 METHOD_SUBSCRIPTIONS_LISTEN: Final = "subscriptions/listen"
+#: The task status notification (the prefix ``notifications/tasks/`` is reserved by the SEP).
+METHOD_NOTIFICATIONS_TASKS: Final = "notifications/tasks"
 
 # Result discriminators.
 RESULT_TYPE_TASK: Final = "task"

@@ -8,6 +8,8 @@ import typer
 from typer.core import TyperGroup
 
 from mcp_approval.cli.arap_server import arap_server
+from mcp_approval.cli.check import check
+from mcp_approval.cli.check_client import check_client
 from mcp_approval.cli.serve import serve
 
 __all__ = ["app", "main"]
@@ -99,6 +101,8 @@ def conformance_server(
 
 app.command("serve")(serve)
 app.command("arap-server")(arap_server)
+app.command("check")(check)
+app.command("check-client")(check_client)
 
 
 @app.command("demo")

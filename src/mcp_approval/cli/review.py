@@ -32,7 +32,7 @@ from mcp_approval.server.local_backend import local_backend_from_config
 from mcp_approval.storage import Database, StoreUnavailableError, migrate, open_database
 from mcp_approval.storage.postgres_url import StoreURLError
 
-__all__ = ["review_app"]
+__all__ = ["decide_matching", "review_app"]
 
 T = TypeVar("T")
 
@@ -258,6 +258,32 @@ def _deciding(
     request_id: str, reviewer: str, decision: Literal["approve", "deny"], comment: str | None
 ) -> Callable[[LocalApprovalBackend], Awaitable[ApprovalRecord]]:
     return lambda backend: backend.decide(request_id, reviewer, decision, comment)
+
+
+def decide_matching(
+    config: Path, tool: str, arguments: Mapping[str, object], reviewer: str, decision: Literal["approve", "deny"]
+) -> str | None:
+    """``review list`` then ``review approve|deny ID --as REVIEWER``, for the one pending request of
+    ``tool`` with exactly ``arguments``: its id, or ``None`` when no such request is pending.
+
+    For ``mcp-approval check --review-config``, which decides many requests in one run. A refused
+    decision is reported as the command reports it (one line on stderr, :class:`typer.Exit`).
+    """
+    wanted = json.dumps(arguments, sort_keys=True)
+
+    async def find_and_decide(backend: LocalApprovalBackend) -> str | None:
+        page = await backend.page_requests("pending", offset=0, limit=MAX_PAGE_SIZE)
+        found = [
+            record.id
+            for record in page.records
+            if record.tool == tool and json.dumps(record.to_json()["arguments"], sort_keys=True) == wanted
+        ]
+        if len(found) != 1:
+            return None
+        await backend.decide(found[0], reviewer, decision, None)
+        return found[0]
+
+    return _run(config, None, find_and_decide)
 
 
 def _print_record(record: ApprovalRecord) -> None:

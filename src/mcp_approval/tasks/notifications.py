@@ -37,6 +37,7 @@ from pydantic import BaseModel
 from mcp_approval.protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    METHOD_NOTIFICATIONS_TASKS,
     METHOD_SUBSCRIPTIONS_LISTEN,
     TASKS_EXTENSION,
 )
@@ -47,8 +48,6 @@ from mcp_approval.tasks.states import TaskStatus
 
 __all__ = ["MAX_TASK_IDS_PER_LISTEN", "METHOD_NOTIFICATIONS_TASKS", "TaskNotifier"]
 
-#: The notification method (the prefix ``notifications/tasks/`` is reserved by the SEP).
-METHOD_NOTIFICATIONS_TASKS: Final = "notifications/tasks"
 #: How many task ids one listen request may name (more is ``-32602``).
 MAX_TASK_IDS_PER_LISTEN: Final = 256
 _SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"

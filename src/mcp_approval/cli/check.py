@@ -1,0 +1,142 @@
+"""``mcp-approval check URL``: the conformance kit's command line (the kit loads only when it runs)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+import typer
+
+__all__ = ["check"]
+
+# Options whose type ruff cannot tell is immutable, as module-level values (as in review.py).
+_REVIEW_CONFIG = typer.Option(
+    None,
+    "--review-config",
+    help="Decide as `mcp-approval review list` then `review approve|deny` do, on this deployment file.",
+)
+_ARTIFACT = typer.Option(
+    None, "--artifact", help="A backend artifact (URL, id) that must never reach the client (repeatable)."
+)
+_REPORT = typer.Option(None, "--report", help="Write the JSON report to this file.")
+
+
+def check(
+    url: str = typer.Argument(..., help="The server's MCP endpoint (Streamable HTTP), e.g. http://127.0.0.1:8000/mcp."),
+    tool: str = typer.Option(..., "--tool", help="The tool whose call is gated by approval."),
+    arguments: str = typer.Option(
+        ..., "--arguments", help="The gated call's arguments (JSON); {nonce} in a string is fresh for each call."
+    ),
+    changed_arguments: str = typer.Option(
+        ..., "--changed-arguments", help="The same call with changed arguments (JSON, with {nonce})."
+    ),
+    token: str = typer.Option(..., "--token", help="Bearer token of the principal making the calls."),
+    other_token: str = typer.Option(..., "--other-token", help="Bearer token of a second principal."),
+    decide: str | None = typer.Option(
+        None,
+        "--decide",
+        help="Command that records a decision out of band. {decision} (approve or deny), {tool}, {arguments},"
+        " {nonce} and {task_id} are replaced (also in MCP_CHECK_* variables); exit 0 when decided, 75 when no"
+        " such request is pending yet (tried again), anything else when refused; the backend ids it prints"
+        " must never reach the client.",
+    ),
+    review_config: Path | None = _REVIEW_CONFIG,
+    reviewer: str | None = typer.Option(None, "--reviewer", help="With --review-config: the deciding principal."),
+    witness_tool: str | None = typer.Option(
+        None, "--witness-tool", help="A tool (called with no arguments) whose result shows the gated tool's effects."
+    ),
+    witness_command: str | None = typer.Option(
+        None, "--witness-command", help="A command whose output shows the gated tool's effects."
+    ),
+    expects_input: bool = typer.Option(
+        False, "--expects-input", help="The gated call asks for submission input (a justification, a ticket...)."
+    ),
+    input_answer: str | None = typer.Option(
+        None, "--input-answer", help="Content (JSON) for the forms the server asks; by default a sentence per field."
+    ),
+    artifact: list[str] | None = _ARTIFACT,
+    expires_within_s: float | None = typer.Option(
+        None,
+        "--expires-within",
+        help="Seconds within which the gated call's approval request expires (a server configured so):"
+        " runs the expiry scenario.",
+    ),
+    only: str | None = typer.Option(None, "--only", help="Comma-separated scenario ids to run (default: all)."),
+    settle_s: float = typer.Option(2.0, "--settle", help="Seconds to watch a task that must not execute."),
+    timeout_s: float = typer.Option(30.0, "--timeout", help="Seconds to wait for one answer, decision or task."),
+    report: Path | None = _REPORT,
+    as_json: bool = typer.Option(False, "--json", help="Print the JSON report instead of the lines."),
+) -> None:
+    """Check a server's tool approval against SEP-2848, SEP-2643 and SEP-2663, black-box over HTTP.
+
+    Each scenario prints PASS, FAIL or SKIP with the statement it checks (the ids of
+    conformance/sep-*.yaml) and the evidence. Exits 0 when every scenario that ran passed, 1 when
+    one failed, 2 on bad input (one line on stderr).
+
+    Example, against the treasury example served on port 8000
+    (mcp-approval serve --config examples/treasury/config.toml --port 8000):
+
+    \b
+      mcp-approval check http://127.0.0.1:8000/mcp \\
+        --tool wire_transfer \\
+        --arguments '{"to": "acct-{nonce}", "amount": 30000}' \\
+        --changed-arguments '{"to": "acct-{nonce}", "amount": 40000}' \\
+        --token alice-token --other-token bob-token \\
+        --review-config examples/treasury/config.toml --reviewer carol \\
+        --witness-tool ledger --report check-report.json
+    """
+    import asyncio
+    import json
+
+    from mcp_approval.checks import CheckInputError, CheckOptions, report_json, run_checks
+    from mcp_approval.checks.options import parse_arguments_template, parse_command
+    from mcp_approval.checks.report import exit_code, format_result
+
+    try:
+        options = CheckOptions(
+            url=url,
+            tool=tool,
+            arguments=parse_arguments_template(arguments, "--arguments"),
+            changed_arguments=parse_arguments_template(changed_arguments, "--changed-arguments"),
+            token=token,
+            other_token=other_token,
+            decide_command=None if decide is None else parse_command(decide, "--decide"),
+            review_config=review_config,
+            reviewer=reviewer,
+            review_decider=None if review_config is None else _review_decider,
+            witness_tool=witness_tool,
+            witness_command=None if witness_command is None else parse_command(witness_command, "--witness-command"),
+            expects_input=expects_input,
+            input_answer=None if input_answer is None else parse_arguments_template(input_answer, "--input-answer"),
+            backend_artifacts=tuple(artifact or ()),
+            only=None if only is None else frozenset(part.strip() for part in only.split(",") if part.strip()),
+            expires_within_s=expires_within_s,
+            settle_s=settle_s,
+            timeout_s=timeout_s,
+        )
+        printed = None if as_json else (lambda result: typer.echo(format_result(result)))
+        results = asyncio.run(run_checks(options, printed))
+    except CheckInputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    document = report_json(url, results)
+    if report is not None:
+        report.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    if as_json:
+        typer.echo(json.dumps(document, indent=2))
+    else:
+        typer.echo(f"{document['passed']} passed, {document['failed']} failed, {document['skipped']} skipped")
+    raise typer.Exit(exit_code(results))
+
+
+def _review_decider(
+    config: Path, tool: str, arguments: Mapping[str, object], reviewer: str, decision: Literal["approve", "deny"]
+) -> str | None:
+    """``mcp-approval review``'s decision on the pending request of this call (see ``decide_matching``)."""
+    from mcp_approval.cli.review import decide_matching
+
+    try:
+        return decide_matching(config, tool, arguments, reviewer, decision)
+    except typer.Exit as exc:  # review printed its one-line reason on stderr
+        raise RuntimeError(f"mcp-approval review {decision} refused the decision (exit {exc.exit_code})") from None

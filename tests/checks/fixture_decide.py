@@ -1,0 +1,28 @@
+"""The fixture server's out-of-band decider: ``python fixture_decide.py BASE_URL DECISION ARGUMENTS_JSON``.
+
+Prints the backend request id it decided (the kit checks that id never reaches the client);
+exits 75 (``EX_TEMPFAIL``: try again) when there is no pending request for those arguments.
+Standard library only, so each decision costs little more than an interpreter start.
+"""
+
+import json
+import sys
+import urllib.error
+import urllib.request
+
+
+def main() -> int:
+    base, decision, arguments = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    body = json.dumps({"decision": decision, "arguments": arguments}).encode()
+    request = urllib.request.Request(f"{base}/decide", data=body, headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            print(json.loads(response.read())["request"])
+    except urllib.error.HTTPError as exc:
+        print(f"{exc.code}: {exc.read().decode(errors='replace')}", file=sys.stderr)
+        return 75 if exc.code == 404 else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

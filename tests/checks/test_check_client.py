@@ -1,0 +1,78 @@
+"""``mcp-approval check-client`` judges real clients: this project's (with and without tasks)
+passes, and a client that breaks the client statements fails exactly those scenarios."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mcp_approval.checks.client_scenarios import CLIENT_SCENARIOS
+from mcp_approval.hosts import unused_loopback_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+EXPECTED = {
+    "tasks": {"client-handles-degraded-answer": "SKIP"},
+    "none": {scenario: "SKIP" for scenario, *_ in CLIENT_SCENARIOS if scenario != "client-handles-degraded-answer"},
+    "careless": {
+        "client-sends-mcp-name": "FAIL",
+        "client-honours-poll-interval": "FAIL",
+        "client-answers-input-through-update": "FAIL",
+        "client-never-recreates-task": "FAIL",
+        "client-handles-degraded-answer": "SKIP",
+    },
+}
+
+
+def wait_listening(port: int, process: subprocess.Popen[str], timeout_s: float = 60) -> None:
+    """Return once 127.0.0.1:``port`` accepts connections (fail if the harness exits first)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert process.poll() is None, process.communicate()
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            assert time.monotonic() < deadline, f"the harness did not listen within {timeout_s}s"
+            time.sleep(0.05)
+
+
+@pytest.mark.parametrize("mode", sorted(EXPECTED))
+def test_the_harness_judges_what_the_client_did(mode: str, tmp_path: Path) -> None:
+    port = unused_loopback_port()
+    report = tmp_path / "report.json"
+    command = [sys.executable, "-m", "mcp_approval", "check-client", "--port", str(port), "--timeout", "60"]
+    harness = subprocess.Popen(
+        [*command, "--grace", "1", "--report", str(report)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        wait_listening(port, harness)
+        url = f"http://127.0.0.1:{port}/mcp"
+        client = subprocess.run(
+            [sys.executable, "-m", "tests.checks.client_runs", url, mode],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+            check=False,
+        )
+        assert client.returncode == 0, client.stderr
+        out, err = harness.communicate(timeout=90)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+            harness.wait(10)
+    outcomes = {item["scenario"]: item["outcome"] for item in json.loads(report.read_text())["scenarios"]}
+    expected = {scenario: EXPECTED[mode].get(scenario, "PASS") for scenario, *_ in CLIENT_SCENARIOS}
+    assert outcomes == expected, out + err
+    assert harness.returncode == (1 if "FAIL" in expected.values() else 0), out + err

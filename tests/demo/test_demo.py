@@ -47,14 +47,19 @@ EXPECTED: dict[int, tuple[str | None, int]] = {
 
 
 def run_demo(*args: str, timeout_s: float = 180, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mcp_approval", "demo", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-        env=env,
-    )
+    """``mcp-approval demo ARGS`` to its end. One that overruns ``timeout_s`` is killed with the servers
+    it started (its process group), so a failed run leaves nothing behind to slow the next tests."""
+    command = [sys.executable, "-m", "mcp_approval", "demo", *args]
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    ) as demo:
+        try:
+            stdout, stderr = demo.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(demo.pid, signal.SIGKILL)
+            demo.communicate()
+            raise
+    return subprocess.CompletedProcess(command, demo.returncode, stdout, stderr)
 
 
 def processes_mentioning(text: str) -> list[int]:

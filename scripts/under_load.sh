@@ -11,6 +11,7 @@
 # Environment:
 #   MCP_APPROVAL_LOAD_ROUNDS   rounds in a row (default 3)
 #   MCP_APPROVAL_LOAD_PER_CORE busy processes per core (default 2)
+#   MCP_APPROVAL_TEST_WORKERS  test processes (default 4 here)
 #   MCP_APPROVAL_CRASH_RUNS    runs per crash point and round (default 1 here: CI's crash step
 #                              runs each point 20 times on an unloaded machine already)
 set -euo pipefail
@@ -20,6 +21,8 @@ source scripts/bootstrap.sh
 readonly ROUNDS="${MCP_APPROVAL_LOAD_ROUNDS:-3}"
 readonly PER_CORE="${MCP_APPROVAL_LOAD_PER_CORE:-2}"
 export MCP_APPROVAL_CRASH_RUNS="${MCP_APPROVAL_CRASH_RUNS:-1}"
+# Four test processes beside the busy ones (the suite's default is six): the load comes from the busy processes.
+export MCP_APPROVAL_TEST_WORKERS="${MCP_APPROVAL_TEST_WORKERS:-4}"
 readonly SUITES=(
   tests/treasury/test_crash_points.py
   tests/treasury/test_without_tasks_crash.py

@@ -85,6 +85,22 @@ def fixture_arguments(base_url: str, **changes: str) -> list[str]:
     return [f"{base_url}/mcp", *[part for pair in options.items() for part in pair], "--expects-input"]
 
 
+def treasury_arguments(base_url: str, review_config: Path, *extra: str, reviewer: str = "carol") -> list[str]:
+    """The kit's command line for a treasury server at ``base_url``, decided by ``review`` on ``review_config``."""
+    return [
+        f"{base_url}/mcp",
+        "--tool", "wire_transfer",
+        "--arguments", '{"to": "acct-{nonce}", "amount": 30000}',
+        "--changed-arguments", '{"to": "acct-{nonce}", "amount": 40000}',
+        "--token", "alice-token",
+        "--other-token", "bob-token",
+        "--review-config", str(review_config),
+        "--reviewer", reviewer,
+        "--witness-tool", "ledger",
+        *extra,
+    ]  # fmt: skip
+
+
 def kit(arguments: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     """``mcp-approval check ARGUMENTS`` as a subprocess."""
     command = [sys.executable, "-m", "mcp_approval", "check", *arguments]
@@ -154,21 +170,16 @@ def test_the_treasury_example_passes_every_scenario(
     report = tmp_path / "report.json"
     try:
         done = kit(
-            [
-                f"{server.base_url}/mcp",
-                "--tool", "wire_transfer",
-                "--arguments", '{"to": "acct-{nonce}", "amount": 30000}',
-                "--changed-arguments", '{"to": "acct-{nonce}", "amount": 40000}',
-                "--token", "alice-token",
-                "--other-token", "bob-token",
-                "--review-config", str(directory / "config.toml"),
-                "--reviewer", "carol",
-                "--witness-tool", "ledger",
+            treasury_arguments(
+                server.base_url,
+                directory / "config.toml",
                 "--expects-input",
-                "--settle", SETTLE_S,
-                "--report", str(report),
-            ]
-        )  # fmt: skip
+                "--settle",
+                SETTLE_S,
+                "--report",
+                str(report),
+            )
+        )
     finally:
         server.kill()
     assert done.returncode == 0, done.stdout + done.stderr
@@ -252,21 +263,16 @@ def test_the_treasury_example_on_an_arap_backend_passes(tmp_path: Path) -> None:
     pair = arap_deployment(tmp_path).start()
     try:
         done = kit(
-            [
-                f"{pair.serve.base_url}/mcp",
-                "--tool", "wire_transfer",
-                "--arguments", '{"to": "acct-{nonce}", "amount": 30000}',
-                "--changed-arguments", '{"to": "acct-{nonce}", "amount": 40000}',
-                "--token", "alice-token",
-                "--other-token", "bob-token",
-                "--review-config", str(pair.directory / "arap-server.toml"),
-                "--reviewer", "carol",
-                "--witness-tool", "ledger",
-                "--artifact", pair.ars_url,
-                "--settle", SETTLE_S,
+            treasury_arguments(
+                pair.serve.base_url,
+                pair.directory / "arap-server.toml",
+                "--artifact",
+                pair.ars_url,
+                "--settle",
+                SETTLE_S,
                 "--json",
-            ]
-        )  # fmt: skip
+            )
+        )
     finally:
         pair.kill()
     assert done.returncode == 0, done.stdout + done.stderr
@@ -281,19 +287,10 @@ def test_a_decision_the_reviewer_may_not_make_fails_the_scenario_that_needs_it(t
     server = TreasuryServer(directory).start()
     try:
         done = kit(
-            [
-                f"{server.base_url}/mcp",
-                "--tool", "wire_transfer",
-                "--arguments", '{"to": "acct-{nonce}", "amount": 30000}',
-                "--changed-arguments", '{"to": "acct-{nonce}", "amount": 40000}',
-                "--token", "alice-token",
-                "--other-token", "bob-token",
-                "--review-config", str(directory / "config.toml"),
-                "--reviewer", "alice",
-                "--witness-tool", "ledger",
-                "--only", "approval-executes-at-most-once",
-            ]
-        )  # fmt: skip
+            treasury_arguments(
+                server.base_url, directory / "config.toml", "--only", "approval-executes-at-most-once", reviewer="alice"
+            )
+        )
     finally:
         server.kill()
     assert done.returncode == 1, done.stdout + done.stderr
@@ -310,21 +307,17 @@ def test_an_expired_request_never_runs_on_the_treasury_example(tmp_path: Path) -
     server = TreasuryServer(directory).start()
     try:
         done = kit(
-            [
-                f"{server.base_url}/mcp",
-                "--tool", "wire_transfer",
-                "--arguments", '{"to": "acct-{nonce}", "amount": 30000}',
-                "--changed-arguments", '{"to": "acct-{nonce}", "amount": 40000}',
-                "--token", "alice-token",
-                "--other-token", "bob-token",
-                "--review-config", str(directory / "config.toml"),
-                "--reviewer", "carol",
-                "--witness-tool", "ledger",
-                "--only", "expired-task-never-executes",
-                "--expires-within", "2",
-                "--settle", SETTLE_S,
-            ]
-        )  # fmt: skip
+            treasury_arguments(
+                server.base_url,
+                directory / "config.toml",
+                "--only",
+                "expired-task-never-executes",
+                "--expires-within",
+                "2",
+                "--settle",
+                SETTLE_S,
+            )
+        )
     finally:
         server.kill()
     assert done.returncode == 0, done.stdout + done.stderr

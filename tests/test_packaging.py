@@ -18,6 +18,7 @@ HEAVY = ("mcp_approval.demo", "mcp_approval.reference", "mcp_approval.testing.co
 COMMAND_LINE = [
     "mcp_approval",
     "mcp_approval.cli",
+    "mcp_approval.cli._collection",
     "mcp_approval.cli.arap_server",
     "mcp_approval.cli.check",
     "mcp_approval.cli.check_client",

@@ -37,6 +37,7 @@ def arap_server(
     import uvicorn
 
     from mcp_approval.cli._announcing import AnnouncingServer
+    from mcp_approval.cli._collection import resume_collection
     from mcp_approval.cli.preflight import shown_store_url, store_problem
     from mcp_approval.config import ConfigError
     from mcp_approval.hosts import http_server_settings
@@ -82,6 +83,7 @@ def arap_server(
         **http_server_settings(loaded.arap.trusted_proxies),
     )
     runner = AnnouncingServer(settings, url, announcement="arap-server listening on {url}")
+    resume_collection()
     runner.run(sockets=[sock])
     sys.exit(0 if runner.started else 1)
 

@@ -7,6 +7,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
+from mcp_approval.cli._collection import pause_collection, resume_collection
 from mcp_approval.cli.arap_server import arap_server
 from mcp_approval.cli.check import check
 from mcp_approval.cli.check_client import check_client
@@ -99,6 +100,18 @@ def conformance_server(
     run_conformance_server(port=port, store_url=db)
 
 
+#: Commands that resume collection themselves, once their server is built (their start is the figure
+#: operators wait on).
+_RESUME_WHEN_SERVING = frozenset({"serve", "arap-server"})
+
+
+@app.callback()
+def _resume_collection(ctx: typer.Context) -> None:
+    # Runs once the command's module is loaded, before the command itself.
+    if ctx.invoked_subcommand not in _RESUME_WHEN_SERVING:
+        resume_collection()
+
+
 app.command("serve")(serve)
 app.command("arap-server")(arap_server)
 app.command("check")(check)
@@ -162,4 +175,5 @@ def demo_tasks(
 
 def main() -> None:
     """Run the command line."""
+    pause_collection()
     app()

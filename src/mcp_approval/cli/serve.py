@@ -22,6 +22,7 @@ def serve(
     # Imported here so that `mcp-approval --help` and the other commands do not load the server.
     import uvicorn
 
+    from mcp_approval.cli._collection import resume_collection
     from mcp_approval.cli.preflight import shown_store_url, store_problem
     from mcp_approval.config import ConfigError, load_config
     from mcp_approval.hosts import http_server_settings
@@ -47,6 +48,7 @@ def serve(
     if problem is not None:
         typer.echo(f"mcp-approval serve: {problem}", err=True)
         raise typer.Exit(3)
+    resume_collection()  # the server is built: what follows is its own work
     if stdio:
         deployment.server.run("stdio")  # reviewers decide through `mcp-approval review` on the same store
         sys.exit(0)

@@ -85,8 +85,9 @@ def fixture_arguments(base_url: str, **changes: str) -> list[str]:
     return [f"{base_url}/mcp", *[part for pair in options.items() for part in pair], "--expects-input"]
 
 
-def treasury_arguments(base_url: str, review_config: Path, *extra: str, reviewer: str = "carol") -> list[str]:
-    """The kit's command line for a treasury server at ``base_url``, decided by ``review`` on ``review_config``."""
+def treasury_arguments(base_url: str, review_config: Path | None, *extra: str, reviewer: str = "carol") -> list[str]:
+    """The kit's command line for a treasury server at ``base_url``, decided by ``review`` on ``review_config``
+    (``None``: the decider is among ``extra``)."""
     return [
         f"{base_url}/mcp",
         "--tool", "wire_transfer",
@@ -94,7 +95,7 @@ def treasury_arguments(base_url: str, review_config: Path, *extra: str, reviewer
         "--changed-arguments", '{"to": "acct-{nonce}", "amount": 40000}',
         "--token", "alice-token",
         "--other-token", "bob-token",
-        "--review-config", str(review_config),
+        *(["--review-config", str(review_config)] if review_config is not None else []),
         "--reviewer", reviewer,
         "--witness-tool", "ledger",
         *extra,
@@ -279,6 +280,43 @@ def test_the_treasury_example_on_an_arap_backend_passes(tmp_path: Path) -> None:
     outcomes = {item["scenario"]: item["outcome"] for item in json.loads(done.stdout)["scenarios"]}
     skipped = {"input-through-task-channel", "expired-task-never-executes"}  # no input asked, no short deadline
     assert outcomes == {s.id: "SKIP" if s.id in skipped else "PASS" for s in SCENARIOS}, done.stdout
+
+
+def test_the_kit_serves_the_access_request_service_an_arap_bound_server_submits_to(tmp_path: Path) -> None:
+    """``serve`` bound to ARAP, its PDP's port free: with ``--serve-ars`` the kit runs the reference PDP + ARS
+    there for the run, decides at it, and checks its URL never reaches the client."""
+    pair = arap_deployment(tmp_path)
+    pair.serve.start()  # discovers the ARS when it first needs it: nothing listens there yet
+    try:
+        ars = ["--serve-ars", str(pair.directory / "arap-server.toml"), "--ars-port", str(pair.ars.port)]
+        done = kit(treasury_arguments(pair.serve.base_url, None, *ars, "--settle", SETTLE_S, "--json"))
+        ledger = pair.serve.ledger()
+    finally:
+        pair.serve.kill()
+    assert done.returncode == 0, done.stdout + done.stderr
+    document = json.loads(done.stdout)
+    outcomes = {item["scenario"]: item["outcome"] for item in document["scenarios"]}
+    skipped = {"input-through-task-channel", "expired-task-never-executes"}  # no input asked, no short deadline
+    assert outcomes == {s.id: "SKIP" if s.id in skipped else "PASS" for s in SCENARIOS}, done.stdout
+    assert ledger, "an approved call ran: the kit decided at the service it served"
+    with socket.socket() as probe:  # the service ended with the run
+        assert probe.connect_ex(("127.0.0.1", pair.ars.port)) != 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--serve-ars", "missing.toml"], "error: --serve-ars missing.toml: no such file"),
+        (["--serve-ars", "pyproject.toml", "--review-config", "pyproject.toml"], "error: --serve-ars decides at"),
+    ],
+)
+def test_a_served_access_request_service_refuses_bad_input_in_one_line(
+    faithful: Fixture, extra: list[str], expected: str
+) -> None:
+    done = kit(treasury_arguments(faithful.base_url, None, *extra))
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(expected), line
 
 
 def test_a_decision_the_reviewer_may_not_make_fails_the_scenario_that_needs_it(tmp_path: Path) -> None:

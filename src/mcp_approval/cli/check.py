@@ -20,6 +20,13 @@ _ARTIFACT = typer.Option(
     None, "--artifact", help="A backend artifact (URL, id) that must never reach the client (repeatable)."
 )
 _REPORT = typer.Option(None, "--report", help="Write the JSON report to this file.")
+_SERVE_ARS = typer.Option(
+    None,
+    "--serve-ars",
+    help="Act as the ARAP Access Request Service (and PDP) the server submits to: run the reference"
+    " `mcp-approval arap-server` from this file on --ars-port for the run, and decide there as --review-config"
+    " does. Its URL counts as a backend artifact.",
+)
 
 
 def check(
@@ -42,7 +49,11 @@ def check(
         " must never reach the client.",
     ),
     review_config: Path | None = _REVIEW_CONFIG,
-    reviewer: str | None = typer.Option(None, "--reviewer", help="With --review-config: the deciding principal."),
+    reviewer: str | None = typer.Option(
+        None, "--reviewer", help="With --review-config or --serve-ars: the deciding principal."
+    ),
+    serve_ars: Path | None = _SERVE_ARS,
+    ars_port: int = typer.Option(8181, "--ars-port", help="With --serve-ars: the port the server's PDP URL names."),
     witness_tool: str | None = typer.Option(
         None, "--witness-tool", help="A tool (called with no arguments) whose result shows the gated tool's effects."
     ),
@@ -88,35 +99,45 @@ def check(
     """
     import asyncio
     import json
+    from contextlib import nullcontext
 
     from mcp_approval.checks import CheckInputError, CheckOptions, report_json, run_checks
+    from mcp_approval.checks.ars import served_access_request_service
     from mcp_approval.checks.options import parse_arguments_template, parse_command
     from mcp_approval.checks.report import exit_code, format_result
 
     try:
-        options = CheckOptions(
-            url=url,
-            tool=tool,
-            arguments=parse_arguments_template(arguments, "--arguments"),
-            changed_arguments=parse_arguments_template(changed_arguments, "--changed-arguments"),
-            token=token,
-            other_token=other_token,
-            decide_command=None if decide is None else parse_command(decide, "--decide"),
-            review_config=review_config,
-            reviewer=reviewer,
-            review_decider=None if review_config is None else _review_decider,
-            witness_tool=witness_tool,
-            witness_command=None if witness_command is None else parse_command(witness_command, "--witness-command"),
-            expects_input=expects_input,
-            input_answer=None if input_answer is None else parse_arguments_template(input_answer, "--input-answer"),
-            backend_artifacts=tuple(artifact or ()),
-            only=None if only is None else frozenset(part.strip() for part in only.split(",") if part.strip()),
-            expires_within_s=expires_within_s,
-            settle_s=settle_s,
-            timeout_s=timeout_s,
-        )
-        printed = None if as_json else (lambda result: typer.echo(format_result(result)))
-        results = asyncio.run(run_checks(options, printed))
+        if serve_ars is not None and (decide is not None or review_config is not None):
+            raise CheckInputError(
+                "--serve-ars decides at the service it runs: give it without --decide or --review-config"
+            )
+        service = nullcontext(None) if serve_ars is None else served_access_request_service(serve_ars, ars_port)
+        with service as service_url:
+            options = CheckOptions(
+                url=url,
+                tool=tool,
+                arguments=parse_arguments_template(arguments, "--arguments"),
+                changed_arguments=parse_arguments_template(changed_arguments, "--changed-arguments"),
+                token=token,
+                other_token=other_token,
+                decide_command=None if decide is None else parse_command(decide, "--decide"),
+                review_config=serve_ars or review_config,
+                reviewer=reviewer,
+                review_decider=None if (serve_ars or review_config) is None else _review_decider,
+                witness_tool=witness_tool,
+                witness_command=None
+                if witness_command is None
+                else parse_command(witness_command, "--witness-command"),
+                expects_input=expects_input,
+                input_answer=None if input_answer is None else parse_arguments_template(input_answer, "--input-answer"),
+                backend_artifacts=(*(artifact or ()), *([service_url] if service_url else [])),
+                only=None if only is None else frozenset(part.strip() for part in only.split(",") if part.strip()),
+                expires_within_s=expires_within_s,
+                settle_s=settle_s,
+                timeout_s=timeout_s,
+            )
+            printed = None if as_json else (lambda result: typer.echo(format_result(result)))
+            results = asyncio.run(run_checks(options, printed))
     except CheckInputError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -151,8 +151,9 @@ class WorkflowDriver:
         self._woken: set[str] = set()
         # Handles woken before their task existed (an automatic resolver can decide that fast).
         self._early: dict[str, None] = {}
-        # Wake-ups the store could not serve (handles), and checks it interrupted (task ids): each
-        # pass tries them again until a check went through, so no decision waits for the slow poll.
+        # Wake-ups the store could not serve (handles), and checks it interrupted or that found the
+        # workflow still held by this worker (task ids): each pass tries them again until a check
+        # went through, so no decision waits for the slow poll.
         self._missed_wakes: set[str] = set()
         self._missed_checks: set[str] = set()
         self._doubts: asyncio.Task[None] | None = None
@@ -333,10 +334,14 @@ class WorkflowDriver:
         store = self.deps.store
         try:
             leased = await store.lease_due(self.worker_id, self.lease_ms, 1, task_id=task_id)
-            if not leased and task_id in self._missed_checks:
-                # Still leased to this worker by the check the store interrupted: again once that lapses.
+            if not leased:
+                # Held by this worker: a pass that checked it has yet to write its next look (it may
+                # have read the status before this wake-up), or a check the store interrupted. Again
+                # on the next passes, until the lease is let go; another worker's lease is its own.
                 workflow = await store.get(task_id)
-                if workflow is None or workflow.phase is not Phase.PENDING or workflow.lease_owner != self.worker_id:
+                if workflow is not None and workflow.phase is Phase.PENDING and workflow.lease_owner == self.worker_id:
+                    self._missed_checks.add(task_id)
+                else:
                     self._missed_checks.discard(task_id)
         except StoreUnavailableError:
             self._missed_checks.add(task_id)

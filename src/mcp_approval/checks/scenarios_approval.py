@@ -247,6 +247,18 @@ async def _not_run_under(
         raise Failed(f"{what}: the call ran under the earlier approval")
 
 
+async def approved_afterwards(session: Session, opened: Opened, evidence: list[str]) -> tuple[list[str], int]:
+    """Approve an ended task's request out of band, once (a decider finding nothing to approve is expected
+    then), and watch: the statuses the task reports and the runs the witness shows."""
+    decided = await decide(session.options, "approve", opened.arguments, opened.nonce, opened.task_id, retry=False)
+    session.backend_ids.update(decided.backend_ids)
+    evidence.append(f"approving afterwards: {decided.detail}")
+    statuses = await session.watch(session.one, opened.task_id, opened.poll_s)
+    runs = await session.executions(opened.nonce)
+    evidence.append(f"statuses {statuses}; runs the witness shows: {runs}")
+    return statuses, runs
+
+
 async def cancelled_never_executes(session: Session, evidence: list[str]) -> str:
     """Cancel a pending task, then approve its request out of band: it stays cancelled and never runs."""
     opened = await pending_task(session, evidence)
@@ -254,13 +266,7 @@ async def cancelled_never_executes(session: Session, evidence: list[str]) -> str
     evidence.append(f"tasks/cancel: {cancel.brief()}")
     if cancel.error is not None:
         raise Failed(f"tasks/cancel of a pending task was refused: {cancel.brief()}")
-    # Once: after the cancel a decider finding nothing to approve is the expected outcome.
-    decided = await decide(session.options, "approve", opened.arguments, opened.nonce, opened.task_id, retry=False)
-    session.backend_ids.update(decided.backend_ids)
-    evidence.append(f"approving afterwards: {decided.detail}")
-    statuses = await session.watch(session.one, opened.task_id, opened.poll_s)
-    runs = await session.executions(opened.nonce)
-    evidence.append(f"statuses {statuses}; runs the witness shows: {runs}")
+    statuses, runs = await approved_afterwards(session, opened, evidence)
     if runs:
         raise Failed(f"the cancelled task's tool ran {runs} time(s)")
     if statuses != ["cancelled"]:
@@ -286,12 +292,7 @@ async def expired_never_executes(session: Session, evidence: list[str]) -> str:
     evidence.append(
         f"expired: status {task.get('status')}, disposition {disposition}, body {body_text(result)[:120]!r}"
     )
-    decided = await decide(session.options, "approve", opened.arguments, opened.nonce, opened.task_id, retry=False)
-    session.backend_ids.update(decided.backend_ids)
-    evidence.append(f"approving afterwards: {decided.detail}")
-    statuses = await session.watch(session.one, opened.task_id, opened.poll_s)
-    runs = await session.executions(opened.nonce)
-    evidence.append(f"statuses {statuses}; runs the witness shows: {runs}")
+    statuses, runs = await approved_afterwards(session, opened, evidence)
     if runs:
         raise Failed(f"the expired task's tool ran {runs} time(s)")
     if statuses != [task.get("status")]:

@@ -24,6 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from mcp_approval.hosts import unused_loopback_port
+
 _HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 
 
@@ -59,7 +61,11 @@ class Seen:
 
 @dataclass
 class FaultProxy:
-    """The proxy; ``start()`` binds a free port and serves in a daemon thread."""
+    """The proxy; ``start()`` binds a free port and serves in a daemon thread.
+
+    The port comes from :func:`~mcp_approval.hosts.unused_loopback_port`, like the servers': a port
+    the system picks could be one already handed to a server that has not bound it yet.
+    """
 
     target: str
     faults: list[Fault] = field(default_factory=list)
@@ -74,7 +80,7 @@ class FaultProxy:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, port: int = 0) -> FaultProxy:
+    def start(self, port: int | None = None) -> FaultProxy:
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -88,7 +94,7 @@ class FaultProxy:
 
             do_GET = do_POST = do_DELETE = do_PUT = _any
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port or unused_loopback_port()), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True).start()

@@ -49,6 +49,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from mcp_approval.hosts import unused_loopback_port
+
 ACCESS_TOKEN_LIFETIME_S = 3600
 CODE_LIFETIME_S = 300
 SUBJECT = "alice"
@@ -243,7 +245,7 @@ def bound_socket() -> socket.socket:
     """A listening TCP socket on a free 127.0.0.1 port: connections queue until a server accepts them."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", unused_loopback_port()))  # from the handout: never a port promised to a server
     sock.listen(128)
     return sock
 

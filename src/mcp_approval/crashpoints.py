@@ -19,11 +19,12 @@ import os
 import signal
 from typing import Final, Literal
 
-__all__ = ["CRASH_ENV", "CRASH_POINTS", "PAUSE_ENV", "CrashPoint", "crash_point"]
+__all__ = ["CRASH_ENV", "CRASH_POINTS", "ONE_TRANSACTION_CRASH_POINTS", "PAUSE_ENV", "CrashPoint", "crash_point"]
 
 CRASH_ENV: Final = "MCP_APPROVAL_CRASH_AT"
 PAUSE_ENV: Final = "MCP_APPROVAL_PAUSE_AT"
 CrashPoint = Literal[
+    "in_creation_transaction",
     "after_intent",
     "after_submit",
     "after_handle",
@@ -32,11 +33,20 @@ CrashPoint = Literal[
     "after_side_effect",
     "after_notification_sent",
 ]
-#: The points of an approval-gated call, in the order the call reaches them (the crash suites run each).
+#: The points of an approval-gated call whose backend is remote (creation in steps, each committed
+#: before the next), in the order the call reaches them (the crash suites run each).
 CRASH_POINTS: Final[tuple[CrashPoint, ...]] = (
     "after_intent",
     "after_submit",
     "after_handle",
+    "after_task",
+    "after_claim",
+    "after_side_effect",
+)
+#: The points of an approval-gated call whose backend shares the server's database: creation is one
+#: transaction, killed before its commit (``in_creation_transaction``) or after it (``after_task``).
+ONE_TRANSACTION_CRASH_POINTS: Final[tuple[CrashPoint, ...]] = (
+    "in_creation_transaction",
     "after_task",
     "after_claim",
     "after_side_effect",

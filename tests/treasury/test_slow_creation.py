@@ -67,7 +67,9 @@ async def hold_stopped(server: TreasuryServer) -> None:
     server.process.send_signal(signal.SIGCONT)
 
 
-@pytest.mark.parametrize("point", ["after_intent", "after_submit", "after_handle"])
+# The example's creation is one transaction (its backend shares the database): stalled inside it,
+# holding the store's write lock on SQLite, or after its commit, before the answer.
+@pytest.mark.parametrize("point", ["in_creation_transaction", "after_task"])
 @pytest.mark.sep_check("sep-2848-reconcile-orphaned-intents", "sep-2848-at-most-once")
 async def test_a_creation_stalled_past_the_grace_still_succeeds_exactly_once(
     point: str, tmp_path: Path, db_url: str

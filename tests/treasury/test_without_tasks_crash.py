@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mcp_approval.crashpoints import CRASH_ENV, CRASH_POINTS
+from mcp_approval.crashpoints import CRASH_ENV, ONE_TRANSACTION_CRASH_POINTS
 from tests.support.polling import eventually
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, deployment_store, principals
 from tests.support.wire import Wire, envelope
@@ -124,7 +124,7 @@ def _sync_orphans(directory: Path) -> dict[str, int]:
     return orphans(deployment_store(directory))
 
 
-@pytest.mark.parametrize("point", CRASH_POINTS)
+@pytest.mark.parametrize("point", ONE_TRANSACTION_CRASH_POINTS)
 @pytest.mark.sep_check("sep-2848-at-most-once", "sep-2848-outcome-unknown-not-reinvoked")
 async def test_a_request_without_tasks_survives_a_crash_at_each_point(point: str, tmp_path: Path) -> None:
     limit = asyncio.Semaphore(PARALLEL)

@@ -13,15 +13,17 @@ approval tasks (the composition root does both), then start it after the tasks r
 
 Creation is crash-consistent (§Crash-consistent creation): dedup first; then a durable intent
 with a fresh idempotency key and the exact (sealed) body; then the backend submission under that
-key; then the handle; then the task, in that order, each durable before the next step. The
-:class:`~mcp_approval.approval.engine.driver.WorkflowDriver` takes it from there.
+key; then the handle; then the task, in that order, each durable before the next step. A backend
+kept in the server's own database (the local backend) joins one transaction with the intent and
+the task instead: creation commits whole or not at all, and leaves nothing in flight to reconcile.
+The :class:`~mcp_approval.approval.engine.driver.WorkflowDriver` takes it from there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -51,7 +53,7 @@ from mcp_approval.approval.messages import (
     TASK_LIMIT_MESSAGE,
     earlier_call_text,
 )
-from mcp_approval.approval.persistence.records import APPROVAL_HANDLER
+from mcp_approval.approval.persistence.records import APPROVAL_HANDLER, Creation
 from mcp_approval.approval.persistence.states import IntentState, Phase
 from mcp_approval.approval.persistence.store import Admission, Intent, NewWorkflow
 from mcp_approval.approval.results import sanitize_model_text
@@ -62,6 +64,7 @@ from mcp_approval.backends import (
     ApprovalSubmission,
     EarlierCall,
     SubmissionRejectedError,
+    SupportsSubmitInTransaction,
 )
 from mcp_approval.crashpoints import crash_point
 from mcp_approval.denials import Remediation, final_denial
@@ -135,6 +138,10 @@ class ToolApproval:
         self.clock = deps.clock
         self.principal_valid = deps.principal_valid
         self._running = False
+        # A backend writing to the approval store's own database creates in one transaction.
+        self._joins_transaction: SupportsSubmitInTransaction | None = None
+        if isinstance(deps.backend, SupportsSubmitInTransaction) and deps.backend.shares_database(deps.store.database):
+            self._joins_transaction = deps.backend
         self._degraded = DegradedRequestable()
         self.links = RequesterLinks(deps.cipher, deps.options)
         #: The answers to clients without tasks (``without_tasks = "request"``).
@@ -256,6 +263,9 @@ class ToolApproval:
     ) -> HandlerResult:
         """Dedup, then intent → submit → handle → task; returns the ``CreateTaskResult``.
 
+        With a backend in the approval store's own database, the four are one transaction
+        (:meth:`~mcp_approval.approval.persistence.store.ApprovalStore.create_at_once`).
+
         ``owner`` is the task owner's digest, as the tasks extension computes it for the caller;
         ``inputs`` are the submission inputs the requester supplied; ``linked``: the request
         declared URL elicitation, so with ``ApprovalOptions.approval_url`` the task links the approval page;
@@ -275,16 +285,28 @@ class ToolApproval:
         # A creation of this worker that failed (the store went away under it, say) is settled first,
         # so that this call, if it is that one's retry, finds no request of it still in flight.
         await self.driver.settle_failed_creations()
+        if self._joins_transaction is not None:
+            return await self._create_at_once(
+                self._joins_transaction,
+                intent,
+                submission,
+                binding,
+                owner=owner,
+                linked=linked,
+                without_task=without_task,
+                earlier=earlier,
+                pending=answer_pending,
+                large=large,
+            )
         # Until the task exists, the intent is this worker's creation in flight: its reconciler never
         # takes it for a crash leftover, however long a loaded host stalls the steps below.
         with self.driver.creating(intent):
-            admission, task_id = await self._record(intent, owed_first=without_task)
-            if admission is Admission.OUTCOME_OWED:
-                # The same call's request ended since this caller looked: its outcome, once.
-                outcome = await self.without_tasks.owed_outcome(binding, owner)
-                if outcome is not None:
-                    return outcome
-                admission, task_id = await self._record(intent, owed_first=False)  # a concurrent retry took it
+            admitted = await self._admit(
+                lambda owed_first: self._record(intent, owed_first=owed_first), binding, owner, without_task
+            )
+            if not isinstance(admitted, Creation):
+                return admitted
+            admission, task_id = admitted.admission, admitted.task_id
             if admission is not Admission.RECORDED:
                 return await self._admitted(
                     admission,
@@ -316,18 +338,105 @@ class ToolApproval:
                 owner=owner,
                 handle=handle,
             )
-            if linked:
-                new = url_approval.with_approval_link(new, options=deps.options, backend=deps.backend, handle=handle)
-            if without_task:
-                new = replace(new, owed_to_retry=True)
+            new = self._as_created(new, handle, linked=linked, without_task=without_task)
             created = await deps.store.create_task(new)
             if not created:
                 raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
             crash_point("after_task")
             self.driver.task_created(intent.task_id, handle)
-            if without_task:
-                return await answer_pending(intent.task_id, binding.tool, opened=True, earlier=earlier)
-            return await self._task_answer(intent.task_id, binding.tool, immediate=True, earlier=earlier)
+            return await self._answer_created(intent.task_id, binding.tool, without_task, answer_pending, earlier)
+
+    async def _create_at_once(
+        self,
+        backend: SupportsSubmitInTransaction,
+        intent: Intent,
+        submission: ApprovalSubmission,
+        binding: CallBinding,
+        *,
+        owner: str,
+        linked: bool,
+        without_task: bool,
+        earlier: EarlierCall | None,
+        pending: PendingAnswer,
+        large: bool,
+    ) -> HandlerResult:
+        """Creation in one transaction, for a backend in this database (see ``SupportsSubmitInTransaction``)."""
+        prebuilt = await off_loop(
+            large,
+            self._new_workflow,
+            intent.task_id,
+            binding,
+            submission,
+            intent_key=intent.key,
+            owner=owner,
+            handle=None,
+        )
+
+        def workflow_for(handle: str) -> NewWorkflow:
+            return self._as_created(replace(prebuilt, handle=handle), handle, linked=linked, without_task=without_task)
+
+        async def record(owed_first: bool) -> Creation:
+            options = self.options
+            with span("backend.submit", backend=self.backend.name, task_id=intent.task_id):
+                return await self.store.create_at_once(
+                    intent,
+                    lambda conn: backend.submit_in(conn, intent.key, submission),
+                    workflow_for,
+                    submissions_per_minute=options.submissions_per_minute,
+                    max_pending=options.max_pending_per_principal,
+                    task_limits=self._task_limits(),
+                    owed_first=owed_first,
+                )
+
+        admitted = await self._admit(record, binding, owner, without_task)
+        if not isinstance(admitted, Creation):
+            return admitted
+        if admitted.admission is not Admission.RECORDED or admitted.handle is None:
+            return await self._admitted(
+                admitted.admission,
+                admitted.task_id,
+                binding,
+                owner,
+                pending=pending if without_task else None,
+                earlier=earlier,
+            )
+        crash_point("after_task")
+        backend.submitted(admitted.handle, submission)
+        self.driver.task_created(intent.task_id, admitted.handle)
+        return await self._answer_created(intent.task_id, binding.tool, without_task, pending, earlier)
+
+    async def _admit(
+        self,
+        record: Callable[[bool], Awaitable[Creation]],
+        binding: CallBinding,
+        owner: str,
+        without_task: bool,
+    ) -> Creation | HandlerResult:
+        """``record`` the intent; an outcome an ended identical request owes this call comes first.
+
+        ``record(owed_first)``: without tasks, a request of the same call that ended since this
+        caller looked owes it its outcome, once, instead of a new request.
+        """
+        creation = await record(without_task)
+        if creation.admission is not Admission.OUTCOME_OWED:
+            return creation
+        outcome = await self.without_tasks.owed_outcome(binding, owner)
+        if outcome is not None:
+            return outcome
+        return await record(False)  # a concurrent retry took it
+
+    def _as_created(self, new: NewWorkflow, handle: str, *, linked: bool, without_task: bool) -> NewWorkflow:
+        """``new`` as created for its caller: with the approval page's link, kept for a retry without tasks."""
+        if linked:
+            new = url_approval.with_approval_link(new, options=self.options, backend=self.backend, handle=handle)
+        return replace(new, owed_to_retry=True) if without_task else new
+
+    async def _answer_created(
+        self, task_id: str, tool: str, without_task: bool, pending: PendingAnswer, earlier: EarlierCall | None
+    ) -> HandlerResult:
+        if without_task:
+            return await pending(task_id, tool, opened=True, earlier=earlier)
+        return await self._task_answer(task_id, tool, immediate=True, earlier=earlier)
 
     async def _create_with_inputs(
         self,
@@ -436,15 +545,16 @@ class ToolApproval:
         assert task_id is not None
         return await self._task_answer(task_id, binding.tool, immediate=True, earlier=earlier)
 
-    async def _record(self, intent: Intent, *, owed_first: bool) -> tuple[Admission, str | None]:
+    async def _record(self, intent: Intent, *, owed_first: bool) -> Creation:
         options = self.options
-        return await self.store.record_intent(
+        admission, task_id = await self.store.record_intent(
             intent,
             submissions_per_minute=options.submissions_per_minute,
             max_pending=options.max_pending_per_principal,
             task_limits=self._task_limits(),
             owed_first=owed_first,
         )
+        return Creation(admission, task_id)
 
     async def _decided_outcome(self, task_id: str, binding: CallBinding, owner: str) -> dict[str, Any] | None:
         """Read-your-decision for a retry without tasks: the outcome of its open request once decided.
@@ -491,6 +601,7 @@ class ToolApproval:
             Admission.TOO_MANY_PENDING: (PENDING_LIMIT_MESSAGE, options.max_pending_per_principal),
             Admission.TASK_LIMIT: (TASK_LIMIT_MESSAGE, max_tasks),
             Admission.PRINCIPAL_TASK_LIMIT: (PRINCIPAL_TASK_LIMIT_MESSAGE, max_per_principal),
+            Admission.REFUSED: (REFUSED_MESSAGE, None),
         }[admission]
         return message.format(tool=tool, limit=limit)
 

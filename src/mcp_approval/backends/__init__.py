@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         SupportsFindSubmitted,
         SupportsSealedRequests,
         SupportsStatusMany,
+        SupportsSubmitInTransaction,
         UnknownRequestError,
     )
     from mcp_approval.backends.local import AUDITOR_ROLE, LocalApprovalBackend, UnverifiedRequestError
@@ -95,6 +96,7 @@ _LAZY = {
     "SupportsChangeFeed": "mcp_approval.backends.contract",
     "SupportsFindSubmitted": "mcp_approval.backends.contract",
     "SupportsStatusMany": "mcp_approval.backends.contract",
+    "SupportsSubmitInTransaction": "mcp_approval.backends.contract",
     "UnknownRequestError": "mcp_approval.backends.contract",
     "UnverifiedRequestError": "mcp_approval.backends.local",
 }
@@ -135,6 +137,7 @@ __all__ = [
     "SupportsFindSubmitted",
     "SupportsSealedRequests",
     "SupportsStatusMany",
+    "SupportsSubmitInTransaction",
     "UnknownRequestError",
     "UnverifiedRequestError",
 ]

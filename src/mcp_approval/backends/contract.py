@@ -15,11 +15,14 @@ import hashlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import rfc8785
 
 from mcp_approval.clock import iso8601
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 __all__ = [
     "ApprovalBackend",
@@ -38,6 +41,7 @@ __all__ = [
     "SupportsFindSubmitted",
     "SupportsSealedRequests",
     "SupportsStatusMany",
+    "SupportsSubmitInTransaction",
     "UnknownRequestError",
 ]
 
@@ -394,6 +398,34 @@ class SupportsChangeFeed(Protocol):
 
     async def changed_since(self, since_ms: int) -> list[tuple[str, int]]:
         """``(handle, changed at)`` of every request that left ``pending`` at or after ``since_ms``."""
+        ...
+
+
+@runtime_checkable
+class SupportsSubmitInTransaction(Protocol):
+    """Optional: a backend kept in the server's own database, whose submission can join a transaction.
+
+    The crash-consistent creation of SEP-2848 (a durable intent, then the submission, then the
+    handle, then the task, each committed before the next) exists because the backend is on the
+    other side of a network. A backend that writes to the same database instead takes part in one
+    transaction with the intent and the task: creation then commits whole or not at all, and a
+    crash leaves no intent in flight and no request without its task.
+    """
+
+    def shares_database(self, database: object) -> bool:
+        """Whether this backend writes to ``database`` (the very object the approval store uses)."""
+        ...
+
+    def submit_in(self, conn: Connection, key: str, submission: ApprovalSubmission) -> str:
+        """Open a request under ``key`` inside the caller's write transaction ``conn``; its handle.
+
+        Raises:
+            SubmissionRejectedError: the request cannot be accepted (it wrote nothing).
+        """
+        ...
+
+    def submitted(self, handle: str, submission: ApprovalSubmission) -> None:
+        """The transaction that opened ``handle`` for ``submission`` committed: start what follows it."""
         ...
 
 

@@ -214,9 +214,7 @@ class LocalApprovalBackend:
         Raises:
             SubmissionRejectedError: the submission names a template that is not configured.
         """
-        if submission.template and submission.template not in self._templates:
-            # Fail closed: no fallback to the default template's reviewers.
-            raise SubmissionRejectedError(f"approval template {submission.template!r} is not configured")
+        self._check_template(submission)
         digest = submission.digest()
         try:
             request_id, created = await self._db.write(lambda conn: self._insert(conn, key, digest, submission))
@@ -226,9 +224,35 @@ class LocalApprovalBackend:
             if existing is None:
                 raise
             request_id, created = existing, False
-        if created and submission.template in self._resolvers:
-            self._spawn_resolver(request_id)
+        if created:
+            self.submitted(request_id, submission)
         return request_id
+
+    def shares_database(self, database: object) -> bool:
+        """Whether ``database`` is the one this backend keeps its requests in (creation is then one transaction)."""
+        return database is self._db
+
+    def submit_in(self, conn: Connection, key: str, submission: ApprovalSubmission) -> str:
+        """:meth:`submit` inside the caller's write transaction on this backend's database.
+
+        Call :meth:`submitted` once that transaction committed.
+
+        Raises:
+            SubmissionRejectedError: the submission names a template that is not configured.
+        """
+        self._check_template(submission)
+        request_id, _ = self._insert(conn, key, submission.digest(), submission)
+        return request_id
+
+    def submitted(self, handle: str, submission: ApprovalSubmission) -> None:
+        """The request ``handle`` committed: its template's automatic resolver, if it has one, decides it."""
+        if submission.template in self._resolvers:
+            self._spawn_resolver(handle)
+
+    def _check_template(self, submission: ApprovalSubmission) -> None:
+        if submission.template and submission.template not in self._templates:
+            # Fail closed: no fallback to the default template's reviewers.
+            raise SubmissionRejectedError(f"approval template {submission.template!r} is not configured")
 
     async def find(self, key: str) -> str | None:
         """The handle of the request submitted under ``key``, if any."""

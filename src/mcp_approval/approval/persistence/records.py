@@ -126,6 +126,22 @@ class Admission(StrEnum):
     TOO_MANY_PENDING = "too_many_pending"
     TASK_LIMIT = "task_limit"  # the store holds max_tasks unfinished tasks
     PRINCIPAL_TASK_LIMIT = "principal_task_limit"  # the caller holds max_per_principal unfinished tasks
+    REFUSED = "refused"  # the backend refused the submission for good (creation in one transaction)
+
+
+@dataclass(frozen=True)
+class Creation:
+    """What a creation in one transaction did: its admission, and the task and request it made.
+
+    Attributes:
+        admission: :attr:`Admission.RECORDED` when the task was created; otherwise why not.
+        task_id: the new task, or the existing one a duplicate or owed outcome names.
+        handle: the backend request opened with the task (``None`` unless recorded).
+    """
+
+    admission: Admission
+    task_id: str | None
+    handle: str | None = None
 
 
 @dataclass(frozen=True)

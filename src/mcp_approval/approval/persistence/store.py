@@ -10,6 +10,7 @@ through the tasks layer's :class:`~mcp_approval.tasks.sql_store.TaskRows`, never
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Connection, and_, delete, exists, or_, select, update
@@ -18,6 +19,7 @@ from mcp_approval.approval.persistence import statements as sql
 from mcp_approval.approval.persistence.records import (
     APPROVAL_HANDLER,
     Admission,
+    Creation,
     DueCheck,
     Intent,
     NewWorkflow,
@@ -31,8 +33,9 @@ from mcp_approval.approval.persistence.records import (
 )
 from mcp_approval.approval.persistence.schema import approval_intents_table, approval_workflows_table
 from mcp_approval.approval.persistence.states import IntentState, Phase, intent_sources, phase_sources
-from mcp_approval.backends.contract import EarlierCall
+from mcp_approval.backends.contract import EarlierCall, SubmissionRejectedError
 from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.crashpoints import crash_point
 from mcp_approval.storage import AuditLog, Database
 from mcp_approval.tasks.sql_store import TaskRows
 from mcp_approval.tasks.states import TaskStatus
@@ -149,6 +152,51 @@ class ApprovalStore:
             return Admission.RECORDED, intent.task_id
 
         return await self.database.write(record)
+
+    async def create_at_once(
+        self,
+        intent: Intent,
+        submit: Callable[[Connection], str],
+        workflow_for: Callable[[str], NewWorkflow],
+        *,
+        submissions_per_minute: int,
+        max_pending: int,
+        task_limits: tuple[int | None, int | None] = (None, None),
+        owed_first: bool = False,
+    ) -> Creation:
+        """Admit ``intent``, submit it, and create its task, all in one transaction.
+
+        For a backend that writes to this database
+        (:class:`~mcp_approval.backends.contract.SupportsSubmitInTransaction`): ``submit`` opens
+        the request in the transaction and returns its handle; ``workflow_for(handle)`` is the new
+        task. Everything commits together or not at all, so nothing is ever in flight: the intent
+        is stored already bound. The same dedup and limits as :meth:`record_intent` apply. A
+        submission the backend refuses for good leaves the intent ``abandoned``, with its event.
+        """
+        now = self.clock.now_ms()
+
+        def create(conn: Connection) -> Creation:
+            refused = sql.refusal(
+                conn, intent, now, submissions_per_minute, max_pending, task_limits, owed_first=owed_first
+            )
+            if refused is not None:
+                return Creation(*refused)
+            try:
+                handle = submit(conn)
+            except SubmissionRejectedError:
+                conn.execute(sql.INSERT_INTENT, intent_row(replace(intent, state=IntentState.ABANDONED), now))
+                digest, generation = intent.arguments_digest, intent.generation
+                self._event(conn, now, "approval.intent_abandoned", intent.task_id, digest, generation=generation)
+                return Creation(Admission.REFUSED, None)
+            new = workflow_for(handle)
+            conn.execute(sql.INSERT_INTENT, intent_row(replace(intent, state=IntentState.BOUND, handle=handle), now))
+            self.tasks.insert(conn, _new_task(new), now, input_requests=new.input_requests)
+            conn.execute(sql.INSERT_WORKFLOW, workflow_row(new, now))
+            self._created(conn, now, new)
+            crash_point("in_creation_transaction")
+            return Creation(Admission.RECORDED, new.task_id, handle)
+
+        return await self.database.write(create)
 
     async def mark_submitted(self, key: str, handle: str) -> bool:
         """Persist the backend's handle for an open intent."""

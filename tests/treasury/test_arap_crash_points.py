@@ -115,6 +115,12 @@ async def check_recovery(
 
 
 @pytest.mark.parametrize("point", CRASH_POINTS)
+@pytest.mark.sep_check(
+    "sep-2848-intent-before-backend",
+    "sep-2848-handle-before-create-result",
+    "sep-2848-reconcile-orphaned-intents",
+    "sep-2848-at-most-once",
+)
 async def test_arap_crash_point_keeps_at_most_once_and_leaves_no_orphan(point: str, tmp_path: Path) -> None:
     for index in range(RUNS):
         pair = arap_deployment(tmp_path, name=f"run-{index}")

@@ -129,9 +129,7 @@ async def check_recovery(
 
 @pytest.mark.parametrize("point", ONE_TRANSACTION_CRASH_POINTS)
 @pytest.mark.sep_check(
-    "sep-2848-intent-before-backend",
     "sep-2848-handle-before-create-result",
-    "sep-2848-reconcile-orphaned-intents",
     "sep-2848-at-most-once",
     "sep-2848-failure-after-claim-is-completed",
     "sep-2848-claimed-task-retained",

@@ -78,7 +78,7 @@ from mcp_approval.protocol import (
 )
 from mcp_approval.storage import StoreUnavailableError
 from mcp_approval.tasks.execution import check_declared
-from mcp_approval.tasks.models import create_task_result, new_task_id
+from mcp_approval.tasks.models import TaskRecord, create_task_result, new_task_id
 from mcp_approval.tasks.server import TasksExtension, declares_tasks
 from mcp_approval.tracing import span
 
@@ -403,7 +403,11 @@ class ToolApproval:
         crash_point("after_task")
         backend.submitted(admitted.handle, submission)
         self.driver.task_created(intent.task_id, admitted.handle)
-        return await self._answer_created(intent.task_id, binding.tool, without_task, pending, earlier)
+        if without_task:
+            return await pending(intent.task_id, binding.tool, opened=True, earlier=earlier)
+        return await self._task_answer(
+            intent.task_id, binding.tool, immediate=True, earlier=earlier, record=admitted.task
+        )
 
     async def _admit(
         self,
@@ -687,11 +691,20 @@ class ToolApproval:
         raise MCPError(code=INTERNAL_ERROR, message="An identical call is still being submitted; try again")
 
     async def _task_answer(
-        self, task_id: str, tool: str, *, immediate: bool, earlier: EarlierCall | None = None
+        self,
+        task_id: str,
+        tool: str,
+        *,
+        immediate: bool,
+        earlier: EarlierCall | None = None,
+        record: TaskRecord | None = None,
     ) -> HandlerResult:
         """The ``CreateTaskResult`` of ``task_id``; ``immediate``: with the text the model reads at once,
-        which names the identical ``earlier`` call whose request already ended, if there is one."""
-        record = await self.tasks.store.get(task_id)
+        which names the identical ``earlier`` call whose request already ended, if there is one.
+
+        ``record``: the task as this call just created it (else it is read back).
+        """
+        record = record or await self.tasks.store.get(task_id)
         if record is None:
             raise MCPError(code=INTERNAL_ERROR, message="The approval task could not be read back")
         answer = create_task_result(record)

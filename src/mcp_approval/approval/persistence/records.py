@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from mcp_approval.approval.persistence.states import IntentState, Phase
+from mcp_approval.tasks.models import TaskRecord
 from mcp_approval.tasks.states import TaskStatus
 
 __all__ = [
@@ -137,11 +138,13 @@ class Creation:
         admission: :attr:`Admission.RECORDED` when the task was created; otherwise why not.
         task_id: the new task, or the existing one a duplicate or owed outcome names.
         handle: the backend request opened with the task (``None`` unless recorded).
+        task: the task row as created (``None`` unless recorded).
     """
 
     admission: Admission
     task_id: str | None
     handle: str | None = None
+    task: TaskRecord | None = None
 
 
 @dataclass(frozen=True)

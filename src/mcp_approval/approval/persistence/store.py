@@ -190,11 +190,11 @@ class ApprovalStore:
                 return Creation(Admission.REFUSED, None)
             new = workflow_for(handle)
             conn.execute(sql.INSERT_INTENT, intent_row(replace(intent, state=IntentState.BOUND, handle=handle), now))
-            self.tasks.insert(conn, _new_task(new), now, input_requests=new.input_requests)
+            task = self.tasks.insert(conn, _new_task(new), now, input_requests=new.input_requests)
             conn.execute(sql.INSERT_WORKFLOW, workflow_row(new, now))
             self._created(conn, now, new)
             crash_point("in_creation_transaction")
-            return Creation(Admission.RECORDED, new.task_id, handle)
+            return Creation(Admission.RECORDED, new.task_id, handle, task)
 
         return await self.database.write(create)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import secrets
@@ -241,8 +242,10 @@ class LocalApprovalBackend:
             SubmissionRejectedError: the submission names a template that is not configured.
         """
         self._check_template(submission)
-        request_id, _ = self._insert(conn, key, submission.digest(), submission)
-        return request_id
+        body = rfc8785.dumps(submission.to_json())
+        # The key was drawn for this transaction's intent: no earlier submission can hold it (and the
+        # unique index on it would refuse one), so there is nothing to look up first.
+        return self._insert_new(conn, key, hashlib.sha256(body).hexdigest(), submission, body=body.decode())
 
     def submitted(self, handle: str, submission: ApprovalSubmission) -> None:
         """The request ``handle`` committed: its template's automatic resolver, if it has one, decides it."""
@@ -502,6 +505,10 @@ class LocalApprovalBackend:
         existing = existing_request(conn, key, digest)
         if existing is not None:
             return existing, False
+        return self._insert_new(conn, key, digest, submission, body=rfc8785.dumps(submission.to_json()).decode()), True
+
+    def _insert_new(self, conn: Connection, key: str, digest: str, submission: ApprovalSubmission, *, body: str) -> str:
+        """Store a new request under ``key`` (``body``: the submission's canonical JSON) with its audit event."""
         now = self._clock.now_ms()
         # 256 random bits; the prefix keeps an id from starting with "-" (a CLI would read an option).
         request_id = "apr_" + secrets.token_urlsafe(32)
@@ -512,7 +519,7 @@ class LocalApprovalBackend:
             "idempotency_key": key,
             "body_digest": digest,
             # The full canonical body: redaction applies when a record is presented.
-            "body_json": rfc8785.dumps(submission.to_json()).decode(),
+            "body_json": body,
             "status": "pending",
             "tool_name": submission.tool,
             "requester": submission.requester,
@@ -539,7 +546,7 @@ class LocalApprovalBackend:
         self._audit.record_in(
             conn, now, "approval.submitted", subject=request_id, actor=submission.requester, data=data
         )
-        return request_id, True
+        return request_id
 
     async def _current(self, request_id: str) -> Row | None:
         """The request's row, expiring it first if it is pending past its deadline."""

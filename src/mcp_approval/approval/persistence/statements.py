@@ -223,7 +223,10 @@ def lock_dedup_scope(conn: Connection, principal_digest: str, tool: str, digest:
         return
     scope = hashlib.sha256(f"{principal_digest}|{tool}|{digest}".encode()).digest()
     key = int.from_bytes(scope[:8], "big", signed=True)
-    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+    conn.execute(_ADVISORY_XACT_LOCK, {"key": key})
+
+
+_ADVISORY_XACT_LOCK = text("SELECT pg_advisory_xact_lock(:key)")
 
 
 def refusal(

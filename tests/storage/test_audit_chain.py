@@ -353,6 +353,7 @@ def _seed_events(url: str, events: list[tuple[str, str, str | None, dict[str, An
         log = AuditLog(database, ManualClock(1_700_000_000_000))
         for kind, subject, actor, data in events:
             await log.record(kind, subject=subject, actor=actor, data=data)
+        await log.link()  # as the server's linker would, before anyone appends a forgery
 
     _with_database(url, seed)
 

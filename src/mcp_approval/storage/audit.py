@@ -10,12 +10,23 @@ together; :meth:`AuditLog.record` is the stand-alone form.
 The events form one hash chain. Each has a position ``seq`` (1, 2, ...), the previous event's
 hash ``prev_hash`` (:data:`GENESIS_HASH` for the first) and its own ``hash``, the SHA-256 of
 the canonical JSON of all its fields (:func:`event_hash`); ``audit_chain_head`` holds the last
-position and hash. An event is inserted unlinked and linked as its transaction's final step
-(:func:`~mcp_approval.storage.database.final_step`): the step locks the head row
-(``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite write transactions already exclude each
-other), so concurrent writers, in one process or many, extend one chain, and a unique index on
-``seq`` refuses a fork outright. Taking that lock last, after every lock the transaction's own
-operations took, means a writer holding it never waits for anything but its commit.
+position and hash.
+
+A request's transaction only inserts its events, unlinked (``seq`` NULL): it takes no lock
+beyond its own rows and hashes nothing, so concurrent writers never wait for each other here.
+:meth:`AuditLog.link` links committed unlinked events afterwards, in batches, each batch a
+short transaction of its own that locks the head row (``SELECT ... FOR UPDATE`` on PostgreSQL;
+SQLite write transactions already exclude each other), so linkers in one process or many extend
+one chain, and a unique index on ``seq`` refuses a fork outright. It runs in the background in
+every serving process (:class:`~mcp_approval.storage.audit_linker.AuditLinker`) and before
+anything reads the chain (:meth:`AuditLog.head`, :meth:`~AuditLog.events`,
+:meth:`~AuditLog.export`, :meth:`~AuditLog.verify`), so a reader sees every event committed
+before it asked, linked.
+
+Chain order is the order events became visible to the linker, which may differ from
+``event_id`` order (a long transaction can commit late); everything that reads the chain reads
+it by ``seq``. An event written by a transaction that saw another's committed effect (an
+execution after the decision allowing it) is always linked after it.
 :meth:`AuditLog.verify` walks the chain and names the first broken link, or the first execution
 its request's decisions do not allow (:mod:`mcp_approval.storage.audit_rules`).
 """
@@ -25,7 +36,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import AsyncIterator, Mapping
+import weakref
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,13 +54,14 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    bindparam,
     select,
     true,
 )
 
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.storage.audit_rules import ExecutionRules
-from mcp_approval.storage.database import Database, final_step
+from mcp_approval.storage.database import Database
 from mcp_approval.storage.migrations import Migrations
 
 __all__ = [
@@ -116,7 +129,7 @@ class AuditEvent:
         subject: the approval request or task it is about.
         actor: who caused it (a principal, a reviewer, ``resolver:<template>``), if anyone.
         data: further details.
-        seq: its position in the hash chain (``None`` only inside its own transaction).
+        seq: its position in the hash chain (``None`` until it is linked, after its commit).
         prev_hash: the hash of the event at ``seq - 1`` (:data:`GENESIS_HASH` at 1).
         hash: :func:`event_hash` of this event.
     """
@@ -249,30 +262,46 @@ class ChainVerification:
         return self.broken is None
 
 
-class _PendingLinks:
-    """The events a transaction inserted, linked into the chain as its final step."""
+#: Who is told of events recorded on each database: every audit log on it (a backend's, the
+#: server's) wakes the one linker.
+_RECORDED: weakref.WeakKeyDictionary[Database, Callable[[], None]] = weakref.WeakKeyDictionary()
 
-    def __init__(self) -> None:
-        self.event_ids: list[int] = []
+#: At most this many events are linked in one linking transaction.
+_LINK_BATCH = 500
 
-    def __call__(self, conn: Connection) -> None:
-        # Events inserted in a savepoint that rolled back are gone; the rest are linked.
-        rows = conn.execute(
-            select(_A).where(_A.c.event_id.in_(self.event_ids), _A.c.seq.is_(None)).order_by(_A.c.event_id)
-        ).mappings()
-        pending = list(rows)
-        if not pending:
-            return
-        # The head row's lock serializes linking (a no-op on SQLite, whose writers exclude each other).
-        seq, head = conn.execute(select(_H.c.seq, _H.c.hash).where(_H.c.id == 1).with_for_update()).one()
-        for row in pending:
-            seq += 1
-            digest = _row_hash(dict(row), seq, head)
-            conn.execute(
-                _A.update().where(_A.c.event_id == row["event_id"]).values(seq=seq, prev_hash=head, hash=digest)
-            )
-            head = digest
-        conn.execute(_H.update().where(_H.c.id == 1).values(seq=seq, hash=head))
+
+def _has_unlinked(conn: Connection) -> bool:
+    """Whether a committed event waits to be linked (a read: the linker's write runs only if one does)."""
+    return conn.execute(select(_A.c.event_id).where(_A.c.seq.is_(None)).limit(1)).first() is not None
+
+
+def _link_batch(conn: Connection) -> int:
+    """Link the oldest committed unlinked events (up to :data:`_LINK_BATCH`); how many were linked.
+
+    The head row's lock serializes linkers (a no-op on SQLite, whose writers exclude each other).
+    It is taken first: on PostgreSQL the select below then runs after any other linker's commit
+    and sees its links, so no event is linked twice, and the unique index on ``seq`` refuses a fork.
+    The events come in ``event_id`` order among those committed when the select runs: an event
+    whose transaction saw another's committed effect has a larger ``event_id`` and is never
+    visible first, so it is never linked first.
+    """
+    found = conn.execute(select(_H.c.seq, _H.c.hash).where(_H.c.id == 1).with_for_update()).one_or_none()
+    if found is None:  # the head row was deleted: link nothing, verify names what lies past "no head"
+        return 0
+    seq, head = found
+    rows = conn.execute(select(_A).where(_A.c.seq.is_(None)).order_by(_A.c.event_id).limit(_LINK_BATCH)).mappings()
+    links: list[dict[str, Any]] = []
+    for row in rows:
+        seq += 1
+        digest = _row_hash(dict(row), seq, head)
+        links.append({"b_id": row["event_id"], "b_seq": seq, "b_prev": head, "b_hash": digest})
+        head = digest
+    if not links:
+        return 0
+    link = _A.update().where(_A.c.event_id == bindparam("b_id"), _A.c.seq.is_(None))
+    conn.execute(link.values(seq=bindparam("b_seq"), prev_hash=bindparam("b_prev"), hash=bindparam("b_hash")), links)
+    conn.execute(_H.update().where(_H.c.id == 1).values(seq=seq, hash=head))
+    return len(links)
 
 
 def _row_hash(row: Mapping[str, Any], seq: int, prev_hash: str) -> str:
@@ -300,6 +329,18 @@ class AuditLog:
         self._database = database
         self._clock = clock or SystemClock()
 
+    def when_recorded(self, callback: Callable[[], None] | None) -> None:
+        """Call ``callback`` after each event any audit log of this database inserts (``None``: stop).
+
+        It runs inside the recording transaction, before its commit, on whichever thread runs
+        it: it may only note that events are on their way (an
+        :class:`~mcp_approval.storage.audit_linker.AuditLinker` wakes up).
+        """
+        if callback is None:
+            _RECORDED.pop(self._database, None)
+        else:
+            _RECORDED[self._database] = callback
+
     async def record(
         self, kind: str, *, subject: str | None = None, actor: str | None = None, data: Mapping[str, Any] | None = None
     ) -> None:
@@ -308,6 +349,9 @@ class AuditLog:
         await self._database.write(
             lambda conn: self.record_in(conn, now, kind, subject=subject, actor=actor, data=data)
         )
+        recorded = _RECORDED.get(self._database)
+        if recorded is not None:  # once more, now that it has committed
+            recorded()
 
     def record_in(
         self,
@@ -321,22 +365,40 @@ class AuditLog:
     ) -> None:
         """Append one event inside the caller's write transaction (it commits with the caller's writes).
 
-        ``conn`` must be a transaction run by :meth:`Database.write`: the event is linked into
-        the chain as that transaction's final step.
+        The event is inserted unlinked: no lock is taken and nothing is hashed here. Once it
+        has committed, :meth:`link` (run by every reader of the chain, and in the background
+        by an :class:`~mcp_approval.storage.audit_linker.AuditLinker`) links it.
         """
-        result = conn.execute(
+        conn.execute(
             _A.insert(),
             {"at": now_ms, "kind": kind, "subject": subject, "actor": actor, "data_json": _canonical(dict(data or {}))},
         )
-        event_id: int = result.inserted_primary_key[0]  # type: ignore[index]
-        final_step(conn, "audit_chain", _PendingLinks).event_ids.append(event_id)
+        recorded = _RECORDED.get(self._database)
+        if recorded is not None:
+            recorded()
+
+    async def link(self) -> int:
+        """Link every committed unlinked event into the chain now, in batches; how many were linked.
+
+        Each batch is one short transaction holding the head row's lock; one that fails or is
+        interrupted leaves its events unlinked for the next call, and links nothing.
+        """
+        linked = 0
+        while await self._database.read(_has_unlinked):
+            batch = await self._database.write(_link_batch)
+            linked += batch
+            if batch < _LINK_BATCH:
+                break
+        return linked
 
     async def head(self) -> tuple[int, str]:
-        """The chain's last position and hash, as the head row records them (``(0, GENESIS_HASH)`` when empty)."""
+        """The chain's last position and hash, after linking what has committed (``(0, GENESIS_HASH)`` when empty)."""
+        await self.link()
         return await self._database.read(_head)
 
     async def events(self, subject: str | None = None, limit: int = 100) -> list[AuditEvent]:
-        """The latest ``limit`` events (about ``subject``, if given), oldest first."""
+        """The latest ``limit`` events (about ``subject``, if given), oldest first, linked first."""
+        await self.link()
 
         def read(conn: Connection) -> list[AuditEvent]:
             query = select(_A).order_by(_A.c.event_id.desc()).limit(limit)
@@ -348,7 +410,11 @@ class AuditLog:
         return await self._database.read(read)
 
     async def export(self, selection: AuditFilter | None = None, *, after_seq: int = 0) -> AsyncIterator[AuditEvent]:
-        """The events ``selection`` picks, in chain order from position ``after_seq + 1``, read a page at a time."""
+        """The events ``selection`` picks, in chain order from position ``after_seq + 1``, read a page at a time.
+
+        Every event committed before the call is linked first, so all of them are exported.
+        """
+        await self.link()
         selection = selection or AuditFilter()
         subjects = await self._subjects_of_tool(selection.tool) if selection.tool is not None else None
         where = selection.where()
@@ -372,14 +438,16 @@ class AuditLog:
     async def verify(self, anchor: tuple[int, str] | None = None) -> ChainVerification:
         """Walk the chain from its start; report the first event that is not linked as recorded.
 
-        Checked: positions run 1, 2, ... without a gap; each event's ``prev_hash`` is its
-        predecessor's hash; each ``hash`` is :func:`event_hash` of the stored fields; no stored
-        event is outside the chain; the head row names the last event. With ``anchor``, a
+        Every event committed before the call is linked first. Checked: positions run 1, 2, ...
+        without a gap; each event's ``prev_hash`` is its predecessor's hash; each ``hash`` is
+        :func:`event_hash` of the stored fields; no stored event is past the head; the head row
+        names the last event. With ``anchor``, a
         ``(seq, hash)`` kept outside the database (an earlier head), the event at that position
         must still have that hash: this detects a tail rewritten with the hashes recomputed.
-        Every execution must follow the decisions its request's rules need
+        Every execution must follow the decisions its request's rules need, in chain order
         (:class:`~mcp_approval.storage.audit_rules.ExecutionRules`).
         """
+        await self.link()
         head_seq, head_hash = await self._database.read(_head)
         expected_prev, checked = GENESIS_HASH, 0
         rules = ExecutionRules()
@@ -508,21 +576,20 @@ def _rules_fault(event: AuditEvent, rules: ExecutionRules) -> ChainBreak | None:
 
 
 def _outside_chain(conn: Connection, head_seq: int) -> ChainBreak | None:
-    """A stored event outside the chain (unlinked, or past the head), or ``None``.
+    """A stored event past the head, or ``None``.
 
-    Past the head: an event committed after the head was read is linked to a newer head, which
-    is read again here, so only a row beyond the current head counts.
+    An event linked after the head was read is linked to a newer head, which is read again
+    here, so only a row beyond the current head counts. An unlinked event is not a fault: it
+    committed after :meth:`AuditLog.verify` linked (or it would have been linked), and the next
+    linker run links it like any other.
     """
     current_head, _ = _head(conn)
     row = conn.execute(
-        select(_A.c.event_id, _A.c.seq)
-        .where(_A.c.seq.is_(None) | (_A.c.seq > max(head_seq, current_head)))
-        .order_by(_A.c.event_id)
-        .limit(1)
+        select(_A.c.event_id, _A.c.seq).where(_A.c.seq > max(head_seq, current_head)).order_by(_A.c.event_id).limit(1)
     ).one_or_none()
     if row is None:
         return None
-    return ChainBreak(row[0], row[1], "it is not linked into the chain: it was inserted outside the audit log")
+    return ChainBreak(row[0], row[1], "it is past the chain's head: it was inserted outside the audit log")
 
 
 def _event(row: Mapping[str, Any]) -> AuditEvent:

@@ -13,6 +13,7 @@ transaction, prints ``linked N``, and waits for stdin without committing (the te
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 
 from sqlalchemy import Connection
@@ -42,10 +43,8 @@ async def _write(url: str, name: str, rounds: int) -> None:
             await log.record("approval.execution_claimed", subject=f"{name}-task-{n}", data=execution)
             await database.write(lambda conn, n=n: _pair(log, conn, f"{name}-pair-{n}"))
             if n % 5 == 0:
-                try:
+                with contextlib.suppress(_Refused):
                     await database.write(lambda conn, n=n: _refused(log, conn, f"{name}-refused-{n}"))
-                except _Refused:
-                    pass
         await linker.stop()
         print("done", flush=True)
     finally:

@@ -18,6 +18,7 @@ from sqlalchemy import Connection, select
 
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLinker, AuditLog, Database, migrate, open_database
 from mcp_approval.storage.audit import _link_batch, audit_events_table
+from tests.support.polling import eventually
 
 T = TypeVar("T")
 _A = audit_events_table
@@ -124,13 +125,15 @@ def test_writers_and_linkers_in_several_processes_extend_one_chain(db_url: str) 
     children = [_spawn("write", db_url, f"w{n}", str(ROUNDS)) for n in range(WRITERS)]
     try:
         for child in children:
-            assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "ready"
         for child in children:  # all at once
             assert child.stdin is not None
             child.stdin.write("go\n")
             child.stdin.flush()
         for child in children:
-            assert child.stdout is not None and child.stdout.readline().strip() == "done"
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "done"
             assert child.wait(timeout=120) == 0
     finally:
         for child in children:
@@ -201,7 +204,8 @@ def test_chain_order_is_commit_order_when_an_earlier_event_commits_late(postgres
         assert await log.link() == 1
         chained = [(event.seq, event.kind, event.event_id) async for event in log.export()]
         assert chained[1] == (2, "late", late_id)
-        assert chained[0][:2] == (1, "early") and chained[0][2] > late_id
+        assert chained[0][:2] == (1, "early")
+        assert chained[0][2] > late_id
         found = await log.verify()
         assert (found.ok, found.checked) == (True, 2)
 
@@ -209,17 +213,14 @@ def test_chain_order_is_commit_order_when_an_earlier_event_commits_late(postgres
 
 
 def test_the_background_linker_links_soon_after_a_write_and_once_more_when_stopped(db_url: str) -> None:
-    async def linked(database: Database) -> None:
-        while any(seq is None for _, seq, _ in await database.read(_rows)):
-            await asyncio.sleep(0.01)
-
     async def run(database: Database) -> None:
         log = AuditLog(database)
         linker = AuditLinker(log, interval_s=3600, settle_s=0)
         await linker.start()
         try:
             await log.record("woken", subject="s1")
-            await asyncio.wait_for(linked(database), 20)  # by the wake-up: the interval is an hour
+            # Linked by the wake-up: the interval is an hour.
+            await eventually(lambda: database.read(_rows), lambda rows: rows[0][1] == 1)
             log.when_recorded(None)  # no more wake-ups: only stopping links what follows
             await log.record("before.stop", subject="s2")
             assert [seq for _, seq, _ in await database.read(_rows)] == [1, None]

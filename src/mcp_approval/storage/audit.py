@@ -95,7 +95,7 @@ audit_events_table = Table(
     Column("subject", String(128), nullable=True),
     Column("actor", String(256), nullable=True),
     Column("data_json", Text, nullable=False, default="{}"),
-    # The chain: set as the inserting transaction's final step.
+    # The chain: empty until a linker links the committed event (AuditLog.link).
     Column("seq", BigInteger, nullable=True),
     Column("prev_hash", String(64), nullable=True),
     Column("hash", String(64), nullable=True),
@@ -103,6 +103,13 @@ audit_events_table = Table(
 
 Index("ix_audit_events_subject", audit_events_table.c.subject, audit_events_table.c.event_id)
 Index("ux_audit_events_seq", audit_events_table.c.seq, unique=True)
+# The events the linker has yet to link, in the order it links them (revision audit_0004).
+Index(
+    "ix_audit_events_unlinked",
+    audit_events_table.c.event_id,
+    postgresql_where=audit_events_table.c.seq.is_(None),
+    sqlite_where=audit_events_table.c.seq.is_(None),
+)
 
 #: One row (``id`` 1): the chain's last position and hash.
 audit_chain_head_table = Table(

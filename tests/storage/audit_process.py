@@ -19,7 +19,7 @@ import sys
 from sqlalchemy import Connection
 
 from mcp_approval.storage import AuditLinker, AuditLog, open_database
-from mcp_approval.storage.audit import _link_batch
+from mcp_approval.storage.audit_chain import link_batch
 
 
 class _Refused(Exception):
@@ -65,7 +65,7 @@ async def _hang(url: str) -> None:
     database = open_database(url)
 
     def link_and_wait(conn: Connection) -> int:
-        linked = _link_batch(conn)
+        linked = link_batch(conn)
         print(f"linked {linked}", flush=True)
         sys.stdin.readline()  # never answered: the process is killed inside its transaction
         return linked

@@ -143,6 +143,24 @@ def test_an_event_inserted_outside_the_log_is_linked_like_an_appended_forgery(db
     assert "but 0 were recorded before this execution" in found["broken"]["reason"]
 
 
+@pytest.mark.parametrize("stored", ['{"decision":"approve"', '["approve"]'], ids=["not-json", "not-an-object"])
+def test_an_unlinked_row_whose_data_is_not_an_object_is_linked_and_named(db_url: str, stored: str) -> None:
+    """The linker does not stall on a row written outside the log: it links it, verify names it."""
+    _seed(db_url)
+    _sql(
+        db_url,
+        (
+            "INSERT INTO audit_events (at, kind, subject, actor, data_json) "
+            "VALUES (1, 'approval.approved', 'req-2', 'mallory', :data)",
+            {"data": stored},
+        ),
+    )
+    _seed_events(db_url, EVENTS)  # linked after it
+    code, found = _verify(db_url)
+    assert (code, found["head_seq"], found["checked"], found["broken"]["seq"]) == (1, 13, 6, 7)
+    assert "it was edited" in found["broken"]["reason"]
+
+
 def test_verify_names_an_event_stored_past_the_head(db_url: str) -> None:
     ids = _seed(db_url)
     _sql(
@@ -347,8 +365,9 @@ def test_verify_refuses_an_anchor_it_cannot_read(db_url: str) -> None:
         ('{"decision":"FORGED","decision":"approve"}', "names the key 'decision' twice"),
         ('{"decision": "approve"}', "not stored as canonical JSON"),
         ('{"decision":"approve"', "not JSON"),
+        ('["approve"]', "not a JSON object"),
     ],
-    ids=["duplicate-key", "non-canonical", "not-json"],
+    ids=["duplicate-key", "non-canonical", "not-json", "not-an-object"],
 )
 def test_verify_refuses_data_that_is_not_the_canonical_text_it_was_written_as(
     db_url: str, stored: str, reason: str

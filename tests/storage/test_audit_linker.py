@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import Connection, select
 
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLinker, AuditLog, Database, migrate, open_database
-from mcp_approval.storage.audit import _link_batch, audit_events_table
+from mcp_approval.storage.audit_chain import audit_events_table, link_batch
 from tests.support.polling import eventually
 
 T = TypeVar("T")
@@ -65,7 +65,7 @@ def test_a_linking_transaction_that_rolls_back_loses_nothing(db_url: str) -> Non
         pass
 
     def link_then_fail(conn: Connection) -> None:
-        assert _link_batch(conn) == 7
+        assert link_batch(conn) == 7
         raise Interrupted
 
     async def run(database: Database) -> None:

@@ -34,7 +34,6 @@ its request's decisions do not allow (:mod:`mcp_approval.storage.audit_rules`).
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -43,23 +42,25 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
-    Column,
     ColumnElement,
     Connection,
-    Index,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
     and_,
-    bindparam,
     select,
     true,
 )
 
 from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.storage.audit_chain import (
+    GENESIS_HASH,
+    LINK_BATCH,
+    audit_chain_head_table,
+    audit_events_table,
+    canonical_json,
+    event_hash,
+    has_unlinked,
+    head,
+    link_batch,
+)
 from mcp_approval.storage.audit_rules import ExecutionRules
 from mcp_approval.storage.database import Database
 from mcp_approval.storage.migrations import Migrations
@@ -79,46 +80,6 @@ __all__ = [
 
 #: The audit tables' history; release schema version 2 created ``audit_events``.
 AUDIT_MIGRATIONS = Migrations("audit", Path(__file__).with_name("audit_schema_versions"), legacy=((2, "audit_0001"),))
-
-#: The ``prev_hash`` of the chain's first event.
-GENESIS_HASH = "0" * 64
-
-_metadata = MetaData()
-
-audit_events_table = Table(
-    "audit_events",
-    _metadata,
-    Column("event_id", Integer, primary_key=True, autoincrement=True),
-    Column("at", BigInteger, nullable=False),
-    Column("kind", String(64), nullable=False),
-    # The approval request or task the event is about.
-    Column("subject", String(128), nullable=True),
-    Column("actor", String(256), nullable=True),
-    Column("data_json", Text, nullable=False, default="{}"),
-    # The chain: empty until a linker links the committed event (AuditLog.link).
-    Column("seq", BigInteger, nullable=True),
-    Column("prev_hash", String(64), nullable=True),
-    Column("hash", String(64), nullable=True),
-)
-
-Index("ix_audit_events_subject", audit_events_table.c.subject, audit_events_table.c.event_id)
-Index("ux_audit_events_seq", audit_events_table.c.seq, unique=True)
-# The events the linker has yet to link, in the order it links them (revision audit_0004).
-Index(
-    "ix_audit_events_unlinked",
-    audit_events_table.c.event_id,
-    postgresql_where=audit_events_table.c.seq.is_(None),
-    sqlite_where=audit_events_table.c.seq.is_(None),
-)
-
-#: One row (``id`` 1): the chain's last position and hash.
-audit_chain_head_table = Table(
-    "audit_chain_head",
-    _metadata,
-    Column("id", Integer, primary_key=True, autoincrement=False),
-    Column("seq", BigInteger, nullable=False),
-    Column("hash", String(64), nullable=False),
-)
 
 _A = audit_events_table
 _H = audit_chain_head_table
@@ -164,39 +125,6 @@ class AuditEvent:
             "prev_hash": self.prev_hash,
             "hash": self.hash,
         }
-
-
-def event_hash(
-    *,
-    seq: int,
-    prev_hash: str,
-    event_id: int,
-    at: int,
-    kind: str,
-    subject: str | None,
-    actor: str | None,
-    data: Mapping[str, Any],
-) -> str:
-    """The SHA-256 (hex) of an event's canonical JSON: keys sorted, no spaces, UTF-8.
-
-    The object hashed has exactly the keys ``seq``, ``prev_hash``, ``event_id``, ``at``,
-    ``kind``, ``subject``, ``actor`` and ``data``; anyone holding an export can recompute it.
-    """
-    event = {
-        "seq": seq,
-        "prev_hash": prev_hash,
-        "event_id": event_id,
-        "at": at,
-        "kind": kind,
-        "subject": subject,
-        "actor": actor,
-        "data": dict(data),
-    }
-    return hashlib.sha256(_canonical(event).encode("utf-8")).hexdigest()
-
-
-def _canonical(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
 
 @dataclass(frozen=True)
@@ -273,56 +201,6 @@ class ChainVerification:
 #: server's) wakes the one linker.
 _RECORDED: weakref.WeakKeyDictionary[Database, Callable[[], None]] = weakref.WeakKeyDictionary()
 
-#: At most this many events are linked in one linking transaction.
-_LINK_BATCH = 500
-
-
-def _has_unlinked(conn: Connection) -> bool:
-    """Whether a committed event waits to be linked (a read: the linker's write runs only if one does)."""
-    return conn.execute(select(_A.c.event_id).where(_A.c.seq.is_(None)).limit(1)).first() is not None
-
-
-def _link_batch(conn: Connection) -> int:
-    """Link the oldest committed unlinked events (up to :data:`_LINK_BATCH`); how many were linked.
-
-    The head row's lock serializes linkers (a no-op on SQLite, whose writers exclude each other).
-    It is taken first: on PostgreSQL the select below then runs after any other linker's commit
-    and sees its links, so no event is linked twice, and the unique index on ``seq`` refuses a fork.
-    The events come in ``event_id`` order among those committed when the select runs: an event
-    whose transaction saw another's committed effect has a larger ``event_id`` and is never
-    visible first, so it is never linked first.
-    """
-    found = conn.execute(select(_H.c.seq, _H.c.hash).where(_H.c.id == 1).with_for_update()).one_or_none()
-    if found is None:  # the head row was deleted: link nothing, verify names what lies past "no head"
-        return 0
-    seq, head = found
-    rows = conn.execute(select(_A).where(_A.c.seq.is_(None)).order_by(_A.c.event_id).limit(_LINK_BATCH)).mappings()
-    links: list[dict[str, Any]] = []
-    for row in rows:
-        seq += 1
-        digest = _row_hash(dict(row), seq, head)
-        links.append({"b_id": row["event_id"], "b_seq": seq, "b_prev": head, "b_hash": digest})
-        head = digest
-    if not links:
-        return 0
-    link = _A.update().where(_A.c.event_id == bindparam("b_id"), _A.c.seq.is_(None))
-    conn.execute(link.values(seq=bindparam("b_seq"), prev_hash=bindparam("b_prev"), hash=bindparam("b_hash")), links)
-    conn.execute(_H.update().where(_H.c.id == 1).values(seq=seq, hash=head))
-    return len(links)
-
-
-def _row_hash(row: Mapping[str, Any], seq: int, prev_hash: str) -> str:
-    return event_hash(
-        seq=seq,
-        prev_hash=prev_hash,
-        event_id=row["event_id"],
-        at=row["at"],
-        kind=row["kind"],
-        subject=row["subject"],
-        actor=row["actor"],
-        data=json.loads(row["data_json"] or "{}"),
-    )
-
 
 class AuditLog:
     """Appends audit events to a database, reads them back and verifies their chain.
@@ -378,7 +256,13 @@ class AuditLog:
         """
         conn.execute(
             _A.insert(),
-            {"at": now_ms, "kind": kind, "subject": subject, "actor": actor, "data_json": _canonical(dict(data or {}))},
+            {
+                "at": now_ms,
+                "kind": kind,
+                "subject": subject,
+                "actor": actor,
+                "data_json": canonical_json(dict(data or {})),
+            },
         )
         recorded = _RECORDED.get(self._database)
         if recorded is not None:
@@ -391,17 +275,17 @@ class AuditLog:
         interrupted leaves its events unlinked for the next call, and links nothing.
         """
         linked = 0
-        while await self._database.read(_has_unlinked):
-            batch = await self._database.write(_link_batch)
+        while await self._database.read(has_unlinked):
+            batch = await self._database.write(link_batch)
             linked += batch
-            if batch < _LINK_BATCH:
+            if batch < LINK_BATCH:
                 break
         return linked
 
     async def head(self) -> tuple[int, str]:
         """The chain's last position and hash, after linking what has committed (``(0, GENESIS_HASH)`` when empty)."""
         await self.link()
-        return await self._database.read(_head)
+        return await self._database.read(head)
 
     async def events(self, subject: str | None = None, limit: int = 100) -> list[AuditEvent]:
         """The latest ``limit`` events (about ``subject``, if given), oldest first, linked first."""
@@ -455,7 +339,7 @@ class AuditLog:
         (:class:`~mcp_approval.storage.audit_rules.ExecutionRules`).
         """
         await self.link()
-        head_seq, head_hash = await self._database.read(_head)
+        head_seq, head_hash = await self._database.read(head)
         expected_prev, checked = GENESIS_HASH, 0
         rules = ExecutionRules()
         while checked < head_seq:
@@ -489,11 +373,6 @@ class AuditLog:
         return ChainVerification(checked, head_seq, head_hash, stray)
 
 
-def _head(conn: Connection) -> tuple[int, str]:
-    row = conn.execute(select(_H.c.seq, _H.c.hash).where(_H.c.id == 1)).one_or_none()
-    return (0, GENESIS_HASH) if row is None else (row[0], row[1])
-
-
 def _linked_page(
     conn: Connection, where: ColumnElement[bool], after: int, through: int | None = None
 ) -> list[AuditEvent]:
@@ -510,8 +389,10 @@ def _stored_page(conn: Connection, after: int, through: int) -> list[tuple[Audit
     for row in conn.execute(query).mappings():
         fields, stored = dict(row), row["data_json"] or "{}"
         try:
-            json.loads(stored)
+            parsed = json.loads(stored)
         except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
             fields["data_json"] = "{}"  # reported by _text_fault, not raised here
         page.append((_event(fields), stored))
     return page
@@ -536,13 +417,15 @@ def _text_fault(event: AuditEvent, stored: str) -> ChainBreak | None:
     may read as the first, or anything else rewritten) means the row was written outside the log.
     """
     try:
-        canonical = _canonical(json.loads(stored, object_pairs_hook=_unique_keys))
+        parsed = json.loads(stored, object_pairs_hook=_unique_keys)
     except _DuplicateKeyError as exc:
         reason = f"its data names the key {str(exc)!r} twice: it was edited so that readers disagree"
         return ChainBreak(event.event_id, event.seq, reason)
     except ValueError:
         return ChainBreak(event.event_id, event.seq, "its data is not JSON: it was edited")
-    if canonical != stored:
+    if not isinstance(parsed, dict):
+        return ChainBreak(event.event_id, event.seq, "its data is not a JSON object: it was edited")
+    if canonical_json(parsed) != stored:
         return ChainBreak(event.event_id, event.seq, "its data is not stored as canonical JSON: it was edited")
     return None
 
@@ -590,7 +473,7 @@ def _outside_chain(conn: Connection, head_seq: int) -> ChainBreak | None:
     committed after :meth:`AuditLog.verify` linked (or it would have been linked), and the next
     linker run links it like any other.
     """
-    current_head, _ = _head(conn)
+    current_head, _ = head(conn)
     row = conn.execute(
         select(_A.c.event_id, _A.c.seq).where(_A.c.seq > max(head_seq, current_head)).order_by(_A.c.event_id).limit(1)
     ).one_or_none()

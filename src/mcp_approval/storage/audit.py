@@ -217,8 +217,9 @@ class AuditLog:
     def when_recorded(self, callback: Callable[[], None] | None) -> None:
         """Call ``callback`` after each event any audit log of this database inserts (``None``: stop).
 
-        It runs inside the recording transaction, before its commit, on whichever thread runs
-        it: it may only note that events are on their way (an
+        It runs inside the recording transaction, before its commit (and once more after the
+        commit of a :meth:`record`), on whichever thread runs it: it may only note that events
+        are on their way (an
         :class:`~mcp_approval.storage.audit_linker.AuditLinker` wakes up).
         """
         if callback is None:

@@ -99,7 +99,6 @@ class NotificationOutbox:
 
     async def deliver_due(self) -> None:
         """One round: every channel that is due and not leased elsewhere gets what it is owed."""
-        await self._audit.link()  # a cursor is worth claiming only once the events after it are linked
         for name in self._channels:
             await self._drain(name)
 

@@ -221,7 +221,9 @@ def test_the_background_linker_links_soon_after_a_write_and_once_more_when_stopp
             await log.record("woken", subject="s1")
             # Linked by the wake-up: the interval is an hour.
             await eventually(lambda: database.read(_rows), lambda rows: rows[0][1] == 1)
-            log.when_recorded(None)  # no more wake-ups: only stopping links what follows
+            unwatch = linker._unwatch
+            assert unwatch is not None
+            unwatch()  # no more wake-ups: only stopping links what follows
             await log.record("before.stop", subject="s2")
             assert [seq for _, seq, _ in await database.read(_rows)] == [1, None]
         finally:

@@ -198,8 +198,8 @@ class ChainVerification:
 
 
 #: Who is told of events recorded on each database: every audit log on it (a backend's, the
-#: server's) wakes the one linker.
-_RECORDED: weakref.WeakKeyDictionary[Database, Callable[[], None]] = weakref.WeakKeyDictionary()
+#: server's) wakes the linkers of that database.
+_RECORDED: weakref.WeakKeyDictionary[Database, list[Callable[[], None]]] = weakref.WeakKeyDictionary()
 
 
 class AuditLog:
@@ -214,18 +214,21 @@ class AuditLog:
         self._database = database
         self._clock = clock or SystemClock()
 
-    def when_recorded(self, callback: Callable[[], None] | None) -> None:
-        """Call ``callback`` after each event any audit log of this database inserts (``None``: stop).
+    def when_recorded(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` after each event any audit log of this database inserts; returns the call that stops it.
 
         It runs inside the recording transaction, before its commit (and once more after the
         commit of a :meth:`record`), on whichever thread runs it: it may only note that events
-        are on their way (an
-        :class:`~mcp_approval.storage.audit_linker.AuditLinker` wakes up).
+        are on their way (an :class:`~mcp_approval.storage.audit_linker.AuditLinker` wakes up).
         """
-        if callback is None:
-            _RECORDED.pop(self._database, None)
-        else:
-            _RECORDED[self._database] = callback
+        callbacks = _RECORDED.setdefault(self._database, [])
+        callbacks.append(callback)
+
+        def stop() -> None:
+            if callback in callbacks:
+                callbacks.remove(callback)
+
+        return stop
 
     async def record(
         self, kind: str, *, subject: str | None = None, actor: str | None = None, data: Mapping[str, Any] | None = None
@@ -235,8 +238,7 @@ class AuditLog:
         await self._database.write(
             lambda conn: self.record_in(conn, now, kind, subject=subject, actor=actor, data=data)
         )
-        recorded = _RECORDED.get(self._database)
-        if recorded is not None:  # once more, now that it has committed
+        for recorded in _RECORDED.get(self._database, ()):  # once more, now that it has committed
             recorded()
 
     def record_in(
@@ -265,8 +267,7 @@ class AuditLog:
                 "data_json": canonical_json(dict(data or {})),
             },
         )
-        recorded = _RECORDED.get(self._database)
-        if recorded is not None:
+        for recorded in _RECORDED.get(self._database, ()):
             recorded()
 
     async def link(self) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from mcp_approval.storage.audit import AuditLog
 
@@ -42,17 +43,20 @@ class AuditLinker:
         self._wakeup = asyncio.Event()
         self._stopping = asyncio.Event()
         self._woken = False
+        self._unwatch: Callable[[], None] | None = None
 
     async def start(self) -> None:
         """Start linking in the background."""
         self._loop = asyncio.get_running_loop()
         self._stopping.clear()
-        self._audit.when_recorded(self.wake)
+        self._unwatch = self._audit.when_recorded(self.wake)
         self._task = asyncio.create_task(self._run(), name="audit-linker")
 
     async def stop(self) -> None:
         """Stop the background linking (a batch in progress is finished first), then link once more."""
-        self._audit.when_recorded(None)
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
         task, self._task = self._task, None
         self._stopping.set()
         self._wakeup.set()

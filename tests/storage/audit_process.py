@@ -18,8 +18,9 @@ import sys
 
 from sqlalchemy import Connection
 
-from mcp_approval.storage import AuditLinker, AuditLog, open_database
+from mcp_approval.storage import AuditLog, open_database
 from mcp_approval.storage.audit_chain import link_batch
+from mcp_approval.storage.audit_linker import AuditLinker
 
 
 class _Refused(Exception):

@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 import pytest
 from sqlalchemy import Connection, select
 
-from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLinker, AuditLog, Database, migrate, open_database
+from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
 from mcp_approval.storage.audit_chain import audit_events_table, link_batch
+from mcp_approval.storage.audit_linker import AuditLinker
 from tests.support.polling import eventually
 
 T = TypeVar("T")

@@ -54,13 +54,13 @@ from mcp_approval.reviewers.throttle import FailedLoginThrottle
 from mcp_approval.storage import (
     AUDIT_MIGRATIONS,
     SHARED_MIGRATIONS,
-    AuditLinker,
     AuditLog,
     Database,
     SqlEventWindow,
     migrate,
     open_database,
 )
+from mcp_approval.storage.audit_linker import AuditLinker
 
 __all__ = [
     "ArapServer",

@@ -48,7 +48,6 @@ from mcp_approval.server.validation import check_library_templates, check_librar
 from mcp_approval.storage import (
     AUDIT_MIGRATIONS,
     SHARED_MIGRATIONS,
-    AuditLinker,
     AuditLog,
     Database,
     Migrations,
@@ -56,6 +55,7 @@ from mcp_approval.storage import (
     SqlOnceGuard,
     migrate,
 )
+from mcp_approval.storage.audit_linker import AuditLinker
 from mcp_approval.tasks import TASKS_MIGRATIONS, TaskOptions, TasksExtension, task_routing_middleware
 from mcp_approval.tasks.options import PrincipalLookup
 from mcp_approval.tasks.sql_store import SqlTaskStore

@@ -14,7 +14,6 @@ from mcp_approval.storage.audit import (
     ChainBreak,
     ChainVerification,
 )
-from mcp_approval.storage.audit_linker import AuditLinker
 from mcp_approval.storage.cursors import DeliveryCursor, DeliveryCursors, all_cursors
 from mcp_approval.storage.database import (
     Database,
@@ -40,7 +39,6 @@ __all__ = [
     "SHARED_MIGRATIONS",
     "AuditEvent",
     "AuditFilter",
-    "AuditLinker",
     "AuditLog",
     "ChainBreak",
     "ChainVerification",

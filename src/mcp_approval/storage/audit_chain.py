@@ -119,8 +119,9 @@ def link_batch(conn: Connection) -> int:
     It is taken first: on PostgreSQL the select below then runs after any other linker's commit
     and sees its links, so no event is linked twice, and the unique index on ``seq`` refuses a fork.
     The events come in ``event_id`` order among those committed when the select runs: an event
-    whose transaction saw another's committed effect has a larger ``event_id`` and is never
-    visible first, so it is never linked first.
+    whose transaction saw another's committed effect has a larger ``event_id`` (PostgreSQL's
+    serial sequence hands out values in call order, with no per-session cache; SQLite's writers
+    take turns) and is never visible first, so it is never linked first.
     """
     found = conn.execute(select(_H.c.seq, _H.c.hash).where(_H.c.id == 1).with_for_update()).one_or_none()
     if found is None:  # the head row was deleted: link nothing, verify names what lies past "no head"

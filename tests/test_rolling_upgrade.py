@@ -131,7 +131,9 @@ async def test_a_rolling_upgrade_from_6854340_runs_every_call_once(
             new.start()
             async with httpx.AsyncClient(base_url=new.base_url, timeout=20) as new_http:
                 await _both_serve(old, new, old_http, new_http)
-                assert "schema migrated: local_backend local_0004 -> local_0005" in new.log()
+                migrated = next(line for line in new.log().splitlines() if "schema migrated: " in line)
+                assert "audit audit_0003 -> audit_0004" in migrated
+                assert "local_backend local_0004 -> local_0005" in migrated
                 assert "sealed 2 open approval requests" in new.log()
 
                 # 3. An old worker can no longer start on this database (the running one went on, above).

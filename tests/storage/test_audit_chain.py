@@ -118,20 +118,62 @@ def test_verify_names_the_event_after_a_forged_insertion(db_url: str) -> None:
     assert found["checked"] == 3  # the two genuine events and the forged one link up
 
 
-def test_verify_names_an_event_inserted_outside_the_log(db_url: str) -> None:
+def test_an_event_inserted_outside_the_log_is_linked_like_an_appended_forgery(db_url: str) -> None:
+    """Requests insert their events unlinked, so a row inserted by hand is linked like theirs.
+
+    That is the append anyone who can write the database could always make by computing the
+    link themselves (:func:`_append_forged`): the chain proves what came before an anchor, not
+    who wrote the tail. The execution rules still name an execution inserted this way.
+    """
+    ids = _seed(db_url)
+    _, anchored = _verify(db_url)
+    insert = (
+        "INSERT INTO audit_events (event_id, at, kind, subject, actor, data_json) "
+        "VALUES (:id, 1, :kind, 'req-3', 'mallory', :data)"
+    )
+    _sql(db_url, (insert, {"id": max(ids) + 1, "kind": "approval.approved", "data": "{}"}))
+    code, found = _verify(db_url)
+    assert (code, found["checked"], found["head_seq"]) == (0, 7, 7)
+    anchor = f"{anchored['head_seq']}:{anchored['head_hash']}"
+    assert runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", anchor]).exit_code == 0
+    execution = '{"backend":"local","request":"req-3"}'
+    _sql(db_url, (insert, {"id": max(ids) + 2, "kind": "approval.execution_claimed", "data": execution}))
+    code, found = _verify(db_url)
+    assert (code, found["broken"]["event_id"], found["broken"]["seq"]) == (1, max(ids) + 2, 8)
+    assert "but 0 were recorded before this execution" in found["broken"]["reason"]
+
+
+@pytest.mark.parametrize("stored", ['{"decision":"approve"', '["approve"]'], ids=["not-json", "not-an-object"])
+def test_an_unlinked_row_whose_data_is_not_an_object_is_linked_and_named(db_url: str, stored: str) -> None:
+    """The linker does not stall on a row written outside the log: it links it, verify names it."""
+    _seed(db_url)
+    _sql(
+        db_url,
+        (
+            "INSERT INTO audit_events (at, kind, subject, actor, data_json) "
+            "VALUES (1, 'approval.approved', 'req-2', 'mallory', :data)",
+            {"data": stored},
+        ),
+    )
+    _seed_events(db_url, EVENTS)  # linked after it
+    code, found = _verify(db_url)
+    assert (code, found["head_seq"], found["checked"], found["broken"]["seq"]) == (1, 13, 6, 7)
+    assert "it was edited" in found["broken"]["reason"]
+
+
+def test_verify_names_an_event_stored_past_the_head(db_url: str) -> None:
     ids = _seed(db_url)
     _sql(
         db_url,
         (
-            "INSERT INTO audit_events (event_id, at, kind, subject, actor, data_json) "
-            "VALUES (:id, 1, 'approval.approved', 'req-2', 'mallory', '{}')",
-            {"id": max(ids) + 1},
+            "INSERT INTO audit_events (event_id, at, kind, subject, actor, data_json, seq, prev_hash, hash) "
+            "VALUES (:id, 1, 'approval.approved', 'req-2', 'mallory', '{}', 99, :h, :h)",
+            {"id": max(ids) + 1, "h": "f" * 64},
         ),
     )
     code, found = _verify(db_url)
-    assert code == 1
-    assert found["broken"]["event_id"] == max(ids) + 1
-    assert "not linked into the chain" in found["broken"]["reason"]
+    assert (code, found["checked"], found["broken"]["event_id"]) == (1, 6, max(ids) + 1)
+    assert "past the chain's head" in found["broken"]["reason"]
 
 
 def test_verify_names_the_event_after_a_deleted_one(db_url: str) -> None:
@@ -323,8 +365,9 @@ def test_verify_refuses_an_anchor_it_cannot_read(db_url: str) -> None:
         ('{"decision":"FORGED","decision":"approve"}', "names the key 'decision' twice"),
         ('{"decision": "approve"}', "not stored as canonical JSON"),
         ('{"decision":"approve"', "not JSON"),
+        ('["approve"]', "not a JSON object"),
     ],
-    ids=["duplicate-key", "non-canonical", "not-json"],
+    ids=["duplicate-key", "non-canonical", "not-json", "not-an-object"],
 )
 def test_verify_refuses_data_that_is_not_the_canonical_text_it_was_written_as(
     db_url: str, stored: str, reason: str
@@ -353,6 +396,7 @@ def _seed_events(url: str, events: list[tuple[str, str, str | None, dict[str, An
         log = AuditLog(database, ManualClock(1_700_000_000_000))
         for kind, subject, actor, data in events:
             await log.record(kind, subject=subject, actor=actor, data=data)
+        await log.link()  # as the server's linker would, before anyone appends a forgery
 
     _with_database(url, seed)
 

@@ -60,6 +60,7 @@ from mcp_approval.storage import (
     migrate,
     open_database,
 )
+from mcp_approval.storage.audit_linker import AuditLinker
 
 __all__ = [
     "ArapServer",
@@ -89,6 +90,7 @@ class ArapServer:
     routes: list[BaseRoute] = field(default_factory=list)
     app: Starlette = field(init=False)
     _sweeper: asyncio.Task[None] | None = field(default=None, init=False)
+    _linker: AuditLinker | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.app = Starlette(routes=self.routes, middleware=[Middleware(EchoRequestIdMiddleware)], lifespan=self._life)
@@ -105,6 +107,8 @@ class ArapServer:
         log and the ARS's own tables; no task or PEP-side approval tables.
         """
         await migrate(self.database, AUDIT_MIGRATIONS, SHARED_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS, ARS_MIGRATIONS)
+        self._linker = AuditLinker(self.audit)
+        await self._linker.start()
         await self.backend.start(self.service.on_backend_change)
         if self.service.callbacks is not None:
             await self.service.callbacks.start()  # including callbacks a previous process still owed
@@ -129,6 +133,9 @@ class ArapServer:
         await self.backend.stop()
         if self.service.callbacks is not None:
             await self.service.callbacks.stop()
+        if self._linker is not None:
+            await self._linker.stop()
+            self._linker = None
         await self.database.close()
 
     @asynccontextmanager

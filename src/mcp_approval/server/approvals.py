@@ -55,6 +55,7 @@ from mcp_approval.storage import (
     SqlOnceGuard,
     migrate,
 )
+from mcp_approval.storage.audit_linker import AuditLinker
 from mcp_approval.tasks import TASKS_MIGRATIONS, TaskOptions, TasksExtension, task_routing_middleware
 from mcp_approval.tasks.options import PrincipalLookup
 from mcp_approval.tasks.sql_store import SqlTaskStore
@@ -196,6 +197,7 @@ class Approvals:
         self.token_verifier = verifier
         self.auth = auth
         self.audit = AuditLog(database, clock=self.clock)
+        self.audit_linker = AuditLinker(self.audit)
         self.metrics_options = metrics or MetricsOptions()
         self.trusted_proxies: tuple[str, ...] = tuple(trusted_proxies)
         self._database = database
@@ -305,6 +307,7 @@ class Approvals:
             # store then finds its table current when it opens).
             await migrate(self._database, TASKS_MIGRATIONS, *self._histories)
             async with self.tasks.lifespan(server):
+                await self.audit_linker.start()
                 await self.approval.start()
                 if self.outbox is not None:
                     await self.outbox.start()
@@ -316,6 +319,7 @@ class Approvals:
                     if self.outbox is not None:
                         await self.outbox.stop()
                     await self.approval.stop()
+                    await self.audit_linker.stop()  # links this process's last events
                     if self.anchors is not None:  # last: the head after every event of this process
                         await self.anchors.stop()
                     if isinstance(self.policy, HttpPDP):

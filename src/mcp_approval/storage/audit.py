@@ -10,12 +10,23 @@ together; :meth:`AuditLog.record` is the stand-alone form.
 The events form one hash chain. Each has a position ``seq`` (1, 2, ...), the previous event's
 hash ``prev_hash`` (:data:`GENESIS_HASH` for the first) and its own ``hash``, the SHA-256 of
 the canonical JSON of all its fields (:func:`event_hash`); ``audit_chain_head`` holds the last
-position and hash. An event is inserted unlinked and linked as its transaction's final step
-(:func:`~mcp_approval.storage.database.final_step`): the step locks the head row
-(``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite write transactions already exclude each
-other), so concurrent writers, in one process or many, extend one chain, and a unique index on
-``seq`` refuses a fork outright. Taking that lock last, after every lock the transaction's own
-operations took, means a writer holding it never waits for anything but its commit.
+position and hash.
+
+A request's transaction only inserts its events, unlinked (``seq`` NULL): it takes no lock
+beyond its own rows and hashes nothing, so concurrent writers never wait for each other here.
+:meth:`AuditLog.link` links committed unlinked events afterwards, in batches, each batch a
+short transaction of its own that locks the head row (``SELECT ... FOR UPDATE`` on PostgreSQL;
+SQLite write transactions already exclude each other), so linkers in one process or many extend
+one chain, and a unique index on ``seq`` refuses a fork outright. It runs in the background in
+every serving process (:class:`~mcp_approval.storage.audit_linker.AuditLinker`) and before
+anything reads the chain (:meth:`AuditLog.head`, :meth:`~AuditLog.events`,
+:meth:`~AuditLog.export`, :meth:`~AuditLog.verify`), so a reader sees every event committed
+before it asked, linked.
+
+Chain order is the order events became visible to the linker, which may differ from
+``event_id`` order (a long transaction can commit late); everything that reads the chain reads
+it by ``seq``. An event written by a transaction that saw another's committed effect (an
+execution after the decision allowing it) is always linked after it.
 :meth:`AuditLog.verify` walks the chain and names the first broken link, or the first execution
 its request's decisions do not allow (:mod:`mcp_approval.storage.audit_rules`).
 """
@@ -23,32 +34,35 @@ its request's decisions do not allow (:mod:`mcp_approval.storage.audit_rules`).
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
-from collections.abc import AsyncIterator, Mapping
+import weakref
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
-    Column,
     ColumnElement,
     Connection,
-    Index,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
     and_,
     select,
     true,
 )
 
 from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.storage.audit_chain import (
+    GENESIS_HASH,
+    LINK_BATCH,
+    audit_chain_head_table,
+    audit_events_table,
+    canonical_json,
+    event_hash,
+    has_unlinked,
+    head,
+    link_batch,
+)
 from mcp_approval.storage.audit_rules import ExecutionRules
-from mcp_approval.storage.database import Database, final_step
+from mcp_approval.storage.database import Database
 from mcp_approval.storage.migrations import Migrations
 
 __all__ = [
@@ -67,39 +81,6 @@ __all__ = [
 #: The audit tables' history; release schema version 2 created ``audit_events``.
 AUDIT_MIGRATIONS = Migrations("audit", Path(__file__).with_name("audit_schema_versions"), legacy=((2, "audit_0001"),))
 
-#: The ``prev_hash`` of the chain's first event.
-GENESIS_HASH = "0" * 64
-
-_metadata = MetaData()
-
-audit_events_table = Table(
-    "audit_events",
-    _metadata,
-    Column("event_id", Integer, primary_key=True, autoincrement=True),
-    Column("at", BigInteger, nullable=False),
-    Column("kind", String(64), nullable=False),
-    # The approval request or task the event is about.
-    Column("subject", String(128), nullable=True),
-    Column("actor", String(256), nullable=True),
-    Column("data_json", Text, nullable=False, default="{}"),
-    # The chain: set as the inserting transaction's final step.
-    Column("seq", BigInteger, nullable=True),
-    Column("prev_hash", String(64), nullable=True),
-    Column("hash", String(64), nullable=True),
-)
-
-Index("ix_audit_events_subject", audit_events_table.c.subject, audit_events_table.c.event_id)
-Index("ux_audit_events_seq", audit_events_table.c.seq, unique=True)
-
-#: One row (``id`` 1): the chain's last position and hash.
-audit_chain_head_table = Table(
-    "audit_chain_head",
-    _metadata,
-    Column("id", Integer, primary_key=True, autoincrement=False),
-    Column("seq", BigInteger, nullable=False),
-    Column("hash", String(64), nullable=False),
-)
-
 _A = audit_events_table
 _H = audit_chain_head_table
 _PAGE = 1000
@@ -116,7 +97,7 @@ class AuditEvent:
         subject: the approval request or task it is about.
         actor: who caused it (a principal, a reviewer, ``resolver:<template>``), if anyone.
         data: further details.
-        seq: its position in the hash chain (``None`` only inside its own transaction).
+        seq: its position in the hash chain (``None`` until it is linked, after its commit).
         prev_hash: the hash of the event at ``seq - 1`` (:data:`GENESIS_HASH` at 1).
         hash: :func:`event_hash` of this event.
     """
@@ -144,39 +125,6 @@ class AuditEvent:
             "prev_hash": self.prev_hash,
             "hash": self.hash,
         }
-
-
-def event_hash(
-    *,
-    seq: int,
-    prev_hash: str,
-    event_id: int,
-    at: int,
-    kind: str,
-    subject: str | None,
-    actor: str | None,
-    data: Mapping[str, Any],
-) -> str:
-    """The SHA-256 (hex) of an event's canonical JSON: keys sorted, no spaces, UTF-8.
-
-    The object hashed has exactly the keys ``seq``, ``prev_hash``, ``event_id``, ``at``,
-    ``kind``, ``subject``, ``actor`` and ``data``; anyone holding an export can recompute it.
-    """
-    event = {
-        "seq": seq,
-        "prev_hash": prev_hash,
-        "event_id": event_id,
-        "at": at,
-        "kind": kind,
-        "subject": subject,
-        "actor": actor,
-        "data": dict(data),
-    }
-    return hashlib.sha256(_canonical(event).encode("utf-8")).hexdigest()
-
-
-def _canonical(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
 
 @dataclass(frozen=True)
@@ -249,43 +197,9 @@ class ChainVerification:
         return self.broken is None
 
 
-class _PendingLinks:
-    """The events a transaction inserted, linked into the chain as its final step."""
-
-    def __init__(self) -> None:
-        self.event_ids: list[int] = []
-
-    def __call__(self, conn: Connection) -> None:
-        # Events inserted in a savepoint that rolled back are gone; the rest are linked.
-        rows = conn.execute(
-            select(_A).where(_A.c.event_id.in_(self.event_ids), _A.c.seq.is_(None)).order_by(_A.c.event_id)
-        ).mappings()
-        pending = list(rows)
-        if not pending:
-            return
-        # The head row's lock serializes linking (a no-op on SQLite, whose writers exclude each other).
-        seq, head = conn.execute(select(_H.c.seq, _H.c.hash).where(_H.c.id == 1).with_for_update()).one()
-        for row in pending:
-            seq += 1
-            digest = _row_hash(dict(row), seq, head)
-            conn.execute(
-                _A.update().where(_A.c.event_id == row["event_id"]).values(seq=seq, prev_hash=head, hash=digest)
-            )
-            head = digest
-        conn.execute(_H.update().where(_H.c.id == 1).values(seq=seq, hash=head))
-
-
-def _row_hash(row: Mapping[str, Any], seq: int, prev_hash: str) -> str:
-    return event_hash(
-        seq=seq,
-        prev_hash=prev_hash,
-        event_id=row["event_id"],
-        at=row["at"],
-        kind=row["kind"],
-        subject=row["subject"],
-        actor=row["actor"],
-        data=json.loads(row["data_json"] or "{}"),
-    )
+#: Who is told of events recorded on each database: every audit log on it (a backend's, the
+#: server's) wakes the linkers of that database.
+_RECORDED: weakref.WeakKeyDictionary[Database, list[Callable[[], None]]] = weakref.WeakKeyDictionary()
 
 
 class AuditLog:
@@ -300,6 +214,22 @@ class AuditLog:
         self._database = database
         self._clock = clock or SystemClock()
 
+    def when_recorded(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` after each event any audit log of this database inserts; returns the call that stops it.
+
+        It runs inside the recording transaction, before its commit (and once more after the
+        commit of a :meth:`record`), on whichever thread runs it: it may only note that events
+        are on their way (an :class:`~mcp_approval.storage.audit_linker.AuditLinker` wakes up).
+        """
+        callbacks = _RECORDED.setdefault(self._database, [])
+        callbacks.append(callback)
+
+        def stop() -> None:
+            if callback in callbacks:
+                callbacks.remove(callback)
+
+        return stop
+
     async def record(
         self, kind: str, *, subject: str | None = None, actor: str | None = None, data: Mapping[str, Any] | None = None
     ) -> None:
@@ -308,6 +238,8 @@ class AuditLog:
         await self._database.write(
             lambda conn: self.record_in(conn, now, kind, subject=subject, actor=actor, data=data)
         )
+        for recorded in _RECORDED.get(self._database, ()):  # once more, now that it has committed
+            recorded()
 
     def record_in(
         self,
@@ -321,22 +253,45 @@ class AuditLog:
     ) -> None:
         """Append one event inside the caller's write transaction (it commits with the caller's writes).
 
-        ``conn`` must be a transaction run by :meth:`Database.write`: the event is linked into
-        the chain as that transaction's final step.
+        The event is inserted unlinked: no lock is taken and nothing is hashed here. Once it
+        has committed, :meth:`link` (run by every reader of the chain, and in the background
+        by an :class:`~mcp_approval.storage.audit_linker.AuditLinker`) links it.
         """
-        result = conn.execute(
+        conn.execute(
             _A.insert(),
-            {"at": now_ms, "kind": kind, "subject": subject, "actor": actor, "data_json": _canonical(dict(data or {}))},
+            {
+                "at": now_ms,
+                "kind": kind,
+                "subject": subject,
+                "actor": actor,
+                "data_json": canonical_json(dict(data or {})),
+            },
         )
-        event_id: int = result.inserted_primary_key[0]  # type: ignore[index]
-        final_step(conn, "audit_chain", _PendingLinks).event_ids.append(event_id)
+        for recorded in _RECORDED.get(self._database, ()):
+            recorded()
+
+    async def link(self) -> int:
+        """Link every committed unlinked event into the chain now, in batches; how many were linked.
+
+        Each batch is one short transaction holding the head row's lock; one that fails or is
+        interrupted leaves its events unlinked for the next call, and links nothing.
+        """
+        linked = 0
+        while await self._database.read(has_unlinked):
+            batch = await self._database.write(link_batch)
+            linked += batch
+            if batch < LINK_BATCH:
+                break
+        return linked
 
     async def head(self) -> tuple[int, str]:
-        """The chain's last position and hash, as the head row records them (``(0, GENESIS_HASH)`` when empty)."""
-        return await self._database.read(_head)
+        """The chain's last position and hash, after linking what has committed (``(0, GENESIS_HASH)`` when empty)."""
+        await self.link()
+        return await self._database.read(head)
 
     async def events(self, subject: str | None = None, limit: int = 100) -> list[AuditEvent]:
-        """The latest ``limit`` events (about ``subject``, if given), oldest first."""
+        """The latest ``limit`` events (about ``subject``, if given), oldest first, linked first."""
+        await self.link()
 
         def read(conn: Connection) -> list[AuditEvent]:
             query = select(_A).order_by(_A.c.event_id.desc()).limit(limit)
@@ -348,7 +303,11 @@ class AuditLog:
         return await self._database.read(read)
 
     async def export(self, selection: AuditFilter | None = None, *, after_seq: int = 0) -> AsyncIterator[AuditEvent]:
-        """The events ``selection`` picks, in chain order from position ``after_seq + 1``, read a page at a time."""
+        """The events ``selection`` picks, in chain order from position ``after_seq + 1``, read a page at a time.
+
+        Every event committed before the call is linked first, so all of them are exported.
+        """
+        await self.link()
         selection = selection or AuditFilter()
         subjects = await self._subjects_of_tool(selection.tool) if selection.tool is not None else None
         where = selection.where()
@@ -372,15 +331,17 @@ class AuditLog:
     async def verify(self, anchor: tuple[int, str] | None = None) -> ChainVerification:
         """Walk the chain from its start; report the first event that is not linked as recorded.
 
-        Checked: positions run 1, 2, ... without a gap; each event's ``prev_hash`` is its
-        predecessor's hash; each ``hash`` is :func:`event_hash` of the stored fields; no stored
-        event is outside the chain; the head row names the last event. With ``anchor``, a
+        Every event committed before the call is linked first. Checked: positions run 1, 2, ...
+        without a gap; each event's ``prev_hash`` is its predecessor's hash; each ``hash`` is
+        :func:`event_hash` of the stored fields; no stored event is past the head; the head row
+        names the last event. With ``anchor``, a
         ``(seq, hash)`` kept outside the database (an earlier head), the event at that position
         must still have that hash: this detects a tail rewritten with the hashes recomputed.
-        Every execution must follow the decisions its request's rules need
+        Every execution must follow the decisions its request's rules need, in chain order
         (:class:`~mcp_approval.storage.audit_rules.ExecutionRules`).
         """
-        head_seq, head_hash = await self._database.read(_head)
+        await self.link()
+        head_seq, head_hash = await self._database.read(head)
         expected_prev, checked = GENESIS_HASH, 0
         rules = ExecutionRules()
         while checked < head_seq:
@@ -414,11 +375,6 @@ class AuditLog:
         return ChainVerification(checked, head_seq, head_hash, stray)
 
 
-def _head(conn: Connection) -> tuple[int, str]:
-    row = conn.execute(select(_H.c.seq, _H.c.hash).where(_H.c.id == 1)).one_or_none()
-    return (0, GENESIS_HASH) if row is None else (row[0], row[1])
-
-
 def _linked_page(
     conn: Connection, where: ColumnElement[bool], after: int, through: int | None = None
 ) -> list[AuditEvent]:
@@ -435,8 +391,10 @@ def _stored_page(conn: Connection, after: int, through: int) -> list[tuple[Audit
     for row in conn.execute(query).mappings():
         fields, stored = dict(row), row["data_json"] or "{}"
         try:
-            json.loads(stored)
+            parsed = json.loads(stored)
         except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
             fields["data_json"] = "{}"  # reported by _text_fault, not raised here
         page.append((_event(fields), stored))
     return page
@@ -461,13 +419,15 @@ def _text_fault(event: AuditEvent, stored: str) -> ChainBreak | None:
     may read as the first, or anything else rewritten) means the row was written outside the log.
     """
     try:
-        canonical = _canonical(json.loads(stored, object_pairs_hook=_unique_keys))
+        parsed = json.loads(stored, object_pairs_hook=_unique_keys)
     except _DuplicateKeyError as exc:
         reason = f"its data names the key {str(exc)!r} twice: it was edited so that readers disagree"
         return ChainBreak(event.event_id, event.seq, reason)
     except ValueError:
         return ChainBreak(event.event_id, event.seq, "its data is not JSON: it was edited")
-    if canonical != stored:
+    if not isinstance(parsed, dict):
+        return ChainBreak(event.event_id, event.seq, "its data is not a JSON object: it was edited")
+    if canonical_json(parsed) != stored:
         return ChainBreak(event.event_id, event.seq, "its data is not stored as canonical JSON: it was edited")
     return None
 
@@ -508,21 +468,20 @@ def _rules_fault(event: AuditEvent, rules: ExecutionRules) -> ChainBreak | None:
 
 
 def _outside_chain(conn: Connection, head_seq: int) -> ChainBreak | None:
-    """A stored event outside the chain (unlinked, or past the head), or ``None``.
+    """A stored event past the head, or ``None``.
 
-    Past the head: an event committed after the head was read is linked to a newer head, which
-    is read again here, so only a row beyond the current head counts.
+    An event linked after the head was read is linked to a newer head, which is read again
+    here, so only a row beyond the current head counts. An unlinked event is not a fault: it
+    committed after :meth:`AuditLog.verify` linked (or it would have been linked), and the next
+    linker run links it like any other.
     """
-    current_head, _ = _head(conn)
+    current_head, _ = head(conn)
     row = conn.execute(
-        select(_A.c.event_id, _A.c.seq)
-        .where(_A.c.seq.is_(None) | (_A.c.seq > max(head_seq, current_head)))
-        .order_by(_A.c.event_id)
-        .limit(1)
+        select(_A.c.event_id, _A.c.seq).where(_A.c.seq > max(head_seq, current_head)).order_by(_A.c.event_id).limit(1)
     ).one_or_none()
     if row is None:
         return None
-    return ChainBreak(row[0], row[1], "it is not linked into the chain: it was inserted outside the audit log")
+    return ChainBreak(row[0], row[1], "it is past the chain's head: it was inserted outside the audit log")
 
 
 def _event(row: Mapping[str, Any]) -> AuditEvent:

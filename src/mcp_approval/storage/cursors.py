@@ -23,7 +23,7 @@ from sqlalchemy import BigInteger, Column, Connection, Integer, String, Table, T
 from sqlalchemy.exc import IntegrityError
 
 from mcp_approval.clock import Clock, SystemClock
-from mcp_approval.storage.audit import audit_chain_head_table, audit_events_table
+from mcp_approval.storage.audit import AuditLog, audit_chain_head_table, audit_events_table
 from mcp_approval.storage.database import Database
 
 __all__ = ["DeliveryCursor", "DeliveryCursors", "all_cursors", "audit_delivery_cursors_table"]
@@ -86,13 +86,16 @@ class DeliveryCursors:
         self.owner = owner
         self._lease_ms = lease_ms
         self._clock = clock or SystemClock()
+        self._audit = AuditLog(database, self._clock)
 
     async def ensure(self, consumer: str) -> None:
         """Create ``consumer``'s cursor at the chain's current head, unless it exists.
 
-        A new consumer is told what happens from now on, not the history before it.
+        A new consumer is told what happens from now on, not the history before it (the events
+        committed before the call are linked first, so they are before the head).
         """
         now = self._clock.now_ms()
+        await self._audit.link()
 
         def create(conn: Connection) -> None:
             if conn.execute(select(_C.c.consumer).where(_C.c.consumer == consumer)).first() is not None:
@@ -113,6 +116,7 @@ class DeliveryCursors:
         never a write transaction.
         """
         now = self._clock.now_ms()
+        await self._audit.link()  # the events after the cursor count once they are linked
         if not await self._database.read(lambda conn: _worth_claiming(conn, consumer, now)):
             return None
         free = or_(_C.c.lease_owner.is_(None), _C.c.lease_expires_at < now, _C.c.lease_owner == self.owner)

@@ -71,6 +71,7 @@ async def test_a_creation_failing_after_the_backend_request_leaves_nothing_behin
             requests, intents, tasks, workflows, _events = counts(store)
             assert (requests, intents, tasks, workflows) == (before[0] + 1, before[1] + 1, before[2] + 1, before[3] + 1)
             ((state, handle),) = store_rows(store, "SELECT state, handle FROM approval_intents")
-            assert state == "bound" and handle is not None  # never seen in flight
+            assert state == "bound"  # never seen in flight
+            assert handle is not None
     finally:
         server.kill()

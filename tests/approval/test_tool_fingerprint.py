@@ -77,7 +77,8 @@ async def test_a_schema_changed_in_place_changes_the_fingerprint_and_the_schema(
     registered.parameters["properties"]["amount"]["maximum"] = 1_000_000
     assert await tools.fingerprint("wire_transfer") != before
     schema = await tools.input_schema("wire_transfer")
-    assert schema is not None and schema["properties"]["amount"]["maximum"] == 1_000_000
+    assert schema is not None
+    assert schema["properties"]["amount"]["maximum"] == 1_000_000
 
 
 async def test_a_tool_removed_or_replaced_at_run_time_is_listed_anew() -> None:

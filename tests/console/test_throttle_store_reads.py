@@ -120,7 +120,8 @@ async def test_successful_requests_to_a_deployment_leave_the_failure_table_alone
         with statements(database) as sent:
             for _ in range(5):
                 reply = await harness.alice.call_tool("ledger")
-                assert reply.status == 200 and not reply.result.get("isError"), reply.result
+                assert reply.status == 200
+                assert not reply.result.get("isError"), reply.result
                 assert (await harness.http.get("/approvals", headers=reviewer)).status_code == 200
         assert [statement for statement in sent if "rate_events" in statement] == []
         with statements(database) as sent:

@@ -122,7 +122,7 @@ class FailedLoginThrottle:
             ValueError: a limit that is not positive.
         """
         if max_failures < 1 or window_s < 1 or max_clients < 1 or refresh_s <= 0:
-            raise ValueError("max_failures, window_s, max_clients and refresh_s must all be at least 1 (refresh_s > 0)")
+            raise ValueError("max_failures, window_s and max_clients must all be at least 1, and refresh_s positive")
         self._clock = clock or SystemClock()
         self._max_failures = max_failures
         self._window_ms = window_s * 1000
@@ -130,6 +130,8 @@ class FailedLoginThrottle:
         self._refresh_ms = max(1, round(refresh_s * 1000))
         self._memory = MemoryEventWindow(max_keys=max_clients, per_key=max_failures)
         self._events: EventWindow = events or self._memory
+        # A shared window that lists its keys is read only for keys known to have failed.
+        self._listing = events if isinstance(events, KeyListing) else None
         self._scope = scope
         # Keys with failures in the window that this process knows of -> the latest one's time.
         self._failed: OrderedDict[str, int] = OrderedDict()
@@ -161,13 +163,11 @@ class FailedLoginThrottle:
     async def _may_have_failed(self, key: str, now: int, since: int) -> bool:
         """Whether ``key`` has failures this process knows of (answered from memory), so the store
         must be asked how many; ``True`` always for a shared window that cannot list its keys."""
-        events = self._events
-        if events is self._memory:
-            return True  # the memory window is the count itself, as cheap to read as this answer
-        if not isinstance(events, KeyListing):
+        listing = self._listing
+        if listing is None:  # the memory window (as cheap to count as to ask), or one that cannot list
             return True
         if self._refreshed_at is None or now - self._refreshed_at >= self._refresh_ms:
-            await self._refresh(events, now, since)
+            await self._refresh(listing, now, since)
         latest = self._failed.get(key)
         if latest is not None and latest > since:
             return True

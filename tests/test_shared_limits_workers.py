@@ -85,6 +85,27 @@ async def test_failed_sign_ins_on_both_workers_count_against_one_limit(
             assert login.status_code == 429
 
 
+async def test_failures_on_one_worker_lock_the_client_out_of_the_other_within_the_refresh_interval(
+    workers: tuple[TreasuryServer, TreasuryServer],
+) -> None:
+    # The second worker never sees this client fail: it learns of the lockout from the store alone.
+    first, second = workers
+    async with (
+        httpx.AsyncClient(base_url=first.base_url, timeout=30) as one,
+        httpx.AsyncClient(base_url=second.base_url, timeout=30) as two,
+    ):
+        for attempt in range(DEFAULT_MAX_FAILURES):
+            wrong = await one.get("/approvals", headers={"authorization": f"Bearer wrong-{attempt}"})
+            assert wrong.status_code == 401, wrong.text
+
+        async def with_the_right_token() -> int:
+            response = await two.get("/approvals", headers={"authorization": "Bearer carol-token"})
+            return response.status_code
+
+        # Bounded by DEFAULT_REFRESH_S (1 s); the polling bound only allows for a loaded machine.
+        await eventually(with_the_right_token, lambda status: status == 429, timeout_s=10)
+
+
 async def test_a_callback_replayed_to_another_worker_is_refused(tmp_path: Path, postgres_url: str) -> None:
     pair = arap_deployment(
         tmp_path,

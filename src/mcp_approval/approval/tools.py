@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import mcp_types as types
@@ -36,15 +38,34 @@ class ToolInvoker(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class _Described:
+    """What the server lists for one tool, and the fingerprint of it."""
+
+    signature: str  # the registered definition it was listed from, compared on every use
+    fingerprint: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+
+
 class ServerTools:
     """The tools of an SDK :class:`~mcp.server.mcpserver.MCPServer`, called without interceptors.
 
     Approved calls run here, bypassing the policy gate: the gate's decision for them was made by
     the re-evaluation that preceded the execution claim.
+
+    A tool's listing and fingerprint are computed when its definition changes, not per call: the
+    SDK keeps registered tools in a plain table that ``add_tool``/``remove_tool`` (or assignment
+    to a tool's fields) change at any time, without notice, so every use compares a cheap
+    signature of the registered definition (its name, description and schemas as JSON) with the
+    one the cached listing was made from. A server class that overrides ``list_tools`` is listed
+    on every use, since what it lists need not follow the registered tools.
     """
 
     def __init__(self, server: MCPServer[Any]) -> None:
         self.server = server
+        self._described: dict[str, _Described] = {}
+        self._cacheable = type(server).list_tools is MCPServer.list_tools
 
     def exists(self, tool: str) -> bool:
         """Whether the server has ``tool`` (middleware that hides tools from ``tools/list`` aside)."""
@@ -52,6 +73,45 @@ class ServerTools:
 
     async def fingerprint(self, tool: str) -> str | None:
         """SHA-256 over the canonical JSON of the tool's name, description and schemas."""
+        described = await self._describe(tool)
+        return described.fingerprint if described is not None else None
+
+    async def input_schema(self, tool: str) -> dict[str, Any] | None:
+        """The ``inputSchema`` the server lists for ``tool`` (``None`` when it has no such tool)."""
+        described = await self._describe(tool)
+        return described.input_schema if described is not None else None
+
+    async def output_schema(self, tool: str) -> dict[str, Any] | None:
+        """The ``outputSchema`` the server lists for ``tool`` (``None``: none, or no such tool)."""
+        described = await self._describe(tool)
+        return described.output_schema if described is not None else None
+
+    async def _describe(self, tool: str) -> _Described | None:
+        """The listing of ``tool`` (``None``: no such tool), from the cache while its definition holds."""
+        signature = self._signature(tool) if self._cacheable else None
+        if signature is None:
+            self._described.pop(tool, None)
+            return await self._listed(tool, "")
+        cached = self._described.get(tool)
+        if cached is not None and cached.signature == signature:
+            return cached
+        described = await self._listed(tool, signature)
+        if described is not None:
+            self._described[tool] = described
+        return described
+
+    def _signature(self, tool: str) -> str | None:
+        """The registered definition of ``tool`` as JSON (``None``: no such tool, or not JSON)."""
+        registered = self.server._tool_manager.get_tool(tool)  # the SDK has no public lookup
+        if registered is None:
+            return None
+        definition = [registered.name, registered.description, registered.parameters, registered.output_schema]
+        try:
+            return json.dumps(definition, default=repr)  # C speed: far cheaper than listing and hashing
+        except ValueError:  # a circular schema: listed every time, as the hash would fail anyway
+            return None
+
+    async def _listed(self, tool: str, signature: str) -> _Described | None:
         for definition in await self.server.list_tools():
             if definition.name == tool:
                 described = {
@@ -60,21 +120,8 @@ class ServerTools:
                     "inputSchema": definition.input_schema,
                     "outputSchema": definition.output_schema,
                 }
-                return hashlib.sha256(rfc8785.dumps(described)).hexdigest()
-        return None
-
-    async def input_schema(self, tool: str) -> dict[str, Any] | None:
-        """The ``inputSchema`` the server lists for ``tool`` (``None`` when it has no such tool)."""
-        for definition in await self.server.list_tools():
-            if definition.name == tool:
-                return definition.input_schema
-        return None
-
-    async def output_schema(self, tool: str) -> dict[str, Any] | None:
-        """The ``outputSchema`` the server lists for ``tool`` (``None``: none, or no such tool)."""
-        for definition in await self.server.list_tools():
-            if definition.name == tool:
-                return definition.output_schema
+                fingerprint = hashlib.sha256(rfc8785.dumps(described)).hexdigest()
+                return _Described(signature, fingerprint, definition.input_schema, definition.output_schema)
         return None
 
     async def refuses_arguments(self, tool: str, arguments: dict[str, Any]) -> bool:

@@ -41,7 +41,6 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
@@ -63,6 +62,8 @@ from mcp_approval.policy.cedar_loading import (
     load_schema,
 )
 from mcp_approval.policy.cedar_values import EntityMapping, to_cedar_record, to_cedar_value
+from mcp_approval.policy.cedar_verdicts import Verdict as _Verdict
+from mcp_approval.policy.cedar_verdicts import probe_set, verdicts_from_probe
 from mcp_approval.policy.models import (
     REASON_APPROVAL_EXPIRED,
     REASON_APPROVAL_REQUIRED,
@@ -120,16 +121,6 @@ def _file_order(policy: PolicyInfo) -> int:
     return policy.order
 
 
-@dataclass(frozen=True)
-class _Verdict:
-    """Cedar's answer to one request, reduced to what the decision needs."""
-
-    allowed: bool
-    fired: tuple[str, ...]
-    errored: tuple[str, ...]
-    failure: str | None = None
-
-
 class CedarPDP:
     """An embedded AuthZEN PDP: a Cedar policy set, an entity store and an optional schema.
 
@@ -170,6 +161,9 @@ class CedarPDP:
         self._schema = load_schema(as_source(schema)) if schema is not None else None
         policy_source = as_source(policies)
         self._policies, self._reduced, self._info = load_policies(policy_source, self._schema)
+        # Every policy as a permit: one Cedar run answers for the set and for the set without the
+        # @requestable forbids (cedar_verdicts), so a requestable denial is evaluated once.
+        self._probe = probe_set(policy_source.text)
         self._stored, self._entities = load_entities(as_source(entities or "[]"), self._schema)
         # Kept for the startup checks, which name the file and line of a policy that cannot work.
         self._policy_source = policy_source
@@ -241,7 +235,7 @@ class CedarPDP:
             cedar_request, entities = self._cedar_request(request)
         except ValueError as exc:
             return Decision.deny(REASON_INVALID_REQUEST, error=str(exc))
-        verdict = self._authorize(cedar_request, self._policies, entities)
+        verdict, reduced = self._verdicts(cedar_request, entities)
         if verdict.failure is not None:
             return Decision.deny(REASON_INVALID_REQUEST, error=verdict.failure)
         errored_forbids = [pid for pid in verdict.errored if self._is_forbid(pid)]
@@ -252,7 +246,7 @@ class CedarPDP:
             return Decision.permit({"approval": {"approved_until": approval.approved_until}}) if approval else _PERMIT
         determining = sorted((self._info[pid] for pid in verdict.fired if pid in self._info), key=_file_order)
         known = len(determining) == len(verdict.fired)
-        if known and self._requestable(determining, errored_forbids, cedar_request, entities):
+        if known and self._requestable(determining, errored_forbids, cedar_request, entities, reduced):
             return self._requestable_denial(determining, reevaluation=approval is not None)
         reasons = [policy.annotations[ANNOTATION_REASON] for policy in determining if policy.reason_annotated]
         if approval is not None:
@@ -265,13 +259,14 @@ class CedarPDP:
         errored_forbids: Sequence[str],
         cedar_request: dict[str, Any],
         entities: cedarpy.Entities,
+        reduced: _Verdict | None,
     ) -> bool:
         if not determining or not all(policy.requestable for policy in determining):
             return False
         if not all(pid in self._info and self._info[pid].requestable for pid in errored_forbids):
             return False
         # Would an approval help? Only if the rest of the set permits the request.
-        verdict = self._authorize(cedar_request, self._reduced, entities)
+        verdict = reduced or self._authorize(cedar_request, self._reduced, entities)
         reduced_errors = [pid for pid in verdict.errored if self._is_forbid(pid)]
         return verdict.allowed and verdict.failure is None and not reduced_errors
 
@@ -366,6 +361,15 @@ class CedarPDP:
         replaced = [added.get(key, entity) for key, entity in self._stored.items()]
         extra = [entity for key, entity in added.items() if key not in self._stored]
         return cedarpy.Entities.from_json_str(json.dumps(replaced + extra), self._schema)
+
+    def _verdicts(self, cedar_request: dict[str, Any], entities: cedarpy.Entities) -> tuple[_Verdict, _Verdict | None]:
+        """The set's verdict and, when one Cedar run gave it too, that of the set without the
+        ``@requestable`` forbids (``None``: evaluate that set when it is needed)."""
+        if self._probe is not None:
+            both = verdicts_from_probe(self._authorize(cedar_request, self._probe, entities), self._info)
+            if both is not None:
+                return both
+        return self._authorize(cedar_request, self._policies, entities), None
 
     def _authorize(
         self, cedar_request: dict[str, Any], policies: cedarpy.PolicySet, entities: cedarpy.Entities

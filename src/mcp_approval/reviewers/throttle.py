@@ -13,6 +13,17 @@ cannot be reached, the throttle counts in this process's memory instead (the fai
 there still count once the store is back): an outage must not make every authenticated endpoint,
 ``/mcp`` included, fail with it, nor lift the limit.
 
+A client that has not failed costs no store access: every authenticated request asks the throttle
+first, and answering each from the store would put a query on every ``/mcp`` call. The throttle
+keeps in memory the keys known to have failed within the window: those that failed in this
+process, and those a refresh found in the store. Only for those is the store read; any other key
+may try at once. A refresh (one query listing the keys with failures in the window) runs on the
+first check at least ``refresh_s`` seconds after the previous one, so a client that failed only on
+other workers stays unknown here for at most ``refresh_s`` (1 s by default) after its failures
+were recorded. Within that bound such a client may get one attempt per worker past the limit (more
+only if sent concurrently); that attempt, if it fails, is recorded and makes the key known here. An
+event window that cannot list its keys (no ``active_keys``) is read on every check instead.
+
 One instance is meant to be shared by the console and the reviewer API of one app, so failures on
 either count against both::
 
@@ -32,6 +43,8 @@ servers let uvicorn replace the peer with the forwarded address only for the pro
 from __future__ import annotations
 
 import json
+import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
@@ -39,11 +52,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.storage.database import StoreUnavailableError
-from mcp_approval.storage.shared import EventWindow, MemoryEventWindow
+from mcp_approval.storage.shared import EventWindow, KeyListing, MemoryEventWindow
 
 __all__ = [
     "DEFAULT_MAX_CLIENTS",
     "DEFAULT_MAX_FAILURES",
+    "DEFAULT_REFRESH_S",
     "DEFAULT_WINDOW_S",
     "FailedAuthenticationLimit",
     "FailedLoginThrottle",
@@ -58,6 +72,10 @@ DEFAULT_MAX_FAILURES = 10
 DEFAULT_WINDOW_S = 300
 #: The most clients tracked at once; beyond it the client whose last failure is oldest is forgotten.
 DEFAULT_MAX_CLIENTS = 10_000
+#: How stale this process's view of the clients that failed on other workers may get, in seconds.
+DEFAULT_REFRESH_S = 1.0
+
+logger = logging.getLogger("mcp_approval.reviewers")
 
 
 def client_key(request: Request) -> str:
@@ -78,7 +96,9 @@ class FailedLoginThrottle:
 
     The failures live in ``events``: by default this process's memory; a
     :class:`~mcp_approval.storage.SqlEventWindow` on the deployment's store makes every worker
-    count against one limit (``serve`` and ``arap-server`` use it).
+    count against one limit (``serve`` and ``arap-server`` use it). A shared window is read only
+    for keys known to have failed (see the module docstring for how long another worker's
+    failures may go unseen: ``refresh_s``).
     """
 
     def __init__(
@@ -90,28 +110,41 @@ class FailedLoginThrottle:
         max_clients: int = DEFAULT_MAX_CLIENTS,
         events: EventWindow | None = None,
         scope: str = "auth",
+        refresh_s: float = DEFAULT_REFRESH_S,
     ) -> None:
         """A throttle allowing ``max_failures`` failures per ``window_s`` seconds to each client.
 
-        ``max_clients`` bounds the in-memory table (the default ``events``); ``scope`` prefixes
-        the keys in ``events``, so unrelated limits can share one table.
+        ``max_clients`` bounds the in-memory tables; ``scope`` prefixes the keys in ``events``, so
+        unrelated limits can share one table; ``refresh_s`` bounds how long failures recorded in a
+        shared ``events`` by other processes may go unseen here.
 
         Raises:
             ValueError: a limit that is not positive.
         """
-        if max_failures < 1 or window_s < 1 or max_clients < 1:
-            raise ValueError("max_failures, window_s and max_clients must all be at least 1")
+        if max_failures < 1 or window_s < 1 or max_clients < 1 or refresh_s <= 0:
+            raise ValueError("max_failures, window_s and max_clients must all be at least 1, and refresh_s positive")
         self._clock = clock or SystemClock()
         self._max_failures = max_failures
         self._window_ms = window_s * 1000
+        self._max_clients = max_clients
+        self._refresh_ms = max(1, round(refresh_s * 1000))
         self._memory = MemoryEventWindow(max_keys=max_clients, per_key=max_failures)
         self._events: EventWindow = events or self._memory
+        # A shared window that lists its keys is read only for keys known to have failed.
+        self._listing = events if isinstance(events, KeyListing) else None
         self._scope = scope
+        # Keys with failures in the window that this process knows of -> the latest one's time.
+        self._failed: OrderedDict[str, int] = OrderedDict()
+        self._refreshed_at: int | None = None
 
     async def retry_after_s(self, key: str) -> int | None:
         """Whole seconds (at least 1) until ``key`` may try again, or ``None`` if it may try now."""
         now = self._clock.now_ms()
-        failures = await self._recent(self._key(key), now - self._window_ms)
+        since = now - self._window_ms
+        scoped = self._key(key)
+        if not await self._may_have_failed(scoped, now, since):
+            return None
+        failures = await self._recent(scoped, since)
         if len(failures) < self._max_failures:
             return None
         wait_ms = failures[-self._max_failures] + self._window_ms - now
@@ -120,10 +153,48 @@ class FailedLoginThrottle:
     async def record_failure(self, key: str) -> None:
         """Count one failed authentication by ``key`` now (in memory while the shared store is unreachable)."""
         now = self._clock.now_ms()
+        scoped = self._key(key)
+        self._remember(scoped, now)
         try:
-            await self._events.add(self._key(key), now, forget_before_ms=now - self._window_ms)
+            await self._events.add(scoped, now, forget_before_ms=now - self._window_ms)
         except StoreUnavailableError:
-            await self._memory.add(self._key(key), now, forget_before_ms=now - self._window_ms)
+            await self._memory.add(scoped, now, forget_before_ms=now - self._window_ms)
+
+    async def _may_have_failed(self, key: str, now: int, since: int) -> bool:
+        """Whether ``key`` has failures this process knows of (answered from memory), so the store
+        must be asked how many; ``True`` always for a shared window that cannot list its keys."""
+        listing = self._listing
+        if listing is None:  # the memory window (as cheap to count as to ask), or one that cannot list
+            return True
+        if self._refreshed_at is None or now - self._refreshed_at >= self._refresh_ms:
+            await self._refresh(listing, now, since)
+        latest = self._failed.get(key)
+        if latest is not None and latest > since:
+            return True
+        if latest is not None:
+            del self._failed[key]  # its failures left the window
+        return bool(await self._memory.recent(key, since, 1))  # counted here during an outage
+
+    async def _refresh(self, events: KeyListing, now: int, since: int) -> None:
+        """Learn the keys that failed on any worker within the window (one query)."""
+        self._refreshed_at = now
+        try:
+            active = await events.active_keys(f"{self._scope}:", since, self._max_clients)
+        except StoreUnavailableError as exc:  # keep the known keys; the next refresh tries again
+            logger.debug("failed-login throttle could not refresh from the store: %s", exc)
+            return
+        for key, latest in active.items():
+            self._remember(key, latest)
+
+    def _remember(self, key: str, at_ms: int) -> None:
+        """Note that ``key`` failed at ``at_ms`` (the least recently failing key goes when full)."""
+        known = self._failed.get(key)
+        if known is not None and known >= at_ms:
+            return
+        self._failed[key] = at_ms
+        self._failed.move_to_end(key)
+        if len(self._failed) > self._max_clients:
+            self._failed.popitem(last=False)
 
     async def _recent(self, key: str, since_ms: int) -> list[int]:
         """The failures of ``key`` since ``since_ms``, oldest first: the shared ones (when reachable) and

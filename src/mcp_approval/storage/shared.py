@@ -17,9 +17,9 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict, deque
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from sqlalchemy import BigInteger, Column, Connection, Index, Integer, MetaData, String, Table, delete, select
+from sqlalchemy import BigInteger, Column, Connection, Index, Integer, MetaData, String, Table, delete, func, select
 from sqlalchemy.exc import IntegrityError
 
 from mcp_approval.storage.database import Database
@@ -28,6 +28,7 @@ from mcp_approval.storage.migrations import Migrations
 __all__ = [
     "SHARED_MIGRATIONS",
     "EventWindow",
+    "KeyListing",
     "MemoryEventWindow",
     "MemoryOnceGuard",
     "OnceGuard",
@@ -74,6 +75,16 @@ class EventWindow(Protocol):
 
     async def add(self, key: str, at_ms: int, *, forget_before_ms: int) -> None:
         """Record an event of ``key`` at ``at_ms``; events at or before ``forget_before_ms`` may be dropped."""
+        ...
+
+
+@runtime_checkable
+class KeyListing(Protocol):
+    """An :class:`EventWindow` that can also list its keys with recent events in one query."""
+
+    async def active_keys(self, prefix: str, since_ms: int, limit: int) -> dict[str, int]:
+        """The keys starting with ``prefix`` with events after ``since_ms`` -> their latest event's time
+        (at most ``limit`` keys: those with the latest events)."""
         ...
 
 
@@ -148,6 +159,19 @@ class SqlEventWindow:
             conn.execute(_EV.insert(), {"key": key[:320], "at": at_ms})
 
         await self.database.write(write)
+
+    async def active_keys(self, prefix: str, since_ms: int, limit: int) -> dict[str, int]:
+        """See :meth:`KeyListing.active_keys`."""
+        latest = func.max(_EV.c.at)
+        query = (
+            select(_EV.c.key, latest)
+            .where(_EV.c.at > since_ms, _EV.c.key.startswith(prefix, autoescape=True))
+            .group_by(_EV.c.key)
+            .order_by(latest.desc())
+            .limit(limit)
+        )
+        rows = await self.database.read(lambda conn: [(str(key), int(at)) for key, at in conn.execute(query)])
+        return dict(rows)
 
 
 class MemoryOnceGuard:

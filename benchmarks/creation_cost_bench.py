@@ -94,10 +94,10 @@ class Meter:
         self.first = CpuMeter(pids[0], postgres)  # follows the backends
         self.others = pids[1:]
 
-    async def total(self) -> float:
-        """CPU seconds so far (backends counted from the first reading)."""
+    async def read(self) -> tuple[float, float]:
+        """(servers, database backends) CPU seconds so far (backends counted from the first reading)."""
         server, database = await self.first.read()
-        return server + database + sum(cpu_s(pid) for pid in self.others)
+        return server + sum(cpu_s(pid) for pid in self.others), database
 
 
 def pid_of(server: TreasuryServer) -> int:
@@ -150,7 +150,8 @@ class Sample:
     """One plan's run: its rate, CPU ms per creation and (PostgreSQL) mean backends waiting on a lock."""
 
     rate: float
-    cpu_ms: float
+    cpu_ms: float  # servers and database backends
+    database_ms: float  # the database backends' share
     lock_waits: float
     waiting_on: dict[str, int]  # the statements seen waiting, with how many samples saw each
 
@@ -158,12 +159,14 @@ class Sample:
 async def run_plan(op: Callable[[int], Awaitable[object]], n: int, callers: int, meter: Meter) -> Sample:
     settle()
     await asyncio.sleep(0.3)  # the previous plan's cancellations and background checks end first
-    before = await meter.total()
+    before = await meter.read()
     async with lock_waits(meter.first.postgres) as waits:
         rate = await throughput(op, n, callers)
         await asyncio.sleep(DRAIN_S)
-    after = await meter.total()
-    return Sample(rate, (after - before) * 1000 / n, waits.mean, dict(waits.statements.most_common(5)))
+    after = await meter.read()
+    database_ms = (after[1] - before[1]) * 1000 / n
+    cpu_ms = (after[0] - before[0]) * 1000 / n + database_ms
+    return Sample(rate, cpu_ms, database_ms, waits.mean, dict(waits.statements.most_common(5)))
 
 
 async def interleaved(
@@ -221,6 +224,7 @@ def summary(samples: dict[str, list[Sample]]) -> dict[str, Any]:
         name: {
             "rate_median": median([s.rate for s in values]),
             "cpu_ms_median": median([s.cpu_ms for s in values]),
+            "database_ms_median": median([s.database_ms for s in values]),
             "lock_waits_mean": sum(s.lock_waits for s in values) / len(values),
             "waiting_on": dict(sum((Counter(s.waiting_on) for s in values), Counter()).most_common(5)),
             "rounds": [vars(s) for s in values],
@@ -274,11 +278,15 @@ async def bench_cost(scale: Scale, kind: DatabaseKind, report: Report) -> None:
     gated_s, plain_s = figures["gated"], figures["plain"]
     who = "server + database backends" if kind.postgres is not None else "server"
     rounds = plural(scale.rounds, "round")
+    gated_db = plain_db = ""
+    if kind.postgres is not None:
+        gated_db, plain_db = (f" (backends {f['database_ms_median']:.2f})" for f in (gated_s, plain_s))
     report.add(
         Row(
             f"CPU per creation, approval-gated / plain durable, {kind.label}, {conc} callers",
             f"x{cpu:.2f}",
-            f"{who}: gated {gated_s['cpu_ms_median']:.2f} ms, plain {plain_s['cpu_ms_median']:.2f} ms ({rounds})",
+            f"{who}: gated {gated_s['cpu_ms_median']:.2f} ms{gated_db}, "
+            f"plain {plain_s['cpu_ms_median']:.2f} ms{plain_db} ({rounds})",
             f"<= x{CPU_RATIO_TARGET:.1f}",
             cpu <= CPU_RATIO_TARGET,
         )
@@ -334,11 +342,12 @@ async def bench_workers(scale: Scale, kind: DatabaseKind, report: Report) -> Non
     figures = summary(samples)
     report.figures["workers_postgresql"] = {**figures, "cpu_ratio": cpu, "tasks": counts}
     one_s, two_s = figures["one worker"], figures["two workers"]
+    two_cpu, one_cpu = (f"{f['cpu_ms_median']:.2f} ms (backends {f['database_ms_median']:.2f})" for f in (two_s, one_s))
     report.add(
         Row(
             f"CPU per gated creation, two workers / one, {kind.label}, {conc} callers",
             f"x{cpu:.2f}",
-            f"both servers + backends: two {two_s['cpu_ms_median']:.2f} ms, one {one_s['cpu_ms_median']:.2f} ms; "
+            f"both servers + backends: two {two_cpu}, one {one_cpu}; "
             f"rate two {two_s['rate_median']:.0f}/s, one {one_s['rate_median']:.0f}/s",
             f"<= x{WORKERS_CPU_TARGET:.1f}",
             cpu <= WORKERS_CPU_TARGET,

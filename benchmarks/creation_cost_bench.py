@@ -357,7 +357,7 @@ async def bench_workers(scale: Scale, kind: DatabaseKind, report: Report) -> Non
         Row(
             f"backends waiting on a lock, two workers, {kind.label} (mean of 50 ms samples)",
             f"{two_s['lock_waits_mean']:.2f}",
-            f"one worker {one_s['lock_waits_mean']:.2f}",
+            f"one worker {one_s['lock_waits_mean']:.2f}; most seen waiting: {next(iter(two_s['waiting_on']), 'none')}",
             f"< {LOCK_WAIT_TARGET:g}",
             two_s["lock_waits_mean"] < LOCK_WAIT_TARGET,
         )

@@ -31,11 +31,12 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from approval_bench import Served, gated_call, served
 from databases import DatabaseKind, Postgres, add_postgres_arguments, database_kinds
-from measure import Row, log, print_table
+from measure import Report, Row, log
 from tests.support.listen import listening
 
 POLL_S = 1.0  # the example's [tasks] poll_interval_s: the pollIntervalMs a polling client honours
@@ -128,6 +129,9 @@ async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 rounds per mode instead of 10 (a smoke run)")
     add_postgres_arguments(parser)
+    parser.add_argument(
+        "--json", nargs="?", const="-", metavar="PATH", help="also write the results as JSON (to stdout, or PATH)"
+    )
     args = parser.parse_args(argv)
     rounds = 3 if args.quick else 10
     load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
@@ -135,17 +139,25 @@ async def main(argv: list[str] | None = None) -> int:
     postgres = None if args.no_postgres else await Postgres.create_or_explain(args.postgres_url)
     if postgres is None and not args.no_postgres:
         return 2
-    rows: list[Row] = []
+    report, started = Report("approval_push_bench"), time.perf_counter()
     try:
         with tempfile.TemporaryDirectory(prefix="mcpa-approval-push-") as workdir:
             for kind in database_kinds(Path(workdir), postgres, prefix="push"):
-                rows.append(await figure(kind, rounds))
+                report.add(await figure(kind, rounds))
     finally:
         if postgres is not None:
             await postgres.drop()
-    print()
-    print_table(rows)
+    scale = Scale("quick" if args.quick else "full", rounds)
+    report.publish(scale, time.perf_counter() - started, baseline_header="baseline", json_target=args.json)
     return 0
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How many rounds per mode (for the JSON document)."""
+
+    name: str
+    rounds: int
 
 
 if __name__ == "__main__":

@@ -16,6 +16,22 @@ from sqlalchemy.engine import make_url
 DEFAULT_POSTGRES_URL = os.environ.get("MCP_APPROVAL_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
+#: Tables past autovacuum's thresholds, computed as autovacuum does (PostgreSQL 13 and later).
+AUTOVACUUM_DUE = """
+SELECT s.relname,
+       s.n_dead_tup > current_setting('autovacuum_vacuum_threshold')::float
+                      + current_setting('autovacuum_vacuum_scale_factor')::float * greatest(c.reltuples, 0)
+       OR s.n_ins_since_vacuum > current_setting('autovacuum_vacuum_insert_threshold')::float
+                      + current_setting('autovacuum_vacuum_insert_scale_factor')::float * greatest(c.reltuples, 0)
+         AS vacuum,
+       s.n_mod_since_analyze > current_setting('autovacuum_analyze_threshold')::float
+                      + current_setting('autovacuum_analyze_scale_factor')::float * greatest(c.reltuples, 0)
+         AS analyze
+FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+ORDER BY s.relname
+"""
+
+
 @dataclass
 class Postgres:
     """A scratch database created for this run and dropped at its end."""
@@ -63,6 +79,28 @@ class Postgres:
         conn = await asyncpg.connect(self.url, timeout=5)
         try:
             return int(await conn.fetchval("SELECT pg_total_relation_size($1)", table))
+        finally:
+            await conn.close()
+
+    async def vacuum_due(self) -> list[str]:
+        """Vacuum and analyze the tables autovacuum would pick now; returns what was done.
+
+        The bench's own stand-in for autovacuum (off on some servers, and on its own one-minute
+        schedule otherwise): each table whose dead rows, rows inserted since the last vacuum, or rows
+        changed since the last analyze pass the server's autovacuum thresholds (base plus scale factor
+        times the table's estimated rows, as autovacuum computes them) gets ``VACUUM`` and/or ``ANALYZE``.
+        """
+        conn = await asyncpg.connect(self.url, timeout=5)
+        try:
+            rows = await conn.fetch(AUTOVACUUM_DUE)
+            done: list[str] = []
+            for row in rows:
+                work = [name for name, due in (("VACUUM", row["vacuum"]), ("ANALYZE", row["analyze"])) if due]
+                if work:
+                    statement = "VACUUM (ANALYZE)" if len(work) == 2 else work[0]
+                    await conn.execute(f'{statement} "{row["relname"]}"')
+                    done.append(f"{statement} {row['relname']}")
+            return done
         finally:
             await conn.close()
 

@@ -13,6 +13,7 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -138,12 +139,15 @@ class Report:
         """Append a row to the final table."""
         self.rows.append(row)
 
-    def document(self, scale: Any, seconds: float) -> dict[str, Any]:
-        """The run as a JSON document: scale (a dataclass), duration, machine, rows and figures."""
+    def document(self, scale: Any, seconds: float, *, baseline_header: str = "baseline") -> dict[str, Any]:
+        """The run as a JSON document: command, scale (a dataclass), when, duration, machine, rows and figures."""
         return {
             "benchmark": self.benchmark,
+            "command": " ".join([f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
+            "finished": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "scale": asdict(scale),
             "seconds": round(seconds, 1),
+            "baseline_header": baseline_header,
             "python": sys.version.split()[0],
             "cpus": os.cpu_count(),
             "rows": [{**asdict(row), "result": row.verdict} for row in self.rows],
@@ -156,7 +160,7 @@ class Report:
         print_table(self.rows, baseline_header=baseline_header)
         if json_target is None:
             return
-        document = json.dumps(self.document(scale, seconds), indent=2)
+        document = json.dumps(self.document(scale, seconds, baseline_header=baseline_header), indent=2)
         if json_target == "-":
             print(document)
         else:

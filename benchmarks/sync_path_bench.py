@@ -20,11 +20,12 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import time
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from measure import Row, exit_code_of, log, median, print_table, settle
+from measure import Report, Row, exit_code_of, log, median, settle
 from peers import Subject, echo_rate, plain_subject, running
 
 #: The optional-tool sync path over HTTP should keep this share of plain throughput (issue 15).
@@ -54,7 +55,8 @@ def demo_subject(label: str, db_url: str, echo_mode: str) -> Subject:
 
 async def run(args: argparse.Namespace) -> int:
     scale = QUICK if args.quick else FULL
-    rounds, calls = args.rounds or scale.rounds, args.calls or scale.calls
+    scale = replace(scale, rounds=args.rounds or scale.rounds, calls=args.calls or scale.calls)
+    rounds, calls, started = scale.rounds, scale.calls, time.perf_counter()
     log(f"sync path benchmark ({scale.name}): {rounds} rounds of {calls} calls per subject, 8 connections")
     with tempfile.TemporaryDirectory(prefix="mcpa-sync-") as tmp:
         subjects = {
@@ -71,12 +73,13 @@ async def run(args: argparse.Namespace) -> int:
                     settle()
                     rates[name].append(await echo_rate(clients[name], calls))
                 log("  round " + ", ".join(f"{name} {rates[name][-1]:.0f}/s" for name in names))
-    rows = []
+    report = Report("sync_path_bench")
+    report.figures["calls_per_s"] = rates
     for name in ("optional", "forbidden"):
         ratios = [ext / plain for ext, plain in zip(rates[name], rates["plain"], strict=True)]
         ratio = median(ratios)
         optional = name == "optional"
-        rows.append(
+        report.add(
             Row(
                 f"sync echo ({name}) / plain mcp, calls/s, HTTP x8",
                 f"x{ratio:.3f} ({median(rates[name]):.0f}/s)",
@@ -85,8 +88,7 @@ async def run(args: argparse.Namespace) -> int:
                 ratio >= OPTIONAL_RATIO_TARGET if optional else None,
             )
         )
-    log("")
-    print_table(rows, baseline_header="context")
+    report.publish(scale, time.perf_counter() - started, baseline_header="context", json_target=args.json)
     return 0
 
 
@@ -95,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a short run for CI smoke use")
     parser.add_argument("--rounds", type=int, help="rounds (default: 9, --quick 3)")
     parser.add_argument("--calls", type=int, help="calls per subject per round (default: 2,000, --quick 300)")
+    parser.add_argument(
+        "--json", nargs="?", const="-", metavar="PATH", help="also write the results as JSON (to stdout, or PATH)"
+    )
     return exit_code_of(run(parser.parse_args(argv)))
 
 

@@ -38,7 +38,7 @@ from databases import DatabaseKind, Postgres, add_postgres_arguments, database_k
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
-from measure import Row, exit_code_of, log, median, paired_calls, print_table, settle, throughput, timed_calls
+from measure import Report, Row, exit_code_of, log, median, paired_calls, settle, throughput, timed_calls
 
 from mcp_approval.client import CreateTaskResult, TasksClient
 from mcp_approval.tasks import NewTask, SqlTaskStore, TaskMode, TaskOptions, TasksExtension, TaskStatus, store_from_url
@@ -106,17 +106,6 @@ QUICK = Scale(
 
 
 # -- results ---------------------------------------------------------------------------------
-
-
-@dataclass
-class Report:
-    rows: list[Row] = field(default_factory=list)
-
-    def add(self, row: Row) -> None:
-        self.rows.append(row)
-
-    def print_table(self) -> None:
-        print_table(self.rows, baseline_header="baseline / context")
 
 
 def rss_mib() -> float:
@@ -478,7 +467,7 @@ async def run(args: argparse.Namespace) -> int:
         if postgres is None:
             return 2
         log(f"PostgreSQL scratch database: {postgres.name}")
-    report = Report()
+    report = Report("tasks_bench")
     try:
         with tempfile.TemporaryDirectory(prefix="mcpa-bench-") as tmp:
             workdir = Path(tmp)
@@ -498,8 +487,7 @@ async def run(args: argparse.Namespace) -> int:
     finally:
         if postgres is not None:
             await postgres.drop()
-    log(f"\nResults ({scale.name} run, {time.perf_counter() - started:.0f} s):\n")
-    report.print_table()
+    report.publish(scale, time.perf_counter() - started, baseline_header="baseline / context", json_target=args.json)
     return 0
 
 
@@ -507,6 +495,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Benchmark the mcp_approval tasks runtime.")
     parser.add_argument("--quick", action="store_true", help="a short run for CI smoke use (about 30 s)")
     add_postgres_arguments(parser)
+    parser.add_argument(
+        "--json", nargs="?", const="-", metavar="PATH", help="also write the results as JSON (to stdout, or PATH)"
+    )
     parser.add_argument("--rss-child", nargs=3, metavar=("URL", "BATCH", "CONCURRENCY"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.rss_child:  # internal: figure 4 runs in a fresh process

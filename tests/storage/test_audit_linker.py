@@ -184,6 +184,31 @@ def test_an_audited_write_commits_while_another_connection_holds_the_head_row(po
 
 
 @pytest.mark.postgres
+def test_a_background_linker_leaves_the_batch_to_the_linker_at_work_and_a_reader_waits(postgres_url: str) -> None:
+    """Two workers' linkers never queue on the head row; a reader still sees every event linked."""
+    import asyncpg
+
+    async def run(database: Database) -> None:
+        log = AuditLog(database)
+        await log.record("before.hold", subject="s1")
+        holder = await asyncpg.connect(_asyncpg_url(postgres_url))
+        try:
+            transaction = holder.transaction()
+            await transaction.start()
+            await holder.execute("SELECT seq FROM audit_chain_head WHERE id = 1 FOR UPDATE")
+            assert await asyncio.wait_for(log.link(background=True), 5) == 0  # no wait: another links
+            reader = asyncio.ensure_future(log.head())
+            done, _ = await asyncio.wait({reader}, timeout=0.5)
+            assert not done  # a reader waits for the head row
+            await transaction.rollback()
+            assert (await asyncio.wait_for(reader, 20))[0] == 1
+        finally:
+            await holder.close()
+
+    _with_database(postgres_url, run)
+
+
+@pytest.mark.postgres
 def test_chain_order_is_commit_order_when_an_earlier_event_commits_late(postgres_url: str) -> None:
     """A long transaction's event has the smaller ``event_id`` but commits last: it is linked
     after the event committed before it, and verify reads the chain in that order."""

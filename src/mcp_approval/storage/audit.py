@@ -270,15 +270,18 @@ class AuditLog:
         for recorded in _RECORDED.get(self._database, ()):
             recorded()
 
-    async def link(self) -> int:
+    async def link(self, *, background: bool = False) -> int:
         """Link every committed unlinked event into the chain now, in batches; how many were linked.
 
         Each batch is one short transaction holding the head row's lock; one that fails or is
         interrupted leaves its events unlinked for the next call, and links nothing.
+        ``background``: stop, instead of waiting, when another linker holds the head row (it is
+        linking them already); a reader, which must see every committed event linked, waits.
         """
         linked = 0
+        step = functools.partial(link_batch, yield_to_others=background)
         while await self._database.read(has_unlinked):
-            batch = await self._database.write(link_batch)
+            batch = await self._database.write(step)
             linked += batch
             if batch < LINK_BATCH:
                 break

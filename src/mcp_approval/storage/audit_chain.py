@@ -112,8 +112,12 @@ def has_unlinked(conn: Connection) -> bool:
     return conn.execute(select(_A.c.event_id).where(_A.c.seq.is_(None)).limit(1)).first() is not None
 
 
-def link_batch(conn: Connection) -> int:
+def link_batch(conn: Connection, *, yield_to_others: bool = False) -> int:
     """Link the oldest committed unlinked events (up to :data:`LINK_BATCH`); how many were linked.
+
+    ``yield_to_others``: when another linker holds the head row, link nothing at once instead of
+    waiting for it (PostgreSQL): a background linker leaves the batch to the one at work, which
+    links what had committed when it looked; what commits later is the next batch's.
 
     The head row's lock serializes linkers (a no-op on SQLite, whose writers exclude each other).
     It is taken first: on PostgreSQL the select below then runs after any other linker's commit
@@ -123,8 +127,9 @@ def link_batch(conn: Connection) -> int:
     serial sequence hands out values in call order, with no per-session cache; SQLite's writers
     take turns) and is never visible first, so it is never linked first.
     """
-    found = conn.execute(select(_H.c.seq, _H.c.hash).where(_H.c.id == 1).with_for_update()).one_or_none()
-    if found is None:  # the head row was deleted: link nothing, verify names what lies past "no head"
+    locked = select(_H.c.seq, _H.c.hash).where(_H.c.id == 1).with_for_update(skip_locked=yield_to_others)
+    found = conn.execute(locked).one_or_none()
+    if found is None:  # held by another linker, or deleted (verify names what lies past "no head")
         return 0
     seq, last = found
     rows = conn.execute(select(_A).where(_A.c.seq.is_(None)).order_by(_A.c.event_id).limit(LINK_BATCH)).mappings()

@@ -3,7 +3,8 @@
 Requests only insert their audit events (:meth:`~mcp_approval.storage.audit.AuditLog.record_in`);
 an :class:`AuditLinker` links them (:meth:`~mcp_approval.storage.audit.AuditLog.link`) every
 ``interval_s``, and soon after an event is recorded through its audit log. Every worker runs
-one: they meet only on the head row's lock, inside their short linking transactions. Readers of
+one: a linker that finds another's linking transaction holding the head row leaves the batch to
+it instead of waiting (the next wake-up or interval links what committed after it looked). Readers of
 the chain link on demand anyway; the linker keeps the chain's head current for the anchors and
 the notification outbox, and keeps the batches small.
 """
@@ -34,7 +35,7 @@ class AuditLinker:
             is linked at the next wake-up or interval, or by the next reader.)
     """
 
-    def __init__(self, audit: AuditLog, *, interval_s: float = 0.5, settle_s: float = 0.02) -> None:
+    def __init__(self, audit: AuditLog, *, interval_s: float = 0.5, settle_s: float = 0.1) -> None:
         self._audit = audit
         self._interval_s = interval_s
         self._settle_s = settle_s
@@ -89,6 +90,6 @@ class AuditLinker:
     async def _link_logged(self) -> None:
         """:meth:`AuditLog.link`; a failure is logged and retried at the next run (nothing is lost)."""
         try:
-            await self._audit.link()
+            await self._audit.link(background=not self._stopping.is_set())
         except Exception as exc:  # the store being down must not stop serving; the events wait
             _log.warning("audit events not linked yet: %s: %s", type(exc).__name__, exc)

@@ -328,16 +328,7 @@ class ToolApproval:
                 await withdraw(deps.backend, handle, task_id=intent.task_id)
                 raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
             crash_point("after_handle")
-            new = await off_loop(
-                large,
-                self._new_workflow,
-                intent.task_id,
-                binding,
-                submission,
-                intent_key=intent.key,
-                owner=owner,
-                handle=handle,
-            )
+            new = await self._workflow_of(intent, binding, submission, owner=owner, handle=handle, large=large)
             new = self._as_created(new, handle, linked=linked, without_task=without_task)
             created = await deps.store.create_task(new)
             if not created:
@@ -361,16 +352,7 @@ class ToolApproval:
         large: bool,
     ) -> HandlerResult:
         """Creation in one transaction, for a backend in this database (see ``SupportsSubmitInTransaction``)."""
-        prebuilt = await off_loop(
-            large,
-            self._new_workflow,
-            intent.task_id,
-            binding,
-            submission,
-            intent_key=intent.key,
-            owner=owner,
-            handle=None,
-        )
+        prebuilt = await self._workflow_of(intent, binding, submission, owner=owner, handle=None, large=large)
 
         def workflow_for(handle: str) -> NewWorkflow:
             return self._as_created(replace(prebuilt, handle=handle), handle, linked=linked, without_task=without_task)
@@ -403,10 +385,8 @@ class ToolApproval:
         crash_point("after_task")
         backend.submitted(admitted.handle, submission)
         self.driver.task_created(intent.task_id, admitted.handle)
-        if without_task:
-            return await pending(intent.task_id, binding.tool, opened=True, earlier=earlier)
-        return await self._task_answer(
-            intent.task_id, binding.tool, immediate=True, earlier=earlier, record=admitted.task
+        return await self._answer_created(
+            intent.task_id, binding.tool, without_task, pending, earlier, record=admitted.task
         )
 
     async def _admit(
@@ -435,12 +415,42 @@ class ToolApproval:
             new = url_approval.with_approval_link(new, options=self.options, backend=self.backend, handle=handle)
         return replace(new, owed_to_retry=True) if without_task else new
 
+    async def _workflow_of(
+        self,
+        intent: Intent,
+        binding: CallBinding,
+        submission: ApprovalSubmission,
+        *,
+        owner: str,
+        handle: str | None,
+        large: bool,
+    ) -> NewWorkflow:
+        """The new task's rows for ``intent`` (built on a worker thread when the arguments are large)."""
+        return await off_loop(
+            large,
+            self._new_workflow,
+            intent.task_id,
+            binding,
+            submission,
+            intent_key=intent.key,
+            owner=owner,
+            handle=handle,
+        )
+
     async def _answer_created(
-        self, task_id: str, tool: str, without_task: bool, pending: PendingAnswer, earlier: EarlierCall | None
+        self,
+        task_id: str,
+        tool: str,
+        without_task: bool,
+        pending: PendingAnswer,
+        earlier: EarlierCall | None,
+        *,
+        record: TaskRecord | None = None,
     ) -> HandlerResult:
+        """The answer to the call that created ``task_id`` (``record``: the task as created, if at hand)."""
         if without_task:
             return await pending(task_id, tool, opened=True, earlier=earlier)
-        return await self._task_answer(task_id, tool, immediate=True, earlier=earlier)
+        return await self._task_answer(task_id, tool, immediate=True, earlier=earlier, record=record)
 
     async def _create_with_inputs(
         self,

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
@@ -37,67 +37,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Database",
-    "FinalStep",
     "Operation",
     "PostgresDatabase",
     "SqliteDatabase",
     "StoreUnavailableError",
-    "final_step",
     "normalize_url",
     "open_database",
 ]
 
 T = TypeVar("T")
 Operation = Callable[[Connection], T]
-
-
-class FinalStep(Protocol):
-    """Work a write transaction does after all of its operations, just before it commits."""
-
-    def __call__(self, conn: Connection) -> None:
-        """Do the work on the transaction's connection."""
-
-
-S = TypeVar("S", bound=FinalStep)
-
-# Where a write transaction's final steps wait, in the connection's info (which outlives the
-# transaction, so they are always removed when it ends).
-_FINAL_STEPS = "mcp_approval.final_steps"
-
-
-def final_step(conn: Connection, key: str, make: Callable[[], S]) -> S:
-    """The final step registered as ``key`` in ``conn``'s write transaction, made by ``make`` if new.
-
-    :class:`Database` runs every registered step after the transaction's operations (after all of
-    them, when SQLite commits several together) and before the commit, in registration order.
-    A step takes its locks last, so it never waits while holding one an operation needs.
-    """
-    steps: dict[str, FinalStep] = conn.info.setdefault(_FINAL_STEPS, {})
-    step = steps.get(key)
-    if step is None:
-        step = steps[key] = make()
-    return step  # type: ignore[return-value]
-
-
-def _run_final_steps(conn: Connection) -> None:
-    for step in conn.info.pop(_FINAL_STEPS, {}).values():
-        step(conn)
-
-
-def _with_final_steps(operation: Operation[T]) -> Operation[T]:
-    def run(conn: Connection) -> T:
-        try:
-            result = operation(conn)
-            _run_final_steps(conn)
-            return result
-        finally:
-            # A connection found dead (the store went away) is invalidated, and reading its
-            # ``info`` would raise over the disconnect error the caller must see (it becomes
-            # StoreUnavailableError); its steps go with it.
-            if not conn.invalidated:
-                conn.info.pop(_FINAL_STEPS, None)
-
-    return run
 
 
 class StoreUnavailableError(RuntimeError):
@@ -237,16 +186,12 @@ class SqliteDatabase(Database):
         try:
             with self.engine.connect() as conn:
                 conn.info["mode"] = "write"
-                try:
-                    with conn.begin():
-                        if len(batch) == 1:
-                            outcomes.append((batch[0].operation(conn), None))
-                        else:
-                            savepoint = _Savepoint(conn)
-                            outcomes.extend(savepoint.run(item.operation) for item in batch)
-                        _run_final_steps(conn)
-                finally:
-                    conn.info.pop(_FINAL_STEPS, None)
+                with conn.begin():
+                    if len(batch) == 1:
+                        outcomes.append((batch[0].operation(conn), None))
+                    else:
+                        savepoint = _Savepoint(conn)
+                        outcomes.extend(savepoint.run(item.operation) for item in batch)
         except Exception as exc:  # the transaction or its commit failed: nothing of it holds
             return [(None, exc)] * len(batch)
         return outcomes
@@ -415,7 +360,7 @@ class PostgresDatabase(Database):
         """Run ``operation`` in a transaction and commit."""
         with _translated_errors(self):
             async with self.engine.begin() as conn:
-                return await conn.run_sync(_with_final_steps(operation))
+                return await conn.run_sync(operation)
 
     async def read(self, operation: Operation[T]) -> T:
         """Run ``operation`` on an autocommit connection."""

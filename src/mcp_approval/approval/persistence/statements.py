@@ -339,6 +339,10 @@ def reschedule_one(conn: Connection, item: Reschedule, tasks: TaskRows, now: int
         if getattr(item, name) is not None:
             values[name] = getattr(item, name)
     guard = and_(_W.c.task_id == item.task_id, _W.c.generation == item.generation, _W.c.phase == Phase.PENDING.value)
+    if item.min_ttl_end is not None or item.request_deadline is not None:
+        # The task row is written too: lock it first, as the claim and the fence do. The other order
+        # deadlocks on PostgreSQL against a fence (a tasks/cancel) of the same task.
+        tasks.lock(conn, item.task_id)
     moved = conn.execute(update(_W).where(guard).values(**values, version=_W.c.version + 1)).rowcount == 1
     if moved and item.min_ttl_end is not None:
         tasks.retain_until(conn, item.task_id, item.min_ttl_end)

@@ -414,6 +414,8 @@ class ApprovalStore:
         guard = and_(_W.c.task_id == task_id, _W.c.generation == generation, _W.c.phase == Phase.PENDING.value)
 
         def write(conn: Connection) -> bool:
+            if generation == 0:  # the task row is written too: locked first, as the fence does
+                self.tasks.lock(conn, task_id)
             advanced = conn.execute(
                 update(_W)
                 .where(guard)

@@ -338,8 +338,11 @@ class WorkflowDriver:
                 # Held by this worker: a pass that checked it has yet to write its next look (it may
                 # have read the status before this wake-up), or a check the store interrupted. Again
                 # on the next passes, until the lease is let go; another worker's lease is its own.
+                # Let go since the lease was tried (no owner now) counts as held: the pass that let
+                # it go read the status before this wake-up, and its next look may be far away.
                 workflow = await store.get(task_id)
-                if workflow is not None and workflow.phase is Phase.PENDING and workflow.lease_owner == self.worker_id:
+                mine = workflow is not None and workflow.lease_owner in (None, self.worker_id)
+                if workflow is not None and workflow.phase is Phase.PENDING and mine:
                     self._missed_checks.add(task_id)
                 else:
                     self._missed_checks.discard(task_id)

@@ -14,7 +14,9 @@ of a client that declared the tasks extension is answered with a durable ``worki
    PostgreSQL) and the rate.
 2. *workers* (PostgreSQL): gated creations spread over two ``serve`` workers on one database against
    the same calls sent to one of them, same run; CPU per creation over both servers and the backends,
-   and the backends waiting on a lock, sampled every 50 ms.
+   and the backends waiting on a lock, sampled every 50 ms. Plain durable creations, spread and sent
+   the same way in the same rounds, are the control: what a second worker costs on this machine
+   for a creation that involves no approval at all.
 
 The table ends with PASS/MISS against the targets; ``--json`` writes the table and the raw figures
 (to stdout, or PATH) for ``render.py``. Exit status as for ``approval_bench.py``.
@@ -308,6 +310,7 @@ async def bench_cost(scale: Scale, kind: DatabaseKind, report: Report) -> None:
 async def bench_workers(scale: Scale, kind: DatabaseKind, report: Report) -> None:
     conc = scale.concurrency
     log(f"\n[2] approval-gated creations on two `serve` workers vs one, one {kind.label} database, {conc} callers")
+    log("    (with plain durable creations, the same way, as the control: what a second worker costs here anyway)")
     async with (
         workers(kind, "workers", 2) as (servers, url),
         http_client(servers[0].base_url) as first,
@@ -322,37 +325,49 @@ async def bench_workers(scale: Scale, kind: DatabaseKind, report: Report) -> Non
         async def two(i: int) -> None:
             created.append(await gated_call(wires[i % 2]))
 
+        async def one_plain(_i: int) -> None:
+            await durable_call(wires[0])
+
+        async def two_plain(i: int) -> None:
+            await durable_call(wires[i % 2])
+
         async def withdraw() -> None:
             await cancel_all(wires[0], created, conc)
 
         await throughput(two, scale.warmup, conc)
+        await throughput(two_plain, scale.warmup, conc)
         await withdraw()
         meter = Meter([pid_of(server) for server in servers], kind.postgres)
-        samples = await interleaved(
-            [("one worker", one), ("two workers", two)], scale.worker_rounds, scale, meter, withdraw
-        )
+        plans: list[Plan] = [
+            ("one worker", one),
+            ("two workers", two),
+            ("plain, one", one_plain),
+            ("plain, two", two_plain),
+        ]
+        samples = await interleaved(plans, scale.worker_rounds, scale, meter, withdraw)
+        await asyncio.sleep(1.0)  # the last plain tasks complete
         counts = await task_counts(url)
-    requested = scale.warmup + 2 * scale.worker_rounds * scale.calls
-    log(f"  tasks by status: {counts}; requested {requested}")
+    per_kind = scale.warmup + 2 * scale.worker_rounds * scale.calls
+    log(f"  tasks by status: {counts}; requested {per_kind} of each kind")
     for name, values in summary(samples).items():
         log(f"  {name}: statements seen waiting on a lock (samples): {values['waiting_on'] or 'none'}")
-    if counts.get("cancelled") != requested or sum(counts.values()) != requested:
-        raise RuntimeError(f"expected {requested} cancelled tasks")
+    if counts.get("cancelled") != per_kind or counts.get("completed") != per_kind:
+        raise RuntimeError(f"expected {per_kind} cancelled and {per_kind} completed tasks")
     cpu = ratio_of(samples, "two workers", "one worker", "cpu_ms")
+    control = ratio_of(samples, "plain, two", "plain, one", "cpu_ms")
     figures = summary(samples)
-    report.figures["workers_postgresql"] = {**figures, "cpu_ratio": cpu, "tasks": counts}
-    one_s, two_s = figures["one worker"], figures["two workers"]
-    two_cpu, one_cpu = (f"{f['cpu_ms_median']:.2f} ms (backends {f['database_ms_median']:.2f})" for f in (two_s, one_s))
+    report.figures["workers_postgresql"] = {**figures, "cpu_ratio": cpu, "control_cpu_ratio": control, "tasks": counts}
+    report.add(_workers_row(f"CPU per gated creation, two workers / one, {kind.label}, {conc} callers", cpu, figures))
     report.add(
         Row(
-            f"CPU per gated creation, two workers / one, {kind.label}, {conc} callers",
-            f"x{cpu:.2f}",
-            f"both servers + backends: two {two_cpu}, one {one_cpu}; "
-            f"rate two {two_s['rate_median']:.0f}/s, one {one_s['rate_median']:.0f}/s",
-            f"<= x{WORKERS_CPU_TARGET:.1f}",
-            cpu <= WORKERS_CPU_TARGET,
+            f"  control: CPU per plain durable creation, two workers / one, {kind.label}",
+            f"x{control:.2f}",
+            _workers_context(figures["plain, two"], figures["plain, one"])
+            + f"; gated ratio / this: x{cpu / control:.2f}",
+            "-",
         )
     )
+    one_s, two_s = figures["one worker"], figures["two workers"]
     report.add(
         Row(
             f"backends waiting on a lock, two workers, {kind.label} (mean of 50 ms samples)",
@@ -362,6 +377,19 @@ async def bench_workers(scale: Scale, kind: DatabaseKind, report: Report) -> Non
             two_s["lock_waits_mean"] < LOCK_WAIT_TARGET,
         )
     )
+
+
+def _workers_context(two: dict[str, Any], one: dict[str, Any]) -> str:
+    two_cpu, one_cpu = (f"{f['cpu_ms_median']:.2f} ms (backends {f['database_ms_median']:.2f})" for f in (two, one))
+    return (
+        f"both servers + backends: two {two_cpu}, one {one_cpu}; "
+        f"rate two {two['rate_median']:.0f}/s, one {one['rate_median']:.0f}/s"
+    )
+
+
+def _workers_row(figure: str, cpu: float, figures: dict[str, Any]) -> Row:
+    context = _workers_context(figures["two workers"], figures["one worker"])
+    return Row(figure, f"x{cpu:.2f}", context, f"<= x{WORKERS_CPU_TARGET:.1f}", cpu <= WORKERS_CPU_TARGET)
 
 
 # -- main ------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import httpx
 import pytest
 from sqlalchemy import Boolean, Connection, MetaData, inspect, text
 
+from mcp_approval.approval.persistence.records import call_scope
 from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
@@ -35,7 +36,7 @@ RELEASE = Path(__file__).parent / "data" / "release_d16cd99"
 FIXTURE = json.loads((RELEASE / "rows.json").read_text())
 #: What a local-backend deployment opens: the tables it uses, each at its head.
 DEPLOYMENT = (TASKS_MIGRATIONS, AUDIT_MIGRATIONS, APPROVAL_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS)
-HEADS = {"tasks": "tasks_0004", "audit": "audit_0004", "approval": "approval_0003", "local_backend": "local_0005"}
+HEADS = {"tasks": "tasks_0004", "audit": "audit_0004", "approval": "approval_0004", "local_backend": "local_0005"}
 
 
 def _is_time(column: str) -> bool:
@@ -69,6 +70,15 @@ def _release_database(conn: Connection) -> None:
         )
 
 
+def _call_scopes(conn: Connection) -> list[tuple[tuple[str, str, str], str]]:
+    """(principal, tool, arguments digest) and the stored ``call_scope`` of each workflow and intent."""
+    found = []
+    for table in ("approval_workflows", "approval_intents"):
+        query = f"SELECT principal_digest, tool_name, arguments_digest, call_scope FROM {table}"
+        found += [((row[0], row[1], row[2]), row[3]) for row in conn.exec_driver_sql(query)]
+    return found
+
+
 async def _loaded(url: str) -> Database:
     database = open_database(url)
     await database.write(_release_database)
@@ -83,6 +93,7 @@ async def test_the_release_database_upgrades_to_head_without_losing_a_row(db_url
         after = await database.read(row_counts)
         heads = await database.read(version_heads)
         columns = await database.read(lambda conn: {c["name"] for c in inspect(conn).get_columns("tasks")})
+        scopes = await database.read(_call_scopes)
     finally:
         await database.close()
     # Recognised from schema_version 3: stamped where the release left each history, nothing re-created.
@@ -103,6 +114,9 @@ async def test_the_release_database_upgrades_to_head_without_losing_a_row(db_url
     }
     assert after["tasks"] == after["approval_workflows"] == after["approval_requests"] == 1
     assert {"handler", "meta_json"} <= columns
+    # The stored workflow and intent gained the dedup key an identical call is looked up by.
+    assert len(scopes) == 2
+    assert all(stored == call_scope(*call) for call, stored in scopes)
     # The reference ARS's tables the release created stay (nothing stored is lost), unversioned:
     # only an arap-server opening this database would take them over.
     assert after["arap_tasks"] == 0
@@ -136,6 +150,9 @@ async def test_a_pending_approval_of_the_release_completes_after_the_upgrade(db_
             alice = principals(http)["alice"]
             task: dict[str, Any] = (await alice.get(task_id)).result
             assert task["status"] == "working"
+            # The identical call finds the request stored before the upgrade (by its filled call_scope).
+            again = (await alice.call_tool("wire_transfer", {"to": "acct-upgrade", "amount": 26_000})).result
+            assert again.get("taskId") == task_id, again
             carol = Reviewer(http, "carol-token")
             approval = await approval_for(carol, "wire_transfer", to="acct-upgrade")
             decided = await carol.decide(approval["id"], "approve")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ __all__ = [
     "Reschedule",
     "TaskOutcome",
     "Workflow",
+    "call_scope",
     "dumps",
     "intent_from_row",
     "intent_row",
@@ -223,6 +225,15 @@ class TaskOutcome:
     reason: str | None = None
 
 
+def call_scope(principal_digest: str, tool_name: str, arguments_digest: str) -> str:
+    """The dedup scope of one call (principal, tool, arguments) as one key: hex SHA-256.
+
+    Stored on intents and workflows and looked up alone, so each dedup read has exactly one index
+    to use. Revision approval_0004 fills it for rows stored before it with the same formula.
+    """
+    return hashlib.sha256(f"{principal_digest}|{tool_name}|{arguments_digest}".encode()).hexdigest()
+
+
 def intent_row(intent: Intent, now: int) -> dict[str, Any]:
     return {
         "idempotency_key": intent.key,
@@ -231,6 +242,7 @@ def intent_row(intent: Intent, now: int) -> dict[str, Any]:
         "principal_digest": intent.principal_digest,
         "tool_name": intent.tool_name,
         "arguments_digest": intent.arguments_digest,
+        "call_scope": call_scope(intent.principal_digest, intent.tool_name, intent.arguments_digest),
         "body_ciphertext": intent.body_sealed,
         "key_id": intent.body_sealed.partition(":")[0],
         "state": intent.state.value,
@@ -246,6 +258,7 @@ def workflow_row(new: NewWorkflow, now: int) -> dict[str, Any]:
         "principal_digest": new.principal_digest,
         "tool_name": new.tool_name,
         "arguments_digest": new.arguments_digest,
+        "call_scope": call_scope(new.principal_digest, new.tool_name, new.arguments_digest),
         "binding_ciphertext": new.binding_sealed,
         "key_id": new.binding_sealed.partition(":")[0],
         "tool_fingerprint": new.tool_fingerprint,

@@ -34,6 +34,8 @@ approval_workflows_table = Table(
     Column("tool_name", String(256), nullable=False),
     # JCS (RFC 8785) + SHA-256 of the arguments: the dedup scope and an integrity check.
     Column("arguments_digest", String(64), nullable=False),
+    # SHA-256 of principal, tool and arguments digest (records.call_scope): the dedup scope's key.
+    Column("call_scope", String(64), nullable=True),
     # The immutable call binding, AES-GCM encrypted; key_id names the key that sealed it.
     Column("binding_ciphertext", Text, nullable=True),
     Column("key_id", String(64), nullable=False),
@@ -64,14 +66,17 @@ approval_workflows_table = Table(
     Column("owed_to_retry", Integer, nullable=True),
 )
 
+# Dedup reads look a call up by this one column, so no other index matches them: a plan cached
+# while the table was small (and unanalyzed) cannot fall back on a scan of the principal's rows.
+Index("ix_approval_workflows_call_scope", approval_workflows_table.c.call_scope)
+Index("ix_approval_workflows_due", approval_workflows_table.c.phase, approval_workflows_table.c.next_check_at)
+# Read by workers of the release before approval_0004 only (during a rolling upgrade).
 Index(
     "ix_approval_workflows_dedup",
     approval_workflows_table.c.principal_digest,
     approval_workflows_table.c.tool_name,
     approval_workflows_table.c.arguments_digest,
 )
-Index("ix_approval_workflows_due", approval_workflows_table.c.phase, approval_workflows_table.c.next_check_at)
-# The bound on outstanding pending tasks counts a principal's workflows by phase.
 Index("ix_approval_workflows_pending", approval_workflows_table.c.principal_digest, approval_workflows_table.c.phase)
 
 approval_intents_table = Table(
@@ -84,6 +89,7 @@ approval_intents_table = Table(
     Column("principal_digest", String(64), nullable=False),
     Column("tool_name", String(256), nullable=False),
     Column("arguments_digest", String(64), nullable=False),
+    Column("call_scope", String(64), nullable=True),  # as the workflow's
     # The exact submission body, encrypted like the binding (it may hold the arguments).
     Column("body_ciphertext", Text, nullable=False),
     Column("key_id", String(64), nullable=False),
@@ -99,6 +105,8 @@ Index("ix_approval_intents_state", approval_intents_table.c.state)
 Index("ix_approval_intents_handle", approval_intents_table.c.handle)
 # The per-principal submission rate check counts recent intents.
 Index("ix_approval_intents_rate", approval_intents_table.c.principal_digest, approval_intents_table.c.created_at)
+Index("ix_approval_intents_call_scope", approval_intents_table.c.call_scope)
+# Read by workers of the release before approval_0004 only (during a rolling upgrade).
 Index(
     "ix_approval_intents_dedup",
     approval_intents_table.c.principal_digest,

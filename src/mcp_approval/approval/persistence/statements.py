@@ -6,7 +6,6 @@ costs little more than its SQL. Functions here run on a connection the caller's 
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from sqlalchemy import (
@@ -23,7 +22,7 @@ from sqlalchemy import (
     update,
 )
 
-from mcp_approval.approval.persistence.records import Admission, Intent, Reschedule
+from mcp_approval.approval.persistence.records import Admission, Intent, Reschedule, call_scope
 from mcp_approval.approval.persistence.schema import (
     approval_counts_table,
     approval_intents_table,
@@ -78,40 +77,34 @@ UNSETTLED = sorted(state.value for state in UNSETTLED_INTENTS)
 _ONE: ColumnClause[Any] = literal_column("1")  # a constant column: a bounded count reads index entries only
 INSERT_INTENT = _I.insert()
 INSERT_WORKFLOW = _W.insert()
-#: A live workflow for (``owner``, ``tool``, ``digest``).
+#: A live workflow of the call ``call`` (:func:`~.records.call_scope`).
 LIVE_WORKFLOW = (
     select(_W.c.task_id)
     .where(
-        _W.c.principal_digest == bindparam("owner"),
-        _W.c.tool_name == bindparam("tool"),
-        _W.c.arguments_digest == bindparam("digest"),
+        _W.c.call_scope == bindparam("call"),
         _W.c.phase.in_(LIVE_PHASES),
     )
     .limit(1)
 )
-#: The oldest ended request made without tasks whose outcome is still owed to (``owner``, ``tool``,
-#: ``digest``): what an admission finds first and what the identical retry takes.
+#: The oldest ended request made without tasks whose outcome is still owed to the call ``call``:
+#: what an admission finds first and what the identical retry takes.
 OWED_WORKFLOW = (
     select(_W.c.task_id)
     .where(
-        _W.c.principal_digest == bindparam("owner"),
-        _W.c.tool_name == bindparam("tool"),
-        _W.c.arguments_digest == bindparam("digest"),
+        _W.c.call_scope == bindparam("call"),
         _W.c.owed_to_retry == 1,
         _W.c.phase.in_(sorted(phase.value for phase in (Phase.FINISHED, Phase.FENCED))),
     )
     .order_by(_W.c.updated_at)
     .limit(1)
 )
-#: The latest ended request of (``owner``, ``tool``, ``digest``) that reviewers saw (it has a
-#: handle) and that ended with a disposition (it ran, or was decided not to: not cancelled or
-#: failed): a new request for the same call may duplicate it. Read on the dedup index.
+#: The latest ended request of the call ``call`` that reviewers saw (it has a handle) and that
+#: ended with a disposition (it ran, or was decided not to: not cancelled or failed): a new
+#: request for the same call may duplicate it. Read on the call index.
 EARLIER_ENDED = (
     select(_W.c.task_id, _W.c.handle, _W.c.phase, _W.c.disposition, _W.c.updated_at)
     .where(
-        _W.c.principal_digest == bindparam("owner"),
-        _W.c.tool_name == bindparam("tool"),
-        _W.c.arguments_digest == bindparam("digest"),
+        _W.c.call_scope == bindparam("call"),
         _W.c.phase.in_(sorted(phase.value for phase in (Phase.FINISHED, Phase.FENCED))),
         _W.c.disposition.is_not(None),
         _W.c.handle.is_not(None),
@@ -119,13 +112,11 @@ EARLIER_ENDED = (
     .order_by(_W.c.updated_at.desc(), _W.c.task_id.desc())
     .limit(1)
 )
-#: A first-generation intent in flight for (``owner``, ``tool``, ``digest``).
+#: A first-generation intent in flight for the call ``call``.
 IN_FLIGHT_INTENT = (
     select(_I.c.task_id)
     .where(
-        _I.c.principal_digest == bindparam("owner"),
-        _I.c.tool_name == bindparam("tool"),
-        _I.c.arguments_digest == bindparam("digest"),
+        _I.c.call_scope == bindparam("call"),
         _I.c.state.in_(IN_FLIGHT),
         _I.c.generation == 1,
     )
@@ -211,7 +202,7 @@ def _move_intent_statement(target: IntentState) -> Any:
 MOVE_INTENT = {target: _move_intent_statement(target) for target in IntentState}
 
 
-def lock_dedup_scope(conn: Connection, principal_digest: str, tool: str, digest: str) -> None:
+def lock_dedup_scope(conn: Connection, call: str) -> None:
     """Serialize the admissions of one call (principal, tool, arguments) until this transaction ends.
 
     Two identical calls admitted at once must not both find no live request and both open one.
@@ -221,8 +212,7 @@ def lock_dedup_scope(conn: Connection, principal_digest: str, tool: str, digest:
     """
     if conn.dialect.name != "postgresql":
         return
-    scope = hashlib.sha256(f"{principal_digest}|{tool}|{digest}".encode()).digest()
-    key = int.from_bytes(scope[:8], "big", signed=True)
+    key = int.from_bytes(bytes.fromhex(call[:16]), "big", signed=True)
     conn.execute(_ADVISORY_XACT_LOCK, {"key": key})
 
 
@@ -246,11 +236,12 @@ def refusal(
     same call still owes its outcome (read in this transaction, so a request that ended since the
     caller last looked is answered, not asked again).
     """
-    lock_dedup_scope(conn, intent.principal_digest, intent.tool_name, intent.arguments_digest)
-    owed = owed_match(conn, intent.principal_digest, intent.tool_name, intent.arguments_digest) if owed_first else None
+    call = call_scope(intent.principal_digest, intent.tool_name, intent.arguments_digest)
+    lock_dedup_scope(conn, call)
+    owed = owed_match(conn, call) if owed_first else None
     if owed is not None:
         return Admission.OUTCOME_OWED, owed
-    existing = live_match(conn, intent.principal_digest, intent.tool_name, intent.arguments_digest)
+    existing = live_match(conn, call)
     if existing is not None:
         return Admission.DUPLICATE, existing
     owner = intent.principal_digest
@@ -296,15 +287,15 @@ def fold_counts(conn: Connection, now: int) -> None:
     APPROVAL_COUNTS.fold_all(conn)
 
 
-def owed_match(conn: Connection, principal_digest: str, tool: str, digest: str) -> str | None:
+def owed_match(conn: Connection, call: str) -> str | None:
     """The oldest ended request made without tasks that owes its outcome in this scope (:data:`OWED_WORKFLOW`)."""
-    row = conn.execute(OWED_WORKFLOW, {"owner": principal_digest, "tool": tool, "digest": digest}).first()
+    row = conn.execute(OWED_WORKFLOW, {"call": call}).first()
     return None if row is None else str(row.task_id)
 
 
-def earlier_call(conn: Connection, principal_digest: str, tool: str, digest: str) -> EarlierCall | None:
+def earlier_call(conn: Connection, call: str) -> EarlierCall | None:
     """The identical call in this scope whose request ended latest (:data:`EARLIER_ENDED`), or ``None``."""
-    row = conn.execute(EARLIER_ENDED, {"owner": principal_digest, "tool": tool, "digest": digest}).first()
+    row = conn.execute(EARLIER_ENDED, {"call": call}).first()
     if row is None:
         return None
     return EarlierCall(
@@ -316,7 +307,7 @@ def earlier_call(conn: Connection, principal_digest: str, tool: str, digest: str
     )
 
 
-def live_match(conn: Connection, principal_digest: str, tool: str, digest: str) -> str | None:
+def live_match(conn: Connection, call: str) -> str | None:
     """An in-flight intent, else a live workflow, in the same (principal, tool, arguments) scope.
 
     In that order: a task's creation binds its intent and inserts its workflow in one commit, but
@@ -324,7 +315,7 @@ def live_match(conn: Connection, principal_digest: str, tool: str, digest: str) 
     Read workflow first, and a creation committing between the two reads is in neither; read the
     intent first, and a commit before that read leaves the workflow for the second one to find.
     """
-    scope = {"owner": principal_digest, "tool": tool, "digest": digest}
+    scope = {"call": call}
     row = conn.execute(IN_FLIGHT_INTENT, scope).first() or conn.execute(LIVE_WORKFLOW, scope).first()
     return None if row is None else str(row.task_id)
 

@@ -26,6 +26,7 @@ from mcp_approval.approval.persistence.records import (
     Reschedule,
     TaskOutcome,
     Workflow,
+    call_scope,
     intent_from_row,
     intent_row,
     workflow_from_row,
@@ -95,15 +96,17 @@ class ApprovalStore:
 
     async def find_live(self, principal_digest: str, tool: str, digest: str) -> str | None:
         """The task id of a pending call in the same dedup scope (a live workflow or in-flight intent)."""
-        return await self.database.read(lambda conn: sql.live_match(conn, principal_digest, tool, digest))
+        call = call_scope(principal_digest, tool, digest)
+        return await self.database.read(lambda conn: sql.live_match(conn, call))
 
     async def earlier_call(self, principal_digest: str, tool: str, digest: str) -> EarlierCall | None:
         """The identical call whose request ended latest, which a new request for it may duplicate.
 
-        One read on the dedup index; ``None`` when no such request ended within the retention of
+        One read on the call index; ``None`` when no such request ended within the retention of
         its task (a workflow is purged with its task).
         """
-        return await self.database.read(lambda conn: sql.earlier_call(conn, principal_digest, tool, digest))
+        call = call_scope(principal_digest, tool, digest)
+        return await self.database.read(lambda conn: sql.earlier_call(conn, call))
 
     async def take_retry_outcome(self, principal_digest: str, tool: str, digest: str) -> str | None:
         """Take the ended, not yet answered request made without tasks in this dedup scope.
@@ -111,10 +114,10 @@ class ApprovalStore:
         A compare-and-set on ``owed_to_retry``: of concurrent identical retries exactly one takes
         it (and answers its outcome); the approval is then spent. Returns its task id, or ``None``.
         """
-        now = self.clock.now_ms()
+        now, call = self.clock.now_ms(), call_scope(principal_digest, tool, digest)
 
         def take(conn: Connection) -> str | None:
-            task_id = sql.owed_match(conn, principal_digest, tool, digest)
+            task_id = sql.owed_match(conn, call)
             if task_id is None:
                 return None
             taken = update(_W).where(_W.c.task_id == task_id, _W.c.owed_to_retry == 1).values(owed_to_retry=None)

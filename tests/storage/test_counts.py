@@ -4,8 +4,10 @@ vacuums a counts table once folds have left many dead rows."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
+import asyncpg
 import pytest
 from sqlalchemy import Connection, MetaData, func, select, text
 
@@ -76,18 +78,42 @@ async def test_a_fold_keeps_rows_appended_by_another_transaction(postgres: Datab
     assert await database.write(lambda conn: COUNTS.read(conn, ["a"])) == {"a": 4}
 
 
+async def _fill_with_dead_rows(database: Database) -> None:
+    for _ in range(RECLAIM_AT // 500 + 1):
+        await database.write(lambda conn: _append(conn, "a", [1] * 500))
+        await database.write(lambda conn: COUNTS.fold_scope(conn, "a"))
+    await eventually(lambda: _dead_rows(database), lambda dead: dead >= RECLAIM_AT)  # the statistics catch up
+
+
+async def _dead_rows(database: Database) -> int:
+    query = text("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'probe_counts'")
+    return int(await database.read(lambda conn: conn.execute(query).scalar() or 0))
+
+
 async def test_reclaim_vacuums_a_table_full_of_dead_rows(postgres: Database) -> None:
     database = postgres  # SQLite reuses the pages of deleted rows itself: reclaim does nothing there
 
     async def dead_rows() -> int:
-        query = text("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'probe_counts'")
-        return int(await database.read(lambda conn: conn.execute(query).scalar() or 0))
+        return await _dead_rows(database)
 
     await COUNTS.reclaim(database)  # few dead rows: nothing to do
-    for _ in range(RECLAIM_AT // 500 + 1):
-        await database.write(lambda conn: _append(conn, "a", [1] * 500))
-        await database.write(lambda conn: COUNTS.fold_scope(conn, "a"))
-    await eventually(dead_rows, lambda dead: dead >= RECLAIM_AT)  # the statistics catch up
+    await _fill_with_dead_rows(database)
     await COUNTS.reclaim(database)
     await eventually(dead_rows, lambda dead: dead < RECLAIM_AT)
     assert await database.write(lambda conn: COUNTS.read(conn, ["a"])) == {"a": 500 * (RECLAIM_AT // 500 + 1)}
+
+
+async def test_reclaim_skips_a_table_another_worker_is_vacuuming(postgres: Database, postgres_url: str) -> None:
+    database = postgres
+    await _fill_with_dead_rows(database)
+    other = await asyncpg.connect(postgres_url.replace("postgresql://", "postgres://"))
+    try:
+        async with other.transaction():
+            # The lock a VACUUM of the table holds (and waits for): another worker reclaiming it.
+            await other.execute("LOCK TABLE probe_counts IN SHARE UPDATE EXCLUSIVE MODE")
+            await asyncio.wait_for(COUNTS.reclaim(database), timeout=30)  # it returns: no wait
+            assert await _dead_rows(database) >= RECLAIM_AT
+    finally:
+        await other.close()
+    await COUNTS.reclaim(database)
+    await eventually(lambda: _dead_rows(database), lambda dead: dead < RECLAIM_AT)

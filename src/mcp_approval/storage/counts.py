@@ -116,7 +116,9 @@ class ScopedCounts:
         name = self._table.name
         dead = await database.read(lambda conn: conn.execute(_DEAD_ROWS, {"name": name}).scalar())
         if dead is not None and dead >= RECLAIM_AT:
-            await database.read(lambda conn: conn.exec_driver_sql(f"VACUUM {name}"))
+            # Another worker vacuuming the same table holds its lock: skip, rather than wait for
+            # it and then vacuum a table it just cleaned.
+            await database.read(lambda conn: conn.exec_driver_sql(f"VACUUM (SKIP_LOCKED) {name}"))
 
     def _totals(self, conn: Connection, rows: Iterable[Row[Any]]) -> dict[str, int]:
         counts: dict[str, int] = {}

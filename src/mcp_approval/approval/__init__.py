@@ -16,10 +16,11 @@ resolves, after which the call is re-evaluated, claimed once and run from its se
 The layer, by folder:
 
 - this folder: the enforcement point and what a call is made of. ``gate`` (the PEP), ``service``
-  (:class:`ToolApproval`: task creation and cancellation), ``options``, ``limits`` (what one
-  caller may make the server parse), ``binding`` (the sealed call), ``tools`` (running a tool
-  from its binding), ``inputs`` (submission inputs), ``messages`` and ``results`` (what clients
-  and models read), ``url_approval`` (url-mode approval links for task clients);
+  (:class:`ToolApproval`: each requestable call's answer, cancellation), ``creation`` (creating
+  approval tasks, crash-consistently), ``options``, ``limits`` (what one caller may make the
+  server parse), ``binding`` (the sealed call), ``tools`` (running a tool from its binding),
+  ``inputs`` (submission inputs), ``messages`` and ``results`` (what clients and models read),
+  ``url_approval`` (url-mode approval links for task clients);
 - ``persistence/``: the workflow tables, their rows as values, the phase and intent tables, the
   store and its statements, the outcome read API the reviewer surface, notifications and
   metrics use;

@@ -11,20 +11,15 @@ approval tasks (the composition root does both), then start it after the tasks r
     tasks.register_handler(APPROVAL_HANDLER, approval)
     gate = PolicyGate(pdp, mapper=mapper, on_requestable=approval)
 
-Creation is crash-consistent (§Crash-consistent creation): dedup first; then a durable intent
-with a fresh idempotency key and the exact (sealed) body; then the backend submission under that
-key; then the handle; then the task, in that order, each durable before the next step. A backend
-kept in the server's own database (the local backend) joins one transaction with the intent and
-the task instead: creation commits whole or not at all, and leaves nothing in flight to reconcile.
-The :class:`~mcp_approval.approval.engine.driver.WorkflowDriver` takes it from there.
+It answers each requestable denial with an approval task, which
+:class:`~mcp_approval.approval.creation.TaskCreation` creates crash-consistently, or, for a
+client without tasks, as ``ApprovalOptions.without_tasks`` says (:mod:`~mcp_approval.approval.without_tasks`).
+The :class:`~mcp_approval.approval.engine.driver.WorkflowDriver` follows every task from there.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import replace
+from collections.abc import Mapping
 from typing import Any
 
 from mcp.server.context import HandlerResult, ServerRequestContext
@@ -35,65 +30,19 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp_approval.approval import inputs as submission_inputs
 from mcp_approval.approval import url_approval
 from mcp_approval.approval.binding import CallBinding
+from mcp_approval.approval.creation import TaskCreation, template_of
 from mcp_approval.approval.engine.dependencies import ApprovalDependencies, PrincipalCheck
 from mcp_approval.approval.engine.driver import WorkflowDriver
-from mcp_approval.approval.engine.requests import new_intent, new_workflow, submission_for
-from mcp_approval.approval.engine.resubmission import withdraw
 from mcp_approval.approval.gate import DegradedRequestable, GatedCall
-from mcp_approval.approval.messages import (
-    BACKEND_DOWN_MESSAGE,
-    IMMEDIATE_TEXT,
-    INPUTS_DECLINED,
-    INPUTS_IN_TASK,
-    INPUTS_UNSUPPORTED,
-    PENDING_LIMIT_MESSAGE,
-    PRINCIPAL_TASK_LIMIT_MESSAGE,
-    RATE_LIMIT_MESSAGE,
-    REFUSED_MESSAGE,
-    TASK_LIMIT_MESSAGE,
-    earlier_call_text,
-)
-from mcp_approval.approval.persistence.records import APPROVAL_HANDLER, Creation
-from mcp_approval.approval.persistence.states import IntentState, Phase
-from mcp_approval.approval.persistence.store import Admission, Intent, NewWorkflow
-from mcp_approval.approval.results import sanitize_model_text
+from mcp_approval.approval.persistence.records import APPROVAL_HANDLER
 from mcp_approval.approval.without_tasks.flow import PendingAnswer, WithoutTasksFlow
 from mcp_approval.approval.without_tasks.links import RequesterLinks, url_revision
-from mcp_approval.backends import (
-    ApprovalBackendError,
-    ApprovalSubmission,
-    EarlierCall,
-    SubmissionRejectedError,
-    SupportsSubmitInTransaction,
-)
-from mcp_approval.crashpoints import crash_point
-from mcp_approval.denials import Remediation, final_denial
-from mcp_approval.json_body import large_json, off_loop
 from mcp_approval.policy import Decision
-from mcp_approval.protocol import (
-    INTERNAL_ERROR,
-    META_MODEL_IMMEDIATE_RESPONSE,
-    TASKS_EXTENSION,
-    TOOL_APPROVAL_EXTENSION,
-)
+from mcp_approval.protocol import INTERNAL_ERROR, TASKS_EXTENSION, TOOL_APPROVAL_EXTENSION
 from mcp_approval.storage import StoreUnavailableError
-from mcp_approval.tasks.execution import check_declared
-from mcp_approval.tasks.models import TaskRecord, create_task_result, new_task_id
 from mcp_approval.tasks.server import TasksExtension, declares_tasks
-from mcp_approval.tracing import span
 
 __all__ = ["APPROVAL_HANDLER", "PrincipalCheck", "ToolApproval", "ToolApprovalExtension"]
-
-logger = logging.getLogger("mcp_approval.approval")
-
-
-# How long a retry waits for the task of an identical call whose submission is in flight.
-_DUPLICATE_WAIT_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
-# How long a retry without tasks waits for the outcome of a request whose decision is already
-# stored (the driver is nudged at once; an approved call may still be running).
-_DECISION_WAIT_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0)
-# The immediate response's bound: room for the waiting text and the identical earlier call it names.
-_IMMEDIATE_CHARS = 600
 
 
 class ToolApprovalExtension(Extension):
@@ -107,7 +56,7 @@ class ToolApprovalExtension(Extension):
 
 
 class ToolApproval:
-    """The SEP-2848 enforcement point: task creation, cancellation, and the workflow driver's lifecycle.
+    """The SEP-2848 enforcement point: each call's answer, cancellation, and the workflow driver's lifecycle.
 
     It receives what the workflow runs with, built by the composition root in one phase: the
     :class:`~mcp_approval.approval.engine.dependencies.ApprovalDependencies` value (store,
@@ -115,7 +64,8 @@ class ToolApproval:
     :class:`~mcp_approval.approval.engine.driver.WorkflowDriver` over them. :meth:`start` (after
     the tasks runtime, whose database the approval store shares) starts the backend and the
     driver. Register it for ``tasks/cancel`` and ``tasks/update`` on approval tasks with
-    ``tasks.register_handler(APPROVAL_HANDLER, approval)``.
+    ``tasks.register_handler(APPROVAL_HANDLER, approval)``. Task creation itself is
+    :attr:`creation`'s (:class:`~mcp_approval.approval.creation.TaskCreation`).
 
     Args:
         deps: what the workflow runs with (its ``task_store`` is ``tasks``' store).
@@ -138,10 +88,6 @@ class ToolApproval:
         self.clock = deps.clock
         self.principal_valid = deps.principal_valid
         self._running = False
-        # A backend writing to the approval store's own database creates in one transaction.
-        self._joins_transaction: SupportsSubmitInTransaction | None = None
-        if isinstance(deps.backend, SupportsSubmitInTransaction) and deps.backend.shares_database(deps.store.database):
-            self._joins_transaction = deps.backend
         self._degraded = DegradedRequestable()
         self.links = RequesterLinks(deps.cipher, deps.options)
         #: The answers to clients without tasks (``without_tasks = "request"``).
@@ -153,6 +99,8 @@ class ToolApproval:
             open_request=self.create,
             output_schema=deps.tools.output_schema,
         )
+        #: Creates the approval tasks (the flow above opens its requests through :meth:`create`).
+        self.creation = TaskCreation(deps, driver=driver, tasks=tasks, without_tasks=self.without_tasks)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -193,7 +141,7 @@ class ToolApproval:
                 return await self.create(
                     binding, decision, owner=owner, linked=url_approval.declares_url_elicitation(ctx)
                 )
-            return await self._create_with_inputs(call, binding, decision, ctx, owner=owner, fields=fields)
+            return await self.creation.create_with_inputs(call, binding, decision, ctx, owner=owner, fields=fields)
         except StoreUnavailableError as exc:
             raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
 
@@ -232,7 +180,7 @@ class ToolApproval:
                 return outcome
             if await self.store.find_live(owner, binding.tool, binding.digest) is not None:
                 return await flow.answer(binding, decision, owner, revision, None)  # joins it
-            supplied = self._supplied_inputs(call, binding, ctx, owner=owner, fields=fields)
+            supplied = self.creation.supplied_inputs(call, binding, ctx, owner=owner, fields=fields)
             if not isinstance(supplied, dict):
                 return supplied
             return await flow.answer(binding, decision, owner, revision, None, inputs=supplied)
@@ -261,480 +209,24 @@ class ToolApproval:
         without_task: bool = False,
         pending: PendingAnswer | None = None,
     ) -> HandlerResult:
-        """Dedup, then intent → submit → handle → task; returns the ``CreateTaskResult``.
-
-        With a backend in the approval store's own database, the four are one transaction
-        (:meth:`~mcp_approval.approval.persistence.store.ApprovalStore.create_at_once`).
-
-        ``owner`` is the task owner's digest, as the tasks extension computes it for the caller;
-        ``inputs`` are the submission inputs the requester supplied; ``linked``: the request
-        declared URL elicitation, so with ``ApprovalOptions.approval_url`` the task links the approval page;
-        ``without_task``: the client declared no tasks, so the task row is kept for the identical
-        retry (``owed_to_retry``) and the answer is ``pending`` (by default
-        :func:`~mcp_approval.approval.without_tasks.answers.pending_answer`).
-        """
-        answer_pending = pending or self.without_tasks.pending
-        deps = self.deps
-        large = large_json(binding.arguments)  # mapping, canonicalizing and sealing them run on a worker thread
-        # The identical call whose request already ended: reviewers and the caller are told this one may repeat it.
-        earlier = await deps.store.earlier_call(owner, binding.tool, binding.digest)
-        submission = replace(
-            await off_loop(large, self._submission, binding, decision), inputs=inputs or None, duplicate_of=earlier
+        """Create the approval task of ``binding`` (:meth:`~mcp_approval.approval.creation.TaskCreation.create`)."""
+        return await self.creation.create(
+            binding, decision, owner=owner, inputs=inputs, linked=linked, without_task=without_task, pending=pending
         )
-        intent = await off_loop(large, self._new_intent, new_task_id(), 1, binding, submission, owner=owner)
-        # A creation of this worker that failed (the store went away under it, say) is settled first,
-        # so that this call, if it is that one's retry, finds no request of it still in flight.
-        await self.driver.settle_failed_creations()
-        if self._joins_transaction is not None:
-            return await self._create_at_once(
-                self._joins_transaction,
-                intent,
-                submission,
-                binding,
-                owner=owner,
-                linked=linked,
-                without_task=without_task,
-                earlier=earlier,
-                pending=answer_pending,
-                large=large,
-            )
-        # Until the task exists, the intent is this worker's creation in flight: its reconciler never
-        # takes it for a crash leftover, however long a loaded host stalls the steps below.
-        with self.driver.creating(intent):
-            admitted = await self._admit(
-                lambda owed_first: self._record(intent, owed_first=owed_first), binding, owner, without_task
-            )
-            if not isinstance(admitted, Creation):
-                return admitted
-            admission, task_id = admitted.admission, admitted.task_id
-            if admission is not Admission.RECORDED:
-                return await self._admitted(
-                    admission,
-                    task_id,
-                    binding,
-                    owner,
-                    pending=answer_pending if without_task else None,
-                    earlier=earlier,
-                )
-            crash_point("after_intent")
-            handle = await self._submit(intent, submission)
-            if handle is None:
-                return final_denial(REFUSED_MESSAGE.format(tool=binding.tool), remediation=Remediation.UNAVAILABLE)
-            crash_point("after_submit")
-            if not await deps.store.mark_submitted(intent.key, handle):
-                # Another worker's reconciliation claimed the intent (this one stalled past the grace
-                # without renewing it) while the backend was being asked; it may have looked for this
-                # request before it existed, so withdraw it here too.
-                await withdraw(deps.backend, handle, task_id=intent.task_id)
-                raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
-            crash_point("after_handle")
-            new = await self._workflow_of(intent, binding, submission, owner=owner, handle=handle, large=large)
-            new = self._as_created(new, handle, linked=linked, without_task=without_task)
-            created = await deps.store.create_task(new)
-            if not created:
-                raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE)
-            crash_point("after_task")
-            self.driver.task_created(intent.task_id, handle)
-            return await self._answer_created(intent.task_id, binding.tool, without_task, answer_pending, earlier)
-
-    async def _create_at_once(
-        self,
-        backend: SupportsSubmitInTransaction,
-        intent: Intent,
-        submission: ApprovalSubmission,
-        binding: CallBinding,
-        *,
-        owner: str,
-        linked: bool,
-        without_task: bool,
-        earlier: EarlierCall | None,
-        pending: PendingAnswer,
-        large: bool,
-    ) -> HandlerResult:
-        """Creation in one transaction, for a backend in this database (see ``SupportsSubmitInTransaction``)."""
-        prebuilt = await self._workflow_of(intent, binding, submission, owner=owner, handle=None, large=large)
-
-        def workflow_for(handle: str) -> NewWorkflow:
-            return self._as_created(replace(prebuilt, handle=handle), handle, linked=linked, without_task=without_task)
-
-        async def record(owed_first: bool) -> Creation:
-            options = self.options
-            with span("backend.submit", backend=self.backend.name, task_id=intent.task_id):
-                return await self.store.create_at_once(
-                    intent,
-                    lambda conn: backend.submit_in(conn, intent.key, submission),
-                    workflow_for,
-                    submissions_per_minute=options.submissions_per_minute,
-                    max_pending=options.max_pending_per_principal,
-                    task_limits=self._task_limits(),
-                    owed_first=owed_first,
-                )
-
-        admitted = await self._admit(record, binding, owner, without_task)
-        if not isinstance(admitted, Creation):
-            return admitted
-        if admitted.admission is not Admission.RECORDED or admitted.handle is None:
-            return await self._admitted(
-                admitted.admission,
-                admitted.task_id,
-                binding,
-                owner,
-                pending=pending if without_task else None,
-                earlier=earlier,
-            )
-        crash_point("after_task")
-        backend.submitted(admitted.handle, submission)
-        self.driver.task_created(intent.task_id, admitted.handle)
-        return await self._answer_created(
-            intent.task_id, binding.tool, without_task, pending, earlier, record=admitted.task
-        )
-
-    async def _admit(
-        self,
-        record: Callable[[bool], Awaitable[Creation]],
-        binding: CallBinding,
-        owner: str,
-        without_task: bool,
-    ) -> Creation | HandlerResult:
-        """``record`` the intent; an outcome an ended identical request owes this call comes first.
-
-        ``record(owed_first)``: without tasks, a request of the same call that ended since this
-        caller looked owes it its outcome, once, instead of a new request.
-        """
-        creation = await record(without_task)
-        if creation.admission is not Admission.OUTCOME_OWED:
-            return creation
-        outcome = await self.without_tasks.owed_outcome(binding, owner)
-        if outcome is not None:
-            return outcome
-        return await record(False)  # a concurrent retry took it
-
-    def _as_created(self, new: NewWorkflow, handle: str, *, linked: bool, without_task: bool) -> NewWorkflow:
-        """``new`` as created for its caller: with the approval page's link, kept for a retry without tasks."""
-        if linked:
-            new = url_approval.with_approval_link(new, options=self.options, backend=self.backend, handle=handle)
-        return replace(new, owed_to_retry=True) if without_task else new
-
-    async def _workflow_of(
-        self,
-        intent: Intent,
-        binding: CallBinding,
-        submission: ApprovalSubmission,
-        *,
-        owner: str,
-        handle: str | None,
-        large: bool,
-    ) -> NewWorkflow:
-        """The new task's rows for ``intent`` (built on a worker thread when the arguments are large)."""
-        return await off_loop(
-            large,
-            self._new_workflow,
-            intent.task_id,
-            binding,
-            submission,
-            intent_key=intent.key,
-            owner=owner,
-            handle=handle,
-        )
-
-    async def _answer_created(
-        self,
-        task_id: str,
-        tool: str,
-        without_task: bool,
-        pending: PendingAnswer,
-        earlier: EarlierCall | None,
-        *,
-        record: TaskRecord | None = None,
-    ) -> HandlerResult:
-        """The answer to the call that created ``task_id`` (``record``: the task as created, if at hand)."""
-        if without_task:
-            return await pending(task_id, tool, opened=True, earlier=earlier)
-        return await self._task_answer(task_id, tool, immediate=True, earlier=earlier, record=record)
-
-    async def _create_with_inputs(
-        self,
-        call: GatedCall,
-        binding: CallBinding,
-        decision: Decision,
-        ctx: ServerRequestContext[Any, Any],
-        *,
-        owner: str,
-        fields: tuple[str, ...],
-    ) -> HandlerResult:
-        """Ask for the template's submission inputs before submitting (an MRTR round), then create."""
-        existing = await self.store.find_live(owner, binding.tool, binding.digest)
-        if existing is not None:  # a retry of a call already waiting: its task, no second form
-            return await self._existing_task(existing, binding)
-        if _template_of(decision) in self.options.inputs_in_task:
-            return await self._create_waiting(binding, decision, owner=owner, fields=fields)
-        supplied = self._supplied_inputs(call, binding, ctx, owner=owner, fields=fields)
-        if not isinstance(supplied, dict):
-            return supplied  # the form round, or the answer that nothing was submitted
-        linked = url_approval.declares_url_elicitation(ctx)
-        return await self.create(binding, decision, owner=owner, inputs=supplied, linked=linked)
-
-    def _supplied_inputs(
-        self,
-        call: GatedCall,
-        binding: CallBinding,
-        ctx: ServerRequestContext[Any, Any],
-        *,
-        owner: str,
-        fields: tuple[str, ...],
-    ) -> dict[str, str] | HandlerResult:
-        """The inputs this call's MRTR retry supplies, else the form round (or why none can be asked).
-
-        Raises:
-            MCPError: ``-32602`` when the retry's ``requestState`` was minted for another call.
-        """
-        supplied = submission_inputs.answered(binding, owner, fields, call.input_responses, call.request_state)
-        if isinstance(supplied, submission_inputs.Declined):
-            message = INPUTS_DECLINED.format(tool=binding.tool, fields=", ".join(fields))
-            return final_denial(message, remediation=Remediation.UNDISCLOSED)
-        if supplied is not None:
-            return dict(supplied)
-        form = submission_inputs.input_request(binding.tool, fields)
-        try:
-            check_declared({"method": form.method, "params": form.params.model_dump(by_alias=True)}, _capabilities(ctx))
-        except MCPError:
-            message = INPUTS_UNSUPPORTED.format(tool=binding.tool, fields=", ".join(fields))
-            return final_denial(message, remediation=Remediation.UNDISCLOSED)
-        return submission_inputs.ask(binding, owner, fields)
-
-    async def _create_waiting(
-        self, binding: CallBinding, decision: Decision, *, owner: str, fields: tuple[str, ...]
-    ) -> HandlerResult:
-        """A task that asks for the submission inputs itself; it is submitted once they arrive."""
-        deps = self.deps
-        earlier = await deps.store.earlier_call(owner, binding.tool, binding.digest)
-        submission = replace(self._submission(binding, decision), duplicate_of=earlier)
-        task_id = new_task_id()
-        draft = replace(self._new_intent(task_id, 0, binding, submission, owner=owner), state=IntentState.BOUND)
-        new = replace(
-            self._new_workflow(task_id, binding, submission, intent_key="", owner=owner, handle=None),
-            status_message=sanitize_model_text(INPUTS_IN_TASK.format(tool=binding.tool, fields=", ".join(fields))),
-            input_requests=submission_inputs.in_task_requests(binding.tool, fields),
-            next_check_at=deps.clock.now_ms() + round(deps.options.poll_interval_s * 1000),
-        )
-        admission, existing = await deps.store.create_waiting_task(
-            new,
-            draft,
-            submissions_per_minute=deps.options.submissions_per_minute,
-            max_pending=deps.options.max_pending_per_principal,
-            task_limits=self._task_limits(),
-        )
-        return await self._admitted(admission, existing, binding, owner, earlier=earlier)
-
-    def _task_limits(self) -> tuple[int | None, int | None]:
-        """The tasks extension's ``(max_tasks, max_per_principal)``: approval tasks count against them."""
-        options = self.tasks.options
-        return options.max_tasks, options.max_per_principal
-
-    async def _admitted(
-        self,
-        admission: Admission,
-        task_id: str | None,
-        binding: CallBinding,
-        owner: str,
-        *,
-        pending: PendingAnswer | None = None,
-        earlier: EarlierCall | None = None,
-    ) -> HandlerResult:
-        """The answer for an admitted, duplicate or refused new approval task (``pending``: without tasks).
-
-        ``earlier``: the identical call whose request already ended, which the answer names.
-        """
-        if admission is Admission.DUPLICATE:
-            assert task_id is not None
-            if pending is not None:
-                decided = await self._decided_outcome(task_id, binding, owner)
-                if decided is not None:
-                    return decided
-                return await pending(task_id, binding.tool, opened=False, earlier=earlier)
-            return await self._existing_task(task_id, binding, earlier=earlier)
-        if admission is not Admission.RECORDED:
-            logger.warning("approval submission refused for %s on %r: %s", owner[:8], binding.tool, admission.value)
-            return final_denial(self._limit_message(admission, binding.tool), remediation=Remediation.UNAVAILABLE)
-        assert task_id is not None
-        return await self._task_answer(task_id, binding.tool, immediate=True, earlier=earlier)
-
-    async def _record(self, intent: Intent, *, owed_first: bool) -> Creation:
-        options = self.options
-        admission, task_id = await self.store.record_intent(
-            intent,
-            submissions_per_minute=options.submissions_per_minute,
-            max_pending=options.max_pending_per_principal,
-            task_limits=self._task_limits(),
-            owed_first=owed_first,
-        )
-        return Creation(admission, task_id)
-
-    async def _decided_outcome(self, task_id: str, binding: CallBinding, owner: str) -> dict[str, Any] | None:
-        """Read-your-decision for a retry without tasks: the outcome of its open request once decided.
-
-        A decision stored at the backend (by any worker's reviewer) or an approved call already
-        running is not "still open": the driver is nudged to act on it now, and the retry waits
-        briefly for the outcome it then owes. ``None`` while nothing is decided (or it takes longer).
-        """
-        if not await self._decision_stored(task_id):
-            return None
-        self.driver.nudge(task_id)
-        for delay in _DECISION_WAIT_S:
-            await asyncio.sleep(delay)
-            outcome = await self.without_tasks.owed_outcome(binding, owner)
-            if outcome is not None:
-                return outcome
-            workflow = await self.store.get(task_id)
-            if workflow is None or workflow.phase in (Phase.FINISHED, Phase.FENCED):
-                # Ended: since the look above (its outcome is ours), or an identical retry took it first.
-                return await self.without_tasks.owed_outcome(binding, owner)
-        return None
-
-    async def _decision_stored(self, task_id: str) -> bool:
-        """Whether the request of ``task_id`` was decided, though its workflow may not know it yet.
-
-        A workflow past ``pending`` was decided: running, or already ended (between the retry's
-        admission, which found it live, and this look) with the outcome the retry then takes.
-        """
-        workflow = await self.store.get(task_id)
-        if workflow is None or workflow.phase is not Phase.PENDING or workflow.handle is None:
-            return workflow is not None and workflow.phase is not Phase.PENDING
-        try:
-            state = await self.backend.status(workflow.handle)
-        except ApprovalBackendError:
-            return False  # the backend's answer decides; without one the request reads as open
-        return state.status.terminal
-
-    def _limit_message(self, admission: Admission, tool: str) -> str:
-        """The refusal naming the limit ``admission`` hit and its value."""
-        options = self.deps.options
-        max_tasks, max_per_principal = self._task_limits()
-        message, limit = {
-            Admission.RATE_LIMITED: (RATE_LIMIT_MESSAGE, options.submissions_per_minute),
-            Admission.TOO_MANY_PENDING: (PENDING_LIMIT_MESSAGE, options.max_pending_per_principal),
-            Admission.TASK_LIMIT: (TASK_LIMIT_MESSAGE, max_tasks),
-            Admission.PRINCIPAL_TASK_LIMIT: (PRINCIPAL_TASK_LIMIT_MESSAGE, max_per_principal),
-            Admission.REFUSED: (REFUSED_MESSAGE, None),
-        }[admission]
-        return message.format(tool=tool, limit=limit)
 
     async def input_received(self, record: Any) -> None:
         """``tasks/update`` answered an approval task's submission inputs: go on at once."""
         self.driver.nudge(record.task_id)
 
     def _input_fields(self, decision: Decision) -> tuple[str, ...]:
-        template = _template_of(decision)
+        template = template_of(decision)
         return self.options.submission_inputs.get(template, ()) if template else ()
-
-    def _submission(self, binding: CallBinding, decision: Decision) -> ApprovalSubmission:
-        deps = self.deps
-        return submission_for(binding, decision, mapper=deps.mapper, options=deps.options, now=deps.clock.now_ms())
-
-    def _new_intent(
-        self, task_id: str, generation: int, binding: CallBinding, submission: ApprovalSubmission, *, owner: str
-    ) -> Intent:
-        deps = self.deps
-        return new_intent(
-            task_id, generation, binding, submission, owner=owner, cipher=deps.cipher, now=deps.clock.now_ms()
-        )
-
-    def _new_workflow(
-        self,
-        task_id: str,
-        binding: CallBinding,
-        submission: ApprovalSubmission,
-        *,
-        intent_key: str,
-        owner: str,
-        handle: str | None,
-    ) -> NewWorkflow:
-        deps = self.deps
-        return new_workflow(
-            task_id,
-            binding,
-            submission,
-            intent_key=intent_key,
-            owner=owner,
-            handle=handle,
-            backend=deps.backend.name,
-            cipher=deps.cipher,
-            options=deps.options,
-            now=deps.clock.now_ms(),
-        )
 
     # -- tasks/cancel ------------------------------------------------------------------------
 
     async def cancel_task(self, record: Any) -> None:
         """``tasks/cancel`` on an approval task: the fence races the claim; only a winner cancels."""
         await self.driver.cancel(record.task_id)
-
-    # -- internals -------------------------------------------------------------------------
-
-    async def _submit(self, intent: Intent, submission: ApprovalSubmission) -> str | None:
-        """The backend's handle; ``None`` when it refused the request for good (nothing to retry)."""
-        deps = self.deps
-        try:
-            with span("backend.submit", backend=deps.backend.name, task_id=intent.task_id):
-                return await deps.backend.submit(intent.key, submission)
-        except SubmissionRejectedError as exc:
-            logger.warning("approval backend refused the submission for good: %s", exc)
-            await deps.store.abandon_intent(intent)
-            return None
-        except ApprovalBackendError as exc:
-            # The intent stays open: the reconciler finds out whether the backend got it.
-            logger.warning("approval backend refused or failed the submission: %s", exc)
-            raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE) from exc
-
-    async def _existing_task(
-        self, task_id: str, binding: CallBinding, *, earlier: EarlierCall | None = None
-    ) -> HandlerResult:
-        """The live task of an identical call (SEP-2848 §At-most-once and deduplication)."""
-        for delay in (0.0, *_DUPLICATE_WAIT_S):
-            if delay:
-                await asyncio.sleep(delay)  # the first request is between its intent and its task
-            record = await self.tasks.store.get(task_id)
-            if record is not None and not record.terminal:
-                return await self._task_answer(task_id, binding.tool, immediate=True, earlier=earlier)
-            if record is not None:
-                break
-        raise MCPError(code=INTERNAL_ERROR, message="An identical call is still being submitted; try again")
-
-    async def _task_answer(
-        self,
-        task_id: str,
-        tool: str,
-        *,
-        immediate: bool,
-        earlier: EarlierCall | None = None,
-        record: TaskRecord | None = None,
-    ) -> HandlerResult:
-        """The ``CreateTaskResult`` of ``task_id``; ``immediate``: with the text the model reads at once,
-        which names the identical ``earlier`` call whose request already ended, if there is one.
-
-        ``record``: the task as this call just created it (else it is read back).
-        """
-        record = record or await self.tasks.store.get(task_id)
-        if record is None:
-            raise MCPError(code=INTERNAL_ERROR, message="The approval task could not be read back")
-        answer = create_task_result(record)
-        if immediate and not record.terminal:
-            meta = dict(answer.get("_meta") or {})
-            text = IMMEDIATE_TEXT.format(tool=tool)
-            if earlier is not None:
-                text = f"{text} {earlier_call_text(earlier)}"
-            meta[META_MODEL_IMMEDIATE_RESPONSE] = sanitize_model_text(text, limit=_IMMEDIATE_CHARS)
-            answer["_meta"] = meta
-        return answer
-
-
-def _template_of(decision: Decision) -> str | None:
-    denial = decision.requestable_denial
-    return denial.access_request.template if denial is not None else None
-
-
-def _capabilities(ctx: ServerRequestContext[Any, Any]) -> Any:
-    return ctx.session.client_capabilities
 
 
 def _client_of(call: GatedCall) -> dict[str, str] | None:

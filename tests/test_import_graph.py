@@ -296,9 +296,17 @@ CLIENT_IMPORTERS = ("demo", "cli", "")
 # Inside the approval layer: the engine, the persistence and the path without tasks are rooms
 # with doors one way (see each subpackage's docstring).
 APPROVAL_ROOMS: dict[str, tuple[str, ...]] = {
-    "approval.persistence": ("approval.engine", "approval.without_tasks", "approval.service", "approval.gate"),
-    "approval.engine": ("approval.service", "approval.without_tasks", "approval.gate"),
-    "approval.without_tasks": ("approval.service", "approval.engine"),
+    "approval.persistence": (
+        "approval.engine",
+        "approval.without_tasks",
+        "approval.service",
+        "approval.creation",
+        "approval.gate",
+    ),
+    "approval.engine": ("approval.service", "approval.creation", "approval.without_tasks", "approval.gate"),
+    "approval.without_tasks": ("approval.service", "approval.creation", "approval.engine"),
+    "approval.creation": ("approval.service",),
+    "approval.creation_answers": ("approval.service", "approval.creation", "approval.engine"),
 }
 
 

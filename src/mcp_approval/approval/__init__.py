@@ -17,8 +17,9 @@ The layer, by folder:
 
 - this folder: the enforcement point and what a call is made of. ``gate`` (the PEP), ``service``
   (:class:`ToolApproval`: each requestable call's answer, cancellation), ``creation`` (creating
-  approval tasks, crash-consistently), ``options``, ``limits`` (what one caller may make the
-  server parse), ``binding`` (the sealed call), ``tools`` (running a tool from its binding),
+  approval tasks, crash-consistently), ``creation_answers`` (what such a call is answered),
+  ``options``, ``limits`` (what one caller may make the server parse), ``binding`` (the sealed
+  call), ``tools`` (running a tool from its binding),
   ``inputs`` (submission inputs), ``messages`` and ``results`` (what clients and models read),
   ``url_approval`` (url-mode approval links for task clients);
 - ``persistence/``: the workflow tables, their rows as values, the phase and intent tables, the

@@ -13,7 +13,6 @@ submission, or (``ApprovalOptions.inputs_in_task``) from a task that is submitte
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
@@ -25,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_approval.approval import inputs as submission_inputs
 from mcp_approval.approval import url_approval
 from mcp_approval.approval.binding import CallBinding
+from mcp_approval.approval.creation_answers import CreationAnswers, task_limits
 from mcp_approval.approval.engine.dependencies import ApprovalDependencies
 from mcp_approval.approval.engine.driver import WorkflowDriver
 from mcp_approval.approval.engine.requests import new_intent, new_workflow, submission_for
@@ -32,19 +32,13 @@ from mcp_approval.approval.engine.resubmission import withdraw
 from mcp_approval.approval.gate import GatedCall
 from mcp_approval.approval.messages import (
     BACKEND_DOWN_MESSAGE,
-    IMMEDIATE_TEXT,
     INPUTS_DECLINED,
     INPUTS_IN_TASK,
     INPUTS_UNSUPPORTED,
-    PENDING_LIMIT_MESSAGE,
-    PRINCIPAL_TASK_LIMIT_MESSAGE,
-    RATE_LIMIT_MESSAGE,
     REFUSED_MESSAGE,
-    TASK_LIMIT_MESSAGE,
-    earlier_call_text,
 )
 from mcp_approval.approval.persistence.records import Creation
-from mcp_approval.approval.persistence.states import IntentState, Phase
+from mcp_approval.approval.persistence.states import IntentState
 from mcp_approval.approval.persistence.store import Admission, Intent, NewWorkflow
 from mcp_approval.approval.results import sanitize_model_text
 from mcp_approval.approval.without_tasks.flow import PendingAnswer, WithoutTasksFlow
@@ -59,9 +53,9 @@ from mcp_approval.crashpoints import crash_point
 from mcp_approval.denials import Remediation, final_denial
 from mcp_approval.json_body import large_json, off_loop
 from mcp_approval.policy import Decision
-from mcp_approval.protocol import INTERNAL_ERROR, META_MODEL_IMMEDIATE_RESPONSE
+from mcp_approval.protocol import INTERNAL_ERROR
 from mcp_approval.tasks.execution import check_declared
-from mcp_approval.tasks.models import TaskRecord, create_task_result, new_task_id
+from mcp_approval.tasks.models import TaskRecord, new_task_id
 from mcp_approval.tasks.server import TasksExtension
 from mcp_approval.tracing import span
 
@@ -69,15 +63,6 @@ __all__ = ["TaskCreation", "template_of"]
 
 # The approval layer's logger, shared with the service: one name for operators to filter on.
 logger = logging.getLogger("mcp_approval.approval")
-
-
-# How long a retry waits for the task of an identical call whose submission is in flight.
-_DUPLICATE_WAIT_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
-# How long a retry without tasks waits for the outcome of a request whose decision is already
-# stored (the driver is nudged at once; an approved call may still be running).
-_DECISION_WAIT_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0)
-# The immediate response's bound: room for the waiting text and the identical earlier call it names.
-_IMMEDIATE_CHARS = 600
 
 
 class TaskCreation:
@@ -109,6 +94,14 @@ class TaskCreation:
         self.store = deps.store
         self.backend = deps.backend
         self.options = deps.options
+        self.answers = CreationAnswers(
+            store=deps.store,
+            backend=deps.backend,
+            tasks=tasks,
+            options=deps.options,
+            nudge=driver.nudge,
+            without_tasks=without_tasks,
+        )
         # A backend writing to the approval store's own database creates in one transaction.
         self._joins_transaction: SupportsSubmitInTransaction | None = None
         if isinstance(deps.backend, SupportsSubmitInTransaction) and deps.backend.shares_database(deps.store.database):
@@ -172,7 +165,7 @@ class TaskCreation:
                 return admitted
             admission, task_id = admitted.admission, admitted.task_id
             if admission is not Admission.RECORDED:
-                return await self._admitted(
+                return await self.answers.admitted(
                     admission,
                     task_id,
                     binding,
@@ -230,7 +223,7 @@ class TaskCreation:
                     workflow_for,
                     submissions_per_minute=options.submissions_per_minute,
                     max_pending=options.max_pending_per_principal,
-                    task_limits=self._task_limits(),
+                    task_limits=task_limits(self.tasks.options),
                     owed_first=owed_first,
                 )
 
@@ -238,7 +231,7 @@ class TaskCreation:
         if not isinstance(admitted, Creation):
             return admitted
         if admitted.admission is not Admission.RECORDED or admitted.handle is None:
-            return await self._admitted(
+            return await self.answers.admitted(
                 admitted.admission,
                 admitted.task_id,
                 binding,
@@ -314,7 +307,7 @@ class TaskCreation:
         """The answer to the call that created ``task_id`` (``record``: the task as created, if at hand)."""
         if without_task:
             return await pending(task_id, tool, opened=True, earlier=earlier)
-        return await self._task_answer(task_id, tool, immediate=True, earlier=earlier, record=record)
+        return await self.answers.task_answer(task_id, tool, immediate=True, earlier=earlier, record=record)
 
     async def create_with_inputs(
         self,
@@ -329,7 +322,7 @@ class TaskCreation:
         """Ask for the template's submission inputs before submitting (an MRTR round), then create."""
         existing = await self.store.find_live(owner, binding.tool, binding.digest)
         if existing is not None:  # a retry of a call already waiting: its task, no second form
-            return await self._existing_task(existing, binding)
+            return await self.answers.existing_task(existing, binding)
         if template_of(decision) in self.options.inputs_in_task:
             return await self._create_waiting(binding, decision, owner=owner, fields=fields)
         supplied = self.supplied_inputs(call, binding, ctx, owner=owner, fields=fields)
@@ -386,42 +379,9 @@ class TaskCreation:
             draft,
             submissions_per_minute=deps.options.submissions_per_minute,
             max_pending=deps.options.max_pending_per_principal,
-            task_limits=self._task_limits(),
+            task_limits=task_limits(self.tasks.options),
         )
-        return await self._admitted(admission, existing, binding, owner, earlier=earlier)
-
-    def _task_limits(self) -> tuple[int | None, int | None]:
-        """The tasks extension's ``(max_tasks, max_per_principal)``: approval tasks count against them."""
-        options = self.tasks.options
-        return options.max_tasks, options.max_per_principal
-
-    async def _admitted(
-        self,
-        admission: Admission,
-        task_id: str | None,
-        binding: CallBinding,
-        owner: str,
-        *,
-        pending: PendingAnswer | None = None,
-        earlier: EarlierCall | None = None,
-    ) -> HandlerResult:
-        """The answer for an admitted, duplicate or refused new approval task (``pending``: without tasks).
-
-        ``earlier``: the identical call whose request already ended, which the answer names.
-        """
-        if admission is Admission.DUPLICATE:
-            assert task_id is not None
-            if pending is not None:
-                decided = await self._decided_outcome(task_id, binding, owner)
-                if decided is not None:
-                    return decided
-                return await pending(task_id, binding.tool, opened=False, earlier=earlier)
-            return await self._existing_task(task_id, binding, earlier=earlier)
-        if admission is not Admission.RECORDED:
-            logger.warning("approval submission refused for %s on %r: %s", owner[:8], binding.tool, admission.value)
-            return final_denial(self._limit_message(admission, binding.tool), remediation=Remediation.UNAVAILABLE)
-        assert task_id is not None
-        return await self._task_answer(task_id, binding.tool, immediate=True, earlier=earlier)
+        return await self.answers.admitted(admission, existing, binding, owner, earlier=earlier)
 
     async def _record(self, intent: Intent, *, owed_first: bool) -> Creation:
         options = self.options
@@ -429,59 +389,10 @@ class TaskCreation:
             intent,
             submissions_per_minute=options.submissions_per_minute,
             max_pending=options.max_pending_per_principal,
-            task_limits=self._task_limits(),
+            task_limits=task_limits(self.tasks.options),
             owed_first=owed_first,
         )
         return Creation(admission, task_id)
-
-    async def _decided_outcome(self, task_id: str, binding: CallBinding, owner: str) -> dict[str, Any] | None:
-        """Read-your-decision for a retry without tasks: the outcome of its open request once decided.
-
-        A decision stored at the backend (by any worker's reviewer) or an approved call already
-        running is not "still open": the driver is nudged to act on it now, and the retry waits
-        briefly for the outcome it then owes. ``None`` while nothing is decided (or it takes longer).
-        """
-        if not await self._decision_stored(task_id):
-            return None
-        self.driver.nudge(task_id)
-        for delay in _DECISION_WAIT_S:
-            await asyncio.sleep(delay)
-            outcome = await self.without_tasks.owed_outcome(binding, owner)
-            if outcome is not None:
-                return outcome
-            workflow = await self.store.get(task_id)
-            if workflow is None or workflow.phase in (Phase.FINISHED, Phase.FENCED):
-                # Ended: since the look above (its outcome is ours), or an identical retry took it first.
-                return await self.without_tasks.owed_outcome(binding, owner)
-        return None
-
-    async def _decision_stored(self, task_id: str) -> bool:
-        """Whether the request of ``task_id`` was decided, though its workflow may not know it yet.
-
-        A workflow past ``pending`` was decided: running, or already ended (between the retry's
-        admission, which found it live, and this look) with the outcome the retry then takes.
-        """
-        workflow = await self.store.get(task_id)
-        if workflow is None or workflow.phase is not Phase.PENDING or workflow.handle is None:
-            return workflow is not None and workflow.phase is not Phase.PENDING
-        try:
-            state = await self.backend.status(workflow.handle)
-        except ApprovalBackendError:
-            return False  # the backend's answer decides; without one the request reads as open
-        return state.status.terminal
-
-    def _limit_message(self, admission: Admission, tool: str) -> str:
-        """The refusal naming the limit ``admission`` hit and its value."""
-        options = self.deps.options
-        max_tasks, max_per_principal = self._task_limits()
-        message, limit = {
-            Admission.RATE_LIMITED: (RATE_LIMIT_MESSAGE, options.submissions_per_minute),
-            Admission.TOO_MANY_PENDING: (PENDING_LIMIT_MESSAGE, options.max_pending_per_principal),
-            Admission.TASK_LIMIT: (TASK_LIMIT_MESSAGE, max_tasks),
-            Admission.PRINCIPAL_TASK_LIMIT: (PRINCIPAL_TASK_LIMIT_MESSAGE, max_per_principal),
-            Admission.REFUSED: (REFUSED_MESSAGE, None),
-        }[admission]
-        return message.format(tool=tool, limit=limit)
 
     def _submission(self, binding: CallBinding, decision: Decision) -> ApprovalSubmission:
         deps = self.deps
@@ -533,47 +444,6 @@ class TaskCreation:
             # The intent stays open: the reconciler finds out whether the backend got it.
             logger.warning("approval backend refused or failed the submission: %s", exc)
             raise MCPError(code=INTERNAL_ERROR, message=BACKEND_DOWN_MESSAGE) from exc
-
-    async def _existing_task(
-        self, task_id: str, binding: CallBinding, *, earlier: EarlierCall | None = None
-    ) -> HandlerResult:
-        """The live task of an identical call (SEP-2848 §At-most-once and deduplication)."""
-        for delay in (0.0, *_DUPLICATE_WAIT_S):
-            if delay:
-                await asyncio.sleep(delay)  # the first request is between its intent and its task
-            record = await self.tasks.store.get(task_id)
-            if record is not None and not record.terminal:
-                return await self._task_answer(task_id, binding.tool, immediate=True, earlier=earlier)
-            if record is not None:
-                break
-        raise MCPError(code=INTERNAL_ERROR, message="An identical call is still being submitted; try again")
-
-    async def _task_answer(
-        self,
-        task_id: str,
-        tool: str,
-        *,
-        immediate: bool,
-        earlier: EarlierCall | None = None,
-        record: TaskRecord | None = None,
-    ) -> HandlerResult:
-        """The ``CreateTaskResult`` of ``task_id``; ``immediate``: with the text the model reads at once,
-        which names the identical ``earlier`` call whose request already ended, if there is one.
-
-        ``record``: the task as this call just created it (else it is read back).
-        """
-        record = record or await self.tasks.store.get(task_id)
-        if record is None:
-            raise MCPError(code=INTERNAL_ERROR, message="The approval task could not be read back")
-        answer = create_task_result(record)
-        if immediate and not record.terminal:
-            meta = dict(answer.get("_meta") or {})
-            text = IMMEDIATE_TEXT.format(tool=tool)
-            if earlier is not None:
-                text = f"{text} {earlier_call_text(earlier)}"
-            meta[META_MODEL_IMMEDIATE_RESPONSE] = sanitize_model_text(text, limit=_IMMEDIATE_CHARS)
-            answer["_meta"] = meta
-        return answer
 
 
 def template_of(decision: Decision) -> str | None:

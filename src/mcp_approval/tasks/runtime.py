@@ -31,6 +31,8 @@ logger = logging.getLogger("mcp_approval.tasks")
 _LOST_WORKER_MESSAGE = "The worker running this task stopped responding"
 # How long a terminal write keeps being retried while the store is down, between attempts.
 _RETRY_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
+#: How long a stop lets a background loop finish the store call it is making before cancelling it.
+_LOOP_STOP_GRACE_S = 5.0
 
 
 def new_worker_id() -> str:
@@ -68,6 +70,7 @@ class TaskRuntime:
         self._users = 0
         self._lock = asyncio.Lock()
         self._stopping = False
+        self._stop_requested = asyncio.Event()  # wakes the loops' waits when the runtime stops
         # When this worker last regained the store after failing to reach it (0: never lost it),
         # and an event set while it reaches the store (wakes terminal writes waiting to retry).
         self._reachable_since: int | None = 0
@@ -85,6 +88,7 @@ class TaskRuntime:
             if self._users > 1:
                 return
             self._stopping = False
+            self._stop_requested.clear()
             await self._open_signals()
             self._loops = [
                 asyncio.create_task(self._heartbeat_loop(), name="mcp-approval task leases"),
@@ -92,19 +96,27 @@ class TaskRuntime:
             ]
 
     async def stop(self) -> None:
-        """Cancel every running task (they end ``cancelled``), stop the loops, close the store."""
+        """Cancel every running task (they end ``cancelled``), stop the loops, close the store.
+
+        A loop in the middle of a store call finishes it first (up to :data:`_LOOP_STOP_GRACE_S`):
+        a query cut off by cancellation is cancelled by asyncpg on a connection of its own, which
+        would outlive the store's close.
+        """
         async with self._lock:
             self._users -= 1
             if self._users > 0:
                 return
             self._stopping = True
+            self._stop_requested.set()
             executions = list(self._executions.values())
             for execution in executions:
                 execution.cancel()
             await asyncio.gather(*(execution.join() for execution in executions), return_exceptions=True)
-            for loop in self._loops:
-                loop.cancel()
-            await asyncio.gather(*self._loops, return_exceptions=True)
+            if self._loops:
+                _, running = await asyncio.wait(self._loops, timeout=_LOOP_STOP_GRACE_S)
+                for loop in running:
+                    loop.cancel()
+                await asyncio.gather(*self._loops, return_exceptions=True)
             self._loops = []
             await self._close_signals()
             await self.store.close()
@@ -299,9 +311,16 @@ class TaskRuntime:
         # Checked as well as cancelled: a store client may turn the cancellation into a connection
         # error (suppressed below), and the loop must still end when the runtime stops.
         while not self._stopping:
-            await asyncio.sleep(self.heartbeat_interval_s)
+            await self._pause(self.heartbeat_interval_s)
+            if self._stopping:
+                break
             with contextlib.suppress(StoreUnavailableError):  # noted by heartbeat_once
                 await self.heartbeat_once()
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait ``seconds``, or less when the runtime stops."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop_requested.wait(), seconds)
 
     async def heartbeat_once(self) -> None:
         """Renew this worker's lease and act on cancel and input signals from other workers.
@@ -332,7 +351,9 @@ class TaskRuntime:
 
     async def _sweep_loop(self) -> None:
         while not self._stopping:  # see _heartbeat_loop
-            await asyncio.sleep(self.options.sweep_interval_s)
+            await self._pause(self.options.sweep_interval_s)
+            if self._stopping:
+                break
             with contextlib.suppress(StoreUnavailableError):  # noted by sweep_once
                 await self.sweep_once()
 

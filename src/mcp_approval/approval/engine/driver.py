@@ -85,6 +85,8 @@ logger = logging.getLogger("mcp_approval.approval")
 _BATCH = 1000
 _EARLY_WAKES = 4096
 _CONCURRENCY = 32
+# How long a stop lets the pass and the checks in flight finish before it cancels them.
+_STOP_GRACE_S = 5.0
 # Denials a PEP-side PDP client makes up when the PDP cannot be asked: transient, never a verdict.
 _PDP_FAILURES = frozenset({REASON_PDP_UNAVAILABLE, REASON_PDP_ERROR, REASON_PDP_INVALID_RESPONSE})
 
@@ -133,6 +135,7 @@ class WorkflowDriver:
         )
         self.tick_s = max(0.02, min(1.0, options.poll_interval_s / 2))
         self._loop: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
         self._inflight: set[asyncio.Task[None]] = set()
         self._limit = asyncio.Semaphore(_CONCURRENCY)
         self._resubmission = Resubmission(
@@ -176,19 +179,29 @@ class WorkflowDriver:
         Nothing here waits for the store, so a server starts serving at once however many
         approvals are pending; the first pass works through them in leased batches.
         """
+        self._stopping.clear()
         self._loop = asyncio.create_task(self._run(), name="mcp-approval workflow driver")
 
     async def stop(self) -> None:
-        """Stop the loop and the checks in flight (their leases lapse for another worker)."""
+        """Stop the loop and the checks in flight: each finishes what it is doing first.
+
+        A query cut off by cancellation is cancelled by asyncpg on a connection of its own, which
+        outlives the stop and may be cut short in turn (an unretrieved ``ConnectionError``); so
+        the pass and the checks get :data:`_STOP_GRACE_S` to end, and only what still runs then
+        is cancelled (its leases lapse for another worker). No new check starts meanwhile.
+        """
+        self._stopping.set()
         tasks = [task for task in (self._loop, *self._inflight) if task is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks:
+            _, running = await asyncio.wait(tasks, timeout=_STOP_GRACE_S)
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
         self._loop = None
 
     async def _run(self) -> None:
         started, first = time.perf_counter(), True
-        while True:
+        while not self._stopping.is_set():
             try:
                 if first:
                     await self.reconcile()
@@ -203,7 +216,8 @@ class WorkflowDriver:
                 logger.warning("approval store unavailable; the workflow driver retries")
             except Exception:
                 logger.exception("approval workflow driver tick failed")
-            await asyncio.sleep(self.tick_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.tick_s)
 
     async def tick(self) -> int:
         """One pass: lost executions, due checks (batch after batch), and now and then reconciliation.
@@ -219,7 +233,7 @@ class WorkflowDriver:
                 await self.executor.finish_unknown(workflow)
         await self.changes.follow()
         checked = 0
-        while True:
+        while not self._stopping.is_set():
             due = await self._pass_batch()
             checked += due
             if due < _BATCH:
@@ -322,7 +336,9 @@ class WorkflowDriver:
             del self._early[next(iter(self._early))]
 
     def nudge(self, task_id: str) -> None:
-        """Check ``task_id`` as soon as possible, in the background."""
+        """Check ``task_id`` as soon as possible, in the background (not once stopping: the next start checks it)."""
+        if self._stopping.is_set():
+            return
         if task_id in self._checking:
             self._woken.add(task_id)  # the check in progress may have read the old status
             return
@@ -354,7 +370,7 @@ class WorkflowDriver:
 
     def _resolve_doubtful_claims(self) -> None:
         """In the background, read back the claims whose answer the store lost (see :class:`Executor`)."""
-        if not self.executor.claims_in_doubt or self._doubts in self._inflight:
+        if not self.executor.claims_in_doubt or self._doubts in self._inflight or self._stopping.is_set():
             return
         self._doubts = asyncio.create_task(self._resolve_doubts(), name="mcp-approval claims in doubt")
         self._inflight.add(self._doubts)

@@ -210,6 +210,8 @@ class TaskCreation:
     ) -> HandlerResult:
         """Creation in one transaction, for a backend in this database (see ``SupportsSubmitInTransaction``)."""
         prebuilt = await self._workflow_of(intent, binding, submission, owner=owner, handle=None, large=large)
+        # Large arguments are canonicalized on a worker thread now, not inside the transaction on the loop.
+        await off_loop(large, submission.prepare)
 
         def workflow_for(handle: str) -> NewWorkflow:
             return self._as_created(replace(prebuilt, handle=handle), handle, linked=linked, without_task=without_task)

@@ -15,6 +15,7 @@ import hashlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import rfc8785
@@ -284,9 +285,14 @@ class ApprovalSubmission:
             duplicate_of=EarlierCall.from_json(body["duplicate_of"]) if body.get("duplicate_of") else None,
         )
 
+    @cached_property
+    def canonical_body(self) -> bytes:
+        """The body's RFC 8785 canonical JSON (computed once): what the digest covers."""
+        return rfc8785.dumps(self.to_json())
+
     def digest(self) -> str:
         """SHA-256 hex digest of the canonical body: equal digests mean equivalent submissions."""
-        return hashlib.sha256(rfc8785.dumps(self.to_json())).hexdigest()
+        return hashlib.sha256(self.canonical_body).hexdigest()
 
     def call_digest(self) -> str:
         """SHA-256 hex digest of the arguments' RFC 8785 canonical JSON: the call binding's digest.
@@ -294,7 +300,21 @@ class ApprovalSubmission:
         Audit events about the request carry it, so an auditor can tie a decision to the exact
         arguments without the events holding any argument value.
         """
+        return self._call_digest
+
+    @cached_property
+    def _call_digest(self) -> str:
         return hashlib.sha256(rfc8785.dumps(dict(self.arguments))).hexdigest()
+
+    def prepare(self) -> ApprovalSubmission:
+        """Compute the canonical forms now, and return this submission (which keeps them).
+
+        Canonicalizing large arguments takes a while: a caller on the event loop runs this on a
+        worker thread first, so that a backend storing the request inside a database transaction
+        (:class:`SupportsSubmitInTransaction`) only writes.
+        """
+        _ = self.canonical_body, self._call_digest
+        return self
 
 
 @dataclass(frozen=True)

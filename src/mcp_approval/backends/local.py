@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import secrets
@@ -18,7 +17,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-import rfc8785
 from sqlalchemy import ColumnElement, Connection, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
@@ -242,10 +240,9 @@ class LocalApprovalBackend:
             SubmissionRejectedError: the submission names a template that is not configured.
         """
         self._check_template(submission)
-        body = rfc8785.dumps(submission.to_json())
         # The key was drawn for this transaction's intent: no earlier submission can hold it (and the
         # unique index on it would refuse one), so there is nothing to look up first.
-        return self._insert_new(conn, key, hashlib.sha256(body).hexdigest(), submission, body=body.decode())
+        return self._insert_new(conn, key, submission.digest(), submission, body=submission.canonical_body.decode())
 
     def submitted(self, handle: str, submission: ApprovalSubmission) -> None:
         """The request ``handle`` committed: its template's automatic resolver, if it has one, decides it."""
@@ -505,7 +502,7 @@ class LocalApprovalBackend:
         existing = existing_request(conn, key, digest)
         if existing is not None:
             return existing, False
-        return self._insert_new(conn, key, digest, submission, body=rfc8785.dumps(submission.to_json()).decode()), True
+        return self._insert_new(conn, key, digest, submission, body=submission.canonical_body.decode()), True
 
     def _insert_new(self, conn: Connection, key: str, digest: str, submission: ApprovalSubmission, *, body: str) -> str:
         """Store a new request under ``key`` (``body``: the submission's canonical JSON) with its audit event."""

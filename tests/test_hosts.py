@@ -1,9 +1,12 @@
-"""Loopback ports: never handed out twice by one process, and split between processes by slice."""
+"""Loopback ports: never handed out twice by one process, split between processes by slice, and
+(where the kernel leaves room) below the ephemeral range, which outgoing connections draw from."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +16,20 @@ from mcp_approval.hosts import PORT_SLICE_VARIABLE, unused_loopback_port
 def test_one_process_never_hands_out_a_port_twice():
     ports = [unused_loopback_port() for _ in range(200)]
     assert len(set(ports)) == len(ports)
+
+
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+@pytest.mark.skipif(not EPHEMERAL_RANGE.exists(), reason="the ephemeral port range is read from Linux's /proc")
+def test_ports_come_from_below_the_ephemeral_range_and_can_be_bound():
+    ephemeral_from = int(EPHEMERAL_RANGE.read_text().split()[0])
+    if ephemeral_from < 21_000:
+        pytest.skip(f"this kernel's ephemeral range starts at {ephemeral_from}: no room below it")
+    for port in [unused_loopback_port() for _ in range(50)]:
+        assert port < ephemeral_from
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))  # free: a server can take it
 
 
 @pytest.mark.parametrize("index", [0, 1, 2])

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import secrets
 import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
@@ -106,20 +108,52 @@ def unused_loopback_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now and this process has not handed out before.
 
     The port is free when returned, and the caller's server binds it later. Remembering every port
-    handed out keeps two servers this process starts at once from being given the same one (the
-    kernel may return a just-released port again), which would send one server's clients to the other.
-    Between processes, the slice named by ``MCP_APPROVAL_PORT_SLICE`` does the same.
+    handed out keeps two servers this process starts at once from being given the same one, which
+    would send one server's clients to the other. Between processes, the slice named by
+    ``MCP_APPROVAL_PORT_SLICE`` does the same. Where the kernel's ephemeral range leaves room below
+    it, the port comes from there: an ephemeral port (what ``bind(0)`` returns) can meanwhile
+    become the local port of some outgoing connection, and the server's bind then fails.
     """
     slice_index, slice_count = _port_slice()
     with _HANDED_OUT_LOCK:
-        while True:
-            with socket.socket() as sock:
-                sock.bind(("127.0.0.1", 0))
-                port = int(sock.getsockname()[1])
+        for port in _candidate_ports():
             # Halved, because Linux gives bind() odd ports by preference (even ones go to connect()).
-            if (port >> 1) % slice_count == slice_index and port not in _HANDED_OUT:
+            if (port >> 1) % slice_count == slice_index and port not in _HANDED_OUT and _free(port):
                 _HANDED_OUT.add(port)
                 return port
+    raise RuntimeError("no unused TCP port on 127.0.0.1")
+
+
+#: The lowest port handed out from below the ephemeral range (clear of the usual services' ports).
+_LISTEN_PORTS_FROM: Final = 20_000
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def _candidate_ports() -> Iterator[int]:
+    """Ports below the ephemeral range from a random point, when there are enough; else the kernel's picks."""
+    try:
+        ephemeral_from = int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_from = 49_152  # the IANA dynamic range (macOS, Windows)
+    if ephemeral_from - _LISTEN_PORTS_FROM >= 1_000:
+        below = range(_LISTEN_PORTS_FROM, ephemeral_from)
+        start = secrets.randbelow(len(below))
+        yield from below[start:]
+        yield from below[:start]
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            yield int(sock.getsockname()[1])
+
+
+def _free(port: int) -> bool:
+    """Whether ``port`` on 127.0.0.1 can be bound now."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def proxy_header_settings(trusted_proxies: Sequence[str]) -> dict[str, Any]:

@@ -266,7 +266,7 @@ LAYERS: tuple[Rung, ...] = (
     (
         (
             "foundation",
-            ("_lazy", "clock", "crashpoints", "hosts", "json_body", "openapi", "protocol", "tracing"),
+            ("_background", "_lazy", "clock", "crashpoints", "hosts", "json_body", "openapi", "protocol", "tracing"),
         ),
     ),
     (("storage", ("storage",)),),

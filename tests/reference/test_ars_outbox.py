@@ -51,6 +51,7 @@ class Receiver:
 
     port: int = field(default_factory=unused_loopback_port)
     status: int = 202
+    hold: threading.Event | None = None  # once given, each POST is answered only when it is set
     received: list[tuple[dict[str, Any], bytes, str | None]] = field(default_factory=list)
 
     @property
@@ -69,6 +70,8 @@ class Receiver:
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length", "0")))
                 receiver.received.append((json.loads(raw), raw, self.headers.get("x-approval-signature")))
+                if receiver.hold is not None:
+                    receiver.hold.wait(30)
                 self.send_response(receiver.status)
                 self.send_header("content-length", "0")
                 self.end_headers()
@@ -304,3 +307,32 @@ async def test_a_callback_refused_every_time_is_abandoned_after_its_attempts(
     assert row.delivered_at is None
     assert row.last_error == "answered 503"
     assert "gave up on the callback of task arq_000" in caplog.text
+
+
+@pytest.mark.anyio
+async def test_a_callback_being_sent_when_the_outbox_stops_is_delivered_and_recorded(db_url: str) -> None:
+    """A stop lets the attempt in flight finish (a grace) rather than cutting it off mid-POST."""
+    receiver = Receiver(hold=threading.Event())
+    await _owe_callbacks(db_url, receiver, 1)
+    database = open_database(db_url)
+    outbox = _outbox(database)
+    try:
+        with receiver.up():
+            await outbox.start()
+
+            async def received() -> int:
+                return len(receiver.received)
+
+            await eventually(received, lambda seen: seen == 1)  # the POST is waiting for its answer
+            stopping = asyncio.create_task(outbox.stop())
+            await asyncio.sleep(0)  # one turn: the stop has begun
+            assert receiver.hold is not None
+            receiver.hold.set()
+            await stopping
+        (row,) = await callback_rows(database)
+    finally:
+        await outbox.stop()
+        await database.close()
+    assert row.delivered_at is not None
+    assert row.attempts == 1
+    assert len(receiver.received) == 1

@@ -47,7 +47,8 @@ class Delivery:
 class WebhookReceiver:
     """An HTTP server on 127.0.0.1 that verifies each POST's signature and records it.
 
-    It refuses (503) the first ``refuse_first`` POSTs, and every POST while ``down`` is set.
+    It refuses (503) the first ``refuse_first`` POSTs, and every POST while ``down`` is set. With
+    ``hold`` given, each POST is recorded at once and answered only once ``hold`` is set.
     """
 
     secret: str = WEBHOOK_SECRET
@@ -55,6 +56,7 @@ class WebhookReceiver:
     down: bool = False
     deliveries: list[Delivery] = field(default_factory=list)
     port: int = field(default_factory=unused_loopback_port)
+    hold: threading.Event | None = None
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -71,7 +73,10 @@ class WebhookReceiver:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
                 headers = {key.lower(): value for key, value in self.headers.items()}
-                self.send_response(receiver.record(headers, body))
+                status = receiver.record(headers, body)
+                if receiver.hold is not None:
+                    receiver.hold.wait(30)
+                self.send_response(status)
                 self.end_headers()
 
             def log_message(self, *args: Any) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from mcp_approval.approval import messages
 from mcp_approval.config import ConfigError, load_config
 from mcp_approval.demo.servers import materialize
 from mcp_approval.server.deployment import build_deployment
+from mcp_approval.storage import all_cursors
+from tests.approval.inprocess import inprocess_treasury
 from tests.support.polling import eventually
 from tests.support.receivers import WEBHOOK_SECRET, Delivery, SmtpReceiver, WebhookReceiver
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals, to_toml
@@ -36,13 +39,17 @@ CANCELLED = ["approval.requested", "approval.executed", "approval.cancelled"]
 
 def _notified(tmp_path: Path, receiver: WebhookReceiver, **schedule: Any) -> Path:
     """The treasury example with a webhook channel for its ``treasury`` template, retried fast, metrics on."""
+    return deployment_dir(tmp_path, _notified_overrides(receiver, **schedule))
+
+
+def _notified_overrides(receiver: WebhookReceiver, **schedule: Any) -> dict[str, dict[str, Any]]:
+    """The overrides of :func:`_notified`."""
     channel = {"kind": "webhook", "url": receiver.url, "secret": WEBHOOK_SECRET}
     notifications = {"channels": {"hook": channel}, "poll_interval_s": 0.05, "retry_initial_s": 0.05}
     notifications |= {"retry_max_s": 0.2, "lease_s": 2.0, "timeout_s": 1.5} | schedule
     template = {"approvals_required": 1, "reviewer_role": "approver", "notify": ["hook"]}
     metrics = {"enabled": True, "bearer_token": SCRAPE_TOKEN}
-    overrides = {"notifications": notifications, "templates": {"treasury": template}, "metrics": metrics}
-    return deployment_dir(tmp_path, overrides)
+    return {"notifications": notifications, "templates": {"treasury": template}, "metrics": metrics}
 
 
 _DELIVERED = ("mcp_approval_notification_deliveries_total", (("channel", "hook"),))
@@ -215,6 +222,28 @@ async def test_an_expired_and_a_cancelled_request_are_notified(tmp_path: Path) -
     assert data[(cancelled["id"], "approval.executed")]["outcome"] == "cancelled"
     assert len(receiver.accepted()) == len(EXPIRED) + len(CANCELLED), "each event once"
     assert all(d.verified for d in receiver.all())
+
+
+async def test_a_notification_being_sent_when_the_server_stops_is_sent_once_and_recorded(tmp_path: Path) -> None:
+    """A stop lets the send in flight finish and move the cursor, rather than cutting it off mid-POST
+    (which would leave the event to be sent again by the next worker)."""
+    receiver = WebhookReceiver(hold=threading.Event()).start()
+    try:
+        async with inprocess_treasury(tmp_path, _notified_overrides(receiver)) as harness:
+            await harness.alice.call_tool("wire_transfer", {"to": "acct-stop", "amount": 30_000})
+            await eventually(lambda: asyncio.to_thread(receiver.all), lambda seen: len(seen) == 1)
+            outbox = harness.deployment.approvals.outbox
+            assert outbox is not None
+            stopping = asyncio.create_task(outbox.stop())
+            await asyncio.sleep(0)  # one turn: the stop has begun
+            assert receiver.hold is not None
+            receiver.hold.set()
+            await stopping
+            (cursor,) = await all_cursors(harness.deployment.approval.store.database)
+    finally:
+        receiver.stop()
+    assert (cursor.consumer, cursor.delivered, cursor.failures) == ("notify:hook", 1, 0)
+    assert [d.payload["type"] for d in receiver.accepted()] == ["approval.requested"]
 
 
 def test_a_template_naming_an_unknown_channel_is_refused(tmp_path: Path) -> None:

@@ -24,13 +24,13 @@ Anchors only read the head row: they add nothing to the writes that extend the c
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mcp_approval._background import pause_unless_stopping
 from mcp_approval.clock import Clock, SystemClock, iso8601
 from mcp_approval.notify.channels import AppriseChannel, WebhookChannel
 from mcp_approval.notify.options import AnchorOptions, ChannelOptions, WebhookChannelOptions
@@ -137,8 +137,7 @@ class AuditAnchors:
     async def _run(self) -> None:
         while not self._stopping.is_set():
             await self._write_logged()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self._options.interval_s)
+            await pause_unless_stopping(self._stopping, self._options.interval_s)
 
     async def _write_logged(self) -> None:
         """:meth:`write`; a failure is logged and the next anchor tried at its time (a missed anchor is not fatal)."""

@@ -19,6 +19,7 @@ import logging
 import secrets
 from collections.abc import Mapping
 
+from mcp_approval._background import finish_or_cancel, pause_unless_stopping
 from mcp_approval.backends import ApprovalBackend
 from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.clock import Clock, SystemClock
@@ -70,32 +71,37 @@ class NotificationOutbox:
             database, owner=secrets.token_hex(8), lease_ms=int(options.lease_s * 1000), clock=clock or SystemClock()
         )
         self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
 
     async def start(self) -> None:
         """Create missing cursors (at the chain's head) and start delivering in the background."""
         for name in self._channels:
             await self._cursors.ensure(CONSUMER_PREFIX + name)
+        self._stopping.clear()
         self._task = asyncio.create_task(self._run(), name="notification-outbox")
 
     async def stop(self) -> None:
-        """Stop delivering (an event being sent may be sent again by the next worker) and close the channels."""
+        """Stop delivering and close the channels.
+
+        The send in flight gets a grace to finish and move its cursor (see
+        :mod:`mcp_approval._background`); one still running then is cancelled, and its event is
+        sent again by the next worker to lease the cursor.
+        """
+        self._stopping.set()
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await finish_or_cancel([task])
         for name, channel in self._channels.items():
             with contextlib.suppress(Exception):
                 await self._cursors.release(CONSUMER_PREFIX + name)
             await channel.aclose()
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             try:
                 await self.deliver_due()
             except Exception:  # a store outage must not end the loop; the next round tries again
                 _log.exception("notification delivery round failed")
-            await asyncio.sleep(self._options.poll_interval_s)
+            await pause_unless_stopping(self._stopping, self._options.poll_interval_s)
 
     async def deliver_due(self) -> None:
         """One round: every channel that is due and not leased elsewhere gets what it is owed."""
@@ -116,6 +122,8 @@ class NotificationOutbox:
         channel, templates = self._channels[name], self._routes.get(name, frozenset())
         seen, sent = after, 0
         async for event in self._audit.export(after_seq=after):
+            if self._stopping.is_set():
+                return  # the cursor stands after the last event sent
             notification = await self._messages.build(event)
             if notification is not None and (notification.template or "") in templates:
                 try:

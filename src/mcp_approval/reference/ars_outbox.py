@@ -28,6 +28,7 @@ from typing import Any, Final
 import httpx2
 from sqlalchemy import Connection, delete, or_, select, update
 
+from mcp_approval._background import finish_or_cancel
 from mcp_approval.backends.callbacks import SIGNATURE_HEADER, sign_callback
 from mcp_approval.clock import Clock
 from mcp_approval.reference.arap_callbacks import origin
@@ -129,21 +130,26 @@ class CallbackOutbox:
         self.owner = secrets.token_hex(8)
         self._client: httpx2.AsyncClient | None = None
         self._wake = asyncio.Event()
+        self._stopping = False
         self._task: asyncio.Task[None] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Deliver in the background (rows left by a previous process included)."""
+        self._stopping = False
         self._task = asyncio.create_task(self._run(), name="arap-callback-outbox")
 
     async def stop(self) -> None:
-        """Stop delivering (a row being sent is sent again once its lease expires) and close the client."""
+        """Stop delivering and close the client.
+
+        The round in flight gets a grace to finish (see :mod:`mcp_approval._background`); a row
+        whose attempt is cancelled then is sent again once its lease expires.
+        """
+        self._stopping = True
+        self._wake.set()
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await finish_or_cancel([task])
         with contextlib.suppress(Exception):  # a store already gone: the leases simply expire
             await self._release_mine()
         if self._client is not None:
@@ -155,7 +161,7 @@ class CallbackOutbox:
         self._wake.set()
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             self._wake.clear()
             try:
                 await self.deliver_due()

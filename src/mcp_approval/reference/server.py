@@ -18,7 +18,6 @@ and logs a WARNING: a documented deviation for local runs. TLS itself is termina
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -30,6 +29,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
+from mcp_approval._background import finish_or_cancel, pause_unless_stopping
 from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.backends.local import LocalApprovalBackend, RequestSeal
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
@@ -90,6 +90,7 @@ class ArapServer:
     routes: list[BaseRoute] = field(default_factory=list)
     app: Starlette = field(init=False)
     _sweeper: asyncio.Task[None] | None = field(default=None, init=False)
+    _stopping: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _linker: AuditLinker | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -112,24 +113,26 @@ class ArapServer:
         await self.backend.start(self.service.on_backend_change)
         if self.service.callbacks is not None:
             await self.service.callbacks.start()  # including callbacks a previous process still owed
+        self._stopping.clear()
         self._sweeper = asyncio.create_task(self._sweep_loop())
 
     async def _sweep_loop(self) -> None:
         """Run :meth:`AccessRequestService.sweep_once` every ``[arap] sweep_interval_s``."""
-        while True:
+        while not self._stopping.is_set():
             try:
                 await self.service.sweep_once()
             except Exception as exc:  # an unreachable store for a moment: the next pass retries
                 logger.warning("arap-server sweep failed: %s", type(exc).__name__)
-            await asyncio.sleep(self.config.arap.sweep_interval_s)  # the sweep's period
+            await pause_unless_stopping(self._stopping, self.config.arap.sweep_interval_s)
 
     async def stop(self) -> None:
-        """Stop background work and close the store."""
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
-            self._sweeper = None
+        """Stop background work and close the store.
+
+        A sweep in progress finishes first (see :mod:`mcp_approval._background`).
+        """
+        self._stopping.set()
+        sweeper, self._sweeper = self._sweeper, None
+        await finish_or_cancel([sweeper])
         await self.backend.stop()
         if self.service.callbacks is not None:
             await self.service.callbacks.stop()

@@ -14,6 +14,7 @@ from typing import Any
 import mcp_types as types
 from mcp.server.context import HandlerResult
 
+from mcp_approval._background import finish_or_cancel, pause_unless_stopping
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.protocol import INTERNAL_ERROR
 from mcp_approval.storage import StoreUnavailableError
@@ -31,8 +32,6 @@ logger = logging.getLogger("mcp_approval.tasks")
 _LOST_WORKER_MESSAGE = "The worker running this task stopped responding"
 # How long a terminal write keeps being retried while the store is down, between attempts.
 _RETRY_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
-#: How long a stop lets a background loop finish the store call it is making before cancelling it.
-_LOOP_STOP_GRACE_S = 5.0
 
 
 def new_worker_id() -> str:
@@ -98,9 +97,7 @@ class TaskRuntime:
     async def stop(self) -> None:
         """Cancel every running task (they end ``cancelled``), stop the loops, close the store.
 
-        A loop in the middle of a store call finishes it first (up to :data:`_LOOP_STOP_GRACE_S`):
-        a query cut off by cancellation is cancelled by asyncpg on a connection of its own, which
-        would outlive the store's close.
+        A loop in the middle of a store call finishes it first (see :mod:`mcp_approval._background`).
         """
         async with self._lock:
             self._users -= 1
@@ -112,11 +109,7 @@ class TaskRuntime:
             for execution in executions:
                 execution.cancel()
             await asyncio.gather(*(execution.join() for execution in executions), return_exceptions=True)
-            if self._loops:
-                _, running = await asyncio.wait(self._loops, timeout=_LOOP_STOP_GRACE_S)
-                for loop in running:
-                    loop.cancel()
-                await asyncio.gather(*self._loops, return_exceptions=True)
+            await finish_or_cancel(self._loops)
             self._loops = []
             await self._close_signals()
             await self.store.close()
@@ -319,8 +312,7 @@ class TaskRuntime:
 
     async def _pause(self, seconds: float) -> None:
         """Wait ``seconds``, or less when the runtime stops."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stop_requested.wait(), seconds)
+        await pause_unless_stopping(self._stop_requested, seconds)
 
     async def heartbeat_once(self) -> None:
         """Renew this worker's lease and act on cancel and input signals from other workers.

@@ -30,6 +30,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from mcp_approval._background import finish_or_cancel, pause_unless_stopping
 from mcp_approval.approval import inputs as submission_inputs
 from mcp_approval.approval.binding import BindingIntegrityError, CallBinding
 from mcp_approval.approval.engine.changes import ChangeFollower
@@ -85,8 +86,6 @@ logger = logging.getLogger("mcp_approval.approval")
 _BATCH = 1000
 _EARLY_WAKES = 4096
 _CONCURRENCY = 32
-# How long a stop lets the pass and the checks in flight finish before it cancels them.
-_STOP_GRACE_S = 5.0
 # Denials a PEP-side PDP client makes up when the PDP cannot be asked: transient, never a verdict.
 _PDP_FAILURES = frozenset({REASON_PDP_UNAVAILABLE, REASON_PDP_ERROR, REASON_PDP_INVALID_RESPONSE})
 
@@ -185,18 +184,12 @@ class WorkflowDriver:
     async def stop(self) -> None:
         """Stop the loop and the checks in flight: each finishes what it is doing first.
 
-        A query cut off by cancellation is cancelled by asyncpg on a connection of its own, which
-        outlives the stop and may be cut short in turn (an unretrieved ``ConnectionError``); so
-        the pass and the checks get :data:`_STOP_GRACE_S` to end, and only what still runs then
-        is cancelled (its leases lapse for another worker). No new check starts meanwhile.
+        The pass and the checks get a grace to end (see :mod:`mcp_approval._background`); only
+        what still runs then is cancelled (its leases lapse for another worker). No new check
+        starts meanwhile.
         """
         self._stopping.set()
-        tasks = [task for task in (self._loop, *self._inflight) if task is not None]
-        if tasks:
-            _, running = await asyncio.wait(tasks, timeout=_STOP_GRACE_S)
-            for task in running:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await finish_or_cancel([self._loop, *self._inflight])
         self._loop = None
 
     async def _run(self) -> None:
@@ -216,8 +209,7 @@ class WorkflowDriver:
                 logger.warning("approval store unavailable; the workflow driver retries")
             except Exception:
                 logger.exception("approval workflow driver tick failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.tick_s)
+            await pause_unless_stopping(self._stopping, self.tick_s)
 
     async def tick(self) -> int:
         """One pass: lost executions, due checks (batch after batch), and now and then reconciliation.

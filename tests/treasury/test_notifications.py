@@ -229,7 +229,9 @@ async def test_a_notification_being_sent_when_the_server_stops_is_sent_once_and_
     (which would leave the event to be sent again by the next worker)."""
     receiver = WebhookReceiver(hold=threading.Event()).start()
     try:
-        async with inprocess_treasury(tmp_path, _notified_overrides(receiver)) as harness:
+        # The held POST must not time out on a loaded machine before the test lets it answer.
+        overrides = _notified_overrides(receiver, timeout_s=20.0, lease_s=30.0)
+        async with inprocess_treasury(tmp_path, overrides) as harness:
             await harness.alice.call_tool("wire_transfer", {"to": "acct-stop", "amount": 30_000})
             await eventually(lambda: asyncio.to_thread(receiver.all), lambda seen: len(seen) == 1)
             outbox = harness.deployment.approvals.outbox

@@ -7,15 +7,21 @@ next poll is 30 s away). It must not answer "still open" and must not open a sec
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from sqlalchemy import event
+from sqlalchemy.util import await_only
 
 from mcp_approval.approval.persistence.records import Admission, Intent, TaskOutcome
+from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS
 from mcp_approval.approval.persistence.states import IntentState
 from mcp_approval.approval.persistence.store import ApprovalStore
 from mcp_approval.server.local_backend import local_backend_from_config
+from mcp_approval.storage import migrate, open_database
+from mcp_approval.tasks.schema import TASKS_MIGRATIONS
 from mcp_approval.tasks.states import TaskStatus
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.approval.test_admission_counts import _workflow
@@ -137,3 +143,42 @@ async def test_a_retry_whose_request_ends_after_its_admission_gets_the_result(
         assert result["isError"] is False, text_of(result)
         assert result["_meta"][DISPOSITION] == "approved-executed"
         assert len(transfers(harness, "acct-ryd-ended")) == 1
+
+
+@pytest.mark.postgres
+async def test_a_request_ending_between_the_admissions_reads_is_found_owed(postgres_url: str) -> None:
+    """On PostgreSQL each statement of the admission sees the commits made before it started, and
+    an ending takes no dedup lock. A request that ends after the look for an owed outcome and
+    before the look for a live request is in neither; the admission must still answer it (here:
+    owed), not open a second request for the same call."""
+    database, other = open_database(postgres_url), open_database(postgres_url)
+    await migrate(database, TASKS_MIGRATIONS, APPROVAL_MIGRATIONS)
+    store, ending_side = (
+        ApprovalStore(database, result_retention_ms=60_000),
+        ApprovalStore(other, result_retention_ms=60_000),
+    )
+    try:
+        digest = "e" * 64
+        first = _intent(1, digest)
+        assert await _record(store, first, owed_first=True) == (Admission.RECORDED, "task-1")
+        assert await store.mark_submitted(first.key, "h-1")
+        workflow = replace(_workflow("task-1", first.key, "alice"), arguments_digest=digest, owed_to_retry=True)
+        assert await store.create_task(workflow)
+        denial = TaskOutcome(TaskStatus.COMPLETED, "denied", disposition="denied-not-executed")
+        ended: list[bool] = []
+
+        def end_after_the_owed_read(conn: object, cursor: object, statement: str, *args: object) -> None:
+            if not ended and "owed_to_retry" in statement and statement.lstrip().upper().startswith("SELECT"):
+                # Another connection ends the request and commits, between this read and the next.
+                ended.append(await_only(asyncio.wait_for(ending_side.fence("task-1", denial), 10)))
+
+        event.listen(database.engine.sync_engine, "after_cursor_execute", end_after_the_owed_read)
+        try:
+            admission = await _record(store, _intent(2, digest), owed_first=True)
+        finally:
+            event.remove(database.engine.sync_engine, "after_cursor_execute", end_after_the_owed_read)
+        assert ended == [True]
+        assert admission == (Admission.OUTCOME_OWED, "task-1")
+    finally:
+        await database.close()
+        await other.close()

@@ -244,6 +244,12 @@ def refusal(
     existing = live_match(conn, call)
     if existing is not None:
         return Admission.DUPLICATE, existing
+    # An ending takes no dedup lock: on PostgreSQL a request may end between the two reads above,
+    # after the first saw it live and before the second did, so neither found it. Its ending
+    # committed before this read starts, which therefore sees it.
+    owed = owed_match(conn, call) if owed_first else None
+    if owed is not None:
+        return Admission.OUTCOME_OWED, owed
     owner = intent.principal_digest
     since = now - 60_000
     # The exact count of the window is read only when the minutes it spans hold enough intents.

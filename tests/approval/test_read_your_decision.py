@@ -102,15 +102,20 @@ async def _record(store: ApprovalStore, intent: Intent, *, owed_first: bool) -> 
     )
 
 
-async def test_an_ended_request_owing_its_outcome_is_found_in_the_admission_transaction(store: ApprovalStore) -> None:
-    """The request ended between the retry's look for an owed outcome and its admission: the
-    admission itself finds it, so the retry answers that outcome instead of opening a request."""
-    digest = "d" * 64
+async def _open_request_without_tasks(store: ApprovalStore, digest: str) -> None:
+    """Request ``task-1`` for alice's call ``digest``, made without tasks (its outcome owed to her retry)."""
     first = _intent(1, digest)
     assert await _record(store, first, owed_first=True) == (Admission.RECORDED, "task-1")
     assert await store.mark_submitted(first.key, "h-1")
     workflow = replace(_workflow("task-1", first.key, "alice"), arguments_digest=digest, owed_to_retry=True)
     assert await store.create_task(workflow)
+
+
+async def test_an_ended_request_owing_its_outcome_is_found_in_the_admission_transaction(store: ApprovalStore) -> None:
+    """The request ended between the retry's look for an owed outcome and its admission: the
+    admission itself finds it, so the retry answers that outcome instead of opening a request."""
+    digest = "d" * 64
+    await _open_request_without_tasks(store, digest)
     retry = _intent(2, digest)
     assert await _record(store, retry, owed_first=True) == (Admission.DUPLICATE, "task-1")  # still open
     assert await store.fence("task-1", TaskOutcome(TaskStatus.COMPLETED, "denied", disposition="denied-not-executed"))
@@ -159,11 +164,7 @@ async def test_a_request_ending_between_the_admissions_reads_is_found_owed(postg
     )
     try:
         digest = "e" * 64
-        first = _intent(1, digest)
-        assert await _record(store, first, owed_first=True) == (Admission.RECORDED, "task-1")
-        assert await store.mark_submitted(first.key, "h-1")
-        workflow = replace(_workflow("task-1", first.key, "alice"), arguments_digest=digest, owed_to_retry=True)
-        assert await store.create_task(workflow)
+        await _open_request_without_tasks(store, digest)
         denial = TaskOutcome(TaskStatus.COMPLETED, "denied", disposition="denied-not-executed")
         ended: list[bool] = []
 

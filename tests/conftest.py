@@ -17,6 +17,7 @@ from mcp_approval.clock import Clock
 from mcp_approval.hosts import PORT_SLICE_VARIABLE
 from mcp_approval.tasks import TaskOptions, TasksExtension, store_from_url
 from mcp_approval.testing.tasks_demo import DEMO_TOKENS, build_tasks_demo_server
+from tests.support import store_leg
 from tests.support.wire import Wire
 
 #: Set in CI: a database test that cannot reach its server fails instead of skipping.
@@ -43,6 +44,13 @@ CHECK_PROPERTY = "sep-check"
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "postgres: needs PostgreSQL")
     config.addinivalue_line("markers", "sep_check(*ids): the SEP conformance check ids this test covers")
+    if not hasattr(config, "workerinput"):  # the controlling process, before xdist starts its workers
+        store_leg.start_run()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # every worker has ended
+        store_leg.drop_run_databases()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

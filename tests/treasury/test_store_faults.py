@@ -263,12 +263,14 @@ async def test_a_broken_store_connection_loses_nothing_and_runs_the_call_at_most
                 rig.proxy.come_back()
             failures.extend(f"{kind} at {point}: failed while the store was up: {seen}" for seen in rig.wrongly_failed)
     assert not failures, f"{len(failures)} of {len(chosen)} points failed:\n" + "\n".join(failures)
-    # A statement of a path a phase takes only sometimes may not come again: the driver leases a
-    # decided workflow by its wake-up or by its next pass, whichever comes first, and the recording
-    # may have seen only one of the two. One such statement (with its commit points) per phase, or a
-    # quarter of the phase's statements, may go unreached.
+    # The statements of a path a phase takes only sometimes may not come again: the driver leases a
+    # decided workflow by its wake-up or by its next pass, whichever comes first, and a check that
+    # races the decision may still see the request pending (it then writes its next look and lets
+    # its lease go: two statements). The recording may have seen such a path every time. Two such
+    # statements (with their commit points) per phase, or a quarter of the phase's statements, may
+    # go unreached.
     statements, missed = {point.text for point in chosen}, {point.text for point in unreached}
-    assert len(missed) <= max(1, len(statements) // 4), "points not reached:\n" + "\n".join(map(str, unreached))
+    assert len(missed) <= max(2, len(statements) // 4), "points not reached:\n" + "\n".join(map(str, unreached))
 
 
 async def broken_workflow(rig: Rig, http: httpx.AsyncClient, point: Point, kind: str) -> bool:

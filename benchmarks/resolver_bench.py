@@ -53,7 +53,7 @@ from tests.support.treasury import TreasuryServer, deployment_dir  # noqa: E402
 from tests.support.wire import Wire  # noqa: E402
 
 from mcp_approval.approval.persistence.schema import approval_intents_table, approval_workflows_table  # noqa: E402
-from mcp_approval.backends.local_schema import approval_requests_table  # noqa: E402
+from mcp_approval.backends.local.schema import approval_requests_table  # noqa: E402
 from mcp_approval.storage import open_database  # noqa: E402
 from mcp_approval.storage.database import Database  # noqa: E402
 from mcp_approval.tasks.schema import tasks_table  # noqa: E402

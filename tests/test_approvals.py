@@ -8,8 +8,7 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 
 from mcp_approval.approval.options import ApprovalOptions
-from mcp_approval.backends.local import LocalApprovalBackend
-from mcp_approval.backends.local_rules import ApprovalTemplate
+from mcp_approval.backends import ApprovalTemplate, LocalApprovalBackend
 from mcp_approval.policy import CedarPDP
 from mcp_approval.server import Approvals, StaticTokenVerifier, local_auth_settings
 from mcp_approval.storage import open_database

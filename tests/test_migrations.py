@@ -12,8 +12,8 @@ from sqlalchemy import Connection, MetaData, create_engine, inspect
 
 from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS
 from mcp_approval.approval.persistence.schema import metadata as approval_metadata
-from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
-from mcp_approval.backends.local_schema import metadata as local_metadata
+from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
+from mcp_approval.backends.local.schema import metadata as local_metadata
 from mcp_approval.reference.ars_schema import ARS_MIGRATIONS
 from mcp_approval.reference.ars_schema import metadata as ars_metadata
 from mcp_approval.storage import AUDIT_MIGRATIONS, SHARED_MIGRATIONS, SchemaTooNewError, migrate, open_database

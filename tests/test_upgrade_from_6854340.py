@@ -31,7 +31,7 @@ import pytest
 from sqlalchemy import Boolean, Connection, MetaData, select, text
 
 from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS
-from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
+from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.storage import AUDIT_MIGRATIONS, SHARED_MIGRATIONS, AuditLog, Database, migrate, open_database
 from mcp_approval.tasks.schema import TASKS_MIGRATIONS
 from tests.support.stored_schema import row_counts, version_heads

@@ -22,7 +22,7 @@ from sqlalchemy import Boolean, Connection, MetaData, inspect, text
 
 from mcp_approval.approval.persistence.records import call_scope
 from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS
-from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
+from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
 from mcp_approval.storage.audit import GENESIS_HASH
 from mcp_approval.tasks.schema import TASKS_MIGRATIONS

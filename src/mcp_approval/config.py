@@ -51,8 +51,8 @@ from pydantic import (
 )
 
 from mcp_approval.approval.options import ApprovalOptions, valid_approval_url
+from mcp_approval.backends import ApprovalTemplate, ResolverRule
 from mcp_approval.backends.arap_settings import ArapSettings
-from mcp_approval.backends.local_rules import ApprovalTemplate, ResolverRule
 from mcp_approval.hosts import is_safe_transport
 from mcp_approval.metrics.options import MetricsOptions
 from mcp_approval.notify.options import AnchorOptions, NotificationOptions

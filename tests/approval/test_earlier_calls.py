@@ -20,7 +20,7 @@ from mcp_approval.approval.persistence.store import ApprovalStore
 from mcp_approval.approval.without_tasks import answers
 from mcp_approval.approval.without_tasks.links import RequesterLinks
 from mcp_approval.backends.contract import ApprovalSubmission, EarlierCall
-from mcp_approval.backends.local_records import record_from_rows
+from mcp_approval.backends.local.records import record_from_rows
 from mcp_approval.clock import ManualClock
 from mcp_approval.tasks.states import TaskStatus
 from tests.approval.test_admission_counts import _workflow

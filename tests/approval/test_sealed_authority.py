@@ -17,7 +17,7 @@ from sqlalchemy import Connection, select, update
 
 from mcp_approval.approval.messages import INTEGRITY_FAILED
 from mcp_approval.approval.persistence.schema import approval_intents_table, approval_workflows_table
-from mcp_approval.backends.local_schema import approval_decisions_table, approval_requests_table
+from mcp_approval.backends.local.schema import approval_decisions_table, approval_requests_table
 from mcp_approval.metrics import ApprovalMetrics
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.treasury.helpers import approval_for, assert_denied_not_executed, settled

@@ -7,11 +7,9 @@ from typing import Any
 
 import pytest
 
+from mcp_approval.backends import ApprovalTemplate, AutoResolver, LocalApprovalBackend
 from mcp_approval.backends.contract import ApprovalSubmission
-from mcp_approval.backends.local import LocalApprovalBackend
-from mcp_approval.backends.local_rules import ApprovalTemplate
-from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
-from mcp_approval.backends.resolvers import AutoResolver
+from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.clock import ManualClock
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
 

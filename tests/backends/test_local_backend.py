@@ -8,20 +8,20 @@ import secrets
 import pytest
 from sqlalchemy import update
 
+from mcp_approval.backends import (
+    AlreadyDecidedError,
+    LocalApprovalBackend,
+    NotEligibleError,
+    RequestExpiredError,
+    RuleResolver,
+)
 from mcp_approval.backends.contract import (
     ApprovalStatus,
     IdempotencyConflictError,
     SubmissionRejectedError,
     UnknownRequestError,
 )
-from mcp_approval.backends.local import (
-    AlreadyDecidedError,
-    LocalApprovalBackend,
-    NotEligibleError,
-    RequestExpiredError,
-)
-from mcp_approval.backends.local_schema import approval_requests_table
-from mcp_approval.backends.resolvers import RuleResolver
+from mcp_approval.backends.local.schema import approval_requests_table
 from mcp_approval.clock import ManualClock, iso8601
 from mcp_approval.storage import AuditLog, Database
 from tests.backends.conftest import TEMPLATES, BackendFactory, submission

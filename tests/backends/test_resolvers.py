@@ -7,10 +7,14 @@ import secrets
 
 import pytest
 
+from mcp_approval.backends import (
+    CallableResolver,
+    LocalApprovalBackend,
+    ResolverRule,
+    RuleResolver,
+    resolvers_from_config,
+)
 from mcp_approval.backends.contract import ApprovalStatus
-from mcp_approval.backends.local import LocalApprovalBackend
-from mcp_approval.backends.local_rules import ResolverRule
-from mcp_approval.backends.resolvers import CallableResolver, RuleResolver, resolvers_from_config
 from mcp_approval.clock import ManualClock
 from mcp_approval.storage import AuditLog, Database
 from tests.backends import resolver_targets

@@ -12,10 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from mcp_approval.approval.options import ApprovalOptions, binding_cipher
+from mcp_approval.backends import ApprovalTemplate, LocalApprovalBackend
 from mcp_approval.backends.contract import ApprovalStatus, ApprovalSubmission
-from mcp_approval.backends.local import LocalApprovalBackend
-from mcp_approval.backends.local_rules import ApprovalTemplate
-from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
+from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.cli.main import app
 from mcp_approval.config import load_config
 from mcp_approval.server.local_backend import local_backend_from_config

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends import LocalApprovalBackend
 from mcp_approval.clock import ManualClock
 from mcp_approval.reviewers.api import reviewer_routes
 from tests.backends.conftest import submission

@@ -13,8 +13,7 @@ import pytest
 import uvicorn
 from starlette.applications import Starlette
 
-from mcp_approval.backends.local import LocalApprovalBackend
-from mcp_approval.backends.local_records import ApprovalRecord, ReviewError
+from mcp_approval.backends import ApprovalRecord, LocalApprovalBackend, ReviewError
 from mcp_approval.clock import ManualClock
 from mcp_approval.reviewers.api import reviewer_routes
 from mcp_approval.storage import Database

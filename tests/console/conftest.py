@@ -13,10 +13,9 @@ import pytest
 import uvicorn
 from starlette.applications import Starlette
 
+from mcp_approval.backends import ApprovalTemplate, LocalApprovalBackend
 from mcp_approval.backends.contract import ApprovalSubmission
-from mcp_approval.backends.local import LocalApprovalBackend
-from mcp_approval.backends.local_rules import ApprovalTemplate
-from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
+from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.clock import ManualClock
 from mcp_approval.reviewers.console import console_routes
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, migrate, open_database

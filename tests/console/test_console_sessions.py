@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
+from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.clock import ManualClock
 from mcp_approval.reviewers.session_table import SqlSessionTable
 from mcp_approval.reviewers.sessions import SessionStore, SessionTable

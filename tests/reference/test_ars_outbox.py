@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from mcp_approval.backends.callbacks import verify_callback
-from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
+from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.clock import SystemClock
 from mcp_approval.hosts import unused_loopback_port
 from mcp_approval.reference.ars_outbox import CallbackOutbox, CallbackRow, callback_rows, queue_callback

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from mcp_approval.approval.options import ApprovalOptions
-from mcp_approval.backends.local_records import LISTED_ARGUMENT_CHARS
+from mcp_approval.backends.local.records import LISTED_ARGUMENT_CHARS
 from mcp_approval.protocol import INVALID_PARAMS
 from tests.support.polling import eventually
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals

@@ -25,7 +25,6 @@ from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.persistence.records import NewWorkflow
 from mcp_approval.approval.results import sanitize_model_text
 from mcp_approval.backends import ApprovalBackend
-from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.denials.placement import Interaction, declared_interactions
 
 __all__ = [
@@ -66,14 +65,12 @@ def declares_url_elicitation(ctx: ServerRequestContext[Any, Any]) -> bool:
 def approval_page_id(backend: ApprovalBackend, handle: str) -> str | None:
     """The id the approval page names for ``handle``, or ``None`` when the backend has no such page.
 
-    The local backend's handle is its request id, the id of ``/approvals/{id}``. Any other
-    backend must say so itself (:class:`ReviewerPageIds`): its handle may be a status URL or
-    carry material a client must not see.
+    A backend says so itself (:class:`ReviewerPageIds`): the local backend's handle is its request
+    id, the id of ``/approvals/{id}``; another's may be a status URL or carry material a client
+    must not see.
     """
     if isinstance(backend, ReviewerPageIds):
         return backend.approval_page_id(handle)
-    if isinstance(backend, LocalApprovalBackend):
-        return handle
     return None
 
 

@@ -2,11 +2,14 @@
 
 A backend takes an approval submission and answers its status; the approval layer follows it:
 
-- :class:`ApprovalBackend` is the contract (:mod:`mcp_approval.backends.contract`).
+- :class:`ApprovalBackend` is the contract (:mod:`mcp_approval.backends.contract`); what a backend
+  may offer beyond it are capabilities (:mod:`mcp_approval.backends.capabilities`:
+  :class:`SupportsReview`, :class:`SupportsTemplates`, …), which the server asks a backend for
+  instead of asking which class it is.
 - :class:`LocalApprovalBackend` keeps requests in the deployment's own database; reviewers decide
   through the reviewer surface (:mod:`mcp_approval.reviewers`: the HTTP API and the console) or
   ``mcp-approval review``, and :class:`RuleResolver`/:class:`CallableResolver` decide some
-  requests automatically.
+  requests automatically. Its package, ``backends.local``, is internal except its ``schema``.
 - :class:`ArapBackend` submits to an ARAP Access Request Service (:class:`ArapSettings`).
 
 Everything else in the subpackage's modules is an implementation detail of these, except
@@ -24,6 +27,17 @@ from mcp_approval._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from mcp_approval.backends.arap import ArapBackend, ArapSettings
+    from mcp_approval.backends.capabilities import (
+        SupportsChangeFeed,
+        SupportsFindSubmitted,
+        SupportsReview,
+        SupportsSealedRequests,
+        SupportsSealing,
+        SupportsStatusMany,
+        SupportsSubmitInTransaction,
+        SupportsTables,
+        SupportsTemplates,
+    )
     from mcp_approval.backends.contract import (
         ApprovalBackend,
         ApprovalBackendError,
@@ -37,72 +51,83 @@ if TYPE_CHECKING:
         SealedRequest,
         StatusListener,
         SubmissionRejectedError,
-        SupportsChangeFeed,
-        SupportsFindSubmitted,
-        SupportsSealedRequests,
-        SupportsStatusMany,
-        SupportsSubmitInTransaction,
         UnknownRequestError,
     )
-    from mcp_approval.backends.local import AUDITOR_ROLE, LocalApprovalBackend, UnverifiedRequestError
-    from mcp_approval.backends.local_records import (
+    from mcp_approval.backends.local.backend import LocalApprovalBackend
+    from mcp_approval.backends.local.endings import TerminalHook
+    from mcp_approval.backends.local.errors import (
         AlreadyDecidedError,
-        ApprovalRecord,
-        DecisionRecord,
         NotEligibleError,
         RequestExpiredError,
-        RequestPage,
         ReviewError,
+        UnverifiedRequestError,
     )
-    from mcp_approval.backends.local_rules import ApprovalTemplate, RequestRules, ResolverRule
+    from mcp_approval.backends.local.listing import AUDITOR_ROLE
+    from mcp_approval.backends.local.records import REDACTED, ApprovalRecord, DecisionRecord, RequestPage
+    from mcp_approval.backends.local.resolvers import (
+        AutoResolver,
+        CallableResolver,
+        RuleResolver,
+        resolvers_from_config,
+    )
+    from mcp_approval.backends.local.rules import ApprovalTemplate, RequestRules, ResolverRule
+    from mcp_approval.backends.local.seals import RequestSeal
     from mcp_approval.backends.outcomes import OutcomeReader, RequestOutcome
-    from mcp_approval.backends.resolvers import AutoResolver, CallableResolver, RuleResolver
 
 # Name -> the module that defines it, imported on first access (the callback signing, the contract
 # or a table does not load both backends).
 _LAZY = {
-    "AUDITOR_ROLE": "mcp_approval.backends.local",
-    "AlreadyDecidedError": "mcp_approval.backends.local_records",
+    "AUDITOR_ROLE": "mcp_approval.backends.local.listing",
+    "AlreadyDecidedError": "mcp_approval.backends.local.errors",
     "ApprovalBackend": "mcp_approval.backends.contract",
     "ApprovalBackendError": "mcp_approval.backends.contract",
-    "ApprovalRecord": "mcp_approval.backends.local_records",
+    "ApprovalRecord": "mcp_approval.backends.local.records",
     "ApprovalState": "mcp_approval.backends.contract",
     "ApprovalStatus": "mcp_approval.backends.contract",
     "ApprovalSubmission": "mcp_approval.backends.contract",
-    "ApprovalTemplate": "mcp_approval.backends.local_rules",
+    "ApprovalTemplate": "mcp_approval.backends.local.rules",
     "ArapBackend": "mcp_approval.backends.arap",
     "ArapSettings": "mcp_approval.backends.arap",
-    "AutoResolver": "mcp_approval.backends.resolvers",
-    "CallableResolver": "mcp_approval.backends.resolvers",
-    "DecisionRecord": "mcp_approval.backends.local_records",
+    "AutoResolver": "mcp_approval.backends.local.resolvers",
+    "CallableResolver": "mcp_approval.backends.local.resolvers",
+    "DecisionRecord": "mcp_approval.backends.local.records",
     "DeniedEvaluation": "mcp_approval.backends.contract",
     "EarlierCall": "mcp_approval.backends.contract",
     "IdempotencyConflictError": "mcp_approval.backends.contract",
-    "LocalApprovalBackend": "mcp_approval.backends.local",
-    "NotEligibleError": "mcp_approval.backends.local_records",
+    "LocalApprovalBackend": "mcp_approval.backends.local.backend",
+    "NotEligibleError": "mcp_approval.backends.local.errors",
+    "REDACTED": "mcp_approval.backends.local.records",
     "OutcomeReader": "mcp_approval.backends.outcomes",
-    "RequestExpiredError": "mcp_approval.backends.local_records",
+    "RequestExpiredError": "mcp_approval.backends.local.errors",
     "RequestIntegrityError": "mcp_approval.backends.contract",
-    "RequestRules": "mcp_approval.backends.local_rules",
-    "SealedRequest": "mcp_approval.backends.contract",
-    "SupportsSealedRequests": "mcp_approval.backends.contract",
     "RequestOutcome": "mcp_approval.backends.outcomes",
-    "RequestPage": "mcp_approval.backends.local_records",
-    "ResolverRule": "mcp_approval.backends.local_rules",
-    "ReviewError": "mcp_approval.backends.local_records",
-    "RuleResolver": "mcp_approval.backends.resolvers",
+    "RequestPage": "mcp_approval.backends.local.records",
+    "RequestRules": "mcp_approval.backends.local.rules",
+    "RequestSeal": "mcp_approval.backends.local.seals",
+    "ResolverRule": "mcp_approval.backends.local.rules",
+    "ReviewError": "mcp_approval.backends.local.errors",
+    "RuleResolver": "mcp_approval.backends.local.resolvers",
+    "SealedRequest": "mcp_approval.backends.contract",
     "StatusListener": "mcp_approval.backends.contract",
     "SubmissionRejectedError": "mcp_approval.backends.contract",
-    "SupportsChangeFeed": "mcp_approval.backends.contract",
-    "SupportsFindSubmitted": "mcp_approval.backends.contract",
-    "SupportsStatusMany": "mcp_approval.backends.contract",
-    "SupportsSubmitInTransaction": "mcp_approval.backends.contract",
+    "SupportsChangeFeed": "mcp_approval.backends.capabilities",
+    "SupportsFindSubmitted": "mcp_approval.backends.capabilities",
+    "SupportsReview": "mcp_approval.backends.capabilities",
+    "SupportsSealedRequests": "mcp_approval.backends.capabilities",
+    "SupportsSealing": "mcp_approval.backends.capabilities",
+    "SupportsStatusMany": "mcp_approval.backends.capabilities",
+    "SupportsSubmitInTransaction": "mcp_approval.backends.capabilities",
+    "SupportsTables": "mcp_approval.backends.capabilities",
+    "SupportsTemplates": "mcp_approval.backends.capabilities",
+    "TerminalHook": "mcp_approval.backends.local.endings",
     "UnknownRequestError": "mcp_approval.backends.contract",
-    "UnverifiedRequestError": "mcp_approval.backends.local",
+    "UnverifiedRequestError": "mcp_approval.backends.local.errors",
+    "resolvers_from_config": "mcp_approval.backends.local.resolvers",
 }
 
 __all__ = [
     "AUDITOR_ROLE",
+    "REDACTED",
     "AlreadyDecidedError",
     "ApprovalBackend",
     "ApprovalBackendError",
@@ -127,6 +152,7 @@ __all__ = [
     "RequestOutcome",
     "RequestPage",
     "RequestRules",
+    "RequestSeal",
     "ResolverRule",
     "ReviewError",
     "RuleResolver",
@@ -135,11 +161,17 @@ __all__ = [
     "SubmissionRejectedError",
     "SupportsChangeFeed",
     "SupportsFindSubmitted",
+    "SupportsReview",
     "SupportsSealedRequests",
+    "SupportsSealing",
     "SupportsStatusMany",
     "SupportsSubmitInTransaction",
+    "SupportsTables",
+    "SupportsTemplates",
+    "TerminalHook",
     "UnknownRequestError",
     "UnverifiedRequestError",
+    "resolvers_from_config",
 ]
 
 # Names that moved to the reviewer surface, resolved on first access (this package sits below it).

@@ -5,25 +5,23 @@ returns a durable, resumable handle, resolves the request out of band into a ter
 on a grant, returns approval material the server feeds into a *new* policy decision. The server,
 never the backend, decides whether the call runs.
 
-Backends: :class:`~mcp_approval.backends.local.LocalApprovalBackend` (durable in the server's own
-database, reviewers decide over HTTP or the CLI) and the ARAP HTTP backend.
+Backends: :class:`~mcp_approval.backends.LocalApprovalBackend` (durable in the server's own
+database, reviewers decide over HTTP or the CLI) and the ARAP HTTP backend. What a backend may
+offer beyond this contract, and the server asks for, is in :mod:`mcp_approval.backends.capabilities`.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 import rfc8785
 
 from mcp_approval.clock import iso8601
-
-if TYPE_CHECKING:
-    from sqlalchemy import Connection
 
 __all__ = [
     "ApprovalBackend",
@@ -38,11 +36,6 @@ __all__ = [
     "SealedRequest",
     "StatusListener",
     "SubmissionRejectedError",
-    "SupportsChangeFeed",
-    "SupportsFindSubmitted",
-    "SupportsSealedRequests",
-    "SupportsStatusMany",
-    "SupportsSubmitInTransaction",
     "UnknownRequestError",
 ]
 
@@ -311,7 +304,7 @@ class ApprovalSubmission:
 
         Canonicalizing large arguments takes a while: a caller on the event loop runs this on a
         worker thread first, so that a backend storing the request inside a database transaction
-        (:class:`SupportsSubmitInTransaction`) only writes.
+        (:class:`~mcp_approval.backends.capabilities.SupportsSubmitInTransaction`) only writes.
         """
         _ = self.canonical_body, self._call_digest
         return self
@@ -386,93 +379,11 @@ class SubmissionRejectedError(ApprovalBackendError):
     """
 
 
-@runtime_checkable
-class SupportsFindSubmitted(Protocol):
-    """Optional: a backend that can only find a request by resubmitting its exact body under its key.
-
-    An idempotent resubmission answers with the request the first submission opened (or opens
-    it, if the first never arrived, so it can be withdrawn).
-    """
-
-    async def find_submitted(self, key: str, submission: ApprovalSubmission) -> str | None:
-        """The handle of the request submitted under ``key`` with ``submission``, if it can be had."""
-        ...
-
-
-@runtime_checkable
-class SupportsStatusMany(Protocol):
-    """Optional: a backend that reads many requests' states at once (the workflow driver's batch pass)."""
-
-    async def status_many(self, handles: Sequence[str]) -> dict[str, ApprovalState]:
-        """``status`` of each known handle; unknown handles are left out of the answer."""
-        ...
-
-
-@runtime_checkable
-class SupportsChangeFeed(Protocol):
-    """Optional: a backend that lists the requests whose status changed since a time.
-
-    The workflow driver follows it every pass, so a decision made by any writer of the backend (another
-    worker, the review CLI) is seen within a pass without polling each pending request.
-    """
-
-    async def changed_since(self, since_ms: int) -> list[tuple[str, int]]:
-        """``(handle, changed at)`` of every request that left ``pending`` at or after ``since_ms``."""
-        ...
-
-
-@runtime_checkable
-class SupportsSubmitInTransaction(Protocol):
-    """Optional: a backend kept in the server's own database, whose submission can join a transaction.
-
-    The crash-consistent creation of SEP-2848 (a durable intent, then the submission, then the
-    handle, then the task, each committed before the next) exists because the backend is on the
-    other side of a network. A backend that writes to the same database instead takes part in one
-    transaction with the intent and the task: creation then commits whole or not at all, and a
-    crash leaves no intent in flight and no request without its task.
-    """
-
-    def shares_database(self, database: object) -> bool:
-        """Whether this backend writes to ``database`` (the very object the approval store uses)."""
-        ...
-
-    def submit_in(self, conn: Connection, key: str, submission: ApprovalSubmission) -> str:
-        """Open a request under ``key`` inside the caller's write transaction ``conn``; its handle.
-
-        Raises:
-            SubmissionRejectedError: the request cannot be accepted (it wrote nothing).
-        """
-        ...
-
-    def submitted(self, handle: str, submission: ApprovalSubmission) -> None:
-        """The transaction that opened ``handle`` for ``submission`` committed: start what follows it."""
-        ...
-
-
 class RequestIntegrityError(Exception):
     """A backend's stored request does not match its seals: nothing may run on it.
 
     Not an :class:`ApprovalBackendError`: asking again cannot help.
     """
-
-
-@runtime_checkable
-class SupportsSealedRequests(Protocol):
-    """Optional: a backend that seals what it stores, so the workflow driver can check what it follows.
-
-    Before an approved call is claimed, the driver compares the request's sealed content with the
-    task's own sealed call binding: a task pointed at another request (its handle swapped in the
-    database) is then an integrity failure, not the other request's approval running this call.
-    """
-
-    async def sealed_request(self, handle: str) -> SealedRequest | None:
-        """What the request was submitted as, checked against its seals (``None``: this backend seals nothing).
-
-        Raises:
-            RequestIntegrityError: the stored request does not match its seals.
-            UnknownRequestError: no such request.
-        """
-        ...
 
 
 StatusListener = Callable[[str], Awaitable[None]]

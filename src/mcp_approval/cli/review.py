@@ -20,11 +20,9 @@ from typing import Literal, TypeVar
 import typer
 
 from mcp_approval.approval.options import ApprovalOptions, binding_cipher
+from mcp_approval.backends import ApprovalRecord, ApprovalTemplate, LocalApprovalBackend, ReviewError
 from mcp_approval.backends.contract import UnknownRequestError
-from mcp_approval.backends.local import LocalApprovalBackend
-from mcp_approval.backends.local_records import ApprovalRecord, ReviewError
-from mcp_approval.backends.local_rules import ApprovalTemplate
-from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
+from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.cli._table import render_table
 from mcp_approval.config import ConfigError, load_config
 from mcp_approval.reviewers.limits import MAX_PAGE_SIZE

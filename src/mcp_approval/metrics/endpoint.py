@@ -8,12 +8,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy import Connection, func, select
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from mcp_approval.approval.persistence.schema import approval_workflows_table
+from mcp_approval.approval.persistence.outcomes import WorkflowOutcomes
 from mcp_approval.metrics.options import MetricsOptions
 from mcp_approval.notify.outbox import CONSUMER_PREFIX
 from mcp_approval.reviewers.throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
@@ -21,7 +20,6 @@ from mcp_approval.storage import AuditEvent, AuditLog, Database, all_cursors
 
 __all__ = ["ApprovalMetrics", "metrics_paths", "metrics_route"]
 
-_W = approval_workflows_table
 #: The local backend's events that end a request, and the outcome each counts as.
 _ENDINGS = {
     "approval.approved": "approved",
@@ -45,6 +43,7 @@ class ApprovalMetrics:
     def __init__(self, database: Database, audit: AuditLog) -> None:
         self._database = database
         self._audit = audit
+        self._workflows = WorkflowOutcomes(database, audit)
         self.registry = CollectorRegistry(auto_describe=True)
         self._pending = Gauge(
             "mcp_approval_pending_approvals",
@@ -99,7 +98,7 @@ class ApprovalMetrics:
             async for event in self._audit.export(after_seq=self._seq):
                 self._count(event)
                 self._seq = event.seq or self._seq
-            pending = await self._database.read(_pending_by_template)
+            pending = await self._workflows.pending_by_template()
             self._pending.clear()
             for template, count in pending.items():
                 self._pending.labels(template=template).set(count)
@@ -134,16 +133,6 @@ class ApprovalMetrics:
     def exposition(self) -> bytes:
         """The metrics in the Prometheus text format."""
         return generate_latest(self.registry)
-
-
-def _pending_by_template(conn: Connection) -> dict[str, int]:
-    # Grouped by the bare column: PostgreSQL does not recognise two coalesce() expressions with
-    # separately bound parameters as the same expression, so the missing template becomes "" here.
-    query = select(_W.c.template, func.count()).where(_W.c.phase == "pending").group_by(_W.c.template)
-    counts: dict[str, int] = {}
-    for template, count in conn.execute(query):
-        counts[template or ""] = counts.get(template or "", 0) + int(count)
-    return counts
 
 
 def metrics_paths(options: MetricsOptions) -> dict[str, Any]:

@@ -28,10 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from markupsafe import escape
-from sqlalchemy import Connection, select
 
-from mcp_approval.approval.persistence.schema import approval_workflows_table
-from mcp_approval.backends.local import ApprovalRecord, LocalApprovalBackend
+from mcp_approval.approval.persistence.outcomes import WorkflowOutcomes
+from mcp_approval.backends import ApprovalRecord, SupportsReview
 from mcp_approval.clock import iso8601
 from mcp_approval.reviewers.views import RequestView, json_value
 from mcp_approval.storage import AuditEvent, AuditLog, Database
@@ -51,7 +50,6 @@ EVENT_TYPES: Final[Mapping[str, str]] = {
 }
 #: The events whose subject is the approval task (the others are about the request itself).
 _TASK_EVENTS = frozenset({"approval.execution_finished", "approval.fenced"})
-_W = approval_workflows_table
 _HEADLINES: Final[Mapping[str, str]] = {
     "approval.requested": "Approval requested",
     "approval.decided": "Decision recorded",
@@ -207,17 +205,15 @@ class MessageBuilder:
     """Makes the notification of an audit event, or says the event is not notified.
 
     Args:
-        backend: the local backend holding the requests.
+        backend: the backend holding the requests (the local one).
         database: the store of the approval workflows (for events about a request's task).
         audit: the audit log (for the decisions up to an event).
         console_url: the console's public base URL (``None``: messages carry no link).
     """
 
-    def __init__(
-        self, backend: LocalApprovalBackend, database: Database, audit: AuditLog, console_url: str | None
-    ) -> None:
+    def __init__(self, backend: SupportsReview, database: Database, audit: AuditLog, console_url: str | None) -> None:
         self._backend = backend
-        self._database = database
+        self._workflows = WorkflowOutcomes(database, audit)
         self._audit = audit
         self._console_url = console_url.rstrip("/") if console_url else None
 
@@ -228,7 +224,7 @@ class MessageBuilder:
             return None
         request_id = event.subject
         if event.kind in _TASK_EVENTS:
-            found = await self._database.read(lambda conn: _handle_of(conn, event.subject or ""))
+            found = await self._workflows.request_of(event.subject)
             if found is None:
                 return None
             request_id = found
@@ -261,11 +257,6 @@ class MessageBuilder:
             and e.seq <= seq
             and e.data.get("decision") == "approve"
         )
-
-
-def _handle_of(conn: Connection, task_id: str) -> str | None:
-    """The approval request a task's workflow currently waits on (or waited on)."""
-    return conn.execute(select(_W.c.handle).where(_W.c.task_id == task_id)).scalar_one_or_none()
 
 
 def _content(record: ApprovalRecord, approvals: int, link: str | None) -> dict[str, Any]:

@@ -20,8 +20,7 @@ import secrets
 from collections.abc import Mapping
 
 from mcp_approval._background import finish_or_cancel, pause_unless_stopping
-from mcp_approval.backends import ApprovalBackend
-from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends import ApprovalBackend, SupportsReview, SupportsTemplates
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.crashpoints import crash_point
 from mcp_approval.notify.channels import Channel, channel_from_options
@@ -162,12 +161,14 @@ def notification_outbox(
     """The outbox of ``options``'s channels for ``backend``'s requests, or ``None`` without channels.
 
     Raises:
-        ValueError: channels for a backend other than the local one (its requests are not kept
-            here), or a channel that cannot work (naming ``notifications.channels.NAME``).
+        ValueError: channels for a backend whose requests and templates are not kept here (one
+            that is not :class:`~mcp_approval.backends.capabilities.SupportsReview` and
+            :class:`~mcp_approval.backends.capabilities.SupportsTemplates`, such as ARAP's), or a
+            channel that cannot work (naming ``notifications.channels.NAME``).
     """
     if not options.channels:
         return None
-    if not isinstance(backend, LocalApprovalBackend):
+    if not (isinstance(backend, SupportsReview) and isinstance(backend, SupportsTemplates)):
         raise ValueError(
             "notifications.channels: notifications tell about the local approval backend's requests; "
             f"the {backend.name!r} backend's requests are not kept here (its own service notifies reviewers)"

@@ -3,7 +3,7 @@
 ARAP-specific state (task handles, caller-scoped Idempotency-Keys, ``jti`` values, issued
 approvals, callbacks) lives in :class:`~mcp_approval.reference.ars_store.ArapStore`. The human
 workflow (who may decide, N-of-M, decisions, expiry, audit) is the
-:class:`~mcp_approval.backends.local.LocalApprovalBackend`'s: every task is one of its requests,
+:class:`~mcp_approval.backends.LocalApprovalBackend`'s: every task is one of its requests,
 so reviewers use the same reviewer API, ``mcp-approval review`` CLI and console.
 
 Submission order (ARAP §2.3, §2.10; the wire contract): authenticate, parse, look up (caller,
@@ -25,6 +25,7 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
+from mcp_approval.backends import LocalApprovalBackend
 from mcp_approval.backends.contract import (
     ApprovalState,
     ApprovalStatus,
@@ -32,7 +33,6 @@ from mcp_approval.backends.contract import (
     IdempotencyConflictError,
     SubmissionRejectedError,
 )
-from mcp_approval.backends.local import LocalApprovalBackend
 from mcp_approval.clock import Clock, iso8601, parse_iso8601
 from mcp_approval.protocol import (
     ARAP_DUPLICATE_REQUEST,

@@ -2,7 +2,7 @@
 
 When a task with a ``callback.endpoint`` ends (approved, denied, cancelled or expired),
 :func:`queue_callback` writes its callback row in the very transaction that ends it (the local
-backend's :data:`~mcp_approval.backends.local.TerminalHook`), so a committed end always has its
+backend's :data:`~mcp_approval.backends.TerminalHook`), so a committed end always has its
 callback owed, across crashes and restarts.
 
 :class:`CallbackOutbox` delivers the rows: every worker looks every ``poll_interval_s`` (and at

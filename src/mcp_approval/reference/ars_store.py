@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, select, update
 from sqlalchemy.exc import IntegrityError
 
-from mcp_approval.backends.local_schema import approval_requests_table
+from mcp_approval.backends.local.schema import approval_requests_table
 from mcp_approval.reference.ars_schema import (
     arap_approvals_table,
     arap_evaluations_table,

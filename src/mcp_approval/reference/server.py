@@ -31,9 +31,8 @@ from starlette.routing import BaseRoute
 
 from mcp_approval._background import finish_or_cancel, pause_unless_stopping
 from mcp_approval.approval.binding import BindingCipher
-from mcp_approval.backends.local import LocalApprovalBackend, RequestSeal
-from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
-from mcp_approval.backends.resolvers import AutoResolver, resolvers_from_config
+from mcp_approval.backends import AutoResolver, LocalApprovalBackend, RequestSeal, resolvers_from_config
+from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.hosts import is_loopback_host
 from mcp_approval.openapi import openapi_document, openapi_route

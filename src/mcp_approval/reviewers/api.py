@@ -3,7 +3,7 @@
 ``GET /approvals?status=pending|decided&offset=0&limit=200`` (a page with ``total`` and
 ``next_offset``), ``GET /approvals/{id}`` and ``POST /approvals/{id}/decide`` with
 ``{"decision": "approve"|"deny", "comment": "..."}``. Reviewers authenticate with a bearer token;
-each reads only what :meth:`~mcp_approval.backends.local.LocalApprovalBackend.get_request` shows
+each reads only what :meth:`~mcp_approval.backends.LocalApprovalBackend.get_request` shows
 it (a request it may not see is a 404; deciding one is refused, 403). Errors are RFC 9457
 ``application/problem+json``.
 A client whose missing or wrong tokens pass the :class:`~mcp_approval.reviewers.throttle.FailedLoginThrottle`
@@ -21,9 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from mcp_approval.backends import NotEligibleError, ReviewError, SupportsReview
 from mcp_approval.backends.contract import UnknownRequestError
-from mcp_approval.backends.local import LocalApprovalBackend
-from mcp_approval.backends.local_records import NotEligibleError, ReviewError
 from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.json_body import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
 from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS, MAX_DECISION_BYTES, MAX_PAGE_SIZE, STORE_RETRY_AFTER_S
@@ -69,7 +68,7 @@ def problem(status: int, detail: str, headers: dict[str, str] | None = None) -> 
 
 
 def reviewer_routes(
-    backend: LocalApprovalBackend,
+    backend: SupportsReview,
     authenticate: Authenticator,
     *,
     throttle: FailedLoginThrottle | None = None,

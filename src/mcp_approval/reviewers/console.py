@@ -37,15 +37,15 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from mcp_approval.backends.contract import UnknownRequestError
-from mcp_approval.backends.local import LocalApprovalBackend
-from mcp_approval.backends.local_records import (
+from mcp_approval.backends import (
     AlreadyDecidedError,
     ApprovalRecord,
     NotEligibleError,
     RequestPage,
     ReviewError,
+    SupportsReview,
 )
+from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.reviewers.api import Authenticator
@@ -100,7 +100,7 @@ class AuditReader(Protocol):
 
 
 def console_routes(
-    backend: LocalApprovalBackend,
+    backend: SupportsReview,
     authenticate: Authenticator,
     audit: AuditReader,
     *,
@@ -144,7 +144,7 @@ class _Refused(Exception):
 class _Console:
     def __init__(
         self,
-        backend: LocalApprovalBackend,
+        backend: SupportsReview,
         authenticate: Authenticator,
         audit: AuditReader,
         clock: Clock,
@@ -371,7 +371,7 @@ class _Console:
         return RedirectResponse(f"{self.prefix}/login", 303, _PAGE_HEADERS)
 
 
-def _why_not(view: RequestView, principal: str, backend: LocalApprovalBackend) -> str | None:
+def _why_not(view: RequestView, principal: str, backend: SupportsReview) -> str | None:
     """Why ``principal`` is offered no decision buttons on this request, or ``None`` if they are."""
     record = view.record
     if record.status.terminal:

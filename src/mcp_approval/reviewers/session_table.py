@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, func, or_, select, update
 
-from mcp_approval.backends.local_schema import console_sessions_table
+from mcp_approval.backends.local.schema import console_sessions_table
 from mcp_approval.reviewers.sessions import FlashKind, StoredSession
 from mcp_approval.storage.database import Database
 

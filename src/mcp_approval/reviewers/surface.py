@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends import SupportsReview
 from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.clock import Clock
 from mcp_approval.reviewers.api import Authenticator, reviewer_routes
@@ -18,7 +18,7 @@ __all__ = ["reviewer_surface"]
 
 
 def reviewer_surface(
-    backend: LocalApprovalBackend,
+    backend: SupportsReview,
     authenticate: Authenticator,
     audit: AuditReader,
     *,

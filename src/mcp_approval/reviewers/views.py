@@ -16,7 +16,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 
-from mcp_approval.backends.local_records import REDACTED, ApprovalRecord
+from mcp_approval.backends import REDACTED, ApprovalRecord
 from mcp_approval.clock import iso8601
 from mcp_approval.storage.audit import AuditEvent
 

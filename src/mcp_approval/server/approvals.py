@@ -29,11 +29,9 @@ from mcp_approval.approval.service import APPROVAL_HANDLER, ToolApproval, ToolAp
 from mcp_approval.approval.tools import ServerTools
 from mcp_approval.approval.without_tasks.answers import APPROVAL_STATUS_TOOL
 from mcp_approval.approval.without_tasks.requester_page import requester_page_route
-from mcp_approval.backends import ApprovalBackend
+from mcp_approval.backends import ApprovalBackend, SupportsReview, SupportsSealing, SupportsTables
 from mcp_approval.backends.arap import ArapBackend
 from mcp_approval.backends.callbacks import callback_paths, callback_route
-from mcp_approval.backends.local import LocalApprovalBackend
-from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.hosts import UntrustedForwardedFor, http_server_settings
 from mcp_approval.metrics import ApprovalMetrics, MetricsOptions, metrics_paths, metrics_route
@@ -206,8 +204,9 @@ class Approvals:
         cipher = binding_cipher(options)
         # A policy template no backend template decides would only fail at the first call.
         check_library_templates(policy, backend)
-        if isinstance(backend, LocalApprovalBackend):
-            self._histories += (LOCAL_BACKEND_MIGRATIONS,)
+        if isinstance(backend, SupportsTables):
+            self._histories += backend.migrations
+        if isinstance(backend, SupportsSealing):
             # What reviewers see is sealed under the binding key too, so an edited request row cannot be approved.
             backend = backend.sealed_with(cipher)
         self.backend = backend
@@ -371,7 +370,7 @@ class Approvals:
             scrapers = FailedLoginThrottle(self.clock, events=SqlEventWindow(self._database), scope="metrics")
             metrics = ApprovalMetrics(self._database, self.audit)
             routes.append(metrics_route(self.metrics_options, metrics, throttle=scrapers))
-        if isinstance(self.backend, LocalApprovalBackend) and self._reviewers is not None:
+        if isinstance(self.backend, SupportsReview) and self._reviewers is not None:
             throttle = self._throttle  # one limit on failed sign-ins for both (and /mcp, see http_app)
             outcomes = WorkflowOutcomes(self._database, self.audit)
             routes += reviewer_surface(
@@ -392,7 +391,7 @@ class Approvals:
             paths.append(callback_paths())
         if self.metrics_options.enabled:
             paths.append(metrics_paths(self.metrics_options))
-        if isinstance(self.backend, LocalApprovalBackend) and self._reviewers is not None:
+        if isinstance(self.backend, SupportsReview) and self._reviewers is not None:
             paths += [reviewer_paths(), console_paths()]
         return openapi_document("mcp-approval server", _version(), *paths)
 

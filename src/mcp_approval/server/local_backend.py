@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.approval.options import binding_cipher
-from mcp_approval.backends.local import LocalApprovalBackend, RequestSeal
-from mcp_approval.backends.resolvers import resolvers_from_config
+from mcp_approval.backends import LocalApprovalBackend, RequestSeal, resolvers_from_config
 from mcp_approval.clock import Clock
 from mcp_approval.config import DeploymentConfig
 from mcp_approval.storage.audit import AuditLog

@@ -28,7 +28,7 @@ from typing import Any
 import cedarpy
 from mcp.server.mcpserver import MCPServer
 
-from mcp_approval.backends.local import LocalApprovalBackend
+from mcp_approval.backends import SupportsTemplates
 from mcp_approval.config import ConfigError, DeploymentConfig
 from mcp_approval.policy import CedarPDP, PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.policy.cedar_loading import ANNOTATION_REQUESTABLE, entity_items
@@ -88,13 +88,14 @@ def check_library_templates(pdp: PolicyDecisionPoint, backend: object) -> None:
     of the local backend (the check :func:`validate_deployment` makes against ``[templates]``).
 
     Skipped for a PDP whose policy is not visible (not a :class:`CedarPDP`) and for a backend
-    that is not a :class:`~mcp_approval.backends.LocalApprovalBackend` (an ARAP backend's
-    templates live at its Access Request Service).
+    whose templates are not configured here (not
+    :class:`~mcp_approval.backends.capabilities.SupportsTemplates`: an ARAP backend's templates
+    live at its Access Request Service).
 
     Raises:
         ConfigError: naming the policy file, the annotation's line and the missing template.
     """
-    if isinstance(pdp, CedarPDP) and isinstance(backend, LocalApprovalBackend):
+    if isinstance(pdp, CedarPDP) and isinstance(backend, SupportsTemplates):
         check_requestable_templates(pdp.policy_source, backend.templates.keys())
 
 

@@ -52,10 +52,10 @@ from typing import Any
 import asyncpg
 import httpx
 from mcp_approval.approval.schema import APPROVAL_MIGRATIONS
+from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import approval_for, assert_approved_executed, settled
 
-from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.storage import AUDIT_MIGRATIONS, SHARED_MIGRATIONS, migrate, open_database
 from mcp_approval.tasks.schema import TASKS_MIGRATIONS
 

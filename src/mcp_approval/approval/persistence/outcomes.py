@@ -1,9 +1,12 @@
-"""The outcome of the call behind an approval request, read from the workflow and its audit events.
+"""The approval workflows as the layers above read them: the outcome of the call behind an
+approval request, the request a task waits on, and the calls pending by template.
 
 Implements :class:`~mcp_approval.backends.outcomes.OutcomeReader` for the reviewer API and the
 console: a backend request (its handle) leads to the task through the submission intent that
 opened it (or the workflow's current handle), the workflow's phase says whether the call ran,
-and the task's audit events say when and, for a call that did not run, why.
+and the task's audit events say when and, for a call that did not run, why. Notifications read
+which request a task's events are about (:meth:`WorkflowOutcomes.request_of`), metrics the
+pending calls (:meth:`WorkflowOutcomes.pending_by_template`); neither reads the tables itself.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, func, select
 
 from mcp_approval.approval.persistence.schema import approval_intents_table, approval_workflows_table
 from mcp_approval.approval.persistence.states import Phase
@@ -48,6 +51,25 @@ class WorkflowOutcomes:
             e for e in await self._audit.events(subject=found["task_id"], limit=1000) if e.kind in EXECUTION_EVENTS
         ]
         return outcome_of(found, events)
+
+    async def request_of(self, task_id: str) -> str | None:
+        """The backend request (its handle) the task's workflow waits on or waited on, or ``None``."""
+        query = select(_W.c.handle).where(_W.c.task_id == task_id)
+        return await self._database.read(lambda conn: conn.execute(query).scalar_one_or_none())
+
+    async def pending_by_template(self) -> dict[str, int]:
+        """How many calls wait for approval or for their approved execution, by template (``""``: the default)."""
+        return await self._database.read(_pending_by_template)
+
+
+def _pending_by_template(conn: Connection) -> dict[str, int]:
+    # Grouped by the bare column: PostgreSQL does not recognise two coalesce() expressions with
+    # separately bound parameters as the same expression, so the missing template becomes "" here.
+    query = select(_W.c.template, func.count()).where(_W.c.phase == Phase.PENDING.value).group_by(_W.c.template)
+    counts: dict[str, int] = {}
+    for template, count in conn.execute(query):
+        counts[template or ""] = counts.get(template or "", 0) + int(count)
+    return counts
 
 
 def _workflow_of(conn: Connection, handle: str) -> dict[str, Any] | None:

@@ -14,10 +14,10 @@ from typing import Any
 
 from sqlalchemy import Connection, or_, select, update
 
-from mcp_approval.backends.local_records import Row, decision_rows
-from mcp_approval.backends.local_rules import RequestRules
-from mcp_approval.backends.local_schema import approval_decisions_table, approval_requests_table
-from mcp_approval.backends.local_seals import RequestSeal, request_failure, seal_decision, sealed_content
+from mcp_approval.backends.local.rows import Row, decision_rows
+from mcp_approval.backends.local.rules import RequestRules
+from mcp_approval.backends.local.schema import approval_decisions_table, approval_requests_table
+from mcp_approval.backends.local.seals import RequestSeal, request_failure, seal_decision, sealed_content
 
 __all__ = ["seal_found_requests"]
 

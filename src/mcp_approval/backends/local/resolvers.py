@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal, Protocol
 
 from mcp_approval.backends.contract import ApprovalSubmission
-from mcp_approval.backends.local_rules import ResolverRule
+from mcp_approval.backends.local.rules import ResolverRule
 
 __all__ = ["AutoResolver", "CallableResolver", "ResolverFunction", "RuleResolver", "Verdict", "resolvers_from_config"]
 

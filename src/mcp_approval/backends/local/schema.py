@@ -1,6 +1,6 @@
 """The local approval backend's tables (requests, decisions) and their migration history.
 
-The revisions live in ``local_schema_versions/``; the table objects here describe the head
+The revisions live in ``schema_versions/``; the table objects here describe the head
 revision. A deployment whose backend is ARAP never creates these tables.
 """
 
@@ -20,7 +20,7 @@ __all__ = [
 
 #: The local backend's history; release schema version 2 created its tables.
 LOCAL_BACKEND_MIGRATIONS = Migrations(
-    "local_backend", Path(__file__).with_name("local_schema_versions"), legacy=((2, "local_0001"),)
+    "local_backend", Path(__file__).with_name("schema_versions"), legacy=((2, "local_0001"),)
 )
 
 metadata = MetaData()
@@ -65,7 +65,7 @@ approval_decisions_table = Table(
     Column("decision", String(16), nullable=False),
     Column("comment", Text, nullable=True),
     Column("decided_at", BigInteger, nullable=False),
-    # Added by revision local_0005: the backend's keyed seal over the decision (local_seals).
+    # Added by revision local_0005: the backend's keyed seal over the decision (see ``seals``).
     Column("seal", Text, nullable=True),
 )
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from mcp_approval.backends.local_rules import ApprovalTemplate, RequestRules
+from mcp_approval.backends.local.rules import RequestRules
 
 __all__ = [
     "Grant",
@@ -35,7 +35,6 @@ __all__ = [
     "decision_document",
     "decision_failure",
     "request_failure",
-    "rules_of",
     "seal_decision",
     "sealed_content",
 ]
@@ -182,15 +181,3 @@ def approval_granted(rules: RequestRules, requester: str, decisions: Sequence[Ro
             at = int(decision["decided_at"])
             return Grant(approved_at=at, approved_until=at + rules.approval_valid_ms)
     return None
-
-
-def rules_of(row: Row, templates: Mapping[str, ApprovalTemplate], default: ApprovalTemplate) -> RequestRules | None:
-    """The rules a request is decided by: those stored with it, else (a row stored before rules
-    were) its template's as configured now, else ``None`` (its template is gone: nobody decides it)."""
-    if row.get("rules_json") is not None:
-        return RequestRules.from_text(row["rules_json"])
-    name = row["template"]
-    if not name:
-        return RequestRules.of(default)
-    template = templates.get(name)
-    return None if template is None else RequestRules.of(template)

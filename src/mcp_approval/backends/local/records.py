@@ -1,64 +1,31 @@
-"""Approval requests as reviewers see them, their row access, and the errors reviewer operations raise."""
+"""Approval requests as reviewers see them: records made of a request's rows, redacted, and pages of them."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, func, select, update
-
-from mcp_approval.backends.contract import ApprovalStatus, EarlierCall, IdempotencyConflictError
-from mcp_approval.backends.local_rules import RequestRules
-from mcp_approval.backends.local_schema import approval_decisions_table, approval_requests_table
-from mcp_approval.backends.local_seals import RequestSeal, seal_decision
+from mcp_approval.backends.contract import ApprovalStatus, EarlierCall
+from mcp_approval.backends.local.rules import ApprovalTemplate, RequestRules, decided_by
 from mcp_approval.clock import iso8601
+
+if TYPE_CHECKING:
+    from mcp_approval.backends.local.sealing import RequestSealing
 
 __all__ = [
     "LISTED_ARGUMENT_CHARS",
     "REDACTED",
-    "AlreadyDecidedError",
     "ApprovalRecord",
     "DecisionRecord",
-    "NotEligibleError",
-    "RequestExpiredError",
     "RequestPage",
-    "ReviewError",
-    "Row",
-    "StaleError",
-    "cas",
-    "decision_rows",
-    "due",
-    "existing_request",
-    "fetch",
-    "insert_decision",
+    "RequestRecords",
     "record_from_rows",
     "redact",
-    "resulting_status",
 ]
 
 REDACTED = "[redacted]"
-_R = approval_requests_table
-_D = approval_decisions_table
-
-Row = Mapping[str, Any]
-
-
-class ReviewError(Exception):
-    """A reviewer operation was refused."""
-
-
-class NotEligibleError(ReviewError):
-    """The reviewer may not decide this request (missing role, or self-approval)."""
-
-
-class AlreadyDecidedError(ReviewError):
-    """The request is terminal, or this reviewer already decided it."""
-
-
-class RequestExpiredError(AlreadyDecidedError):
-    """The request's deadline passed before the decision; it is now expired."""
 
 
 @dataclass(frozen=True)
@@ -230,87 +197,26 @@ def record_from_rows(
     )
 
 
-class StaleError(Exception):
-    """A compare-and-set lost to a concurrent write; the transaction is rolled back and retried."""
+class RequestRecords:
+    """Makes the record reviewers see of a request's rows: redacted, with the rules it is decided
+    by and, when its rows fail their seals, why (its content then withheld).
 
-
-def fetch(conn: Connection, request_id: str, *, lock: bool = False) -> Row | None:
-    """The request's row, or ``None``; ``lock`` takes a row lock on PostgreSQL for a decision."""
-    query = select(_R).where(_R.c.request_id == request_id)
-    # FOR UPDATE serializes decisions on PostgreSQL; SQLite's BEGIN IMMEDIATE already does.
-    row = conn.execute(query.with_for_update() if lock else query).mappings().first()
-    return None if row is None else dict(row)
-
-
-def decision_rows(conn: Connection, request_ids: Sequence[str]) -> list[Row]:
-    """The decision rows of ``request_ids``, oldest first."""
-    query = select(_D).where(_D.c.request_id.in_(request_ids)).order_by(_D.c.decided_at, _D.c.reviewer)
-    return [dict(row) for row in conn.execute(query).mappings()]
-
-
-def cas(conn: Connection, row: Row, now: int, **values: Any) -> None:
-    """Move a pending row on, guarded by its status and version; raise :class:`StaleError` if it changed."""
-    statement = (
-        update(_R)
-        .where(_R.c.request_id == row["request_id"], _R.c.status == "pending", _R.c.version == row["version"])
-        .values(version=_R.c.version + 1, updated_at=now, **values)
-    )
-    if conn.execute(statement).rowcount != 1:
-        raise StaleError(row["request_id"])
-
-
-def due(row: Row, now: int) -> bool:
-    """Whether a request is pending past its deadline."""
-    return row["status"] == "pending" and row["expires_at"] is not None and row["expires_at"] <= now
-
-
-def existing_request(conn: Connection, key: str, digest: str) -> str | None:
-    """The request submitted under ``key``, if any.
-
-    Raises:
-        IdempotencyConflictError: it was submitted with a body whose digest is not ``digest``.
+    Args:
+        templates: the configured templates (the rules of rows stored before rules were).
+        names: argument names shown as ``"[redacted]"``.
+        sealing: checks the rows against their seals.
     """
-    row = conn.execute(select(_R.c.request_id, _R.c.body_digest).where(_R.c.idempotency_key == key)).first()
-    if row is None:
-        return None
-    if row.body_digest != digest:
-        raise IdempotencyConflictError(key[:8])
-    return str(row.request_id)
 
+    def __init__(
+        self, templates: Mapping[str, ApprovalTemplate], names: Collection[str], sealing: RequestSealing
+    ) -> None:
+        self._templates = templates
+        self._names = frozenset(names)
+        self._sealing = sealing
 
-def insert_decision(
-    conn: Connection,
-    request_id: str,
-    reviewer: str,
-    decision: str,
-    comment: str | None,
-    now: int,
-    *,
-    seal: RequestSeal | None = None,
-) -> None:
-    """Record one reviewer's decision (sealed under ``seal``); a reviewer decides a request at most once.
-
-    Raises:
-        AlreadyDecidedError: this reviewer already decided the request.
-    """
-    mine = select(_D.c.reviewer).where(_D.c.request_id == request_id, _D.c.reviewer == reviewer)
-    if conn.execute(mine).first() is not None:
-        raise AlreadyDecidedError(f"{reviewer} already decided request {request_id[:8]}…")
-    values: dict[str, Any] = {
-        "request_id": request_id,
-        "reviewer": reviewer,
-        "decision": decision,
-        "comment": comment,
-        "decided_at": now,
-    }
-    if seal is not None:
-        values["seal"] = seal_decision(seal, values)
-    conn.execute(_D.insert(), values)
-
-
-def resulting_status(conn: Connection, row: Row, decision: str) -> str | None:
-    """The status a just-recorded decision moves the request to, if it ends it (any deny; N approvals)."""
-    if decision == "deny":
-        return "denied"
-    approvals = select(func.count()).where(_D.c.request_id == row["request_id"], _D.c.decision == "approve")
-    return "approved" if conn.execute(approvals).scalar_one() >= row["approvals_required"] else None
+    def record(self, row: Mapping[str, Any], decisions: Sequence[Mapping[str, Any]]) -> ApprovalRecord:
+        """The record of ``row`` with its decisions (``decisions`` may hold other requests' too)."""
+        mine = [d for d in decisions if d["request_id"] == row["request_id"]]
+        failure = self._sealing.failure(row, mine)
+        rules = decided_by(row, self._templates)
+        return record_from_rows(row, mine, self._names, integrity_failure=failure, rules=rules)

@@ -1,18 +1,20 @@
 """The local backend's rules: who decides a template's requests, and automatic deciders.
 
 They are the ``[templates.NAME]`` and ``[[resolvers]]`` entries of a deployment file, and the
-arguments :class:`~mcp_approval.backends.local.LocalApprovalBackend` takes in code.
+arguments :class:`~mcp_approval.backends.LocalApprovalBackend` takes in code; :class:`RequestRules`
+are the rules a request was submitted under, stored with it (:func:`rules_of` reads them).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["ApprovalTemplate", "RequestRules", "ResolverRule"]
+__all__ = ["DEFAULT_TEMPLATE", "ApprovalTemplate", "RequestRules", "ResolverRule", "decided_by", "rules_of"]
 
 
 class _Rules(BaseModel):
@@ -143,3 +145,33 @@ class RequestRules:
             "approval_valid_ms": self.approval_valid_ms,
             "share_deny_comment": self.share_deny_comment,
         }
+
+
+#: Requests that name no template: one approver holding "approver", no self-approval. A request
+#: naming a template that is not configured is refused (it never falls back to this one).
+DEFAULT_TEMPLATE = ApprovalTemplate()
+
+
+def rules_of(row: Mapping[str, Any], templates: Mapping[str, ApprovalTemplate]) -> RequestRules | None:
+    """The rules a request is decided by: those stored with it, else (a row stored before rules
+    were) its template's as configured now, else ``None`` (its template is gone: nobody decides it).
+
+    Raises:
+        ValueError: the stored rules are unreadable.
+    """
+    if row.get("rules_json") is not None:
+        return RequestRules.from_text(row["rules_json"])
+    name = row["template"]
+    if not name:
+        return RequestRules.of(DEFAULT_TEMPLATE)
+    template = templates.get(name)
+    return None if template is None else RequestRules.of(template)
+
+
+def decided_by(row: Mapping[str, Any], templates: Mapping[str, ApprovalTemplate]) -> RequestRules | None:
+    """:func:`rules_of`, with ``None`` for unreadable rules too: nobody may decide by edited rules
+    (the integrity check names them)."""
+    try:
+        return rules_of(row, templates)
+    except ValueError:
+        return None

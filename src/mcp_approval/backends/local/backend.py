@@ -1,0 +1,282 @@
+"""The local approval backend: requests kept durably in the server's own database.
+
+Reviewers decide through the reviewer HTTP API (:mod:`mcp_approval.reviewers.api`) or
+the ``mcp-approval review`` CLI; automatic resolvers (:class:`~mcp_approval.backends.RuleResolver`,
+:class:`~mcp_approval.backends.CallableResolver`) may decide first. Every status change is a
+compare-and-set UPDATE on ``status`` and ``version``, committed in the same transaction as its
+decision row and audit event.
+
+:class:`LocalApprovalBackend` composes the package's parts, each built here once: the queue
+(:mod:`.queue`, :mod:`.endings`), the listing (:mod:`.listing`), decisions (:mod:`.decisions`),
+the seal (:mod:`.sealing`) and the automatic resolvers (:mod:`.resolving`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Literal
+
+from sqlalchemy import Connection
+
+from mcp_approval.backends.contract import ApprovalState, ApprovalSubmission, SealedRequest, StatusListener
+from mcp_approval.backends.local.decisions import Decisions, Wakeups
+from mcp_approval.backends.local.endings import RequestEndings, TerminalHook
+from mcp_approval.backends.local.listing import RequestListing
+from mcp_approval.backends.local.queue import RequestQueue
+from mcp_approval.backends.local.records import ApprovalRecord, RequestPage, RequestRecords
+from mcp_approval.backends.local.resolvers import AutoResolver
+from mcp_approval.backends.local.resolving import AutomaticResolution
+from mcp_approval.backends.local.rules import ApprovalTemplate
+from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
+from mcp_approval.backends.local.sealing import RequestSealing
+from mcp_approval.backends.local.seals import RequestSeal
+from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.storage.audit import AuditLog
+from mcp_approval.storage.database import Database
+from mcp_approval.storage.migrations import Migrations
+
+__all__ = ["LocalApprovalBackend"]
+
+
+class LocalApprovalBackend:
+    """An :class:`~mcp_approval.backends.contract.ApprovalBackend` kept in the server's database.
+
+    Args:
+        database: an already migrated database.
+        templates: approval templates by name (who decides, how many approvers).
+        roles: the roles a reviewer holds.
+        resolvers: automatic deciders, at most one per template, each for a configured template.
+        redact: argument names reviewers see as ``"[redacted]"``.
+        audit: where audit events go (by default, the same database).
+        clock: the source of time.
+        seal: seals what reviewers see of each request (tool, arguments, requester, template,
+            approvals required, deadline) under the server's binding key when it is stored. A
+            request whose row no longer matches its seal is flagged (``integrity_failure``), shown
+            without its content, and cannot be approved, by a reviewer or a resolver. Without a
+            seal nothing is checked. Rows stored before sealing existed are sealed by :meth:`start`.
+            :class:`~mcp_approval.server.Approvals` replaces a backend built without one by a copy
+            sealed under its binding key (:meth:`sealed_with`), so a server always checks.
+        on_terminal: runs in every transaction that ends a request (see
+            :data:`~mcp_approval.backends.local.endings.TerminalHook`); an exception it raises
+            rolls the change back.
+
+    Raises:
+        ValueError: a resolver decides a template that is not in ``templates``.
+    """
+
+    name = "local"
+    supports_cancel = True
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        templates: Mapping[str, ApprovalTemplate],
+        roles: Callable[[str], frozenset[str]],
+        resolvers: Sequence[AutoResolver] = (),
+        redact: Collection[str] = (),
+        audit: AuditLog | None = None,
+        clock: Clock | None = None,
+        seal: RequestSeal | None = None,
+        on_terminal: TerminalHook | None = None,
+    ) -> None:
+        by_template = {resolver.template: resolver for resolver in resolvers}
+        unknown = sorted(set(by_template) - set(templates))
+        if unknown:
+            raise ValueError(f"resolvers for templates that are not configured: {', '.join(unknown)}")
+        self._db = database
+        self._templates = dict(templates)
+        self._roles = roles
+        self._resolvers = tuple(by_template.values())
+        self._redact = frozenset(redact)
+        self._clock = clock or SystemClock()
+        self._audit = audit or AuditLog(database, self._clock)
+        self._seal = seal
+        self._on_terminal = on_terminal
+        # The parts, each given what it uses.
+        self._sealing = RequestSealing(database, seal)
+        endings = RequestEndings(self._audit, on_terminal)
+        records = RequestRecords(self._templates, self._redact, self._sealing)
+        self._queue = RequestQueue(database, self._clock, self._audit, self._templates, self._sealing, endings)
+        self._listing = RequestListing(database, roles, self._templates, records, self._queue)
+        self._wakeups = Wakeups()
+        self._decisions = Decisions(
+            database, self._clock, self._audit, roles, self._templates, self._sealing, endings, records, self._wakeups
+        )
+        self._resolution = AutomaticResolution(database, self._audit, by_template, self._sealing, self._decisions)
+
+    def sealed_with(self, seal: RequestSeal) -> LocalApprovalBackend:
+        """This backend if it was built with a seal, else a new one like it that seals with ``seal``."""
+        if self._seal is not None:
+            return self
+        return LocalApprovalBackend(
+            self._db,
+            templates=self._templates,
+            roles=self._roles,
+            resolvers=self._resolvers,
+            redact=self._redact,
+            audit=self._audit,
+            clock=self._clock,
+            seal=seal,
+            on_terminal=self._on_terminal,
+        )
+
+    @property
+    def templates(self) -> Mapping[str, ApprovalTemplate]:
+        """The configured templates, by name."""
+        return dict(self._templates)
+
+    @property
+    def migrations(self) -> tuple[Migrations, ...]:
+        """The history of the tables this backend keeps in the server's database (``approval_requests``,
+        ``approval_decisions``, ``console_sessions``): the server migrates it before :meth:`start`."""
+        return (LOCAL_BACKEND_MIGRATIONS,)
+
+    def approval_page_id(self, handle: str) -> str:
+        """The id reviewers know the request by: its handle (``/approvals/{id}``, the console's page)."""
+        return handle
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self, listener: StatusListener | None = None) -> None:
+        """Remember ``listener``, seal what rows stored before sealing lack, and resume resolver
+        work left pending by a previous process."""
+        self._wakeups.listener = listener
+        await self._sealing.seal_found(self._templates)
+        await self._resolution.resume()
+
+    async def stop(self) -> None:
+        """Cancel resolver work in progress (it is resumed by the next :meth:`start`)."""
+        await self._resolution.stop()
+
+    # -- the backend contract -------------------------------------------------------------------
+
+    async def submit(self, key: str, submission: ApprovalSubmission) -> str:
+        """Open a request under ``key``, or return the one an equivalent earlier submission opened.
+
+        Raises:
+            SubmissionRejectedError: the submission names a template that is not configured.
+        """
+        request_id, created = await self._queue.submit(key, submission)
+        if created:
+            self.submitted(request_id, submission)
+        return request_id
+
+    def shares_database(self, database: object) -> bool:
+        """Whether ``database`` is the one this backend keeps its requests in (creation is then one transaction)."""
+        return database is self._db
+
+    def submit_in(self, conn: Connection, key: str, submission: ApprovalSubmission) -> str:
+        """:meth:`submit` inside the caller's write transaction on this backend's database.
+
+        Call :meth:`submitted` once that transaction committed.
+
+        Raises:
+            SubmissionRejectedError: the submission names a template that is not configured.
+        """
+        return self._queue.submit_in(conn, key, submission)
+
+    def submitted(self, handle: str, submission: ApprovalSubmission) -> None:
+        """The request ``handle`` committed: its template's automatic resolver, if it has one, decides it."""
+        if self._resolution.decides(submission.template):
+            self._resolution.spawn(handle)
+
+    async def find(self, key: str) -> str | None:
+        """The handle of the request submitted under ``key``, if any."""
+        return await self._queue.find(key)
+
+    async def status(self, handle: str) -> ApprovalState:
+        """The request's state; a pending request past its deadline is expired now.
+
+        An approved request's state comes from its sealed decisions under its sealed rules, never
+        from its status column alone: rows that do not match their seals make it ``failed``.
+
+        Raises:
+            UnknownRequestError: no such request.
+        """
+        return await self._queue.status(handle)
+
+    async def status_many(self, handles: Sequence[str]) -> dict[str, ApprovalState]:
+        """:meth:`status` of many requests with one read; unknown handles are left out."""
+        return await self._queue.status_many(handles)
+
+    async def changed_since(self, since_ms: int) -> list[tuple[str, int]]:
+        """``(handle, changed at)`` of the requests decided, expired or withdrawn at or after ``since_ms``.
+
+        One range read per terminal status on ``ix_approval_requests_changed``: its cost follows
+        the changes in the window, not the number of pending requests.
+        """
+        return await self._queue.changed_since(since_ms)
+
+    async def sealed_request(self, handle: str) -> SealedRequest | None:
+        """What the request was submitted as, checked against its seals (``None`` without a seal).
+
+        Raises:
+            RequestIntegrityError: the request's rows do not match their seals.
+            UnknownRequestError: no such request.
+        """
+        return await self._sealing.sealed_request(handle)
+
+    async def cancel(self, handle: str) -> None:
+        """Withdraw a pending request; a terminal one is left as it is."""
+        await self._queue.cancel(handle)
+
+    async def expire_due(self) -> None:
+        """Expire every pending request past its deadline now (listing calls this; so may a sweep)."""
+        await self._queue.expire_due()
+
+    # -- reviewer operations --------------------------------------------------------------------
+
+    async def list_requests(
+        self, status: Literal["pending", "decided"] = "pending", *, limit: int = 200
+    ) -> list[ApprovalRecord]:
+        """Pending requests (oldest first) or decided ones (latest first), every one of them."""
+        return (await self.page_requests(status, limit=limit)).records
+
+    async def page_requests(
+        self,
+        status: Literal["pending", "decided"] = "pending",
+        *,
+        viewer: str | None = None,
+        offset: int = 0,
+        limit: int = 200,
+    ) -> RequestPage:
+        """One page of pending requests (oldest first) or decided ones (latest first), with the total.
+
+        With a ``viewer``, only the requests it may see (see :meth:`get_request`) are listed or counted.
+        """
+        return await self._listing.page(status, viewer=viewer, offset=offset, limit=limit)
+
+    async def get_request(self, request_id: str, *, viewer: str | None = None) -> ApprovalRecord | None:
+        """One request as ``viewer`` may see it (without a viewer, as it is), or ``None``.
+
+        A principal sees the requests it may decide (by its template's reviewer role) and every
+        request with :data:`~mcp_approval.backends.AUDITOR_ROLE`; its own requests without their
+        reviewers' identities or comments; no other request.
+        """
+        return await self._listing.get(request_id, viewer=viewer)
+
+    def sees_reviewers(self, principal: str, record: ApprovalRecord) -> bool:
+        """Whether ``principal`` sees who decided ``record`` (an auditor, or one of its reviewers)."""
+        return self._listing.sees_reviewers(principal, record)
+
+    async def decide(
+        self, request_id: str, reviewer: str, decision: Literal["approve", "deny"], comment: str | None = None
+    ) -> ApprovalRecord:
+        """Record ``reviewer``'s decision and return the request as it now stands.
+
+        Raises:
+            UnknownRequestError: no such request.
+            NotEligibleError: the reviewer lacks the template's role, or is the requester.
+            AlreadyDecidedError: the request is terminal, or this reviewer already decided it.
+            RequestExpiredError: the deadline passed (the request is now expired).
+        """
+        return await self._decisions.decide(request_id, reviewer, decision, comment)
+
+    def why_ineligible(self, reviewer: str, record: ApprovalRecord) -> str | None:
+        """Why ``reviewer`` may not decide ``record``, or ``None``.
+
+        The rules stored with the request only (reviewer role, self-approval); :meth:`decide`
+        applies them again, together with the request's current state, when the decision is recorded.
+        """
+        return self._decisions.why_ineligible(reviewer, record)

@@ -1,0 +1,222 @@
+"""The local backend's decisions: who may decide a request under its rules, and recording a
+decision (N-of-M approvals, one denial ends it) as a compare-and-set on the request."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import Connection
+from sqlalchemy.exc import IntegrityError
+
+from mcp_approval.backends.contract import StatusListener, UnknownRequestError
+from mcp_approval.backends.local.endings import RequestEndings
+from mcp_approval.backends.local.errors import (
+    AlreadyDecidedError,
+    NotEligibleError,
+    RequestExpiredError,
+    ReviewError,
+    UnverifiedRequestError,
+)
+from mcp_approval.backends.local.records import ApprovalRecord, RequestRecords
+from mcp_approval.backends.local.rows import (
+    Row,
+    StaleError,
+    cas,
+    decision_rows,
+    due,
+    event_data,
+    fetch,
+    insert_decision,
+    resulting_status,
+)
+from mcp_approval.backends.local.rules import ApprovalTemplate, RequestRules, decided_by
+from mcp_approval.backends.local.sealing import RequestSealing
+from mcp_approval.clock import Clock
+from mcp_approval.storage.audit import AuditLog
+from mcp_approval.storage.database import Database
+
+__all__ = ["Decisions", "Wakeups"]
+
+_log = logging.getLogger(__name__)
+#: How often a decision transaction is retried when a concurrent one won the compare-and-set.
+_CAS_ATTEMPTS = 5
+
+
+class Wakeups:
+    """Wakes the listener the backend was started with when a decision ends a request."""
+
+    def __init__(self) -> None:
+        self.listener: StatusListener | None = None
+
+    async def wake(self, request_id: str) -> None:
+        """Tell the listener ``request_id`` changed; a failing listener is logged, never raised."""
+        if self.listener is None:
+            return
+        try:
+            await self.listener(request_id)
+        except Exception:  # a wake-up failing must not undo or hide a committed decision
+            _log.exception("approval status listener failed for %s…", request_id[:8])
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    record: ApprovalRecord
+    terminal: bool
+    expired: bool = False
+
+
+class Decisions:
+    """Records reviewers' (and resolvers') decisions.
+
+    Args:
+        database: the database the requests are kept in.
+        clock: the source of time.
+        audit: where audit events go.
+        roles: the roles a reviewer holds.
+        templates: the configured templates (the rules of rows stored before rules were).
+        sealing: seals each decision, and refuses to approve a request whose rows fail their seals.
+        endings: expires a request found past its deadline, and runs the hook when a decision ends one.
+        records: the request as it stands after the decision.
+        wakeups: woken when a decision ends a request.
+    """
+
+    def __init__(
+        self,
+        database: Database,
+        clock: Clock,
+        audit: AuditLog,
+        roles: Callable[[str], frozenset[str]],
+        templates: Mapping[str, ApprovalTemplate],
+        sealing: RequestSealing,
+        endings: RequestEndings,
+        records: RequestRecords,
+        wakeups: Wakeups,
+    ) -> None:
+        self._db = database
+        self._clock = clock
+        self._audit = audit
+        self._roles = roles
+        self._templates = templates
+        self._sealing = sealing
+        self._endings = endings
+        self._records = records
+        self._wakeups = wakeups
+
+    async def decide(
+        self,
+        request_id: str,
+        reviewer: str,
+        decision: Literal["approve", "deny"],
+        comment: str | None,
+        *,
+        automatic: bool = False,
+    ) -> ApprovalRecord:
+        """Record ``reviewer``'s decision and return the request as it now stands (``automatic``: a
+        resolver's, which no role or self-approval rule limits).
+
+        Raises:
+            UnknownRequestError: no such request.
+            NotEligibleError: the reviewer lacks the template's role, or is the requester.
+            AlreadyDecidedError: the request is terminal, or this reviewer already decided it.
+            RequestExpiredError: the deadline passed (the request is now expired).
+            UnverifiedRequestError: an approval of a request whose rows fail their seals.
+            ReviewError: the request kept changing under the decision, or is sealed and this backend has no seal.
+        """
+        if decision not in ("approve", "deny"):
+            raise ValueError(f"decision must be 'approve' or 'deny', not {decision!r}")
+        for _ in range(_CAS_ATTEMPTS):
+            now = self._clock.now_ms()
+
+            def write(conn: Connection, now: int = now) -> _Outcome:
+                return self._decide_in(conn, now, request_id, reviewer, decision, comment, automatic)
+
+            try:
+                outcome = await self._db.write(write)
+                break
+            except IntegrityError:
+                # The same reviewer's concurrent decision committed first.
+                raise AlreadyDecidedError(f"{reviewer} already decided request {request_id[:8]}…") from None
+            except StaleError:
+                continue
+        else:
+            raise ReviewError(f"request {request_id[:8]}… kept changing; try again")
+        if outcome.terminal:
+            await self._wakeups.wake(request_id)
+        if outcome.expired:
+            raise RequestExpiredError(f"request {request_id[:8]}… expired before the decision")
+        return outcome.record
+
+    def why_ineligible(self, reviewer: str, record: ApprovalRecord) -> str | None:
+        """Why ``reviewer`` may not decide ``record`` by the rules stored with it, or ``None``."""
+        return _why_ineligible(reviewer, self._roles(reviewer), record.requester, record.template, record.rules)
+
+    def _decide_in(
+        self,
+        conn: Connection,
+        now: int,
+        request_id: str,
+        reviewer: str,
+        decision: str,
+        comment: str | None,
+        automatic: bool,
+    ) -> _Outcome:
+        row = fetch(conn, request_id, lock=True)
+        if row is None:
+            raise UnknownRequestError(f"no approval request {request_id[:8]}…")
+        if row["status"] != "pending":
+            raise AlreadyDecidedError(f"request {request_id[:8]}… is already {row['status']}")
+        self._sealing.check_decidable(row)
+        rules = decided_by(row, self._templates)
+        if not automatic:
+            self._check_eligible(row, rules, reviewer)
+        failure = self._sealing.failure(row, decision_rows(conn, [request_id]))
+        if failure is not None and decision == "approve":
+            raise UnverifiedRequestError(f"request {request_id[:8]}… cannot be approved: {failure}")
+        if due(row, now):
+            # The expiry must commit, so it is returned, not raised (raising rolls back).
+            self._endings.expire_in(conn, row, now)
+            return _Outcome(self._reload(conn, request_id), terminal=True, expired=True)
+        insert_decision(conn, request_id, reviewer, decision, comment, now, seal=self._sealing.seal)
+        about = event_data(row)
+        self._audit.record_in(
+            conn, now, "approval.decision", subject=request_id, actor=reviewer, data={"decision": decision, **about}
+        )
+        target = resulting_status(conn, row, decision)
+        values: dict[str, Any] = {}
+        if target is not None:
+            values = {"status": target, "decided_at": now}
+            if target == "approved" and rules is not None:
+                values["approved_until"] = now + rules.approval_valid_ms
+        cas(conn, row, now, **values)  # bumps the version even when the request stays pending
+        if target is not None:
+            self._audit.record_in(conn, now, f"approval.{target}", subject=request_id, actor=reviewer, data=about)
+            self._endings.ended_in(conn, request_id, target, now)
+        return _Outcome(self._reload(conn, request_id), terminal=target is not None)
+
+    def _check_eligible(self, row: Row, rules: RequestRules | None, reviewer: str) -> None:
+        reason = _why_ineligible(reviewer, self._roles(reviewer), row["requester"], row["template"], rules)
+        if reason is not None:
+            raise NotEligibleError(reason)
+
+    def _reload(self, conn: Connection, request_id: str) -> ApprovalRecord:
+        row = fetch(conn, request_id)
+        assert row is not None  # it was locked in this transaction
+        return self._records.record(row, decision_rows(conn, [request_id]))
+
+
+def _why_ineligible(
+    reviewer: str, roles: frozenset[str], requester: str, template: str | None, rules: RequestRules | None
+) -> str | None:
+    """Why a reviewer holding ``roles`` may not decide a request of ``requester`` decided by ``rules``."""
+    name = template or "(default)"
+    if rules is None:
+        # Stored before rules were, and its template has left the configuration: nobody may decide it.
+        return f"template {name!r} is not configured, so nobody may decide this request"
+    if reviewer == requester and not rules.allow_self_approval:
+        return f"{reviewer} made this request and template {name!r} forbids self-approval"
+    if rules.reviewer_role not in roles:
+        return f"{reviewer} lacks the role {rules.reviewer_role!r} template {name!r} requires"
+    return None

@@ -1,0 +1,31 @@
+"""The errors reviewer operations on the local backend raise (listing, reading, deciding)."""
+
+from __future__ import annotations
+
+__all__ = [
+    "AlreadyDecidedError",
+    "NotEligibleError",
+    "RequestExpiredError",
+    "ReviewError",
+    "UnverifiedRequestError",
+]
+
+
+class ReviewError(Exception):
+    """A reviewer operation was refused."""
+
+
+class NotEligibleError(ReviewError):
+    """The reviewer may not decide this request (missing role, or self-approval)."""
+
+
+class AlreadyDecidedError(ReviewError):
+    """The request is terminal, or this reviewer already decided it."""
+
+
+class RequestExpiredError(AlreadyDecidedError):
+    """The request's deadline passed before the decision; it is now expired."""
+
+
+class UnverifiedRequestError(ReviewError):
+    """The request's stored content does not match its seal, so nobody may approve it."""

@@ -1,0 +1,114 @@
+"""The local backend's listing: pages of requests and single requests, each as its viewer may see it.
+
+A principal sees the requests it may decide (by their rules' reviewer role) and, with
+:data:`AUDITOR_ROLE`, every request with its reviewers; its own requests without their
+reviewers' identities or comments; no other request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Literal
+
+from sqlalchemy import ColumnElement, Connection, func, or_, select
+
+from mcp_approval.backends.local.queue import RequestQueue
+from mcp_approval.backends.local.records import ApprovalRecord, RequestPage, RequestRecords
+from mcp_approval.backends.local.rows import decision_rows
+from mcp_approval.backends.local.rules import DEFAULT_TEMPLATE, ApprovalTemplate
+from mcp_approval.backends.local.schema import approval_requests_table
+from mcp_approval.storage.database import Database
+
+__all__ = ["AUDITOR_ROLE", "RequestListing"]
+
+_R = approval_requests_table
+#: The role that lets a principal read every request and its reviewers (it decides none by itself).
+AUDITOR_ROLE = "auditor"
+
+
+class RequestListing:
+    """Lists and reads requests for a viewer.
+
+    Args:
+        database: the database the requests are kept in.
+        roles: the roles a principal holds.
+        templates: the configured templates (who reviews rows stored before their rules were).
+        records: makes a request's record of its rows.
+        queue: expires what is due before it is listed or read.
+    """
+
+    def __init__(
+        self,
+        database: Database,
+        roles: Callable[[str], frozenset[str]],
+        templates: Mapping[str, ApprovalTemplate],
+        records: RequestRecords,
+        queue: RequestQueue,
+    ) -> None:
+        self._db = database
+        self._roles = roles
+        self._templates = templates
+        self._records = records
+        self._queue = queue
+
+    async def page(
+        self, status: Literal["pending", "decided"], *, viewer: str | None, offset: int, limit: int
+    ) -> RequestPage:
+        """One page of pending requests (oldest first) or decided ones (latest first), with the total;
+        with a ``viewer``, only the requests it may see are listed or counted."""
+        await self._queue.expire_due()
+        where = _R.c.status == "pending" if status == "pending" else _R.c.status != "pending"
+        visible = self._visible_rows(viewer)
+        if visible is not None:
+            where = where & visible
+        query = select(_R).where(where)
+        if status == "pending":
+            query = query.order_by(_R.c.created_at, _R.c.request_id)
+        else:
+            query = query.order_by(_R.c.updated_at.desc(), _R.c.request_id)
+
+        def read(conn: Connection) -> RequestPage:
+            total = conn.execute(select(func.count()).select_from(_R).where(where)).scalar_one()
+            rows = [dict(row) for row in conn.execute(query.offset(offset).limit(limit)).mappings()]
+            decisions = decision_rows(conn, [row["request_id"] for row in rows]) if rows else []
+            shown = [self._shown(self._records.record(row, decisions), viewer) for row in rows]
+            return RequestPage([record for record in shown if record is not None], offset, limit, total)
+
+        return await self._db.read(read)
+
+    async def get(self, request_id: str, *, viewer: str | None) -> ApprovalRecord | None:
+        """One request as ``viewer`` may see it (without a viewer, as it is), or ``None``."""
+        row = await self._queue.current(request_id)
+        if row is None:
+            return None
+        decisions = await self._db.read(lambda conn: decision_rows(conn, [request_id]))
+        return self._shown(self._records.record(row, decisions), viewer)
+
+    def sees_reviewers(self, principal: str, record: ApprovalRecord) -> bool:
+        """Whether ``principal`` sees who decided ``record`` (an auditor, or one of its reviewers)."""
+        roles = self._roles(principal)
+        if AUDITOR_ROLE in roles:
+            return True
+        return record.rules is not None and record.rules.reviewer_role in roles
+
+    def _shown(self, record: ApprovalRecord, viewer: str | None) -> ApprovalRecord | None:
+        """``record`` as ``viewer`` may see it, or ``None`` when it may not see it at all."""
+        if viewer is None or self.sees_reviewers(viewer, record):
+            return record
+        return record.without_reviewers() if record.requester == viewer else None
+
+    def _visible_rows(self, viewer: str | None) -> ColumnElement[bool] | None:
+        """The rows ``viewer`` may see, as a condition (``None``: all of them)."""
+        if viewer is None:
+            return None
+        roles = self._roles(viewer)
+        if AUDITOR_ROLE in roles:
+            return None
+        clauses = [_R.c.requester == viewer, _R.c.reviewer_role.in_(sorted(roles))]
+        # Rows stored before their rules were: decided by their template as configured now.
+        legacy = _R.c.reviewer_role.is_(None)
+        reviewed = [name for name, rules in self._templates.items() if rules.reviewer_role in roles]
+        clauses.append(legacy & _R.c.template.in_(reviewed))
+        if DEFAULT_TEMPLATE.reviewer_role in roles:
+            clauses.append(legacy & _R.c.template.is_(None))
+        return or_(*clauses)

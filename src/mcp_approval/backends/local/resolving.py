@@ -1,0 +1,115 @@
+"""Running the local backend's automatic resolvers (:mod:`~mcp_approval.backends.local.resolvers`):
+each request of a template with a resolver is put to it once it is committed, in a task of its
+own, and again after a restart for every request still pending."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Mapping
+
+from sqlalchemy import select
+
+from mcp_approval.backends.contract import ApprovalSubmission, UnknownRequestError
+from mcp_approval.backends.local.decisions import Decisions
+from mcp_approval.backends.local.errors import ReviewError
+from mcp_approval.backends.local.resolvers import AutoResolver
+from mcp_approval.backends.local.rows import decision_rows, event_data, fetch
+from mcp_approval.backends.local.schema import approval_requests_table
+from mcp_approval.backends.local.sealing import RequestSealing
+from mcp_approval.storage.audit import AuditLog
+from mcp_approval.storage.database import Database
+
+__all__ = ["AutomaticResolution"]
+
+_R = approval_requests_table
+_log = logging.getLogger(__name__)
+
+
+class AutomaticResolution:
+    """Puts requests to their template's resolver and records its verdict as a decision.
+
+    A resolver that fails, or defers (answers ``None``), leaves the request to human reviewers;
+    so does a request whose rows fail their seals (an edited row is never decided on what it now
+    says). Each case is an audit event.
+
+    Args:
+        database: the database the requests are kept in.
+        audit: where audit events go.
+        resolvers: the resolver of each template that has one.
+        sealing: checks a request's rows before it is put to a resolver.
+        decisions: records the verdict.
+    """
+
+    def __init__(
+        self,
+        database: Database,
+        audit: AuditLog,
+        resolvers: Mapping[str, AutoResolver],
+        sealing: RequestSealing,
+        decisions: Decisions,
+    ) -> None:
+        self._db = database
+        self._audit = audit
+        self._resolvers = resolvers
+        self._sealing = sealing
+        self._decisions = decisions
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def decides(self, template: str | None) -> bool:
+        """Whether requests of ``template`` have a resolver."""
+        return template in self._resolvers
+
+    async def resume(self) -> None:
+        """Put every pending request of a template with a resolver to it (work a previous process left)."""
+        if not self._resolvers:
+            return
+        templates = sorted(self._resolvers)
+        query = select(_R.c.request_id).where(_R.c.status == "pending", _R.c.template.in_(templates))
+        pending = await self._db.read(lambda conn: list(conn.execute(query).scalars()))
+        for request_id in pending:
+            self.spawn(request_id)
+
+    def spawn(self, request_id: str) -> None:
+        """Put the committed request ``request_id`` to its resolver, in a task of its own."""
+        task = asyncio.create_task(self._resolve(request_id))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def stop(self) -> None:
+        """Cancel the work in progress (:meth:`resume` takes it up again)."""
+        tasks, self._tasks = list(self._tasks), set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _resolve(self, request_id: str) -> None:
+        row = await self._db.read(lambda conn: fetch(conn, request_id))
+        if row is None or row["status"] != "pending" or row["template"] not in self._resolvers:
+            return
+        template = row["template"]
+        actor = f"resolver:{template}"
+        decisions = await self._db.read(lambda conn: decision_rows(conn, [request_id]))
+        failure = self._sealing.failure(row, decisions)
+        if failure is not None:  # an edited row is never decided on what it now says
+            data = {"why": failure, **event_data(row)}
+            await self._audit.record("approval.unverified", subject=request_id, actor=actor, data=data)
+            return
+        submission = ApprovalSubmission.from_json(json.loads(row["body_json"]))
+        try:
+            verdict = await self._resolvers[template].decide(submission)
+        except Exception as exc:  # a broken resolver leaves the request to human reviewers
+            _log.exception("resolver for template %r failed", template)
+            data = {"error": f"{type(exc).__name__}: {exc}"[:500], **event_data(row)}
+            await self._audit.record("approval.resolver_failed", subject=request_id, actor=actor, data=data)
+            return
+        if verdict is None:
+            await self._audit.record(
+                "approval.resolver_deferred", subject=request_id, actor=actor, data=event_data(row)
+            )
+            return
+        # A reviewer, the deadline or a cancellation may have got there first.
+        with contextlib.suppress(ReviewError, UnknownRequestError):
+            await self._decisions.decide(request_id, actor, verdict, "decided automatically", automatic=True)

@@ -309,6 +309,22 @@ APPROVAL_ROOMS: dict[str, tuple[str, ...]] = {
     "approval.creation_answers": ("approval.service", "approval.creation", "approval.engine"),
 }
 
+# Packages only their own layer reaches into: the package, the prefixes of the modules that may
+# import any of its modules, and the modules open to every layer that may import it (importing one
+# runs the package's ``__init__``, which is no more than a docstring). The local backend's modules
+# are reached through ``backends``' public names; its tables and their history are its schema's.
+PRIVATE_PACKAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "backends.local": (("backends",), ("backends.local.schema",)),
+}
+
+# Layers that may import a lower one only through some of its modules: the importer, the layer, and
+# the modules open to it. Notifications and metrics read the approval workflows through the layer's
+# read API, never its tables or its store.
+ONLY_THROUGH: dict[str, tuple[str, tuple[str, ...]]] = {
+    "notify": ("approval", ("approval.persistence.outcomes",)),
+    "metrics": ("approval", ("approval.persistence.outcomes",)),
+}
+
 
 def _matches(relative: str, prefix: str) -> bool:
     """``relative`` is the module ``prefix`` or inside it (the empty prefix: the package root alone)."""
@@ -348,6 +364,22 @@ def _rung_violation(source: str, target: str, rungs: tuple[Rung, ...]) -> str | 
     return None
 
 
+def _private_violation(
+    source: str, target: str, private: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]]
+) -> str | None:
+    for package, (insiders, doors) in private.items():
+        if _matches(target, package) and not _allowed(source, insiders) and not _allowed(target, doors):
+            return f"{source or 'the root'} reaches into {package}, which only {', '.join(insiders)} may"
+    return None
+
+
+def _narrow_violation(source: str, target: str, only_through: Mapping[str, tuple[str, tuple[str, ...]]]) -> str | None:
+    for importer, (layer, doors) in only_through.items():
+        if _matches(source, importer) and _matches(target, layer) and not _allowed(target, doors):
+            return f"{source} may import {layer} only through {', '.join(doors)}"
+    return None
+
+
 def layer_violations(
     graph: Graph,
     package: str,
@@ -355,11 +387,16 @@ def layer_violations(
     *,
     side: tuple[Layer, tuple[str, ...], tuple[str, ...]] | None = None,
     rooms: Mapping[str, tuple[str, ...]] | None = None,
+    private: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] | None = None,
+    only_through: Mapping[str, tuple[str, tuple[str, ...]]] | None = None,
 ) -> list[str]:
     """Every forbidden edge of ``graph``, as ``importer -> imported (why)``.
 
     ``side``: a layer outside the rungs, the prefixes it may import, and the prefixes of the
     modules that may import it. ``rooms``: a prefix and the prefixes its modules may not import.
+    ``private``: a package, the prefixes that may import any of its modules, and its modules
+    open to the others. ``only_through``: a prefix, a layer, and the only modules of that layer
+    its modules may import.
     """
     (side_name, side_prefixes), side_may, side_importers = side or (("", ()), (), ())
     found: list[str] = []
@@ -376,6 +413,10 @@ def layer_violations(
             closed = [door for room, doors in (rooms or {}).items() if _matches(source, room) for door in doors]
             if why is None and any(_matches(target, door) for door in closed):
                 why = f"{source} may not import {target}"
+            if why is None:
+                why = _private_violation(source, target, private or {})
+            if why is None:
+                why = _narrow_violation(source, target, only_through or {})
             if why is not None:
                 found.append(f"{importer} -> {imported} ({why})")
     return found
@@ -384,7 +425,9 @@ def layer_violations(
 def test_no_layer_imports_a_layer_above_it() -> None:
     graph = import_graph(SOURCE, PACKAGE)
     side = (CLIENT_LAYER, CLIENT_MAY_IMPORT, CLIENT_IMPORTERS)
-    violations = layer_violations(graph, PACKAGE, LAYERS, side=side, rooms=APPROVAL_ROOMS)
+    violations = layer_violations(
+        graph, PACKAGE, LAYERS, side=side, rooms=APPROVAL_ROOMS, private=PRIVATE_PACKAGES, only_through=ONLY_THROUGH
+    )
     assert violations == [], "forbidden imports:\n" + "\n".join(violations)
 
 
@@ -395,14 +438,22 @@ def test_the_layer_check_finds_each_kind_of_forbidden_edge(tmp_path: Path) -> No
             "pkg/__init__.py": "",
             "pkg/base.py": "import os\n",
             "pkg/low/__init__.py": "",
-            "pkg/low/rows.py": "from pkg import base\n",
+            "pkg/low/rows.py": "from pkg import base\nfrom pkg.low.inner import impl\n",  # an insider reaches in
+            # A private package of ``low``: only its schema is open to the layers above.
+            "pkg/low/inner/__init__.py": "",
+            "pkg/low/inner/impl.py": "from pkg import base\n",
+            "pkg/low/inner/schema.py": "import os\n",
             # A lower layer reaching up (deferred into a function: still an edge).
             "pkg/low/leak.py": "def later():\n    from pkg.high import app\n",
             "pkg/left.py": "from pkg import right\n",  # beside it on the same rung
             "pkg/right.py": "from pkg.low import rows\n",
             "pkg/high/__init__.py": "",
-            "pkg/high/app.py": "from pkg.low import rows\nfrom pkg import agent\n",  # the side layer imported
+            # The side layer imported; the private package's open module.
+            "pkg/high/app.py": "from pkg.low import rows\nfrom pkg import agent\nfrom pkg.low.inner import schema\n",
             "pkg/high/engine.py": "from pkg.high import app\n",  # a closed door inside a layer
+            "pkg/high/peek.py": "from pkg.low.inner import impl\n",  # into a private package
+            # ``top`` may import ``low`` only through ``low.rows``: not even the private package's schema.
+            "pkg/top.py": "from pkg.low import rows\nfrom pkg.low.inner import schema\n",
             "pkg/agent.py": "from pkg.low import rows\n",  # the side layer reaching outside
             "pkg/stray.py": "",
             "pkg/uses_stray.py": "from pkg import stray\n",
@@ -413,24 +464,79 @@ def test_the_layer_check_finds_each_kind_of_forbidden_edge(tmp_path: Path) -> No
         (("low", ("low",)),),
         (("left", ("left",)), ("right", ("right",))),
         (("high", ("high", "uses_stray")),),
+        (("top", ("top",)),),
         (("root", ("",)),),
     )
     side = (("agent", ("agent",)), ("agent", "base"), ("",))
-    violations = layer_violations(
-        import_graph(tmp_path, "pkg"), "pkg", rungs, side=side, rooms={"high.engine": ("high.app",)}
-    )
-    assert violations == [
+
+    def violations() -> list[str]:
+        return layer_violations(
+            import_graph(tmp_path, "pkg"),
+            "pkg",
+            rungs,
+            side=side,
+            rooms={"high.engine": ("high.app",)},
+            private={"low.inner": (("low",), ("low.inner.schema",))},
+            only_through={"top": ("low", ("low.rows",))},
+        )
+
+    assert violations() == [
         "pkg.agent -> pkg.low (agent imports outside what it may)",
         "pkg.agent -> pkg.low.rows (agent imports outside what it may)",
         "pkg.high.app -> pkg.agent (agent imported from high.app)",
         "pkg.high.engine -> pkg.high.app (high.engine may not import high.app)",
+        "pkg.high.peek -> pkg.low.inner.impl (high.peek reaches into low.inner, which only low may)",
         "pkg.left -> pkg.right (left imports right, beside it)",
         "pkg.low.leak -> pkg.high (low imports high, a layer above it)",
         "pkg.low.leak -> pkg.high.app (low imports high, a layer above it)",
+        "pkg.top -> pkg.low.inner (top may import low only through low.rows)",
+        "pkg.top -> pkg.low.inner.schema (top may import low only through low.rows)",
         "pkg.uses_stray -> pkg.stray (a module in no layer)",
     ]
     # Without the wrong edges, the same layers hold.
-    for name in ("low/leak.py", "left.py", "high/engine.py", "agent.py", "uses_stray.py"):
+    for name in ("low/leak.py", "left.py", "high/engine.py", "high/peek.py", "agent.py", "uses_stray.py"):
         (tmp_path / "pkg" / name).unlink()
-    (tmp_path / "pkg" / "high" / "app.py").write_text("from pkg.low import rows\n", encoding="utf-8")
-    assert layer_violations(import_graph(tmp_path, "pkg"), "pkg", rungs, side=side) == []
+    (tmp_path / "pkg" / "high" / "app.py").write_text(
+        "from pkg.low import rows\nfrom pkg.low.inner import schema\n", encoding="utf-8"
+    )
+    (tmp_path / "pkg" / "top.py").write_text("from pkg.low import rows\n", encoding="utf-8")
+    assert violations() == []
+
+
+def test_the_table_forbids_reaching_into_the_local_backend_and_the_approval_tables(tmp_path: Path) -> None:
+    """The rules of this file's own table, on a package laid out like this one: each new wrong edge fails."""
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/backends/__init__.py": "",
+            "pkg/backends/capabilities.py": "from pkg.backends.local import records\n",  # inside backends: fine
+            "pkg/backends/local/__init__.py": "",
+            "pkg/backends/local/records.py": "",
+            "pkg/backends/local/schema.py": "",
+            "pkg/approval/__init__.py": "",
+            "pkg/approval/persistence/__init__.py": "",
+            "pkg/approval/persistence/schema.py": "",
+            "pkg/approval/persistence/outcomes.py": "from pkg.approval.persistence import schema\n",
+            "pkg/reviewers/__init__.py": "",
+            # The open schema, then a module of the local backend's package.
+            "pkg/reviewers/views.py": "from pkg.backends.local import schema\nfrom pkg.backends.local import records\n",
+            "pkg/notify/__init__.py": "",
+            "pkg/notify/messages.py": (
+                "from pkg.approval.persistence import outcomes\nfrom pkg.approval.persistence.schema import t\n"
+            ),
+            "pkg/metrics/__init__.py": "",
+            "pkg/metrics/endpoint.py": "from pkg.approval.persistence.schema import t\n",
+        },
+    )
+    violations = layer_violations(
+        import_graph(tmp_path, "pkg"), "pkg", LAYERS, private=PRIVATE_PACKAGES, only_through=ONLY_THROUGH
+    )
+    assert violations == [
+        "pkg.metrics.endpoint -> pkg.approval.persistence.schema"
+        " (metrics.endpoint may import approval only through approval.persistence.outcomes)",
+        "pkg.notify.messages -> pkg.approval.persistence.schema"
+        " (notify.messages may import approval only through approval.persistence.outcomes)",
+        "pkg.reviewers.views -> pkg.backends.local.records"
+        " (reviewers.views reaches into backends.local, which only backends may)",
+    ]

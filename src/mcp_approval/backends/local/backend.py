@@ -57,8 +57,7 @@ class LocalApprovalBackend:
             :class:`~mcp_approval.server.Approvals` replaces a backend built without one by a copy
             sealed under its binding key (:meth:`sealed_with`), so a server always checks.
         on_terminal: runs in every transaction that ends a request (see
-            :data:`~mcp_approval.backends.local.endings.TerminalHook`); an exception it raises
-            rolls the change back.
+            :data:`~mcp_approval.backends.TerminalHook`); an exception it raises rolls the change back.
 
     Raises:
         ValueError: a resolver decides a template that is not in ``templates``.

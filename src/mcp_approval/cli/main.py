@@ -25,6 +25,7 @@ class _LazyReview(TyperGroup):
             name="review",
             help="Review approval requests of the local backend: list, show, approve, deny.",
             no_args_is_help=True,
+            rich_markup_mode=None,  # as the app's, below
         )
         self._loaded: TyperGroup | None = None
 
@@ -51,7 +52,10 @@ class _LazyAudit(TyperGroup):
     def __init__(self) -> None:
         # audit_app's help text, repeated so that `mcp-approval --help` need not import it.
         super().__init__(
-            name="audit", help="Export the audit log as JSON lines and verify its hash chain.", no_args_is_help=True
+            name="audit",
+            help="Export the audit log as JSON lines and verify its hash chain.",
+            no_args_is_help=True,
+            rich_markup_mode=None,  # as the app's, below
         )
         self._loaded: TyperGroup | None = None
 
@@ -86,6 +90,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     cls=_CommandLine,
+    # Help is printed as written: in typer's default markup mode a help text's "[store]" or
+    # "[audit.anchor]" is read as a style and dropped. (review_app and audit_app say the same.)
+    rich_markup_mode=None,
 )
 
 

@@ -112,8 +112,26 @@ def conformance_server(
 _RESUME_WHEN_SERVING = frozenset({"serve", "arap-server"})
 
 
+def _print_version(wanted: bool) -> None:
+    if not wanted:
+        return
+    # The installed metadata, as mcp_approval.__version__ reads it (the package root is above this layer).
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        typer.echo(f"mcp-approval {version('mcp-approval')}")
+    except PackageNotFoundError:
+        typer.echo("mcp-approval 0+unknown")
+    raise typer.Exit()
+
+
 @app.callback()
-def _resume_collection(ctx: typer.Context) -> None:
+def _resume_collection(
+    ctx: typer.Context,
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, expose_value=False, callback=_print_version, help="Print the version, exit."
+    ),
+) -> None:
     # Runs once the command's module is loaded, before the command itself.
     if ctx.invoked_subcommand not in _RESUME_WHEN_SERVING:
         resume_collection()

@@ -8,6 +8,8 @@
 #    --help and --version, arap-server and serve answer, `mcp-approval demo --only 1`).
 # 3. The wheel with each extra (redis, otel, agents), each in a fresh venv: `--version` prints the
 #    version, the extra's modules import, and `mcp-approval demo --only 1` passes.
+# 4. The git URL form, `mcp-approval[redis] @ git+URL@COMMIT`, of this checkout's HEAD: pip builds it
+#    and records the version (without the dependencies, which step 3 installs).
 # Prints how long each step took. Exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -61,5 +63,15 @@ for extra in redis otel agents; do
   rm -rf "$venv"
   took
 done
+
+commit="$(git -C "$checkout" rev-parse HEAD)"
+echo "the git URL at $commit"
+"$PYTHON" -m venv "$work/venv-git"
+# file://localhost/PATH: the pip a venv starts with (23.2) refuses an empty host in a requirement's URL.
+"$work/venv-git/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile --no-deps \
+  "mcp-approval[redis] @ git+file://localhost$checkout@$commit"
+installed="$("$work/venv-git/bin/python" -c 'from importlib.metadata import version; print(version("mcp-approval"))')"
+[[ "$installed" == "$version" ]] || { echo "the git URL installed version '$installed'" >&2; exit 1; }
+took
 
 echo "release check: mcp-approval $version builds, and installs and runs with each extra"

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Plain install: what a user gets from `pip install mcp-approval` with no extras.
-# A fresh venv in a temporary folder, `pip install .`, then: every module imports (modules of an
-# optional extra may fail only with an ImportError naming that extra), `mcp-approval --help` runs,
-# `arap-server` on the Todo example answers its PDP metadata, and `serve` on the treasury example
-# answers `server/discover`. Exits non-zero on the first failure; both servers are stopped on exit.
+# Plain install: what a user gets from installing mcp-approval with no extras.
+#   bash scripts/plain_install_check.sh [WHEEL]
+# A fresh venv in a temporary folder, `pip install WHEEL` (scripts/release_check.sh passes the wheel
+# it built; without one, this checkout: `pip install .`), then: every module imports (modules of an
+# optional extra may fail only with an ImportError naming that extra), `mcp-approval --help` and
+# `--version` run, `arap-server` on the Todo example answers its PDP metadata, `serve` on the
+# treasury example answers `server/discover`, and `mcp-approval demo --only 1` passes.
+# Exits non-zero on the first failure; both servers are stopped on exit.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 checkout="$PWD"
+target="$(realpath "${1:-$checkout}")"
 PYTHON="${PYTHON:-python3}"
 work="$(mktemp -d)"
 pids=()
@@ -20,11 +24,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Nothing from this checkout or the caller's environment may leak into the fresh venv.
-unset PYTHONPATH VIRTUAL_ENV
+# Nothing from this checkout or the caller's environment may leak into the fresh venv; its
+# bytecode stays in it (and goes with it).
+unset PYTHONPATH VIRTUAL_ENV PYTHONPYCACHEPREFIX
 "$PYTHON" -m venv "$work/venv"
 py="$work/venv/bin/python"
-"$py" -m pip install --quiet --disable-pip-version-check "$checkout"
+# --no-compile: only what runs is compiled to bytecode, as it is imported (every module of the package is).
+"$py" -m pip install --quiet --disable-pip-version-check --no-compile "$target"
 cd "$work"
 
 echo "import every module"
@@ -61,8 +67,9 @@ if failures:
 print(f"  {len(names)} modules")
 EOF
 
-echo "mcp-approval --help"
+echo "mcp-approval --help, --version"
 "$work/venv/bin/mcp-approval" --help >/dev/null
+"$work/venv/bin/mcp-approval" --version
 
 # The helper below starts a server, waits until it answers, checks the answer and leaves it running.
 cat >"$work/probe.py" <<'EOF'
@@ -157,5 +164,9 @@ port="$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); 
   --db "sqlite:///$work/treasury.db" >"$work/serve.out" 2>"$work/serve.err" &
 pids+=($!)
 "$py" "$work/probe.py" serve "$port" || { cat "$work/serve.err" >&2; exit 1; }
+
+echo "mcp-approval demo --only 1"
+"$work/venv/bin/mcp-approval" demo --only 1 >"$work/demo.out" 2>&1 || { cat "$work/demo.out" >&2; exit 1; }
+grep -o 'mcp-approval demo: [0-9/]* scenarios behaved in [0-9.]* s' "$work/demo.out"
 
 echo "plain install: all checks passed"

@@ -32,8 +32,6 @@ if TYPE_CHECKING:
     from mcp_approval.policy import CedarPDP, HttpPDP, PolicyDecisionPoint
     from mcp_approval.server import Approvals, JwtTokenVerifier, StaticTokenVerifier
 
-__version__ = "0.1.0"
-
 # Name -> the subpackage that defines it.
 _LAZY = {
     "Approvals": "mcp_approval.server",
@@ -61,17 +59,30 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """Import a name of ``__all__`` from its subpackage on first access.
+    """Import a name of ``__all__`` from its subpackage on first access; ``__version__`` likewise.
 
     (Not :func:`mcp_approval._lazy.lazy_getattr`: ``import mcp_approval`` loads no other module.)
     """
     module = _LAZY.get(name)
-    if module is None:
+    if name == "__version__":
+        value = _installed_version()
+    elif module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
+    else:
+        value = getattr(import_module(module), name)
     globals()[name] = value  # later accesses skip this function
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+    return sorted({*globals(), *__all__, "__version__"})
+
+
+def _installed_version() -> str:
+    # pyproject.toml's [project] version, the one place it is written, as pip recorded it.
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mcp-approval")
+    except PackageNotFoundError:
+        return "0+unknown"  # a source tree on the path, never installed

@@ -33,7 +33,11 @@ __all__ = ["audit_app"]
 
 T = TypeVar("T")
 
-audit_app = typer.Typer(help="Export the audit log as JSON lines and verify its hash chain.", no_args_is_help=True)
+audit_app = typer.Typer(
+    help="Export the audit log as JSON lines and verify its hash chain.",
+    no_args_is_help=True,
+    rich_markup_mode=None,  # help as written, as the app's (cli/main.py)
+)
 
 _CONFIG = typer.Option(
     None, "--config", help="The deployment (or arap-server) configuration file; without it, --db names the store."

@@ -25,6 +25,7 @@ class _LazyReview(TyperGroup):
             name="review",
             help="Review approval requests of the local backend: list, show, approve, deny.",
             no_args_is_help=True,
+            rich_markup_mode=None,  # as the app's, below
         )
         self._loaded: TyperGroup | None = None
 
@@ -51,7 +52,10 @@ class _LazyAudit(TyperGroup):
     def __init__(self) -> None:
         # audit_app's help text, repeated so that `mcp-approval --help` need not import it.
         super().__init__(
-            name="audit", help="Export the audit log as JSON lines and verify its hash chain.", no_args_is_help=True
+            name="audit",
+            help="Export the audit log as JSON lines and verify its hash chain.",
+            no_args_is_help=True,
+            rich_markup_mode=None,  # as the app's, below
         )
         self._loaded: TyperGroup | None = None
 
@@ -86,6 +90,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     cls=_CommandLine,
+    # Help is printed as written: in typer's default markup mode a help text's "[store]" or
+    # "[audit.anchor]" is read as a style and dropped. (review_app and audit_app say the same.)
+    rich_markup_mode=None,
 )
 
 
@@ -105,8 +112,26 @@ def conformance_server(
 _RESUME_WHEN_SERVING = frozenset({"serve", "arap-server"})
 
 
+def _print_version(wanted: bool) -> None:
+    if not wanted:
+        return
+    # The installed metadata, as mcp_approval.__version__ reads it (the package root is above this layer).
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        typer.echo(f"mcp-approval {version('mcp-approval')}")
+    except PackageNotFoundError:
+        typer.echo("mcp-approval 0+unknown")
+    raise typer.Exit()
+
+
 @app.callback()
-def _resume_collection(ctx: typer.Context) -> None:
+def _resume_collection(
+    ctx: typer.Context,
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, expose_value=False, callback=_print_version, help="Print the version, exit."
+    ),
+) -> None:
     # Runs once the command's module is loaded, before the command itself.
     if ctx.invoked_subcommand not in _RESUME_WHEN_SERVING:
         resume_collection()

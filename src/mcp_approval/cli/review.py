@@ -35,7 +35,9 @@ __all__ = ["decide_matching", "review_app"]
 T = TypeVar("T")
 
 review_app = typer.Typer(
-    help="Review approval requests of the local backend: list, show, approve, deny.", no_args_is_help=True
+    help="Review approval requests of the local backend: list, show, approve, deny.",
+    no_args_is_help=True,
+    rich_markup_mode=None,  # help as written, as the app's (cli/main.py)
 )
 
 _CONFIG = typer.Option(

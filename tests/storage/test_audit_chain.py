@@ -484,23 +484,6 @@ def test_verify_refuses_an_anchor_line_it_cannot_read(db_url: str, anchor: str, 
     assert message in " ".join(result.output.split())
 
 
-def test_verify_reads_the_last_line_of_an_anchor_file(db_url: str, tmp_path: Any) -> None:
-    _seed(db_url)
-    _, head = _verify(db_url)
-    empty = tmp_path / "empty.jsonl"
-    empty.write_text("\n")
-    result = runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", str(empty)], env={"COLUMNS": "300"})
-    assert result.exit_code == 2
-    assert "holds no anchor" in result.output
-    anchors = tmp_path / "anchors.jsonl"
-    stale = {"kind": "audit.anchor", "seq": 6, "hash": "f" * 64, "count": 6}
-    current = {"kind": "audit.anchor", "seq": head["head_seq"], "hash": head["head_hash"], "count": 6}
-    anchors.write_text(json.dumps(stale) + "\n" + json.dumps(current) + "\n\n")
-    assert runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", str(anchors)]).exit_code == 0
-    anchors.write_text(json.dumps(current) + "\n" + json.dumps(stale) + "\n")
-    assert runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", str(anchors)]).exit_code == 1
-
-
 def test_verify_names_an_execution_of_another_call_than_its_request_was_submitted_for(db_url: str) -> None:
     """A task pointed at another call's approved request (its link swapped): the digests disagree."""
     submitted = ("approval.submitted", "req-9", "alice", {**RULED[0][3], "call_digest": "b" * 64})

@@ -225,3 +225,27 @@ async def test_writers_sharing_a_file_take_turns_so_its_positions_only_grow(db_u
         positions = [json.loads(line)["seq"] for line in lines(file)]
         assert len(positions) == 20
         assert positions == sorted(positions)
+
+
+async def test_a_chain_linked_while_it_is_walked_is_never_taken_for_a_tampered_one(db_url: str) -> None:
+    """Each walk ends by looking for events past the head; events linked meanwhile (with their new head)
+    must not count. On PostgreSQL each statement sees what committed before it: the head is read after
+    the events, or a walk now and then names a freshly linked event "inserted outside the audit log"."""
+    async with audit_log(db_url) as log:
+        await record(log, 1)
+        walking = True
+
+        async def linking() -> None:
+            number = 0
+            while walking:
+                await record(log, 1, f"busy-{number}")
+                await log.link()
+                number += 1
+
+        linker = asyncio.create_task(linking())
+        try:
+            walks = [await log.verify_since([]) for _ in range(150)]
+        finally:
+            walking = False
+            await linker
+        assert [walk.broken for walk in walks if not walk.ok] == []

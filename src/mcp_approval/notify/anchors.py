@@ -247,9 +247,10 @@ def _chain_alert(walked: ChainVerification, previous: list[Anchor]) -> str:
     broken = walked.broken
     reason = broken.reason if broken is not None else "unknown"
     where = f" at position {broken.seq}" if broken is not None and broken.seq is not None else ""
-    since = ", ".join(f"{anchor.seq}" for anchor in previous) or "none: the whole chain"
+    since = ", ".join(str(seq) for seq in sorted({anchor.seq for anchor in previous}))
+    walked_from = f"from the previous anchor (position {since})" if since else "from its start (no previous anchor)"
     return (
-        f"no anchor written: the chain walked from the previous anchor (position {since}) is broken{where}: "
+        f"no anchor written: the chain walked {walked_from} is broken{where}: "
         f"{reason}; head {walked.head_seq} {walked.head_hash}"
     )
 

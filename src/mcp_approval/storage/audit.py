@@ -45,6 +45,7 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     and_,
+    func,
     select,
     true,
 )
@@ -527,16 +528,22 @@ def _outside_chain(conn: Connection, head_seq: int) -> ChainBreak | None:
     """A stored event past the head, or ``None``.
 
     An event linked after the head was read is linked to a newer head, which is read again
-    here, so only a row beyond the current head counts. An unlinked event is not a fault: it
-    committed after :meth:`AuditLog.verify` linked (or it would have been linked), and the next
-    linker run links it like any other.
+    here, so only a row beyond the current head counts. The head is read again after the
+    events: a linker commits its events and its head together, and on PostgreSQL each statement
+    sees what committed before it started, so a head read first could miss the newer head of
+    events the next statement sees. An unlinked event is not a fault: it committed after
+    :meth:`AuditLog.verify` linked (or it would have been linked), and the next linker run
+    links it like any other.
     """
-    current_head, _ = head(conn)
-    row = conn.execute(
-        select(_A.c.event_id, _A.c.seq).where(_A.c.seq > max(head_seq, current_head)).order_by(_A.c.event_id).limit(1)
-    ).one_or_none()
-    if row is None:
+    highest = conn.execute(select(func.max(_A.c.seq)).where(_A.c.seq > head_seq)).scalar_one_or_none()
+    if highest is None:
         return None
+    current_head, _ = head(conn)
+    if highest <= current_head:
+        return None
+    row = conn.execute(
+        select(_A.c.event_id, _A.c.seq).where(_A.c.seq > current_head).order_by(_A.c.event_id).limit(1)
+    ).one()
     return ChainBreak(row[0], row[1], "it is past the chain's head: it was inserted outside the audit log")
 
 

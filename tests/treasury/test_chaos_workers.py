@@ -37,10 +37,16 @@ from mcp_approval.cli.main import app
 from tests.support.polling import eventually
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals, store_rows
 
-pytestmark = [pytest.mark.anyio, pytest.mark.postgres, pytest.mark.chaos, pytest.mark.slow]
-
 #: How long workers are killed and started again, in seconds.
 CHAOS_SECONDS = float(os.environ.get("MCP_APPROVAL_CHAOS_SECONDS", "15"))
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.postgres,
+    pytest.mark.chaos,
+    pytest.mark.slow,
+    pytest.mark.timeout(CHAOS_SECONDS + 420),  # starting, settling and checking take minutes on a loaded host
+]
 WORKERS = 4
 CALLERS = 8
 #: Seconds between two kills (drawn between these bounds).
@@ -68,6 +74,7 @@ class Tally:
     call_failures: Counter[str] = field(default_factory=Counter)
     decisions: Counter[str] = field(default_factory=Counter)
     kills: int = 0
+    kill_times_ms: list[int] = field(default_factory=list)
     restarts_s: list[float] = field(default_factory=list)
 
 
@@ -154,6 +161,7 @@ async def killer(pool: Pool, tally: Tally, until: float) -> None:
         pool.up.discard(number)
         pool.workers[number].kill()
         tally.kills += 1
+        tally.kill_times_ms.append(time.time_ns() // 1_000_000)
         restarts.append(asyncio.create_task(restart(number)))
     await asyncio.gather(*restarts)
 
@@ -181,6 +189,23 @@ def requests_without_a_task(postgres_url: str) -> list[tuple[str, str]]:
         "WHERE NOT EXISTS (SELECT 1 FROM approval_workflows w WHERE w.handle = r.request_id)",
     )
     return [(str(status), json.loads(body)["arguments"]["to"]) for status, body in rows]
+
+
+def unconfirmed(postgres_url: str, rows: list[tuple[Any, ...]], ledger: Counter[str], tally: Tally) -> list[str]:
+    """Each ``outcome-unknown`` task: when it was claimed, the next kill after that, and whether it ran."""
+    described = []
+    for _, _, disposition, _, account, task_id in rows:
+        if disposition != "outcome-unknown":
+            continue
+        claimed = store_rows(
+            postgres_url,
+            "SELECT min(at) FROM audit_events WHERE subject = :task AND kind = 'approval.execution_claimed'",
+            {"task": task_id},
+        )[0][0]
+        kill = min((at for at in tally.kill_times_ms if claimed is not None and at >= claimed), default=None)
+        after = f"a worker killed {kill - claimed} ms after its claim" if kill is not None and claimed else "no kill"
+        described.append(f"{task_id} ({after}, ran {ledger[account]} time(s))")
+    return described
 
 
 def unsettled(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
@@ -212,6 +237,7 @@ async def test_workers_killed_under_load_lose_nothing_and_run_nothing_twice(
     ledger = Counter(entry["to"] for entry in pool.workers[0].ledger() if entry.get("op") == "wire_transfer")
     orphans = await asyncio.to_thread(requests_without_a_task, postgres_url)
     findings = check(rows, ledger, tally)
+    unknown = await asyncio.to_thread(unconfirmed, postgres_url, rows, ledger, tally)
     audit = await asyncio.to_thread(CliRunner().invoke, app, ["audit", "verify", "--db", postgres_url])
     statuses = Counter(row[0] for row in rows)
     summary = (
@@ -221,7 +247,7 @@ async def test_workers_killed_under_load_lose_nothing_and_run_nothing_twice(
         f"(restart {max(tally.restarts_s, default=0):.1f} s at most), {sum(ledger.values())} transfers run, "
         f"calls retried after a kill {sum(tally.call_failures.values())}, decisions {dict(tally.decisions)}, "
         f"dispositions {dict(Counter(row[2] for row in rows))}, wall {time.monotonic() - began:.0f} s, "
-        f"{len(findings)} findings, audit verify exit {audit.exit_code}"
+        f"{len(findings)} findings, audit verify exit {audit.exit_code}; outcome-unknown: {unknown or 'none'}"
     )
     with capsys.disabled():
         print(f"\n{summary}")

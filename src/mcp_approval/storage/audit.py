@@ -181,7 +181,7 @@ class ChainVerification:
     """What :meth:`AuditLog.verify` found.
 
     Attributes:
-        checked: how many events were checked and found linked.
+        checked: the last position found linked (from the chain's start, how many events were checked).
         head_seq: the last position the head row records.
         head_hash: the hash the head row records (anchor it elsewhere to detect a rewritten tail).
         broken: the first broken link, or ``None`` if the whole chain holds.

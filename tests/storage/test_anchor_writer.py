@@ -19,10 +19,10 @@ import pytest
 from sqlalchemy import Connection, select, text
 
 from mcp_approval.notify.anchors import AuditAnchors
-from mcp_approval.notify.options import AnchorOptions, WebhookChannelOptions
+from mcp_approval.notify.options import AnchorOptions, AppriseChannelOptions, WebhookChannelOptions
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
 from mcp_approval.storage.audit import audit_events_table, event_hash
-from tests.support.receivers import WEBHOOK_SECRET, WebhookReceiver
+from tests.support.receivers import WEBHOOK_SECRET, SmtpReceiver, WebhookReceiver
 
 pytestmark = pytest.mark.anyio
 
@@ -249,3 +249,24 @@ async def test_a_chain_linked_while_it_is_walked_is_never_taken_for_a_tampered_o
             walking = False
             await linker
         assert [walk.broken for walk in walks if not walk.ok] == []
+
+
+async def test_the_alert_reaches_the_anchor_channels_as_a_message(db_url: str, tmp_path: Path) -> None:
+    """An e-mail channel (Apprise, to a real SMTP server on 127.0.0.1) gets the alert, titled as one."""
+    smtp = SmtpReceiver().start()
+    try:
+        channels = {"auditors": AppriseChannelOptions(urls=[smtp.url(to="auditors@example.com")])}
+        options = AnchorOptions(interval_s=60, file=tmp_path / "anchors.jsonl", channels=["auditors"])
+        async with audit_log(db_url) as log:
+            anchors = AuditAnchors(options, log, channels=channels)
+            await record(log, 5)
+            assert await anchors.write() is not None
+            await delete_tail(log)
+            assert await anchors.write() is None
+    finally:
+        smtp.stop()
+    (anchored, alerted) = smtp.texts()
+    assert anchored[0] == "mcp-approval audit anchor at position 5"
+    assert alerted[0] == "mcp-approval audit anchor ALERT: the audit chain does not hold its last anchor"
+    assert "the chain ends at 2, before the anchored position 5" in alerted[1]
+    assert '"kind":"audit.anchor.alert"' in alerted[1]

@@ -143,6 +143,9 @@ async def test_anchors_go_to_a_signed_webhook_too(tmp_path: Path, db_url: str) -
     assert [delivery.body.decode() for delivery in posted] == lines
     assert len({delivery.webhook_id for delivery in posted}) == len(posted)
     assert (await verify(db_url, "--anchor", posted[-1].body.decode()))[0] == 0
+    saved = directory / "webhook-messages.jsonl"  # as an operator keeps them: one message a line
+    saved.write_text("".join(delivery.body.decode() + "\n" for delivery in posted))
+    assert (await verify(db_url, "--anchor", str(saved)))[0] == 0
 
 
 def test_the_documented_anchor_section_configures_a_deployment(tmp_path: Path) -> None:
@@ -264,6 +267,14 @@ async def test_a_tail_deleted_while_serving_gets_no_anchor_but_an_alert(tmp_path
     code, found = await verify(db_url, "--anchor", str(directory / "anchors.jsonl"))
     assert code == 1
     assert found["anchors"]["findings"]
+    # The webhook's copies, saved one message per line in the order they came, are checked the same way.
+    saved = directory / "webhook-messages.jsonl"
+    saved.write_text("".join(delivery.body.decode() + "\n" for delivery in receiver.all()))
+    code, found = await verify(db_url, "--anchor", str(saved))
+    assert code == 1
+    reasons = [finding["reason"] for finding in found["anchors"]["findings"]]
+    assert any(reason.startswith("it is an alert, not an anchor: no anchor written") for reason in reasons)
+    assert any(f"before the anchored position {head['seq']}" in reason for reason in reasons)
 
 
 async def test_a_chain_wiped_while_stopped_is_refused_by_the_restarted_server(tmp_path: Path, db_url: str) -> None:

@@ -9,35 +9,21 @@ holds, so reading only that line finds nothing; every finding must name its line
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from sqlalchemy import Connection, select, text
+from sqlalchemy import text
 from typer.testing import CliRunner, Result
 
 from mcp_approval.cli.main import app
 from mcp_approval.clock import ManualClock
 from mcp_approval.notify.anchors import anchor_line
-from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
-from mcp_approval.storage.audit import GENESIS_HASH, audit_events_table, event_hash
+from mcp_approval.storage import AuditLog, Database
+from mcp_approval.storage.audit import GENESIS_HASH
+from tests.support.audit import on_audit_store, rewrite_from
 
-T = TypeVar("T")
 runner = CliRunner()
-
-
-def _with_database(url: str, operation: Callable[[Database], Awaitable[T]]) -> T:
-    async def run() -> T:
-        database = open_database(url)
-        try:
-            await migrate(database, AUDIT_MIGRATIONS)
-            return await operation(database)
-        finally:
-            await database.close()
-
-    return asyncio.run(run())
 
 
 def record(url: str, count: int, subject: str = "req-1") -> tuple[int, str]:
@@ -49,32 +35,19 @@ def record(url: str, count: int, subject: str = "req-1") -> tuple[int, str]:
             await log.record("approval.submitted", subject=f"{subject}-{number}", actor="alice", data={"n": number})
         return await log.head()
 
-    return _with_database(url, run)
+    return on_audit_store(url, run)
 
 
 def sql(url: str, *statements: str) -> None:
     async def run(database: Database) -> None:
         await database.write(lambda conn: [conn.execute(text(statement)) for statement in statements])
 
-    _with_database(url, run)
+    on_audit_store(url, run)
 
 
-def rewrite_from(url: str, seq: int) -> None:
-    """Edit the event at ``seq`` and recompute every hash after it, and the head's: the chain alone holds."""
-
-    def rewrite(conn: Connection) -> None:
-        conn.execute(text("UPDATE audit_events SET actor = 'mallory' WHERE seq = :seq"), {"seq": seq})
-        rows = conn.execute(select(audit_events_table).order_by(audit_events_table.c.seq)).mappings().all()
-        previous = rows[seq - 2]["hash"] if seq > 1 else GENESIS_HASH
-        for row in rows[seq - 1 :]:
-            fields = {key: row[key] for key in ("event_id", "at", "kind", "subject", "actor")}
-            digest = event_hash(seq=row["seq"], prev_hash=previous, data=json.loads(row["data_json"]), **fields)
-            update = "UPDATE audit_events SET prev_hash = :p, hash = :h WHERE event_id = :id"
-            conn.execute(text(update), {"p": previous, "h": digest, "id": row["event_id"]})
-            previous = digest
-        conn.execute(text("UPDATE audit_chain_head SET hash = :h"), {"h": previous})
-
-    _with_database(url, lambda database: database.write(rewrite))
+def rewrite(url: str, seq: int) -> None:
+    """The event at ``seq`` edited and every hash after it recomputed (:func:`rewrite_from`)."""
+    on_audit_store(url, lambda database: database.write(lambda conn: rewrite_from(conn, seq)))
 
 
 def write_anchors(path: Path, *heads: tuple[int, str]) -> Path:
@@ -156,14 +129,14 @@ def test_a_tail_rewritten_with_recomputed_hashes_fails_at_every_anchor_it_covers
     early = record(db_url, 2)
     middle = record(db_url, 3, "req-2")
     late = record(db_url, 2, "req-3")
-    rewrite_from(db_url, 4)
-    rewritten = _with_database(db_url, lambda database: AuditLog(database).head())
+    rewrite(db_url, 4)
+    rewritten = on_audit_store(db_url, lambda database: AuditLog(database).head())
     assert rewritten[0] == late[0]
     assert rewritten[1] != late[1]
     assert runner.invoke(app, ["audit", "verify", "--db", db_url]).exit_code == 0  # the chain alone holds
     anchors = write_anchors(tmp_path / "anchors.jsonl", early, middle, late, rewritten)
     found = findings(db_url, anchors)
-    stored = dict(_with_database(db_url, lambda database: AuditLog(database).hashes_at([5, 7])))
+    stored = dict(on_audit_store(db_url, lambda database: AuditLog(database).hashes_at([5, 7])))
     assert found == [
         (2, f"the event at position 5 (event {stored[5][0]}) has hash {stored[5][1][:16]}..., not the anchored "
          f"{middle[1][:16]}...: the chain was rewritten at or before it"),

@@ -16,12 +16,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Connection, select, text
+from sqlalchemy import text
 
 from mcp_approval.notify.anchors import AuditAnchors
 from mcp_approval.notify.options import AnchorOptions, AppriseChannelOptions, WebhookChannelOptions
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
-from mcp_approval.storage.audit import audit_events_table, event_hash
+from tests.support.audit import rewrite_from
 from tests.support.receivers import WEBHOOK_SECRET, SmtpReceiver, WebhookReceiver
 
 pytestmark = pytest.mark.anyio
@@ -82,24 +82,20 @@ async def wipe(log: AuditLog) -> None:
 
 async def rewrite(log: AuditLog) -> None:
     """The event at position 2 edited and every hash after it recomputed, the head's too: the chain alone holds."""
-
-    def run(conn: Connection) -> None:
-        conn.execute(text("UPDATE audit_events SET actor = 'mallory' WHERE seq = 2"))
-        rows = conn.execute(select(audit_events_table).order_by(audit_events_table.c.seq)).mappings().all()
-        previous = rows[0]["hash"]
-        for row in rows[1:]:
-            fields = {key: row[key] for key in ("event_id", "at", "kind", "subject", "actor")}
-            digest = event_hash(seq=row["seq"], prev_hash=previous, data=json.loads(row["data_json"]), **fields)
-            update = "UPDATE audit_events SET prev_hash = :p, hash = :h WHERE event_id = :id"
-            conn.execute(text(update), {"p": previous, "h": digest, "id": row["event_id"]})
-            previous = digest
-        conn.execute(text("UPDATE audit_chain_head SET hash = :h"), {"h": previous})
-
-    await _database(log).write(run)
+    await _database(log).write(lambda conn: rewrite_from(conn, 2))
     assert (await log.verify()).ok  # nothing but an anchor can tell
 
 
 TAMPERINGS: dict[str, Callable[[AuditLog], object]] = {"tail": delete_tail, "wipe": wipe, "rewrite": rewrite}
+
+
+async def anchored_twice(anchors: AuditAnchors, log: AuditLog, first: int, then: int) -> AuditAnchors:
+    """``first`` events recorded and anchored, then ``then`` more and anchored again."""
+    await record(log, first)
+    assert await anchors.write() is not None
+    await record(log, then, "more")
+    assert await anchors.write() is not None
+    return anchors
 
 
 def lines(file: Path) -> list[str]:
@@ -116,11 +112,7 @@ async def test_a_chain_tampered_between_anchors_gets_no_anchor_but_an_alert(
 ) -> None:
     file = tmp_path / "anchors.jsonl"
     async with audit_log(db_url) as log, webhook() as receiver:
-        anchors = writer(log, file, receiver)
-        await record(log, 6)
-        assert await anchors.write() is not None
-        await record(log, 2, "more")
-        assert await anchors.write() is not None
+        anchors = await anchored_twice(writer(log, file, receiver), log, 6, 2)
         before = lines(file)
         assert json.loads(before[-1])["seq"] == 8
 
@@ -189,11 +181,7 @@ async def test_an_anchor_file_emptied_under_a_running_writer_raises_a_history_al
     """The writer still knows its last anchor: the chain holds it, so the new anchor is written."""
     file = tmp_path / "anchors.jsonl"
     async with audit_log(db_url) as log, webhook() as receiver:
-        anchors = writer(log, file, receiver)
-        await record(log, 3)
-        assert await anchors.write() is not None
-        await record(log, 3, "more")
-        assert await anchors.write() is not None
+        anchors = await anchored_twice(writer(log, file, receiver), log, 3, 3)
         file.write_text(lines(file)[0] + "\n")  # the last line removed
         await record(log, 1, "after")
         with caplog.at_level(logging.ERROR, logger=ALERT):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Awaitable
+from typing import Any
 
 import pytest
 from sqlalchemy import Connection, select, text
@@ -16,8 +16,8 @@ from mcp_approval.cli.main import app
 from mcp_approval.clock import ManualClock
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
 from mcp_approval.storage.audit import GENESIS_HASH, audit_events_table, event_hash
+from tests.support.audit import on_audit_store as _with_database
 
-T = TypeVar("T")
 runner = CliRunner()
 
 #: (kind, subject, actor, data) of the events every test starts from, in order.
@@ -29,18 +29,6 @@ EVENTS = [
     ("approval.denied", "req-2", "bob", {}),
     ("approval.submitted", "req-3", "alice", {"tool": "transfer", "template": "payments"}),
 ]
-
-
-def _with_database(url: str, operation: Callable[[Database], Awaitable[T]]) -> T:
-    async def run() -> T:
-        database = open_database(url)
-        try:
-            await migrate(database, AUDIT_MIGRATIONS)
-            return await operation(database)
-        finally:
-            await database.close()
-
-    return asyncio.run(run())
 
 
 def _seed(url: str) -> list[int]:

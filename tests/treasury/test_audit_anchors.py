@@ -59,18 +59,28 @@ async def run_and_stop(directory: Path, db_url: str) -> None:
     server = TreasuryServer(directory, db_url=db_url).start()
     try:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
-            alice = principals(http)["alice"]
-            for account in ("acct-anchor-1", "acct-anchor-2"):
-                await alice.call_tool("wire_transfer", {"to": account, "amount": 30_000})
+            await transfers(http, "acct-anchor-1", "acct-anchor-2")
             carol = Reviewer(http, "carol-token")
             approval = await approval_for(carol, "wire_transfer", to="acct-anchor-1")
             assert (await carol.decide(approval["id"], "deny")).status_code == 200
         await eventually(lambda: _anchors_async(directory), lambda found: bool(found) and found[-1]["seq"] >= 6)
     finally:
-        assert server.process is not None
-        server.process.send_signal(signal.SIGTERM)
-        # uvicorn shuts down gracefully (the lifespan's finally runs), then re-raises the SIGTERM it caught
-        assert server.wait_exit() in (0, -signal.SIGTERM), server.log()[-3000:]
+        stop_gracefully(server)
+
+
+def stop_gracefully(server: TreasuryServer) -> None:
+    """SIGTERM: uvicorn shuts down gracefully (the lifespan's finally runs, the last anchor is written),
+    then re-raises the SIGTERM it caught."""
+    assert server.process is not None
+    server.process.send_signal(signal.SIGTERM)
+    assert server.wait_exit() in (0, -signal.SIGTERM), server.log()[-3000:]
+
+
+async def transfers(http: httpx.AsyncClient, *accounts: str) -> None:
+    """alice's gated transfers to ``accounts``: each opens a request."""
+    alice = principals(http)["alice"]
+    for account in accounts:
+        await alice.call_tool("wire_transfer", {"to": account, "amount": 30_000})
 
 
 async def _anchors_async(directory: Path) -> list[dict[str, Any]]:
@@ -230,9 +240,7 @@ async def test_a_tail_deleted_while_serving_gets_no_anchor_but_an_alert(tmp_path
     server = TreasuryServer(directory, db_url=db_url).start()
     try:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
-            alice = principals(http)["alice"]
-            for account in ("acct-cut-1", "acct-cut-2"):
-                await alice.call_tool("wire_transfer", {"to": account, "amount": 30_000})
+            await transfers(http, "acct-cut-1", "acct-cut-2")
 
             def idle(found: list[dict[str, Any]]) -> bool:  # two anchors of one head: nothing is being recorded
                 return len(found) >= 2 and found[-1]["seq"] == found[-2]["seq"] >= 4
@@ -252,9 +260,7 @@ async def test_a_tail_deleted_while_serving_gets_no_anchor_but_an_alert(tmp_path
             assert anchor_alerts(scraped.text)["chain"] >= 1
             assert anchor_alerts(scraped.text)["history"] == 0
     finally:
-        assert server.process is not None
-        server.process.send_signal(signal.SIGTERM)
-        assert server.wait_exit() in (0, -signal.SIGTERM), server.log()[-3000:]
+        stop_gracefully(server)
         receiver.stop()
     assert "ERROR" in server.log()
     assert "audit anchor alert (chain): no anchor written" in server.log()
@@ -287,9 +293,7 @@ async def test_a_chain_wiped_while_stopped_is_refused_by_the_restarted_server(tm
     try:
         await eventually(lambda: _log_async(server), lambda log: log.count("audit anchor alert (chain)") >= 2)
     finally:
-        assert server.process is not None
-        server.process.send_signal(signal.SIGTERM)
-        assert server.wait_exit() in (0, -signal.SIGTERM), server.log()[-3000:]
+        stop_gracefully(server)
     assert anchors(directory) == before
     result = await invoke("audit", "verify", "--db", db_url, "--anchor", str(directory / "anchors.jsonl"))
     assert result.exit_code == 1, result.output

@@ -54,6 +54,7 @@ KILL_EVERY_S = (1.5, 4.0)
 #: Limits high enough that eight callers are never refused for their pace.
 OVERRIDES: dict[str, dict[str, Any]] = {
     "approval": {"submissions_per_minute": 100_000, "max_pending_per_principal": 100_000},
+    "tasks": {"max_per_principal": 100_000},
 }
 
 #: (request status, workflow phase, disposition, task status) combinations a request explains.
@@ -133,13 +134,13 @@ async def reviewer(token: str, pool: Pool, tally: Tally, until: float) -> None:
         try:
             who = Reviewer(pool.any_up(rng), f"{token}-token")
             pending = await who.pending()
-            for item in rng.sample(pending, k=min(len(pending), 10)):
+            for item in rng.sample(pending, k=min(len(pending), 20)):
                 verdict = "approve" if rng.random() < 0.65 else "deny"
                 answer = await who.decide(item["id"], verdict)
                 tally.decisions[f"{verdict} {answer.status_code}"] += 1
         except (httpx.TransportError, AssertionError) as exc:  # a listing cut by a kill: look again
             tally.decisions[f"failed {type(exc).__name__}"] += 1
-        await asyncio.sleep(rng.uniform(0.1, 0.4))
+        await asyncio.sleep(rng.uniform(0.05, 0.2))
 
 
 async def killer(pool: Pool, tally: Tally, until: float) -> None:

@@ -5,16 +5,17 @@ reviewers approve and deny them.
 At the end, read from the database, the ledger file and ``audit verify``:
 
 - every request approved and executed ran exactly once (the ledger has one transfer per executed
-  request of its account); a claim whose worker died while the tool ran ends ``outcome-unknown``
-  and ran at most once;
+  request of its account); a claim whose worker died between the claim and its stored result ends
+  ``outcome-unknown`` (the design runs a call at most once, never again after a claim) and ran at
+  most once: the summary names each such task, its worker's kill and whether it ran;
 - no denied, pending or withdrawn call ran, and nothing ran that no approved request allowed;
 - every task is in a state its request explains (:data:`EXPLAINED`), and every call a caller was
   answered for has its task;
 - the audit chain verifies.
 
 ``MCP_APPROVAL_CHAOS_SECONDS`` sets how long the workers are killed (15 s in an ordinary run; the
-CI load step runs 180). The run ends with a line such as ``chaos: 180 s, 412 calls (230 approved,
-118 denied, 64 pending), 61 kills, ...``.
+CI load step runs 180). The run ends with a line such as ``chaos: 180 s, 565 calls answered (116
+approved, 64 denied, 385 pending), ..., 48 kills ...``.
 """
 
 from __future__ import annotations
@@ -51,9 +52,9 @@ WORKERS = 4
 CALLERS = 8
 #: Seconds between two kills (drawn between these bounds).
 KILL_EVERY_S = (1.5, 4.0)
-#: Limits high enough that eight callers are never refused for their pace.
-#: A claim lease of 5 s (the tests' usual 1 s lapses on a live worker whose loop a loaded host stalls
-#: that long, which then ends its call outcome-unknown too): what ends outcome-unknown here is a death.
+#: Limits high enough that eight callers are never refused for their pace, and a claim lease of 5 s
+#: (the tests' usual 1 s lapses on a live worker whose loop a loaded host stalls that long, which then
+#: ends its call outcome-unknown too): what ends outcome-unknown here is a death.
 OVERRIDES: dict[str, dict[str, Any]] = {
     "approval": {"submissions_per_minute": 100_000, "max_pending_per_principal": 100_000, "lease_s": 5.0},
     "tasks": {"max_per_principal": 100_000},
@@ -62,7 +63,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
 #: (request status, workflow phase, disposition, task status) combinations a request explains.
 EXPLAINED = {
     ("approved", "finished", "approved-executed", "completed"),
-    ("approved", "finished", "outcome-unknown", "completed"),  # its worker died while the tool ran
+    ("approved", "finished", "outcome-unknown", "completed"),  # its worker died between claim and result
     ("denied", "fenced", "denied-not-executed", "completed"),
     ("pending", "pending", None, "working"),
     ("pending", "pending", None, "input_required"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Awaitable
+from typing import Any
 
 import pytest
 from sqlalchemy import Connection, select, text
@@ -16,8 +16,8 @@ from mcp_approval.cli.main import app
 from mcp_approval.clock import ManualClock
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
 from mcp_approval.storage.audit import GENESIS_HASH, audit_events_table, event_hash
+from tests.support.audit import on_audit_store as _with_database
 
-T = TypeVar("T")
 runner = CliRunner()
 
 #: (kind, subject, actor, data) of the events every test starts from, in order.
@@ -29,18 +29,6 @@ EVENTS = [
     ("approval.denied", "req-2", "bob", {}),
     ("approval.submitted", "req-3", "alice", {"tool": "transfer", "template": "payments"}),
 ]
-
-
-def _with_database(url: str, operation: Callable[[Database], Awaitable[T]]) -> T:
-    async def run() -> T:
-        database = open_database(url)
-        try:
-            await migrate(database, AUDIT_MIGRATIONS)
-            return await operation(database)
-        finally:
-            await database.close()
-
-    return asyncio.run(run())
 
 
 def _seed(url: str) -> list[int]:
@@ -482,23 +470,6 @@ def test_verify_refuses_an_anchor_line_it_cannot_read(db_url: str, anchor: str, 
     result = runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", anchor], env={"COLUMNS": "300"})
     assert result.exit_code == 2
     assert message in " ".join(result.output.split())
-
-
-def test_verify_reads_the_last_line_of_an_anchor_file(db_url: str, tmp_path: Any) -> None:
-    _seed(db_url)
-    _, head = _verify(db_url)
-    empty = tmp_path / "empty.jsonl"
-    empty.write_text("\n")
-    result = runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", str(empty)], env={"COLUMNS": "300"})
-    assert result.exit_code == 2
-    assert "holds no anchor" in result.output
-    anchors = tmp_path / "anchors.jsonl"
-    stale = {"kind": "audit.anchor", "seq": 6, "hash": "f" * 64, "count": 6}
-    current = {"kind": "audit.anchor", "seq": head["head_seq"], "hash": head["head_hash"], "count": 6}
-    anchors.write_text(json.dumps(stale) + "\n" + json.dumps(current) + "\n\n")
-    assert runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", str(anchors)]).exit_code == 0
-    anchors.write_text(json.dumps(current) + "\n" + json.dumps(stale) + "\n")
-    assert runner.invoke(app, ["audit", "verify", "--db", db_url, "--anchor", str(anchors)]).exit_code == 1
 
 
 def test_verify_names_an_execution_of_another_call_than_its_request_was_submitted_for(db_url: str) -> None:

@@ -9,33 +9,20 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from sqlalchemy import Connection, select
 
-from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
+from mcp_approval.storage import AuditLog, Database
 from mcp_approval.storage.audit_chain import audit_events_table, link_batch
 from mcp_approval.storage.audit_linker import AuditLinker
+from tests.support.audit import on_audit_store as _with_database
 from tests.support.polling import eventually
 
-T = TypeVar("T")
 _A = audit_events_table
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _with_database(url: str, operation: Callable[[Database], Awaitable[T]]) -> T:
-    async def run() -> T:
-        database = open_database(url)
-        try:
-            await migrate(database, AUDIT_MIGRATIONS)
-            return await operation(database)
-        finally:
-            await database.close()
-
-    return asyncio.run(run())
 
 
 def _rows(conn: Connection) -> list[tuple[int, int | None, str | None]]:

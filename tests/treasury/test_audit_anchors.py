@@ -59,18 +59,28 @@ async def run_and_stop(directory: Path, db_url: str) -> None:
     server = TreasuryServer(directory, db_url=db_url).start()
     try:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
-            alice = principals(http)["alice"]
-            for account in ("acct-anchor-1", "acct-anchor-2"):
-                await alice.call_tool("wire_transfer", {"to": account, "amount": 30_000})
+            await transfers(http, "acct-anchor-1", "acct-anchor-2")
             carol = Reviewer(http, "carol-token")
             approval = await approval_for(carol, "wire_transfer", to="acct-anchor-1")
             assert (await carol.decide(approval["id"], "deny")).status_code == 200
         await eventually(lambda: _anchors_async(directory), lambda found: bool(found) and found[-1]["seq"] >= 6)
     finally:
-        assert server.process is not None
-        server.process.send_signal(signal.SIGTERM)
-        # uvicorn shuts down gracefully (the lifespan's finally runs), then re-raises the SIGTERM it caught
-        assert server.wait_exit() in (0, -signal.SIGTERM), server.log()[-3000:]
+        stop_gracefully(server)
+
+
+def stop_gracefully(server: TreasuryServer) -> None:
+    """SIGTERM: uvicorn shuts down gracefully (the lifespan's finally runs, the last anchor is written),
+    then re-raises the SIGTERM it caught."""
+    assert server.process is not None
+    server.process.send_signal(signal.SIGTERM)
+    assert server.wait_exit() in (0, -signal.SIGTERM), server.log()[-3000:]
+
+
+async def transfers(http: httpx.AsyncClient, *accounts: str) -> None:
+    """alice's gated transfers to ``accounts``: each opens a request."""
+    alice = principals(http)["alice"]
+    for account in accounts:
+        await alice.call_tool("wire_transfer", {"to": account, "amount": 30_000})
 
 
 async def _anchors_async(directory: Path) -> list[dict[str, Any]]:
@@ -107,8 +117,12 @@ async def test_a_deleted_tail_with_the_head_moved_is_detected_by_the_anchor_file
     assert (await verify(db_url))[0] == 0  # the chain alone holds
     code, found = await verify(db_url, "--anchor", str(directory / "anchors.jsonl"))
     assert code == 1
-    assert found["broken"]["seq"] == head
-    assert f"the chain ends at {head - 2}, before the anchored position {head}" in found["broken"]["reason"]
+    cut = [number for number, line in enumerate(anchors(directory), start=1) if line["seq"] > head - 2]
+    assert [finding["line"] for finding in found["anchors"]["findings"]] == cut
+    assert (
+        f"the chain ends at {head - 2}, before the anchored position {head}"
+        in found["anchors"]["findings"][-1]["reason"]
+    )
 
 
 async def test_a_wiped_audit_table_is_detected_by_the_anchor_file(tmp_path: Path, db_url: str) -> None:
@@ -139,6 +153,9 @@ async def test_anchors_go_to_a_signed_webhook_too(tmp_path: Path, db_url: str) -
     assert [delivery.body.decode() for delivery in posted] == lines
     assert len({delivery.webhook_id for delivery in posted}) == len(posted)
     assert (await verify(db_url, "--anchor", posted[-1].body.decode()))[0] == 0
+    saved = directory / "webhook-messages.jsonl"  # as an operator keeps them: one message a line
+    saved.write_text("".join(delivery.body.decode() + "\n" for delivery in posted))
+    assert (await verify(db_url, "--anchor", str(saved)))[0] == 0
 
 
 def test_the_documented_anchor_section_configures_a_deployment(tmp_path: Path) -> None:
@@ -189,3 +206,99 @@ def test_an_anchor_channel_must_be_configured(tmp_path: Path) -> None:
     directory = deployment_dir(tmp_path, {"audit": {"anchor": anchor}})
     with pytest.raises(ConfigError, match=r"audit.anchor.channels: no channel 'nowhere' in \[notifications.channels\]"):
         load_config(directory / "config.toml")
+
+
+# -- a chain tampered with between anchors gets no anchor, but an alert ------------------------------
+
+METRICS = {"metrics": {"enabled": True, "bearer_token": "metrics-token"}}
+
+
+def head_moved_back(head: int, by: int) -> tuple[str, str]:
+    """The finding of issue 36: the last ``by`` events deleted and the head moved back onto the one before them."""
+    kept = head - by
+    return (
+        f"DELETE FROM audit_events WHERE seq > {kept} OR seq IS NULL",
+        f"UPDATE audit_chain_head SET seq = {kept}, hash = (SELECT hash FROM audit_events WHERE seq = {kept})",
+    )
+
+
+def anchor_alerts(exposition: str) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for line in exposition.splitlines():
+        if line.startswith("mcp_approval_audit_anchor_alerts_total{"):
+            labels, value = line.rsplit(" ", 1)
+            found[labels.split('"')[1]] = float(value)
+    return found
+
+
+async def test_a_tail_deleted_while_serving_gets_no_anchor_but_an_alert(tmp_path: Path, db_url: str) -> None:
+    """``serve`` anchoring every 0.2 s; the tail is deleted and the head moved back: the server writes no
+    anchor of that head, logs an ERROR, counts it on ``/metrics`` and tells the anchor webhook."""
+    receiver = WebhookReceiver().start()
+    anchor = {**ANCHORS["audit"]["anchor"], "webhook": {"url": receiver.url, "secret": WEBHOOK_SECRET}}
+    directory = deployment_dir(tmp_path, {"audit": {"anchor": anchor}, **METRICS})
+    server = TreasuryServer(directory, db_url=db_url).start()
+    try:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+            await transfers(http, "acct-cut-1", "acct-cut-2")
+
+            def idle(found: list[dict[str, Any]]) -> bool:  # two anchors of one head: nothing is being recorded
+                return len(found) >= 2 and found[-1]["seq"] == found[-2]["seq"] >= 4
+
+            head = (await eventually(lambda: _anchors_async(directory), idle))[-1]
+            before = len(anchors(directory))
+            await sql(db_url, *head_moved_back(head["seq"], 2))
+
+            async def alerts() -> list[dict[str, Any]]:
+                return [d.payload for d in receiver.all() if d.payload.get("kind") == "audit.anchor.alert"]
+
+            (alert,) = await eventually(alerts, bool)
+            assert alert["problem"] == "chain"
+            assert f"the chain ends at {head['seq'] - 2}, before the anchored position {head['seq']}" in alert["reason"]
+            scraped = await http.get("/metrics", headers={"authorization": "Bearer metrics-token"})
+            assert scraped.status_code == 200, scraped.text
+            assert anchor_alerts(scraped.text)["chain"] >= 1
+            assert anchor_alerts(scraped.text)["history"] == 0
+    finally:
+        stop_gracefully(server)
+        receiver.stop()
+    assert "ERROR" in server.log()
+    assert "audit anchor alert (chain): no anchor written" in server.log()
+    # Anything written after the tamper anchors the head from before it (a write that had walked the
+    # chain just before); none anchors the moved-back head, not even the last one at shutdown.
+    after = anchors(directory)[before:]
+    assert {(line["seq"], line["hash"]) for line in after} <= {(head["seq"], head["hash"])}
+    posted = [d.payload for d in receiver.all() if d.payload.get("kind") == "audit.anchor"]
+    assert max(line["seq"] for line in posted) == head["seq"]
+    code, found = await verify(db_url, "--anchor", str(directory / "anchors.jsonl"))
+    assert code == 1
+    assert found["anchors"]["findings"]
+    # The webhook's copies, saved one message per line in the order they came, are checked the same way.
+    saved = directory / "webhook-messages.jsonl"
+    saved.write_text("".join(delivery.body.decode() + "\n" for delivery in receiver.all()))
+    code, found = await verify(db_url, "--anchor", str(saved))
+    assert code == 1
+    reasons = [finding["reason"] for finding in found["anchors"]["findings"]]
+    assert any(reason.startswith("it is an alert, not an anchor: no anchor written") for reason in reasons)
+    assert any(f"before the anchored position {head['seq']}" in reason for reason in reasons)
+
+
+async def test_a_chain_wiped_while_stopped_is_refused_by_the_restarted_server(tmp_path: Path, db_url: str) -> None:
+    """After a restart the anchor writer reads its previous anchor back from its file."""
+    directory = deployment_dir(tmp_path, ANCHORS)
+    await run_and_stop(directory, db_url)
+    before = anchors(directory)
+    await sql(db_url, "DELETE FROM audit_events", "DELETE FROM audit_chain_head")
+    server = TreasuryServer(directory, db_url=db_url).start()
+    try:
+        await eventually(lambda: _log_async(server), lambda log: log.count("audit anchor alert (chain)") >= 2)
+    finally:
+        stop_gracefully(server)
+    assert anchors(directory) == before
+    result = await invoke("audit", "verify", "--db", db_url, "--anchor", str(directory / "anchors.jsonl"))
+    assert result.exit_code == 1, result.output
+    assert f"line {len(before)}: the chain ends at 0, before the anchored position {before[-1]['seq']}" in result.stdout
+
+
+async def _log_async(server: TreasuryServer) -> str:
+    return server.log()

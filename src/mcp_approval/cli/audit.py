@@ -12,6 +12,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
@@ -27,6 +28,15 @@ from mcp_approval.storage import (
     StoreUnavailableError,
     migrate,
     open_database,
+)
+from mcp_approval.storage.audit_anchors import (
+    Anchor,
+    AnchorFinding,
+    AnchorFormatError,
+    check_anchors,
+    is_hash,
+    parse_anchor,
+    read_anchors,
 )
 
 __all__ = ["audit_app"]
@@ -157,37 +167,61 @@ def verify_command(
         None,
         "--anchor",
         help=(
-            "An earlier head kept elsewhere: SEQ:HASH, a line an [audit.anchor] wrote, or its file "
-            "(the last line). The event at SEQ must still have HASH."
+            "Earlier heads kept elsewhere: SEQ:HASH, one line an [audit.anchor] wrote (or the text of its "
+            "message), or a file of them, every line of which is checked: positions only grow, and each "
+            "anchored event is still at its position with its hash."
         ),
     ),
 ) -> None:
     """Check the audit log's hash chain; name the first broken link and exit 1 if there is one.
 
-    Exit status: 0 the chain holds, 1 it is broken, 2 it could not be checked.
+    With ``--anchor FILE``, also print one line per anchor of the file that does not hold.
+    Exit status: 0 the chain (and every anchor) holds, 1 it does not, 2 it could not be checked.
     """
-    anchored = _anchor(anchor)
-    found = _run(config, db, lambda log: log.verify(anchored))
-    typer.echo(json.dumps(_as_json(found)) if as_json else _describe(found))
-    if not found.ok:
+    given = _anchors(anchor)
+
+    async def check(log: AuditLog) -> tuple[ChainVerification, list[AnchorFinding]]:
+        found = await log.verify(given.single)
+        if given.history is None:
+            return found, []
+        findings = [*given.unreadable, *await check_anchors(log, given.history)]
+        return found, sorted(findings, key=lambda finding: finding.line)
+
+    found, findings = _run(config, db, check)
+    if as_json:
+        typer.echo(json.dumps(_as_json(found, given, findings)))
+    else:
+        typer.echo(_describe(found, given, findings))
+    if not found.ok or findings:
         raise typer.Exit(EXIT_BROKEN)
 
 
-def _anchor(value: str | None) -> tuple[int, str] | None:
-    """The ``(seq, hash)`` of ``--anchor``: SEQ:HASH, an anchor line, or an anchor file's last line."""
+@dataclass(frozen=True)
+class _GivenAnchors:
+    """What ``--anchor`` named: one anchor, or a file's history (its anchors and its unreadable lines)."""
+
+    single: tuple[int, str] | None = None
+    history: list[Anchor] | None = None
+    unreadable: list[AnchorFinding] = field(default_factory=list)
+    source: str = ""
+
+
+def _anchors(value: str | None) -> _GivenAnchors:
+    """``--anchor``: SEQ:HASH, an anchor line, or an anchor file (every line)."""
     if value is None:
-        return None
+        return _GivenAnchors()
     seq, _, digest = value.partition(":")
-    if seq.isdigit() and _is_hash(digest):
-        return int(seq), digest
+    if seq.isdigit() and is_hash(digest):
+        return _GivenAnchors(single=(int(seq), digest))
     if value.lstrip().startswith("{"):
-        return _anchor_line(value, value)
+        return _GivenAnchors(single=_anchor_line(value, value))
     path = Path(value)
     if path.is_file():
-        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        if not lines:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        history, unreadable = read_anchors(lines)
+        if not history and not unreadable:
             raise typer.BadParameter(f"{value} holds no anchor", param_hint="--anchor")
-        return _anchor_line(lines[-1], f"the last line of {value}")
+        return _GivenAnchors(history=history, unreadable=unreadable, source=value)
     message = f"{value!r} is not SEQ:HASH (a position and 64 hex digits), an anchor line or an anchor file"
     raise typer.BadParameter(message, param_hint="--anchor")
 
@@ -195,33 +229,54 @@ def _anchor(value: str | None) -> tuple[int, str] | None:
 def _anchor_line(line: str, shown: str) -> tuple[int, str]:
     """``(seq, hash)`` of one anchor as ``[audit.anchor]`` writes it (a JSON object)."""
     try:
-        anchor = json.loads(line)
-    except ValueError:
-        anchor = None
-    seq = anchor.get("seq") if isinstance(anchor, dict) else None
-    digest = anchor.get("hash") if isinstance(anchor, dict) else None
-    if type(seq) is not int or seq < 0 or not isinstance(digest, str) or not _is_hash(digest):
-        message = f"{shown} is not an anchor: a JSON object with seq (a position) and hash (64 hex digits)"
-        raise typer.BadParameter(message, param_hint="--anchor")
-    return seq, digest
+        anchor = parse_anchor(line)
+    except AnchorFormatError as exc:
+        raise typer.BadParameter(f"{shown}: {exc}", param_hint="--anchor") from None
+    return anchor.seq, anchor.hash
 
 
-def _is_hash(text: str) -> bool:
-    return len(text) == 64 and not text.strip("0123456789abcdef")
-
-
-def _as_json(found: ChainVerification) -> dict[str, object]:
+def _as_json(found: ChainVerification, given: _GivenAnchors, findings: list[AnchorFinding]) -> dict[str, object]:
     broken = found.broken
-    return {
-        "ok": found.ok,
+    shown: dict[str, object] | None = None
+    if broken is not None:
+        shown = {"event_id": broken.event_id, "seq": broken.seq, "reason": broken.reason}
+    elif findings:  # the chain holds alone: its first anchor that does not is what is broken
+        first = findings[0]
+        shown = {"event_id": None, "seq": first.seq, "reason": f"{given.source} line {first.line}: {first.reason}"}
+    described: dict[str, object] = {
+        "ok": found.ok and not findings,
         "checked": found.checked,
         "head_seq": found.head_seq,
         "head_hash": found.head_hash,
-        "broken": None if broken is None else {"event_id": broken.event_id, "seq": broken.seq, "reason": broken.reason},
+        "broken": shown,
     }
+    if given.history is not None:
+        described["anchors"] = {
+            "file": given.source,
+            "checked": len(given.history) + len(given.unreadable),
+            "findings": [{"line": item.line, "seq": item.seq, "reason": item.reason} for item in findings],
+        }
+    return described
 
 
-def _describe(found: ChainVerification) -> str:
+def _describe(found: ChainVerification, given: _GivenAnchors, findings: list[AnchorFinding]) -> str:
+    lines = [_describe_chain(found)]
+    if given.history is None:
+        return lines[0]
+    total = len(given.history) + len(given.unreadable)
+    if not findings:
+        return f"{lines[0]}; all {total} anchors of {given.source} hold"
+    failing = len({finding.line for finding in findings})
+    if found.ok:
+        lines[0] = (
+            f"audit chain broken against its anchors: {failing} of the {total} anchors of {given.source} do not "
+            f"hold (the chain alone holds {found.checked} events, head {found.head_seq} {found.head_hash})"
+        )
+    lines += [f"{given.source} line {finding.line}: {finding.reason}" for finding in findings]
+    return "\n".join(lines)
+
+
+def _describe_chain(found: ChainVerification) -> str:
     broken = found.broken
     if broken is None:
         return f"audit chain intact: {found.checked} events, head {found.head_seq} {found.head_hash}"

@@ -3,7 +3,7 @@
 Off by default (:class:`MetricsOptions`, ``[metrics]`` in a deployment file); when on, served at
 ``path`` on the HTTP app and only to a scraper presenting ``bearer_token``. The numbers come from
 the store, so every worker of a deployment reports the same totals (scrape one, or aggregate
-with ``max``), except ``mcp_approval_store_errors_total``, which counts this process's failures:
+with ``max``), except ``mcp_approval_store_errors_total`` and the anchor alerts, which count this process's:
 
 - ``mcp_approval_pending_approvals{template}``: calls waiting for approval (or for their
   execution once approved), counted at each scrape;
@@ -13,7 +13,9 @@ with ``max``), except ``mcp_approval_store_errors_total``, which counts this pro
 - ``mcp_approval_executions_total{disposition}``: approval tasks that ended, by disposition;
 - ``mcp_approval_notification_deliveries_total{channel}``: notifications a channel accepted;
 - ``mcp_approval_notification_failures_total{channel}``: attempts a channel did not accept (each is retried);
-- ``mcp_approval_store_errors_total``: store operations that failed (database unreachable).
+- ``mcp_approval_store_errors_total``: store operations that failed (database unreachable);
+- ``mcp_approval_audit_anchor_alerts_total{problem}``: audit anchor alerts this process raised
+  (``chain``: the chain no longer holds the previous anchor, so none was written; ``history``).
 
 The notification counters are read from the channels' delivery cursors, the other counters and
 the histogram from the audit log: each scrape reads the events appended since the previous one,

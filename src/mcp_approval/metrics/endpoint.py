@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -38,12 +39,15 @@ class ApprovalMetrics:
     Args:
         database: the store of approval workflows and the audit log.
         audit: the audit log whose events feed the counters.
+        anchor_alerts: the alerts this process's audit anchors raised, by problem (a live view,
+            :attr:`~mcp_approval.notify.anchors.AuditAnchors.alerts`); ``None`` without anchors.
     """
 
-    def __init__(self, database: Database, audit: AuditLog) -> None:
+    def __init__(self, database: Database, audit: AuditLog, anchor_alerts: Mapping[str, int] | None = None) -> None:
         self._database = database
         self._audit = audit
         self._workflows = WorkflowOutcomes(database, audit)
+        self._anchor_alerts = anchor_alerts
         self.registry = CollectorRegistry(auto_describe=True)
         self._pending = Gauge(
             "mcp_approval_pending_approvals",
@@ -86,6 +90,16 @@ class ApprovalMetrics:
             ["channel"],
             registry=self.registry,
         )
+        self._anchor_alerts_counter = Counter(
+            "mcp_approval_audit_anchor_alerts",
+            "Audit anchor alerts in this process: the chain no longer holds the last anchor (problem=chain, "
+            "no anchor written) or the anchor file lost anchors (problem=history).",
+            ["problem"],
+            registry=self.registry,
+        )
+        self._anchor_alerts_seen: dict[str, int] = {}
+        for problem in anchor_alerts or {}:
+            self._anchor_alerts_counter.labels(problem=problem)
         self._delivery_counts: dict[str, tuple[int, int]] = {}
         self._lock = asyncio.Lock()
         self._seq = 0
@@ -106,6 +120,12 @@ class ApprovalMetrics:
             errors = self._database.unavailable_errors
             self._store_errors.inc(errors - self._errors_seen)
             self._errors_seen = errors
+            self._count_anchor_alerts()
+
+    def _count_anchor_alerts(self) -> None:
+        for problem, count in (self._anchor_alerts or {}).items():
+            self._anchor_alerts_counter.labels(problem=problem).inc(count - self._anchor_alerts_seen.get(problem, 0))
+            self._anchor_alerts_seen[problem] = count
 
     async def _count_deliveries(self) -> None:
         for cursor in await all_cursors(self._database):

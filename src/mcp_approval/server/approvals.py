@@ -368,7 +368,8 @@ class Approvals:
         if self.metrics_options.enabled:
             # Wrong scraper tokens have a limit of their own (they cannot lock reviewers out), shared by the workers.
             scrapers = FailedLoginThrottle(self.clock, events=SqlEventWindow(self._database), scope="metrics")
-            metrics = ApprovalMetrics(self._database, self.audit)
+            alerts = self.anchors.alerts if self.anchors is not None else None
+            metrics = ApprovalMetrics(self._database, self.audit, anchor_alerts=alerts)
             routes.append(metrics_route(self.metrics_options, metrics, throttle=scrapers))
         if isinstance(self.backend, SupportsReview) and self._reviewers is not None:
             throttle = self._throttle  # one limit on failed sign-ins for both (and /mcp, see http_app)

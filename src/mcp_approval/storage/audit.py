@@ -36,7 +36,7 @@ from __future__ import annotations
 import functools
 import json
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     and_,
+    func,
     select,
     true,
 )
@@ -180,7 +181,7 @@ class ChainVerification:
     """What :meth:`AuditLog.verify` found.
 
     Attributes:
-        checked: how many events were checked and found linked.
+        checked: the last position found linked (from the chain's start, how many events were checked).
         head_seq: the last position the head row records.
         head_hash: the hash the head row records (anchor it elsewhere to detect a rewritten tail).
         broken: the first broken link, or ``None`` if the whole chain holds.
@@ -344,9 +345,52 @@ class AuditLog:
         (:class:`~mcp_approval.storage.audit_rules.ExecutionRules`).
         """
         await self.link()
+        anchored = dict([anchor]) if anchor is not None else {}
+        return await self._walk(0, GENESIS_HASH, anchored, ExecutionRules())
+
+    async def verify_since(self, anchors: Iterable[tuple[int, str]]) -> ChainVerification:
+        """Walk the chain from the earliest of ``anchors`` (earlier heads kept outside the database) to its head.
+
+        What an anchor writer checks before it anchors a new head, at the cost of the events
+        added since: every anchored event is still at its position with its hash, every link
+        from the earliest anchor on holds, nothing is stored past the head, and the head names
+        the last event. ``checked`` is then the last position found linked. Executions are not
+        checked against their decisions here (that needs the whole history: :meth:`verify`);
+        anchoring such an execution keeps the evidence, it hides nothing. Without anchors the
+        whole chain is walked.
+        """
+        await self.link()
+        anchored = dict(anchors)
+        start = min(anchored, default=0)
         head_seq, head_hash = await self._database.read(head)
-        expected_prev, checked = GENESIS_HASH, 0
-        rules = ExecutionRules()
+        if start > head_seq:
+            reason = _before_anchor(head_seq, max(anchored))
+            return ChainVerification(head_seq, head_seq, head_hash, ChainBreak(None, max(anchored), reason))
+        if start == 0:
+            return await self._walk(0, GENESIS_HASH, anchored, None)
+        # The anchored event's own link is taken as stored: its hash, compared with the anchor's, vouches for it.
+        prev = await self._database.read(functools.partial(_prev_hash_at, seq=start))
+        return await self._walk(start - 1, prev or "", anchored, None)
+
+    async def hashes_at(self, positions: Iterable[int]) -> dict[int, tuple[int, str]]:
+        """The event id and hash stored at each of ``positions`` that holds a linked event."""
+        await self.link()
+        wanted = sorted(set(positions))
+        found: dict[int, tuple[int, str]] = {}
+        for start in range(0, len(wanted), _PAGE):
+            chunk = wanted[start : start + _PAGE]
+            found.update(await self._database.read(functools.partial(_hashes_at, positions=chunk)))
+        return found
+
+    async def _walk(
+        self, after: int, expected_prev: str, anchored: Mapping[int, str], rules: ExecutionRules | None
+    ) -> ChainVerification:
+        """Check every link from position ``after + 1`` (whose predecessor's hash is ``expected_prev``) to the head."""
+        head_seq, head_hash = await self._database.read(head)
+        checked = after
+        if anchored.get(0, GENESIS_HASH) != GENESIS_HASH:
+            reason = "the anchor at position 0 (the empty chain) does not have the empty chain's hash"
+            return ChainVerification(checked, head_seq, head_hash, ChainBreak(None, 0, reason))
         while checked < head_seq:
             read_page = functools.partial(_stored_page, after=checked, through=head_seq)
             page = await self._database.read(read_page)
@@ -356,8 +400,8 @@ class AuditLog:
                 broken = (
                     _text_fault(event, stored)
                     or _link_fault(event, checked + 1, expected_prev)
-                    or _anchor_fault(event, anchor)
-                    or _rules_fault(event, rules)
+                    or _anchor_fault(event, anchored)
+                    or (_rules_fault(event, rules) if rules is not None else None)
                 )
                 if broken is not None:
                     return ChainVerification(checked, head_seq, head_hash, broken)
@@ -365,17 +409,27 @@ class AuditLog:
         if checked < head_seq:
             reason = f"the head records {head_seq} events but the chain ends at {checked}: its tail was deleted"
             return ChainVerification(checked, head_seq, head_hash, ChainBreak(None, checked + 1, reason))
+        if anchored and max(anchored) > checked:
+            reason = _before_anchor(checked, max(anchored))
+            return ChainVerification(checked, head_seq, head_hash, ChainBreak(None, max(anchored), reason))
         if expected_prev != head_hash:
             reason = "the head's hash is not the last event's hash"
             return ChainVerification(checked, head_seq, head_hash, ChainBreak(None, head_seq, reason))
-        if anchor is not None and anchor[0] > checked:
-            reason = (
-                f"the chain ends at {checked}, before the anchored position {anchor[0]}: "
-                "it was truncated, wiped or rewritten"
-            )
-            return ChainVerification(checked, head_seq, head_hash, ChainBreak(None, anchor[0], reason))
         stray = await self._database.read(lambda conn: _outside_chain(conn, head_seq))
         return ChainVerification(checked, head_seq, head_hash, stray)
+
+
+def _before_anchor(end: int, anchored: int) -> str:
+    return f"the chain ends at {end}, before the anchored position {anchored}: it was truncated, wiped or rewritten"
+
+
+def _prev_hash_at(conn: Connection, seq: int) -> str | None:
+    return conn.execute(select(_A.c.prev_hash).where(_A.c.seq == seq)).scalar_one_or_none()
+
+
+def _hashes_at(conn: Connection, positions: list[int]) -> dict[int, tuple[int, str]]:
+    query = select(_A.c.seq, _A.c.event_id, _A.c.hash).where(_A.c.seq.in_(positions))
+    return {int(seq): (int(event_id), str(digest)) for seq, event_id, digest in conn.execute(query)}
 
 
 def _linked_page(
@@ -458,8 +512,8 @@ def _link_fault(event: AuditEvent, expected_seq: int, expected_prev: str) -> Cha
     return None
 
 
-def _anchor_fault(event: AuditEvent, anchor: tuple[int, str] | None) -> ChainBreak | None:
-    if anchor is None or event.seq != anchor[0] or event.hash == anchor[1]:
+def _anchor_fault(event: AuditEvent, anchored: Mapping[int, str]) -> ChainBreak | None:
+    if event.seq is None or event.seq not in anchored or event.hash == anchored[event.seq]:
         return None
     reason = "its hash is not the anchored one: the chain was rewritten at or before this event"
     return ChainBreak(event.event_id, event.seq, reason)
@@ -474,16 +528,22 @@ def _outside_chain(conn: Connection, head_seq: int) -> ChainBreak | None:
     """A stored event past the head, or ``None``.
 
     An event linked after the head was read is linked to a newer head, which is read again
-    here, so only a row beyond the current head counts. An unlinked event is not a fault: it
-    committed after :meth:`AuditLog.verify` linked (or it would have been linked), and the next
-    linker run links it like any other.
+    here, so only a row beyond the current head counts. The head is read again after the
+    events: a linker commits its events and its head together, and on PostgreSQL each statement
+    sees what committed before it started, so a head read first could miss the newer head of
+    events the next statement sees. An unlinked event is not a fault: it committed after
+    :meth:`AuditLog.verify` linked (or it would have been linked), and the next linker run
+    links it like any other.
     """
-    current_head, _ = head(conn)
-    row = conn.execute(
-        select(_A.c.event_id, _A.c.seq).where(_A.c.seq > max(head_seq, current_head)).order_by(_A.c.event_id).limit(1)
-    ).one_or_none()
-    if row is None:
+    highest = conn.execute(select(func.max(_A.c.seq)).where(_A.c.seq > head_seq)).scalar_one_or_none()
+    if highest is None:
         return None
+    current_head, _ = head(conn)
+    if highest <= current_head:
+        return None
+    row = conn.execute(
+        select(_A.c.event_id, _A.c.seq).where(_A.c.seq > current_head).order_by(_A.c.event_id).limit(1)
+    ).one()
     return ChainBreak(row[0], row[1], "it is past the chain's head: it was inserted outside the audit log")
 
 

@@ -307,6 +307,14 @@ APPROVAL_ROOMS: dict[str, tuple[str, ...]] = {
     "approval.without_tasks": ("approval.service", "approval.creation", "approval.engine"),
     "approval.creation": ("approval.service",),
     "approval.creation_answers": ("approval.service", "approval.creation", "approval.engine"),
+    "approval.call": (
+        "approval.gate",
+        "approval.service",
+        "approval.creation",
+        "approval.engine",
+        "approval.without_tasks",
+        "approval.persistence",
+    ),
 }
 
 

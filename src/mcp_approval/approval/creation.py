@@ -21,9 +21,9 @@ from typing import Any
 from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from mcp_approval.approval import inputs as submission_inputs
 from mcp_approval.approval import url_approval
 from mcp_approval.approval.binding import CallBinding
+from mcp_approval.approval.call import inputs as submission_inputs
 from mcp_approval.approval.creation_answers import CreationAnswers, task_limits
 from mcp_approval.approval.engine.dependencies import ApprovalDependencies
 from mcp_approval.approval.engine.driver import WorkflowDriver

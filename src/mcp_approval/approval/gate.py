@@ -40,8 +40,8 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Extension
 from mcp.shared.exceptions import MCPError
 
-from mcp_approval.approval.input_schema import InputSchemas, SchemaCheck
-from mcp_approval.approval.limits import argument_limit_problem
+from mcp_approval.approval.call.input_schema import InputSchemas, SchemaCheck
+from mcp_approval.approval.call.limits import argument_limit_problem
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.denials import (
     AuthorizationReferences,

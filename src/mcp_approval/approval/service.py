@@ -27,9 +27,9 @@ from mcp.server.mcpserver import Extension, require_client_extension
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from mcp_approval.approval import inputs as submission_inputs
 from mcp_approval.approval import url_approval
 from mcp_approval.approval.binding import CallBinding
+from mcp_approval.approval.call import inputs as submission_inputs
 from mcp_approval.approval.creation import TaskCreation, template_of
 from mcp_approval.approval.engine.dependencies import ApprovalDependencies, PrincipalCheck
 from mcp_approval.approval.engine.driver import WorkflowDriver

@@ -17,10 +17,10 @@ from mcp.server.request_state import RequestStateSecurity
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
+from mcp_approval.approval.call.limits import McpBodyLimit
 from mcp_approval.approval.engine.dependencies import ApprovalDependencies, PrincipalCheck, always_valid
 from mcp_approval.approval.engine.driver import WorkflowDriver
 from mcp_approval.approval.gate import PolicyGate
-from mcp_approval.approval.limits import McpBodyLimit
 from mcp_approval.approval.options import ApprovalOptions, binding_cipher
 from mcp_approval.approval.persistence.outcomes import WorkflowOutcomes
 from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS

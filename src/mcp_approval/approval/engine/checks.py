@@ -28,8 +28,8 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from mcp_approval.approval import inputs as submission_inputs
 from mcp_approval.approval.binding import BindingIntegrityError, CallBinding
+from mcp_approval.approval.call import inputs as submission_inputs
 from mcp_approval.approval.engine.dependencies import ApprovalDependencies
 from mcp_approval.approval.engine.execution import Executor
 from mcp_approval.approval.engine.integrity import link_failure

@@ -293,20 +293,10 @@ CLIENT_MAY_IMPORT = (
 # Below the client in the table of rungs: who may import the client.
 CLIENT_IMPORTERS = ("demo", "cli", "")
 
-# Inside the approval layer: the engine, the persistence and the path without tasks are rooms
-# with doors one way (see each subpackage's docstring).
+# Inside the approval layer: the call's parts, the persistence, the engine, creation and the path
+# without tasks are rooms with doors one way (see each subpackage's docstring). A call goes down:
+# service -> without_tasks -> creation -> engine -> persistence, never back up.
 APPROVAL_ROOMS: dict[str, tuple[str, ...]] = {
-    "approval.persistence": (
-        "approval.engine",
-        "approval.without_tasks",
-        "approval.service",
-        "approval.creation",
-        "approval.gate",
-    ),
-    "approval.engine": ("approval.service", "approval.creation", "approval.without_tasks", "approval.gate"),
-    "approval.without_tasks": ("approval.service", "approval.creation", "approval.engine"),
-    "approval.creation": ("approval.service",),
-    "approval.creation_answers": ("approval.service", "approval.creation", "approval.engine"),
     "approval.call": (
         "approval.gate",
         "approval.service",
@@ -315,6 +305,16 @@ APPROVAL_ROOMS: dict[str, tuple[str, ...]] = {
         "approval.without_tasks",
         "approval.persistence",
     ),
+    "approval.persistence": (
+        "approval.engine",
+        "approval.without_tasks",
+        "approval.service",
+        "approval.creation",
+        "approval.gate",
+    ),
+    "approval.engine": ("approval.service", "approval.creation", "approval.without_tasks", "approval.gate"),
+    "approval.creation": ("approval.service", "approval.without_tasks"),
+    "approval.without_tasks": ("approval.service", "approval.engine"),
 }
 
 
@@ -442,3 +442,16 @@ def test_the_layer_check_finds_each_kind_of_forbidden_edge(tmp_path: Path) -> No
         (tmp_path / "pkg" / name).unlink()
     (tmp_path / "pkg" / "high" / "app.py").write_text("from pkg.low import rows\n", encoding="utf-8")
     assert layer_violations(import_graph(tmp_path, "pkg"), "pkg", rungs, side=side) == []
+
+
+def test_each_approval_room_refuses_a_wrong_edge_through_each_closed_door() -> None:
+    graph = import_graph(SOURCE, PACKAGE)
+    side = (CLIENT_LAYER, CLIENT_MAY_IMPORT, CLIENT_IMPORTERS)
+    for room, doors in APPROVAL_ROOMS.items():
+        inside = sorted(name for name in graph if _matches(_relative(name, PACKAGE), room))
+        assert inside, f"no module in {room}"
+        for door in doors:
+            target = sorted(name for name in graph if _matches(_relative(name, PACKAGE), door))[-1]
+            wrong = {**graph, inside[-1]: graph[inside[-1]] | {target}}
+            found = layer_violations(wrong, PACKAGE, LAYERS, side=side, rooms=APPROVAL_ROOMS)
+            assert f"{inside[-1]} -> {target} ({_relative(inside[-1], PACKAGE)} may not import " in "\n".join(found)

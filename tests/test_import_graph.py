@@ -304,6 +304,9 @@ APPROVAL_ROOMS: dict[str, tuple[str, ...]] = {
         "approval.engine",
         "approval.without_tasks",
         "approval.persistence",
+        "approval.results",
+        "approval.tools",
+        "approval.url_approval",
     ),
     "approval.persistence": (
         "approval.engine",

@@ -6,7 +6,8 @@ its tool lists), ``inputs`` (the submission inputs a requester supplies for its 
 MRTR form round or in its task, and the ``requestState`` that ties a round to its call).
 
 The policy gate checks the first two before policy sees a call; creation and the workflow driver
-read the third. It may import the binding and options of the approval layer, and nothing else of it.
+read the third. It may import the binding, the options and the messages of the approval layer, and
+nothing else of it.
 """
 
 __all__: list[str] = []

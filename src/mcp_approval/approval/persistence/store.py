@@ -62,13 +62,6 @@ class DriverStore(LeaseStore, EndingStore, RecoveryStore):
 class ApprovalStore(AdmissionStore, RetryStore, DriverStore):
     """The approval workflow tables, on the task store's database: every part above, for the composition root.
 
-    Args:
-        database: the database that also holds the tasks, migrated with
-            :data:`~mcp_approval.approval.persistence.schema.APPROVAL_MIGRATIONS`.
-        result_retention_ms: how long a terminal approval task stays retrievable.
-        clock: the source of time.
-        audit: where each step is recorded, in the step's own transaction.
-        tasks: the task row operations each step runs in its own transaction.
-        changed: awaited with a task id after a committed step changed what ``tasks/get`` shows
-            (the tasks runtime's change signal, for ``notifications/tasks``).
+    Built with :class:`~.core.StoreCore`'s arguments (the database, the result retention, the
+    clock, the audit log, the task rows and the change signal).
     """

@@ -296,9 +296,21 @@ CLIENT_MAY_IMPORT = (
 # Below the client in the table of rungs: who may import the client.
 CLIENT_IMPORTERS = ("demo", "cli", "")
 
-# Inside the approval layer: the engine, the persistence and the path without tasks are rooms
-# with doors one way (see each subpackage's docstring).
+# Inside the approval layer: the call's parts, the persistence, the engine, creation and the path
+# without tasks are rooms with doors one way (see each subpackage's docstring). A call goes down:
+# service -> without_tasks -> creation -> engine -> persistence, never back up.
 APPROVAL_ROOMS: dict[str, tuple[str, ...]] = {
+    "approval.call": (
+        "approval.gate",
+        "approval.service",
+        "approval.creation",
+        "approval.engine",
+        "approval.without_tasks",
+        "approval.persistence",
+        "approval.results",
+        "approval.tools",
+        "approval.url_approval",
+    ),
     "approval.persistence": (
         "approval.engine",
         "approval.without_tasks",
@@ -307,9 +319,8 @@ APPROVAL_ROOMS: dict[str, tuple[str, ...]] = {
         "approval.gate",
     ),
     "approval.engine": ("approval.service", "approval.creation", "approval.without_tasks", "approval.gate"),
-    "approval.without_tasks": ("approval.service", "approval.creation", "approval.engine"),
-    "approval.creation": ("approval.service",),
-    "approval.creation_answers": ("approval.service", "approval.creation", "approval.engine"),
+    "approval.creation": ("approval.service", "approval.without_tasks"),
+    "approval.without_tasks": ("approval.service", "approval.engine"),
 }
 
 # Packages only their own layer reaches into: the package, the prefixes of the modules that may
@@ -543,3 +554,16 @@ def test_the_table_forbids_reaching_into_the_local_backend_and_the_approval_tabl
         "pkg.reviewers.views -> pkg.backends.local.records"
         " (reviewers.views reaches into backends.local, which only backends may)",
     ]
+
+
+def test_each_approval_room_refuses_a_wrong_edge_through_each_closed_door() -> None:
+    graph = import_graph(SOURCE, PACKAGE)
+    side = (CLIENT_LAYER, CLIENT_MAY_IMPORT, CLIENT_IMPORTERS)
+    for room, doors in APPROVAL_ROOMS.items():
+        inside = sorted(name for name in graph if _matches(_relative(name, PACKAGE), room))
+        assert inside, f"no module in {room}"
+        for door in doors:
+            target = sorted(name for name in graph if _matches(_relative(name, PACKAGE), door))[-1]
+            wrong = {**graph, inside[-1]: graph[inside[-1]] | {target}}
+            found = layer_violations(wrong, PACKAGE, LAYERS, side=side, rooms=APPROVAL_ROOMS)
+            assert f"{inside[-1]} -> {target} ({_relative(inside[-1], PACKAGE)} may not import " in "\n".join(found)

@@ -18,7 +18,7 @@ from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.persistence.states import IntentState
 from mcp_approval.backends import ApprovalSubmission
 from mcp_approval.clock import iso8601
-from mcp_approval.policy import Decision, ToolCallMapper
+from mcp_approval.policy import Decision, EvaluationRequest, ToolCallMapper
 from mcp_approval.policy.mapping import ToolRule
 from mcp_approval.protocol import META_AUTHORIZATION, META_TOOL_APPROVAL_DEADLINE
 
@@ -40,10 +40,17 @@ def requestable(**hint: Any) -> Decision:
     return Decision.deny("approval_required", access_request={"expires_at": iso8601(NOW + HOUR), **hint})
 
 
+def policy_request(mapper: ToolCallMapper | None = None) -> EvaluationRequest:
+    """The policy request of BINDING, as the gate maps it."""
+    return (mapper or ToolCallMapper()).map_call(
+        principal=BINDING.principal, tool=BINDING.tool, arguments=BINDING.arguments, client=BINDING.client
+    )
+
+
 def test_a_submission_carries_the_call_the_policy_display_and_deadline() -> None:
     decision = requestable(template="treasury", display={"title": "Large transfer", "description": "Over 10k."})
 
-    submission = submission_for(BINDING, decision, mapper=ToolCallMapper(), options=OPTIONS, now=NOW)
+    submission = submission_for(BINDING, decision, policy_request(), options=OPTIONS, now=NOW)
 
     assert (submission.tool, dict(submission.arguments), submission.requester) == (
         "wire_transfer",
@@ -73,15 +80,24 @@ def test_a_submission_carries_the_call_the_policy_display_and_deadline() -> None
 
 def test_display_members_that_are_not_text_are_left_out() -> None:
     decision = requestable(display={"title": 42, "description": ["x"]})
-    submission = submission_for(BINDING, decision, mapper=ToolCallMapper(), options=OPTIONS, now=NOW)
+    submission = submission_for(BINDING, decision, policy_request(), options=OPTIONS, now=NOW)
     assert (submission.title, submission.description, submission.template) == (None, None, None)
 
 
-def test_a_call_the_mapper_cannot_map_has_no_denied_evaluation() -> None:
-    mapper = ToolCallMapper(rules={"wire_transfer": ToolRule(resource_id_from="missing.path")})
-    submission = submission_for(BINDING, requestable(), mapper=mapper, options=OPTIONS, now=NOW)
-    assert submission.evaluation is None
-    assert submission.deadline_ms == NOW + HOUR  # the rest of the request is unaffected
+def test_the_denied_evaluation_is_the_policy_request_the_pdp_decided_unchanged() -> None:
+    mapper = ToolCallMapper(rules={"wire_transfer": ToolRule(resource_id_from="to", resource_type="account")})
+    request = policy_request(mapper)
+    submission = submission_for(BINDING, requestable(), request, options=OPTIONS, now=NOW)
+    assert submission.evaluation is not None
+    wire = request.to_wire()
+    evaluation = submission.evaluation
+    assert (evaluation.subject, evaluation.resource, evaluation.action, evaluation.context) == (
+        wire["subject"],
+        wire["resource"],
+        wire["action"],
+        wire["context"],
+    )
+    assert evaluation.resource["id"] == "acct-1"  # mapped by that mapper's rule, not mapped again by a default one
 
 
 @pytest.mark.parametrize(

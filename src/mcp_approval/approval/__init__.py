@@ -13,22 +13,25 @@ A requestable denial goes to the gate's :class:`RequestableHandler`. Without app
 guidance); with :class:`ToolApproval` it becomes a durable task that an approval backend
 resolves, after which the call is re-evaluated, claimed once and run from its sealed binding.
 
-The layer, by folder:
+The layer, by folder, top down (a gated call goes down this list and never back up):
 
-- this folder: the enforcement point and what a call is made of. ``gate`` (the PEP), ``service``
-  (:class:`ToolApproval`: each requestable call's answer, cancellation), ``creation`` (creating
-  approval tasks, crash-consistently), ``creation_answers`` (what such a call is answered),
-  ``options``, ``limits`` (what one caller may make the server parse), ``binding`` (the sealed
-  call), ``tools`` (running a tool from its binding),
-  ``inputs`` (submission inputs), ``messages`` and ``results`` (what clients and models read),
-  ``url_approval`` (url-mode approval links for task clients);
-- ``persistence/``: the workflow tables, their rows as values, the phase and intent tables, the
-  store and its statements, the outcome read API the reviewer surface, notifications and
-  metrics use;
-- ``engine/``: following pending approvals to their end (:class:`~.engine.driver.WorkflowDriver`),
-  re-evaluation, the execution claim, chained and recovered submissions;
+- this folder: the enforcement point and what a call is bound to. ``gate`` (the PEP: it maps,
+  decides and sizes a call once, and hands on a :class:`GatedCall` carrying what it learned),
+  ``service`` (:class:`ToolApproval`: where each requestable call goes, cancellation),
+  ``options``, ``binding`` (the sealed call), ``tools`` (running a tool from its binding),
+  ``messages`` and ``results`` (what clients and models read), ``url_approval`` (url-mode
+  approval links for task clients);
 - ``without_tasks/``: the answers to clients that did not declare tasks, their URL rounds and the
-  requester page.
+  requester page; they open their requests through ``creation/``;
+- ``creation/``: creating approval tasks, crash-consistently, from the one value the service
+  hands down, and what the creating call is answered;
+- ``engine/``: following pending approvals to their end (:class:`~.engine.driver.WorkflowDriver`),
+  re-evaluation, the execution claim, chained and recovered submissions, a request's values;
+- ``persistence/``: the workflow tables, their rows as values, the phase and intent tables, the
+  store in the parts its collaborators are handed, the outcome read API the reviewer surface,
+  notifications and metrics use;
+- ``call/``: what a call may carry and how it is read: argument and body limits, the tool's
+  input schema, submission inputs.
 
 The public names below are imported on first access, so that importing one module of the layer
 (a table, a state) does not load the engine.

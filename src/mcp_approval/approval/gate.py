@@ -40,8 +40,8 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Extension
 from mcp.shared.exceptions import MCPError
 
-from mcp_approval.approval.input_schema import InputSchemas, SchemaCheck
-from mcp_approval.approval.limits import argument_limit_problem
+from mcp_approval.approval.call.input_schema import InputSchemas, SchemaCheck
+from mcp_approval.approval.call.limits import argument_limit_problem
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.denials import (
     AuthorizationReferences,
@@ -113,18 +113,22 @@ CREDENTIAL_MESSAGE = "Your current authorization is insufficient for {tool}; obt
 
 @dataclass(frozen=True)
 class GatedCall:
-    """One ``tools/call`` the gate evaluated.
+    """One ``tools/call`` the gate evaluated, with what it learned of it (so nothing after it asks again).
 
     Attributes:
         tool: the tool name.
         arguments: the call's arguments, as received.
         principal: the authenticated principal (the AuthZEN subject id).
-        request: the AuthZEN request the PDP decided.
+        request: the AuthZEN request the PDP decided (an approval request carries it unchanged).
         echoed_context_id: the ``authorizationContextId`` the request echoed (correlation only).
         proceed: runs the rest of the interceptor chain and the tool; call it only once policy,
             re-evaluated with an approval as input, permits the call.
         input_responses: on an MRTR retry, the answers to the input requests of the last round.
         request_state: on an MRTR retry, the (SDK-verified) state the last round carried.
+        client: the client info (``name``, ``version``) the request was mapped with.
+        large: whether the arguments have more than
+            :data:`~mcp_approval.json_body.LARGE_JSON_MEMBERS` members, so that mapping,
+            canonicalizing and sealing them runs on a worker thread.
     """
 
     tool: str
@@ -135,6 +139,8 @@ class GatedCall:
     proceed: CallNext
     input_responses: Mapping[str, Any] | None = None
     request_state: str | None = None
+    client: Mapping[str, str] | None = None
+    large: bool = False
 
 
 #: Whether the server has a tool of this name.
@@ -270,14 +276,10 @@ class PolicyGate(Extension):
         if principal is None:
             traced.set("decision", "anonymous")
             return _denied(ANONYMOUS_MESSAGE.format(tool=tool), Remediation.UNDISCLOSED)
+        client = _client_info(ctx)
         try:
             request = await off_loop(
-                large,
-                self.mapper.map_call,
-                principal=principal,
-                tool=tool,
-                arguments=params.arguments,
-                client=_client_info(ctx),
+                large, self.mapper.map_call, principal=principal, tool=tool, arguments=params.arguments, client=client
             )
         except ToolMappingError as exc:
             logger.info("tools/call %r denied: cannot map it to a policy request (%s)", tool, exc)
@@ -293,13 +295,15 @@ class PolicyGate(Extension):
         traced.set("next_action", decision.next_action().value)
         call = GatedCall(
             tool,
-            dict(params.arguments or {}),
+            dict(arguments),
             principal,
             request,
             echoed,
             call_next,
             input_responses=params.input_responses,
             request_state=params.request_state,
+            client=client,
+            large=large,
         )
         return await self._answer_denial(call, decision, ctx)
 

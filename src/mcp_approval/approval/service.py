@@ -11,15 +11,16 @@ approval tasks (the composition root does both), then start it after the tasks r
     tasks.register_handler(APPROVAL_HANDLER, approval)
     gate = PolicyGate(pdp, mapper=mapper, on_requestable=approval)
 
-It answers each requestable denial with an approval task, which
-:class:`~mcp_approval.approval.creation.TaskCreation` creates crash-consistently, or, for a
-client without tasks, as ``ApprovalOptions.without_tasks`` says (:mod:`~mcp_approval.approval.without_tasks`).
+It answers each requestable denial: it binds the call the gate hands it (the
+:class:`~mcp_approval.approval.creation.requestable.RequestableCall`) and passes it to
+:class:`~mcp_approval.approval.creation.steps.TaskCreation`, which creates the approval task
+crash-consistently, or, for a client without tasks, as ``ApprovalOptions.without_tasks`` says
+(:mod:`~mcp_approval.approval.without_tasks`, which opens its requests through the same creation).
 The :class:`~mcp_approval.approval.engine.driver.WorkflowDriver` follows every task from there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from mcp.server.context import HandlerResult, ServerRequestContext
@@ -27,16 +28,16 @@ from mcp.server.mcpserver import Extension, require_client_extension
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from mcp_approval.approval import inputs as submission_inputs
-from mcp_approval.approval import url_approval
 from mcp_approval.approval.binding import CallBinding
-from mcp_approval.approval.creation import TaskCreation, template_of
+from mcp_approval.approval.creation.answers import CreationAnswers
+from mcp_approval.approval.creation.requestable import RequestableCall, input_fields
+from mcp_approval.approval.creation.steps import TaskCreation
 from mcp_approval.approval.engine.dependencies import ApprovalDependencies, PrincipalCheck
 from mcp_approval.approval.engine.driver import WorkflowDriver
 from mcp_approval.approval.gate import DegradedRequestable, GatedCall
 from mcp_approval.approval.persistence.records import APPROVAL_HANDLER
-from mcp_approval.approval.without_tasks.flow import PendingAnswer, WithoutTasksFlow
-from mcp_approval.approval.without_tasks.links import RequesterLinks, url_revision
+from mcp_approval.approval.without_tasks.flow import WithoutTasksFlow
+from mcp_approval.approval.without_tasks.links import RequesterLinks
 from mcp_approval.policy import Decision
 from mcp_approval.protocol import INTERNAL_ERROR, TASKS_EXTENSION, TOOL_APPROVAL_EXTENSION
 from mcp_approval.storage import StoreUnavailableError
@@ -65,7 +66,7 @@ class ToolApproval:
     the tasks runtime, whose database the approval store shares) starts the backend and the
     driver. Register it for ``tasks/cancel`` and ``tasks/update`` on approval tasks with
     ``tasks.register_handler(APPROVAL_HANDLER, approval)``. Task creation itself is
-    :attr:`creation`'s (:class:`~mcp_approval.approval.creation.TaskCreation`).
+    :attr:`creation`'s (:class:`~mcp_approval.approval.creation.steps.TaskCreation`).
 
     Args:
         deps: what the workflow runs with (its ``task_store`` is ``tasks``' store).
@@ -90,17 +91,31 @@ class ToolApproval:
         self._running = False
         self._degraded = DegradedRequestable()
         self.links = RequesterLinks(deps.cipher, deps.options)
-        #: The answers to clients without tasks (``without_tasks = "request"``).
+        answers = CreationAnswers(tasks=tasks, options=deps.options)
+        #: Creates the approval tasks.
+        self.creation = TaskCreation(
+            store=deps.store,
+            backend=deps.backend,
+            cipher=deps.cipher,
+            options=deps.options,
+            clock=deps.clock,
+            driver=driver,
+            tasks=tasks,
+            answers=answers,
+        )
+        #: The answers to clients without tasks (``without_tasks = "request"``); they open their
+        #: requests through :attr:`creation`.
         self.without_tasks = WithoutTasksFlow(
             store=deps.store,
             tasks=deps.task_store,
             links=self.links,
             options=deps.options,
-            open_request=self.create,
+            creation=self.creation,
+            answers=answers,
+            backend=deps.backend,
+            nudge=driver.nudge,
             output_schema=deps.tools.output_schema,
         )
-        #: Creates the approval tasks (the flow above opens its requests through :meth:`create`).
-        self.creation = TaskCreation(deps, driver=driver, tasks=tasks, without_tasks=self.without_tasks)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -134,25 +149,11 @@ class ToolApproval:
         owner = self.tasks.caller(ctx)
         if not isinstance(owner, str):  # tasks bind to a principal; an anonymous caller gets none
             return await self._degraded(call, decision, ctx)
-        binding = await self._binding_of(call)
+        requestable = await self._requestable(call, decision, owner, input_fields(self.options, decision))
         try:
-            fields = self._input_fields(decision)
-            if not fields:
-                return await self.create(
-                    binding, decision, owner=owner, linked=url_approval.declares_url_elicitation(ctx)
-                )
-            return await self.creation.create_with_inputs(call, binding, decision, ctx, owner=owner, fields=fields)
+            return await self.creation.approval_task(requestable, ctx)
         except StoreUnavailableError as exc:
             raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
-
-    async def _binding_of(self, call: GatedCall) -> CallBinding:
-        return CallBinding(
-            tool=call.tool,
-            arguments=call.arguments,
-            principal=call.principal,
-            client=_client_of(call),
-            tool_fingerprint=await self.tools.fingerprint(call.tool),
-        )
 
     async def _without_tasks(
         self, call: GatedCall, decision: Decision, ctx: ServerRequestContext[Any, Any]
@@ -163,29 +164,28 @@ class ToolApproval:
         open (:mod:`~mcp_approval.approval.without_tasks.links`), by its revision's own mechanism.
         """
         owner = self.tasks.caller(ctx)
-        fields = self._input_fields(decision)
+        fields = input_fields(self.options, decision)
         if not isinstance(owner, str) or (fields and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS):
             # No principal to own a request, or approvers need inputs and 2025-11-25 has no MRTR round.
             return await self._degraded(call, decision, ctx)
-        binding = await self._binding_of(call)
+        requestable = await self._requestable(call, decision, owner, fields)
         try:
-            revision = url_revision(ctx, self.options)
-            flow = self.without_tasks
-            answering_form = submission_inputs.INPUT_KEY in (call.input_responses or {})
-            if not fields or (call.request_state is not None and not answering_form):
-                return await flow.answer(binding, decision, owner, revision, call.request_state)
-            # Inputs first (an MRTR form round), unless an outcome is owed or a request is already open.
-            outcome = await flow.owed_outcome(binding, owner)
-            if outcome is not None:
-                return outcome
-            if await self.store.find_live(owner, binding.tool, binding.digest) is not None:
-                return await flow.answer(binding, decision, owner, revision, None)  # joins it
-            supplied = self.creation.supplied_inputs(call, binding, ctx, owner=owner, fields=fields)
-            if not isinstance(supplied, dict):
-                return supplied
-            return await flow.answer(binding, decision, owner, revision, None, inputs=supplied)
+            return await self.without_tasks.answer_call(requestable, ctx)
         except StoreUnavailableError as exc:
             raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
+
+    async def _requestable(
+        self, call: GatedCall, decision: Decision, owner: str, fields: tuple[str, ...]
+    ) -> RequestableCall:
+        """``call`` as creation takes it: bound to its tool's current definition, owned by ``owner``."""
+        binding = CallBinding(
+            tool=call.tool,
+            arguments=call.arguments,
+            principal=call.principal,
+            client=call.client,
+            tool_fingerprint=await self.tools.fingerprint(call.tool),
+        )
+        return RequestableCall(call, decision, binding, owner, fields)
 
     async def request_status(self, reference: str, ctx: ServerRequestContext[Any, Any]) -> Any:
         """Where the caller's approval request ``reference`` stands (the ``approval_status`` tool).
@@ -198,39 +198,12 @@ class ToolApproval:
         except StoreUnavailableError as exc:
             raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
 
-    async def create(
-        self,
-        binding: CallBinding,
-        decision: Decision,
-        *,
-        owner: str,
-        inputs: Mapping[str, str] | None = None,
-        linked: bool = False,
-        without_task: bool = False,
-        pending: PendingAnswer | None = None,
-    ) -> HandlerResult:
-        """Create the approval task of ``binding`` (:meth:`~mcp_approval.approval.creation.TaskCreation.create`)."""
-        return await self.creation.create(
-            binding, decision, owner=owner, inputs=inputs, linked=linked, without_task=without_task, pending=pending
-        )
-
     async def input_received(self, record: Any) -> None:
         """``tasks/update`` answered an approval task's submission inputs: go on at once."""
         self.driver.nudge(record.task_id)
-
-    def _input_fields(self, decision: Decision) -> tuple[str, ...]:
-        template = template_of(decision)
-        return self.options.submission_inputs.get(template, ()) if template else ()
 
     # -- tasks/cancel ------------------------------------------------------------------------
 
     async def cancel_task(self, record: Any) -> None:
         """``tasks/cancel`` on an approval task: the fence races the claim; only a winner cancels."""
         await self.driver.cancel(record.task_id)
-
-
-def _client_of(call: GatedCall) -> dict[str, str] | None:
-    client = call.request.context.get("client") if call.request.context else None
-    if isinstance(client, dict):
-        return {str(k): str(v) for k, v in client.items() if isinstance(v, str)}
-    return None

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -62,14 +64,44 @@ class ServerTools:
     on every use, since what it lists need not follow the registered tools.
     """
 
-    def __init__(self, server: MCPServer[Any]) -> None:
-        self.server = server
+    def __init__(self, server: MCPServer[Any] | None = None) -> None:
+        self._server = server
         self._described: dict[str, _Described] = {}
-        self._cacheable = type(server).list_tools is MCPServer.list_tools
+
+    @property
+    def server(self) -> MCPServer[Any]:
+        """The server whose tools these are.
+
+        Raises:
+            RuntimeError: built without one, and not :meth:`serving` one now.
+        """
+        if self._server is None:
+            raise RuntimeError("the server is not running: approved calls run only inside its lifespan")
+        return self._server
+
+    @contextmanager
+    def serving(self, server: MCPServer[Any]) -> Iterator[None]:
+        """The tools of ``server`` while the block runs (its lifespan), for a composition built before it.
+
+        Raises:
+            RuntimeError: these tools serve another server.
+        """
+        if self._server is not None and self._server is not server:
+            raise RuntimeError("one Approvals serves one MCPServer; build another for another server")
+        self._server, self._described = server, {}
+        try:
+            yield
+        finally:
+            self._server, self._described = None, {}
 
     def exists(self, tool: str) -> bool:
-        """Whether the server has ``tool`` (middleware that hides tools from ``tools/list`` aside)."""
-        return self.server._tool_manager.get_tool(tool) is not None  # the SDK has no public lookup
+        """Whether the server has ``tool`` (middleware that hides tools from ``tools/list`` aside).
+
+        Outside :meth:`serving` nothing is called, so this leaves the answer to the gate's policy.
+        """
+        if self._server is None:
+            return True
+        return self._server._tool_manager.get_tool(tool) is not None  # the SDK has no public lookup
 
     async def fingerprint(self, tool: str) -> str | None:
         """SHA-256 over the canonical JSON of the tool's name, description and schemas."""
@@ -88,7 +120,8 @@ class ServerTools:
 
     async def _describe(self, tool: str) -> _Described | None:
         """The listing of ``tool`` (``None``: no such tool), from the cache while its definition holds."""
-        signature = self._signature(tool) if self._cacheable else None
+        cacheable = type(self.server).list_tools is MCPServer.list_tools
+        signature = self._signature(tool) if cacheable else None
         if signature is None:
             self._described.pop(tool, None)
             return await self._listed(tool, "")

@@ -17,10 +17,10 @@ from mcp.server.request_state import RequestStateSecurity
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
+from mcp_approval.approval.call.limits import McpBodyLimit
 from mcp_approval.approval.engine.dependencies import ApprovalDependencies, PrincipalCheck, always_valid
 from mcp_approval.approval.engine.driver import WorkflowDriver
 from mcp_approval.approval.gate import PolicyGate
-from mcp_approval.approval.limits import McpBodyLimit
 from mcp_approval.approval.options import ApprovalOptions, binding_cipher
 from mcp_approval.approval.persistence.outcomes import WorkflowOutcomes
 from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS
@@ -213,7 +213,7 @@ class Approvals:
         task_store = SqlTaskStore(clock=self.clock, database=database)
         self.tasks = TasksExtension(task_options, store=task_store, principal_lookup=lookup, clock=self.clock)
         mapper = ToolCallMapper()
-        self._tools = _ServedTools()
+        self._tools = ServerTools()  # the server's, once its lifespan runs
         deps = ApprovalDependencies(
             store=ApprovalStore(
                 database,
@@ -460,44 +460,3 @@ def _verified_subject(verifier: TokenVerifier) -> ReviewerAuthenticator:
         return None if access is None else access.subject or access.client_id
 
     return authenticate
-
-
-class _ServedTools:
-    """The tools of the server whose lifespan is running: approved calls run while it serves."""
-
-    def __init__(self) -> None:
-        self._tools: ServerTools | None = None
-
-    @contextmanager
-    def serving(self, server: MCPServer[Any]) -> Iterator[None]:
-        if self._tools is not None and self._tools.server is not server:
-            raise RuntimeError("one Approvals serves one MCPServer; build another for another server")
-        self._tools = ServerTools(server)
-        try:
-            yield
-        finally:
-            self._tools = None
-
-    def _current(self) -> ServerTools:
-        if self._tools is None:
-            raise RuntimeError("the server is not running: approved calls run only inside its lifespan")
-        return self._tools
-
-    def exists(self, tool: str) -> bool:
-        # Calls arrive only while the server serves; outside it, leave the answer to the gate's policy.
-        return self._tools is None or self._tools.exists(tool)
-
-    async def fingerprint(self, tool: str) -> str | None:
-        return await self._current().fingerprint(tool)
-
-    async def input_schema(self, tool: str) -> dict[str, Any] | None:
-        return await self._current().input_schema(tool)
-
-    async def output_schema(self, tool: str) -> dict[str, Any] | None:
-        return await self._current().output_schema(tool)
-
-    async def refuses_arguments(self, tool: str, arguments: dict[str, Any]) -> bool:
-        return await self._current().refuses_arguments(tool, arguments)
-
-    async def invoke(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        return await self._current().invoke(tool, arguments)

@@ -28,8 +28,8 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from mcp_approval.approval import inputs as submission_inputs
 from mcp_approval.approval.binding import BindingIntegrityError, CallBinding
+from mcp_approval.approval.call import inputs as submission_inputs
 from mcp_approval.approval.engine.dependencies import ApprovalDependencies
 from mcp_approval.approval.engine.execution import Executor
 from mcp_approval.approval.engine.integrity import link_failure
@@ -61,7 +61,7 @@ from mcp_approval.backends import (
 )
 from mcp_approval.clock import parse_iso8601
 from mcp_approval.json_body import off_loop
-from mcp_approval.policy import Decision, NextAction
+from mcp_approval.policy import Decision, EvaluationRequest, NextAction
 from mcp_approval.policy.mapping import ToolMappingError
 from mcp_approval.policy.models import REASON_PDP_ERROR, REASON_PDP_INVALID_RESPONSE, REASON_PDP_UNAVAILABLE
 from mcp_approval.protocol import INTERNAL_ERROR
@@ -285,7 +285,7 @@ class WorkflowCheck:
         if action is NextAction.RETRY:
             await self._retry(workflow, batch, until, decision.retry_after, now)
         elif action is NextAction.REQUEST:
-            await self._chain(workflow, binding, decision)
+            await self._chain(workflow, binding, decision, request)
         else:
             await self._deny(workflow, POLICY_DENIED)
 
@@ -315,15 +315,19 @@ class WorkflowCheck:
             min_ttl_end=None if until is None else until + self.deps.store.result_retention_ms,
         )
 
-    async def _chain(self, workflow: Workflow, binding: CallBinding, decision: Decision) -> None:
-        """``request``: consume this generation, then submit a fresh request (bounded)."""
+    async def _chain(
+        self, workflow: Workflow, binding: CallBinding, decision: Decision, request: EvaluationRequest
+    ) -> None:
+        """Next action ``request``: consume this generation, then submit a fresh request (bounded).
+
+        ``request`` is the re-evaluation's policy request without the approval it carried, which the
+        new request's denied evaluation repeats.
+        """
         deps = self.deps
         if workflow.generation >= deps.options.max_generations:
             await self._deny(workflow, TOO_MANY_ROUNDS)
             return
-        submission = submission_for(
-            binding, decision, mapper=deps.mapper, options=deps.options, now=deps.clock.now_ms()
-        )
+        submission = submission_for(binding, decision, request, options=deps.options, now=deps.clock.now_ms())
         # The next round's reviewers are told of an identical call that already ended, as the first round's were.
         earlier = await deps.store.earlier_call(
             workflow.principal_digest, workflow.tool_name, workflow.arguments_digest

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp_approval.approval.binding import CallBinding
+from mcp_approval.approval.persistence.endings import EndingStore
 from mcp_approval.approval.persistence.records import TaskOutcome, Workflow
 from mcp_approval.approval.persistence.states import Disposition, Phase
-from mcp_approval.approval.persistence.store import ApprovalStore
 from mcp_approval.approval.results import executed_result, outcome_unknown_result
 from mcp_approval.approval.tools import ToolInvoker
 from mcp_approval.clock import Clock
@@ -59,7 +59,7 @@ class Executor:
     """Claims and runs approved calls for one worker.
 
     Args:
-        store: the approval workflow store (the claim, its lease, the result).
+        store: the approval store's endings (the claim, its lease, the result).
         tools: runs the call.
         clock: the source of time.
         worker_id: this worker, the claim's holder.
@@ -69,7 +69,7 @@ class Executor:
 
     def __init__(
         self,
-        store: ApprovalStore,
+        store: EndingStore,
         tools: ToolInvoker,
         clock: Clock,
         *,

@@ -18,8 +18,7 @@ from mcp_approval.approval.results import sanitize_model_text
 from mcp_approval.backends import ApprovalSubmission, DeniedEvaluation
 from mcp_approval.clock import iso8601, parse_iso8601
 from mcp_approval.denials import Remediation, TaskHint, denial_envelope
-from mcp_approval.policy import Decision, ToolCallMapper
-from mcp_approval.policy.mapping import ToolMappingError
+from mcp_approval.policy import Decision, EvaluationRequest
 from mcp_approval.protocol import META_TOOL_APPROVAL_DEADLINE
 
 __all__ = ["new_intent", "new_workflow", "request_deadline", "status_message", "submission_for"]
@@ -29,9 +28,13 @@ _MAX_STATUS_CHARS = 300
 
 
 def submission_for(
-    binding: CallBinding, decision: Decision, *, mapper: ToolCallMapper, options: ApprovalOptions, now: int
+    binding: CallBinding, decision: Decision, request: EvaluationRequest, *, options: ApprovalOptions, now: int
 ) -> ApprovalSubmission:
-    """The backend request for a call the policy denied requestably (display, deadline, evaluation)."""
+    """The backend request for a call the policy denied requestably (display, deadline, evaluation).
+
+    ``request`` is the policy request ``decision`` answered (the call's, as the gate or the
+    re-evaluation mapped it): ARAP backends receive it unchanged, with the raw denial members.
+    """
     denial = decision.requestable_denial
     hint = denial.access_request if denial is not None else None
     display = (hint.display if hint is not None else None) or {}
@@ -46,7 +49,7 @@ def submission_for(
         description=description if isinstance(description, str) else None,
         deadline_ms=request_deadline(hint.expires_at if hint is not None else None, options=options, now=now),
         reason=decision.reason,
-        evaluation=_denied_evaluation(binding, decision, mapper),
+        evaluation=DeniedEvaluation.from_decision(request.to_wire(), decision.context),
     )
 
 
@@ -57,17 +60,6 @@ def request_deadline(expires_at: str | None, *, options: ApprovalOptions, now: i
     if parsed is None:
         return min(longest, now + round(options.default_deadline_s * 1000))
     return max(now, min(longest, parsed))
-
-
-def _denied_evaluation(binding: CallBinding, decision: Decision, mapper: ToolCallMapper) -> DeniedEvaluation | None:
-    """The denied evaluation (the call's policy request, unchanged) and the raw denial members."""
-    try:
-        request = mapper.map_call(
-            principal=binding.principal, tool=binding.tool, arguments=binding.arguments, client=binding.client
-        )
-    except ToolMappingError:
-        return None
-    return DeniedEvaluation.from_decision(request.to_wire(), decision.context)
 
 
 def new_intent(

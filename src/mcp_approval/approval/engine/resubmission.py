@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.approval.messages import BACKEND_FAILED
 from mcp_approval.approval.persistence.states import UNSETTLED_INTENTS, IntentState, Phase
-from mcp_approval.approval.persistence.store import ApprovalStore, Intent, Reschedule, TaskOutcome
+from mcp_approval.approval.persistence.store import DriverStore, Intent, Reschedule, TaskOutcome
 from mcp_approval.backends import (
     ApprovalBackend,
     ApprovalBackendError,
@@ -54,7 +54,7 @@ class Resubmission:
     """Sends chained intents and settles the intents a crash left in flight, for one worker.
 
     Args:
-        store: the approval workflow store.
+        store: the approval store's part for the driver (chains, endings, recovery).
         backend: where the requests go.
         cipher: opens the sealed submission bodies.
         clock: the source of time.
@@ -71,7 +71,7 @@ class Resubmission:
 
     def __init__(
         self,
-        store: ApprovalStore,
+        store: DriverStore,
         backend: ApprovalBackend,
         cipher: BindingCipher,
         clock: Clock,

@@ -19,7 +19,10 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
 from mcp_approval.approval.binding import CallBinding
+from mcp_approval.approval.messages import INPUTS_DECLINED, INPUTS_UNSUPPORTED
+from mcp_approval.denials import Remediation, final_denial
 from mcp_approval.protocol import INVALID_PARAMS
+from mcp_approval.tasks.capabilities import check_declared
 
 __all__ = [
     "INPUT_KEY",
@@ -27,6 +30,7 @@ __all__ = [
     "Declined",
     "answered",
     "ask",
+    "collect",
     "in_task_requests",
     "input_request",
     "supplied",
@@ -68,6 +72,37 @@ def ask(binding: CallBinding, owner: str, fields: Sequence[str]) -> types.InputR
     return types.InputRequiredResult(
         input_requests={INPUT_KEY: input_request(binding.tool, fields)}, request_state=state
     )
+
+
+def collect(
+    binding: CallBinding,
+    owner: str,
+    fields: Sequence[str],
+    responses: Mapping[str, Any] | None,
+    request_state: str | None,
+    capabilities: types.ClientCapabilities | None,
+) -> dict[str, str] | types.CallToolResult | types.InputRequiredResult:
+    """The inputs this call's MRTR retry supplies, else the form round asking for them.
+
+    A requester that declined the form, or a client that declared no form elicitation
+    (``capabilities``), is told that nothing was submitted (``undisclosed``).
+
+    Raises:
+        MCPError: ``-32602`` when the retry's ``requestState`` was minted for another call.
+    """
+    supplied = answered(binding, owner, fields, responses, request_state)
+    if isinstance(supplied, Declined):
+        message = INPUTS_DECLINED.format(tool=binding.tool, fields=", ".join(fields))
+        return final_denial(message, remediation=Remediation.UNDISCLOSED)
+    if supplied is not None:
+        return dict(supplied)
+    form = input_request(binding.tool, fields)
+    try:
+        check_declared({"method": form.method, "params": form.params.model_dump(by_alias=True)}, capabilities)
+    except MCPError:
+        message = INPUTS_UNSUPPORTED.format(tool=binding.tool, fields=", ".join(fields))
+        return final_denial(message, remediation=Remediation.UNDISCLOSED)
+    return ask(binding, owner, fields)
 
 
 def answered(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import typer
@@ -16,68 +17,66 @@ from mcp_approval.cli.serve import serve
 __all__ = ["app", "main"]
 
 
-class _LazyReview(TyperGroup):
-    """``review``, whose module (local backend, configuration, store) loads only when it runs."""
+class _LazyGroup(TyperGroup):
+    """A command group whose module loads only when one of its commands runs (or lists its help).
 
-    def __init__(self) -> None:
-        # review_app's help text, repeated so that `mcp-approval --help` need not import it.
-        super().__init__(
-            name="review",
-            help="Review approval requests of the local backend: list, show, approve, deny.",
-            no_args_is_help=True,
-        )
+    Args:
+        name: the group's command name.
+        help: its help text, repeated here so that ``mcp-approval --help`` need not import it.
+        module: the module that defines it.
+        attribute: the ``typer.Typer`` in ``module``.
+    """
+
+    def __init__(self, name: str, help: str, module: str, attribute: str) -> None:
+        super().__init__(name=name, help=help, no_args_is_help=True)
+        self._where = (module, attribute)
         self._loaded: TyperGroup | None = None
 
     def _group(self) -> TyperGroup:
         if self._loaded is None:
-            from mcp_approval.cli.review import review_app
-
-            self._loaded = typer.main.get_group(review_app)
+            module, attribute = self._where
+            self._loaded = typer.main.get_group(getattr(importlib.import_module(module), attribute))
         return self._loaded
 
     # Context and command types are typer's internal click classes: Any keeps them out of sight.
     def list_commands(self, ctx: Any) -> list[str]:
-        """The subcommands of ``review``."""
+        """The group's subcommands."""
         return self._group().list_commands(ctx)
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        """One subcommand of ``review``."""
-        return self._group().get_command(ctx, cmd_name)
-
-
-class _LazyAudit(TyperGroup):
-    """``audit``, whose module (storage, configuration) loads only when it runs."""
-
-    def __init__(self) -> None:
-        # audit_app's help text, repeated so that `mcp-approval --help` need not import it.
-        super().__init__(
-            name="audit", help="Export the audit log as JSON lines and verify its hash chain.", no_args_is_help=True
-        )
-        self._loaded: TyperGroup | None = None
-
-    def _group(self) -> TyperGroup:
-        if self._loaded is None:
-            from mcp_approval.cli.audit import audit_app
-
-            self._loaded = typer.main.get_group(audit_app)
-        return self._loaded
-
-    def list_commands(self, ctx: Any) -> list[str]:
-        """The subcommands of ``audit``."""
-        return self._group().list_commands(ctx)
-
-    def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        """One subcommand of ``audit``."""
+        """One subcommand of the group."""
         return self._group().get_command(ctx, cmd_name)
 
 
 class _CommandLine(TyperGroup):
-    """The top-level group, with ``review`` and ``audit`` added lazily."""
+    """The top-level group, with ``review``, ``audit`` and ``upgrade`` added lazily."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.add_command(_LazyReview())
-        self.add_command(_LazyAudit())
+        self.add_command(
+            _LazyGroup(
+                "review",
+                "Review approval requests of the local backend: list, show, approve, deny.",
+                "mcp_approval.cli.review",
+                "review_app",
+            )
+        )
+        self.add_command(
+            _LazyGroup(
+                "audit",
+                "Export the audit log as JSON lines and verify its hash chain.",
+                "mcp_approval.cli.audit",
+                "audit_app",
+            )
+        )
+        self.add_command(
+            _LazyGroup(
+                "upgrade",
+                "One-time steps after upgrading: seal-requests (seal an earlier release's requests, as found).",
+                "mcp_approval.cli.upgrade",
+                "upgrade_app",
+            )
+        )
 
 
 app = typer.Typer(

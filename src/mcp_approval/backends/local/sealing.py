@@ -157,8 +157,8 @@ class RequestSealing:
         if rows:
             shown = ", ".join(terminal_text(row["request_id"][:12]) + "…" for row in rows[:5])
             _log.error(
-                "%d open approval requests lack their seals (%s%s): nobody may approve them and nothing runs on "
-                "them. Requests stored by an earlier release are sealed by the operator, once: "
+                "open approval requests without their seals: %d (%s%s). Nobody may approve them and nothing "
+                "runs on them. Requests stored by an earlier release are sealed by the operator, once: "
                 "mcp-approval upgrade seal-requests (see the deployment guide, upgrading); any other was "
                 "written to the database without the binding key",
                 len(rows),

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Connection, or_, select, update
+from sqlalchemy import Connection, exists, or_, select, update
 
 from mcp_approval.backends.local.rows import Row, decision_rows
 from mcp_approval.backends.local.rules import ApprovalTemplate, rules_of
@@ -58,8 +58,9 @@ _D = approval_decisions_table
 
 def unsealed_requests(conn: Connection, statuses: Sequence[str] | None = None, *, lock: bool = False) -> list[Row]:
     """The requests (of ``statuses``, or all) lacking a content seal or sealed rules, or with an unsealed decision."""
-    unsealed_decision = select(_D.c.request_id).where(_D.c.seal.is_(None))
-    where = or_(_R.c.content_seal.is_(None), _R.c.rules_json.is_(None), _R.c.request_id.in_(unsealed_decision))
+    # Correlated, so a start's look at the open requests reads their decisions by key, not the whole table.
+    unsealed_decision = exists().where(_D.c.request_id == _R.c.request_id, _D.c.seal.is_(None))
+    where = or_(_R.c.content_seal.is_(None), _R.c.rules_json.is_(None), unsealed_decision)
     if statuses is not None:
         where = where & _R.c.status.in_(list(statuses))
     query = select(_R).where(where).order_by(_R.c.created_at, _R.c.request_id)

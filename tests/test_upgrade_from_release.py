@@ -175,7 +175,7 @@ async def test_a_pending_approval_of_the_release_completes_after_the_operator_se
 
             step = await asyncio.to_thread(seal_requests, directory / "config.toml", "--db", db_url, "--as", "ops")
             assert step.returncode == 0, step.stdout + step.stderr
-            assert "sealed 1 approval requests stored before sealing, as found" in step.stdout
+            assert "sealed 1 approval request stored before sealing, as found" in step.stdout
             assert listed["id"] in step.stdout
 
             approval = await approval_for(carol, "wire_transfer", to="acct-upgrade")

@@ -236,8 +236,8 @@ def test_upgrade_seal_requests_shows_what_it_sealed_and_left_escaped(store: Stor
         code, output = run("upgrade", "seal-requests", *args, *extra)
         assert code == 0, output
         assert_nothing_raw(output)
-    assert "sealed 1 approval requests" in output
-    assert "left 1 as they are" in output
+    assert "sealed 1 approval request stored before sealing" in output
+    assert "left 1 approval request as found" in output
     assert "does not authenticate" in output
     assert_shown_escaped(output)
     code, output = run("upgrade", "seal-requests", *args)

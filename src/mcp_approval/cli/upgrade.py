@@ -67,7 +67,7 @@ def seal_requests_command(
         typer.echo(json.dumps({**manifest.to_json(), "dry_run": dry_run}, indent=2))
         return
     verb = "would seal" if dry_run else "sealed"
-    typer.echo(f"{verb} {len(manifest.sealed)} approval requests stored before sealing, as found:")
+    typer.echo(f"{verb} {_requests(len(manifest.sealed))} stored before sealing, as found:")
     if manifest.sealed:
         rows = [
             [
@@ -82,10 +82,14 @@ def seal_requests_command(
         ]
         typer.echo(render_table(rows, header=("id", "status", "tool", "requester", "template", "decisions")))
     if manifest.left:
-        typer.echo(f"left {len(manifest.left)} as they are (each stays an integrity failure):")
+        typer.echo(f"left {_requests(len(manifest.left))} as found (each stays an integrity failure):")
         rows = [[shown(entry.request_id), shown(entry.status), shown(entry.why)] for entry in manifest.left]
         typer.echo(render_table(rows, header=("id", "status", "why")))
     if dry_run:
         typer.echo("nothing was written (--dry-run)")
     else:
         typer.echo(f"recorded in the sealed manifest of step {manifest.step!r} by {shown(manifest.actor)}")
+
+
+def _requests(count: int) -> str:
+    return f"{count} approval request" if count == 1 else f"{count} approval requests"

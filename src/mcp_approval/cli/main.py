@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -23,19 +23,17 @@ class _LazyGroup(TyperGroup):
     Args:
         name: the group's command name.
         help: its help text, repeated here so that ``mcp-approval --help`` need not import it.
-        module: the module that defines it.
-        attribute: the ``typer.Typer`` in ``module``.
+        load: imports the group's module and returns its ``typer.Typer``.
     """
 
-    def __init__(self, name: str, help: str, module: str, attribute: str) -> None:
+    def __init__(self, name: str, help: str, load: Callable[[], typer.Typer]) -> None:
         super().__init__(name=name, help=help, no_args_is_help=True)
-        self._where = (module, attribute)
+        self._load = load
         self._loaded: TyperGroup | None = None
 
     def _group(self) -> TyperGroup:
         if self._loaded is None:
-            module, attribute = self._where
-            self._loaded = typer.main.get_group(getattr(importlib.import_module(module), attribute))
+            self._loaded = typer.main.get_group(self._load())
         return self._loaded
 
     # Context and command types are typer's internal click classes: Any keeps them out of sight.
@@ -48,35 +46,35 @@ class _LazyGroup(TyperGroup):
         return self._group().get_command(ctx, cmd_name)
 
 
+def _review() -> typer.Typer:
+    from mcp_approval.cli.review import review_app  # local backend, configuration, store
+
+    return review_app
+
+
+def _audit() -> typer.Typer:
+    from mcp_approval.cli.audit import audit_app  # storage, configuration
+
+    return audit_app
+
+
+def _upgrade() -> typer.Typer:
+    from mcp_approval.cli.upgrade import upgrade_app  # local backend, configuration, store
+
+    return upgrade_app
+
+
 class _CommandLine(TyperGroup):
     """The top-level group, with ``review``, ``audit`` and ``upgrade`` added lazily."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.add_command(
-            _LazyGroup(
-                "review",
-                "Review approval requests of the local backend: list, show, approve, deny.",
-                "mcp_approval.cli.review",
-                "review_app",
-            )
-        )
-        self.add_command(
-            _LazyGroup(
-                "audit",
-                "Export the audit log as JSON lines and verify its hash chain.",
-                "mcp_approval.cli.audit",
-                "audit_app",
-            )
-        )
-        self.add_command(
-            _LazyGroup(
-                "upgrade",
-                "One-time steps after upgrading: seal-requests (seal an earlier release's requests, as found).",
-                "mcp_approval.cli.upgrade",
-                "upgrade_app",
-            )
-        )
+        review = "Review approval requests of the local backend: list, show, approve, deny."
+        self.add_command(_LazyGroup("review", review, _review))
+        audit = "Export the audit log as JSON lines and verify its hash chain."
+        self.add_command(_LazyGroup("audit", audit, _audit))
+        upgrade = "One-time steps after upgrading: seal-requests (seal an earlier release's requests, as found)."
+        self.add_command(_LazyGroup("upgrade", upgrade, _upgrade))
 
 
 app = typer.Typer(

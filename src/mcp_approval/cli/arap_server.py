@@ -26,7 +26,7 @@ def arap_server(
         8181, help="TCP port (8181: where the treasury example's PEP looks); 0 lets the OS choose (URL printed)."
     ),
     host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
-    db: str | None = typer.Option(None, help="Store URL (sqlite:///PATH or postgresql://...); overrides [store]."),
+    db: str | None = typer.Option(None, help="Store URL (sqlite:///PATH or postgresql://...); overrides \\[store]."),
     base_url: str | None = typer.Option(None, help="The public base URL; overrides [arap] base_url."),
     ssl_certfile: str | None = typer.Option(None, help="TLS certificate (PEM) to serve https directly."),
     ssl_keyfile: str | None = typer.Option(None, help="TLS private key (PEM) for --ssl-certfile."),

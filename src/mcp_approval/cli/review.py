@@ -37,7 +37,7 @@ review_app = typer.Typer(
 _CONFIG = typer.Option(
     None, "--config", help="The deployment configuration file (TOML); without it, --db names the store."
 )
-_DB = typer.Option(None, "--db", help="Store URL; overrides the configuration's [store] url.")
+_DB = typer.Option(None, "--db", help="Store URL; overrides the configuration's \\[store] url.")
 _ROLE = typer.Option(
     None,
     "--role",

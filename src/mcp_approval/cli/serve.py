@@ -14,7 +14,7 @@ def serve(
     config: str = typer.Option(..., "--config", help="The deployment file (TOML)."),
     port: int = typer.Option(8000, help="TCP port."),
     host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
-    db: str | None = typer.Option(None, help="Store URL (sqlite:///PATH or postgresql://...); overrides [store]."),
+    db: str | None = typer.Option(None, help="Store URL (sqlite:///PATH or postgresql://...); overrides \\[store]."),
     stdio: bool = typer.Option(False, "--stdio", help="Serve one client on stdin/stdout instead of HTTP."),
     log_level: str = typer.Option("info", help="Log level."),
 ) -> None:

@@ -44,7 +44,7 @@ _TEMPLATE = typer.Option(
 @upgrade_app.command("seal-requests")
 def seal_requests_command(
     config: Path | None = _CONFIG,
-    db: str | None = typer.Option(None, "--db", help="Store URL; overrides the configuration's [store] url."),
+    db: str | None = typer.Option(None, "--db", help="Store URL; overrides the configuration's \\[store] url."),
     key_file: Path | None = _KEYS,
     template: list[str] | None = _TEMPLATE,
     actor: str | None = typer.Option(

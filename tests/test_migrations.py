@@ -126,6 +126,7 @@ def test_each_deployment_holds_only_the_tables_it_uses(tmp_path: Path) -> None:
         "approval_counts",
         "approval_requests",
         "approval_decisions",
+        "approval_seal_manifests",
         "console_sessions",
         "audit_events",
         "audit_chain_head",
@@ -160,6 +161,7 @@ def test_each_deployment_holds_only_the_tables_it_uses(tmp_path: Path) -> None:
     assert _tables(pair.directory / "arap-server.db") == {
         "approval_requests",
         "approval_decisions",
+        "approval_seal_manifests",
         "console_sessions",
         "audit_events",
         "audit_chain_head",

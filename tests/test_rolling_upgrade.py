@@ -6,21 +6,29 @@ Before the upgrade, a worker of 6854340 (that commit's code, exported from git, 
 upgrade"), each marked in the test:
 
 1. the new worker gets a copy of the same deployment: the same binding keys and database;
-2. it starts beside the old one, migrates the schema (local_0005) and seals the open requests;
-3. a worker of 6854340 can no longer start on the database, while the running one goes on:
-   calls made on either worker run exactly once, and each worker answers for the other's tasks;
-4. reviewers decide on the new worker; the old one still decides requests old workers made, but
-   refuses to approve a request the new code made or sealed, and a denial it records there is
-   unsealed, so the new code shows that request flagged (the call does not run);
-5. the old worker is stopped (SIGTERM) and a worker of this code takes its place; the requests
-   the old code made, pending through all of this, complete exactly once;
+2. it starts beside the old one and migrates the schema (local_0006); it seals nothing, and
+   logs at ERROR that the two open requests lack their seals;
+3. a worker of 6854340 can no longer start on this database, while the running one goes on:
+   calls made on either worker are answered on both, and each worker answers for the other's tasks;
+4. reviewers decide on the new worker. What the old code stores there (the requests it opens, a
+   decision it records) is unverifiable to the new code until the operator's step: the new
+   worker refuses to approve an old request, and shows a request flagged whose denial the old
+   worker recorded (the call does not run); the old worker refuses to approve a request the new
+   code made;
+5. the old worker is stopped (SIGTERM) and a worker of this code takes its place; then the
+   operator runs ``mcp-approval upgrade seal-requests`` once: it seals the old code's open
+   requests as found and leaves the flagged one; the requests the old code made, pending through
+   all of this, complete exactly once;
 6. ``mcp-approval audit verify`` finds the chain both versions appended to intact.
 
-Every call ran once: the two deployment folders' ledgers together hold each exactly once.
+Every call ran at most once, and only after a reviewer of the new code approved it or, for a
+request the new code made, the new code's reviewers: the deployment folders' ledgers together hold
+each exactly once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import signal
@@ -36,6 +44,7 @@ import pytest
 
 from tests.support import forkserver
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
+from tests.support.upgrade_step import seal_requests
 from tests.support.wire import Wire
 from tests.treasury.helpers import approval_for, assert_approved_executed, assert_denied_not_executed, settled, shown
 
@@ -43,6 +52,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.postgres, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 RELEASE = "6854340"
+#: What the old code's requests read as on the new code until the operator's step.
+NO_SEALED_RULES = "the stored request carries no sealed rules"
 
 
 @pytest.fixture(scope="session")
@@ -127,14 +138,16 @@ async def test_a_rolling_upgrade_from_6854340_runs_every_call_once(
             quarter_request = await approval_for(carol_on_old, "close_quarter", quarter="2026-Q3")
             await approved_by(carol_on_old, quarter_request["id"])  # one of the two approvals it needs
 
-            # 1, 2. A new worker on a copy of the deployment joins: it migrates and seals the two open requests.
+            # 1, 2. A new worker on a copy of the deployment joins: it migrates and seals nothing.
             new.start()
             async with httpx.AsyncClient(base_url=new.base_url, timeout=20) as new_http:
-                await _both_serve(old, new, old_http, new_http)
                 migrated = next(line for line in new.log().splitlines() if "schema migrated: " in line)
                 assert "audit audit_0003 -> audit_0004" in migrated
-                assert "local_backend local_0004 -> local_0005" in migrated
-                assert "sealed 2 open approval requests" in new.log()
+                assert "local_backend local_0004 -> local_0006" in migrated
+                assert "open approval requests without their seals: 2" in new.log()
+                shown_new = await shown(new_http, "dave-token", early_request["id"])
+                assert shown_new.json()["integrity_failure"] == NO_SEALED_RULES, shown_new.text
+                made_on_old = await _both_serve(old, new, old_http, new_http)
 
                 # 3. An old worker can no longer start on this database (the running one went on, above).
                 late_starter = ReleaseServer(
@@ -146,7 +159,8 @@ async def test_a_rolling_upgrade_from_6854340_runs_every_call_once(
 
                 # A request the old worker makes now stays open across the replacement.
                 late = await call(on_old["alice"], "wire_transfer", {"to": "acct-late", "amount": 31_000})
-                late_request = await approval_for(Reviewer(new_http, "dave-token"), "wire_transfer", to="acct-late")
+                # Found on the old worker: the new one withholds the content of what it cannot verify.
+                late_request = await approval_for(Reviewer(old_http, "dave-token"), "wire_transfer", to="acct-late")
 
         # 5. The old worker stops; a new worker takes its place (its folder, so its ledger continues).
         # uvicorn shuts down gracefully, then re-raises the SIGTERM it caught.
@@ -155,9 +169,17 @@ async def test_a_rolling_upgrade_from_6854340_runs_every_call_once(
         replacement = TreasuryServer(old.directory, db_url=postgres_url)
         replacement.log_path = old.directory / "replacement.log"
         servers.append(replacement.start())
-        # What old workers made after the new code migrated lacks sealed rules: the pending one, and
-        # the two approved on step 3 (a request stays approved once its call ran).
-        assert "sealed 3 open approval requests" in replacement.log()
+        # What the old code opened and the new code cannot verify: the two from before, the one
+        # made on the old worker during the upgrade, and the late one.
+        assert "open approval requests without their seals: 4" in replacement.log()
+        old_requests = {early_request["id"], quarter_request["id"], made_on_old["request"], late_request["id"]}
+        # The operator's one-time step, now that the last old worker stopped.
+        step = await asyncio.to_thread(seal_requests, new.directory / "config.toml", "--db", postgres_url, "--json")
+        assert step.returncode == 0, step.stdout + step.stderr
+        manifest = json.loads(step.stdout)
+        assert {entry["request_id"] for entry in manifest["sealed"]} == old_requests
+        # The request the new code made and the old one denied (an unsealed decision) stays flagged.
+        assert [entry["request_id"] for entry in manifest["left"]] == [made_on_old["denied_by_old"]]
         async with (
             httpx.AsyncClient(base_url=new.base_url, timeout=20) as new_http,
             httpx.AsyncClient(base_url=replacement.base_url, timeout=20) as replacement_http,
@@ -165,14 +187,16 @@ async def test_a_rolling_upgrade_from_6854340_runs_every_call_once(
             on_new, on_replacement = principals(new_http), principals(replacement_http)
             carol, dave = Reviewer(replacement_http, "carol-token"), Reviewer(new_http, "dave-token")
             pending = {item["id"]: item for item in await carol.pending()}
-            assert set(pending) == {early_request["id"], quarter_request["id"], late_request["id"]}
+            assert set(pending) == old_requests
             assert all(item["integrity_failure"] is None for item in pending.values()), pending
             await approved_by(carol, early_request["id"])
             await approved_by(dave, quarter_request["id"])  # carol's approval from the old code counts
             await approved_by(dave, late_request["id"])
+            await approved_by(dave, made_on_old["request"])
             assert_approved_executed(await settled(on_replacement["alice"], early))
             assert_approved_executed(await settled(on_new["bob"], quarter))
             assert_approved_executed(await settled(on_new["alice"], late))
+            assert_approved_executed(await settled(on_new["alice"], made_on_old["task"]))
     finally:
         for server in servers:
             server.kill()
@@ -182,7 +206,6 @@ async def test_a_rolling_upgrade_from_6854340_runs_every_call_once(
         "2026-Q3": 1,
         "acct-made-on-old": 1,
         "acct-made-on-new": 1,
-        "acct-decided-on-old": 1,
         "acct-late": 1,
     }
     # 6. The audit chain both versions appended to.
@@ -203,42 +226,45 @@ async def test_a_rolling_upgrade_from_6854340_runs_every_call_once(
 
 async def _both_serve(
     old: TreasuryServer, new: TreasuryServer, old_http: httpx.AsyncClient, new_http: httpx.AsyncClient
-) -> None:
-    """Steps 3 and 4: calls made on either worker, reviewers on the new one; each answers for the other's tasks."""
+) -> dict[str, str]:
+    """Steps 3 and 4: calls made on either worker, reviewers on the new one; each answers for the other's tasks.
+
+    Returns the ids the rest of the test follows: ``task`` and ``request`` of the call made on the
+    old worker (pending, unverifiable until the step), ``denied_by_old`` (the request the old
+    worker denied).
+    """
     on_old, on_new = principals(old_http), principals(new_http)
     carol, carol_on_old = Reviewer(new_http, "carol-token"), Reviewer(old_http, "carol-token")
 
-    # Made on the old worker, approved on the new one.
+    # Made on the old worker: the new one shows it flagged and refuses to approve it (the old
+    # code stores no rules); it stays pending until the operator's step.
     made_on_old = await call(on_old["alice"], "wire_transfer", {"to": "acct-made-on-old", "amount": 27_000})
-    request = await approval_for(carol, "wire_transfer", to="acct-made-on-old")
-    await approved_by(carol, request["id"])
-    assert_approved_executed(await settled(on_old["alice"], made_on_old))
-    assert_approved_executed((await on_new["alice"].get(made_on_old)).result)
+    request = await approval_for(carol_on_old, "wire_transfer", to="acct-made-on-old")
+    flagged = (await shown(new_http, "carol-token", request["id"])).json()
+    assert flagged["integrity_failure"] == NO_SEALED_RULES, flagged
+    assert flagged["arguments"] == {}
+    refused = await carol.decide(request["id"], "approve")
+    assert refused.status_code == 409, refused.text
+    assert (await on_new["alice"].get(made_on_old)).result["status"] == "working"
 
     # Made on the new worker: the old one refuses to approve it (its seal covers the rules, which
     # the old code does not know); approved on the new one, and the old worker reports the outcome.
     made_on_new = await call(on_new["bob"], "wire_transfer", {"to": "acct-made-on-new", "amount": 28_000})
-    request = await approval_for(carol, "wire_transfer", to="acct-made-on-new")
-    refused = await carol_on_old.decide(request["id"], "approve")
+    approval = await approval_for(carol, "wire_transfer", to="acct-made-on-new")
+    refused = await carol_on_old.decide(approval["id"], "approve")
     assert refused.status_code == 409, refused.text
     assert "does not match what was submitted" in refused.text
-    await approved_by(carol, request["id"])
+    await approved_by(carol, approval["id"])
     assert_approved_executed(await settled(on_old["bob"], made_on_new))
-
-    # Made on the old worker after the new one started, decided on the old one: a request of the
-    # old code, which the new code decides by its template and whose unsealed decision it accepts.
-    decided_on_old = await call(on_old["alice"], "wire_transfer", {"to": "acct-decided-on-old", "amount": 29_000})
-    request = await approval_for(carol_on_old, "wire_transfer", to="acct-decided-on-old")
-    await approved_by(carol_on_old, request["id"])
-    assert_approved_executed(await settled(on_new["alice"], decided_on_old))
 
     # Made on the new worker, denied on the old one: the old code records the denial unsealed,
     # so the new code shows the request flagged. The call does not run, as the denial wants.
     denied_on_old = await call(on_new["bob"], "wire_transfer", {"to": "acct-denied-on-old", "amount": 30_000})
-    request = await approval_for(carol, "wire_transfer", to="acct-denied-on-old")
-    denied = await carol_on_old.decide(request["id"], "deny")
+    denied_request = await approval_for(carol, "wire_transfer", to="acct-denied-on-old")
+    denied = await carol_on_old.decide(denied_request["id"], "deny")
     assert denied.status_code == 200, denied.text
     assert_denied_not_executed(await settled(on_new["bob"], denied_on_old))
-    detail = await shown(new_http, "carol-token", request["id"])
+    detail = await shown(new_http, "carol-token", denied_request["id"])
     assert detail.json()["integrity_failure"] == "the decision of carol carries no seal", detail.text
     assert "acct-denied-on-old" not in ran(old, new)
+    return {"task": made_on_old, "request": request["id"], "denied_by_old": denied_request["id"]}

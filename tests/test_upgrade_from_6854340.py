@@ -11,6 +11,9 @@ they were made):
   approval given;
 - ``executed``: alice's ``wire_transfer`` of 30,000, approved and run.
 
+The commit sealed no rules or decisions: its requests wait, unverifiable, for the operator's
+one-time ``mcp-approval upgrade seal-requests``.
+
 Times in the rows are moved forward by the fixture's age, so the requests are as fresh as when
 they were written, except the times under a seal or a hash: a request's deadline (sealed with its
 content; the fixture's deadlines are a century away) and an audit event's time (hashed into the
@@ -36,6 +39,7 @@ from mcp_approval.storage import AUDIT_MIGRATIONS, SHARED_MIGRATIONS, AuditLog, 
 from mcp_approval.tasks.schema import TASKS_MIGRATIONS
 from tests.support.stored_schema import row_counts, version_heads
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
+from tests.support.upgrade_step import seal_requests
 from tests.treasury.helpers import assert_approved_executed, settled, shown
 
 pytestmark = pytest.mark.anyio
@@ -53,6 +57,8 @@ RELEASED = {
     for name, rows in FIXTURE["rows"].items()
     if name.startswith("alembic_version_")
 }
+#: What the commit's requests read as until the operator seals them.
+NO_SEALED_RULES = "the stored request carries no sealed rules"
 #: Times kept as written: a request's deadline is under its seal (the workflow holds a copy), and
 #: an audit event's time under its hash.
 UNMOVED = {("approval_requests", "expires_at"), ("approval_workflows", "request_deadline"), ("audit_events", "at")}
@@ -196,18 +202,48 @@ async def test_workers_upgrading_the_6854340_database_together_apply_each_step_o
 
 
 @pytest.mark.slow
-async def test_the_pending_approvals_of_6854340_complete_once_after_the_upgrade(db_url: str, tmp_path: Path) -> None:
+async def test_the_pending_approvals_of_6854340_complete_once_after_the_operator_seals_them(
+    db_url: str, tmp_path: Path
+) -> None:
+    """The commit sealed content but not rules or decisions: its requests are integrity failures
+    (nothing runs on them) until the operator's one-time step seals them; then they complete."""
     database = await _loaded(db_url)
     await database.close()
     one, two, executed = (APPROVALS[name] for name in ("one_approver", "two_approvers", "executed"))
-    server = TreasuryServer(deployment_dir(tmp_path), db_url=db_url).start()
+    directory = deployment_dir(tmp_path)
+    server = TreasuryServer(directory, db_url=db_url).start()
     try:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
             wires = principals(http)
             carol, dave = Reviewer(http, "carol-token"), Reviewer(http, "dave-token")
-            # Both pending requests are shown whole: their seals still match what the commit stored.
+            # Without the step: both pending requests flagged, and nobody may approve them.
             listed = {item["id"]: item for item in await dave.pending()}
             assert set(listed) == {one["request_id"], two["request_id"]}
+            assert {item["integrity_failure"] for item in listed.values()} == {NO_SEALED_RULES}
+            refused = await carol.decide(one["request_id"], "approve")
+            assert refused.status_code == 409, refused.text
+            refused = await dave.decide(two["request_id"], "approve")
+            assert refused.status_code == 409, refused.text
+            assert (await wires["alice"].get(one["task_id"])).result["status"] == "working"
+            assert (await wires["bob"].get(two["task_id"])).result["status"] == "working"
+            assert server.ledger() == []
+
+            dry = await asyncio.to_thread(seal_requests, directory / "config.toml", "--db", db_url, "--dry-run")
+            assert dry.returncode == 0, dry.stdout + dry.stderr
+            assert "would seal 3 approval requests" in dry.stdout
+            assert "nothing was written" in dry.stdout
+            assert (await shown(http, "dave-token", one["request_id"])).json()["integrity_failure"] == NO_SEALED_RULES
+            step = await asyncio.to_thread(seal_requests, directory / "config.toml", "--db", db_url, "--json")
+            assert step.returncode == 0, step.stdout + step.stderr
+            manifest = json.loads(step.stdout)
+            # The two pending requests and the executed one (a request stays approved once its call ran).
+            sealed = {entry["request_id"]: entry for entry in manifest["sealed"]}
+            assert set(sealed) == {one["request_id"], two["request_id"], executed["request_id"]}
+            assert sealed[two["request_id"]]["decisions"] == [["carol", "approve"]]
+            assert manifest["left"] == []
+
+            # Shown whole now: their seals still matched what the commit stored.
+            listed = {item["id"]: item for item in await dave.pending()}
             for request_id in listed:
                 detail = await shown(http, "dave-token", request_id)
                 assert detail.status_code == 200, detail.text

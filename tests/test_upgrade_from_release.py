@@ -4,6 +4,8 @@ The release's database is rebuilt from ``tests/data/release_d16cd99``: the relea
 each dialect and the rows its treasury deployment wrote for one call waiting for approval (a
 ``working`` approval task, its workflow, the bound intent, the local backend's pending request,
 two audit events, ``schema_version`` 1 to 3); ``generate.py`` there says how they were made.
+The release stored no seals: its pending request waits, unverifiable, for the operator's one-time
+``mcp-approval upgrade seal-requests``.
 Times in the rows are moved forward by the fixture's age, so the request is as fresh as when it
 was written.
 """
@@ -28,6 +30,7 @@ from mcp_approval.storage.audit import GENESIS_HASH
 from mcp_approval.tasks.schema import TASKS_MIGRATIONS
 from tests.support.stored_schema import row_counts, version_heads
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
+from tests.support.upgrade_step import seal_requests
 from tests.treasury.helpers import approval_for, assert_approved_executed, settled
 
 pytestmark = pytest.mark.anyio
@@ -36,7 +39,7 @@ RELEASE = Path(__file__).parent / "data" / "release_d16cd99"
 FIXTURE = json.loads((RELEASE / "rows.json").read_text())
 #: What a local-backend deployment opens: the tables it uses, each at its head.
 DEPLOYMENT = (TASKS_MIGRATIONS, AUDIT_MIGRATIONS, APPROVAL_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS)
-HEADS = {"tasks": "tasks_0004", "audit": "audit_0004", "approval": "approval_0004", "local_backend": "local_0005"}
+HEADS = {"tasks": "tasks_0004", "audit": "audit_0004", "approval": "approval_0004", "local_backend": "local_0006"}
 
 
 def _is_time(column: str) -> bool:
@@ -100,14 +103,16 @@ async def test_the_release_database_upgrades_to_head_without_losing_a_row(db_url
     assert found == {"tasks": (), "audit": (), "approval": (), "local_backend": ()}
     assert heads == {name: [revision] for name, revision in HEADS.items()}
     # The audit log gained its chain head and an empty table of delivery cursors, the console its
-    # (empty) session table, the tasks layer its worker leases and its counts of unfinished tasks,
-    # the approval layer its admission counts; every other table holds exactly what it held. The
+    # (empty) session table, the local backend its (empty) table of seal manifests, the tasks layer
+    # its worker leases and its counts of unfinished tasks, the approval layer its admission
+    # counts; every other table holds exactly what it held. The
     # counts hold the release's pending request: unfinished tasks in all and its principal's, its
     # principal's pending approvals, and its intent in the minute it was recorded.
     assert after == before | {
         "audit_chain_head": 1,
         "audit_delivery_cursors": 0,
         "console_sessions": 0,
+        "approval_seal_manifests": 0,
         "task_workers": 0,
         "task_counts": 2,
         "approval_counts": 2,
@@ -140,11 +145,16 @@ async def test_workers_upgrading_the_release_database_together_apply_each_step_o
 
 
 @pytest.mark.slow
-async def test_a_pending_approval_of_the_release_completes_after_the_upgrade(db_url: str, tmp_path: Path) -> None:
+async def test_a_pending_approval_of_the_release_completes_after_the_operator_seals_it(
+    db_url: str, tmp_path: Path
+) -> None:
+    """The release stored its request without a seal: it is an integrity failure (nothing runs on it)
+    until the operator's one-time step (docs/deployment.md, upgrading) seals it; then it completes."""
     database = await _loaded(db_url)
     await database.close()
     task_id: str = FIXTURE["task_id"]
-    server = TreasuryServer(deployment_dir(tmp_path), db_url=db_url).start()
+    directory = deployment_dir(tmp_path)
+    server = TreasuryServer(directory, db_url=db_url).start()
     try:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
             alice = principals(http)["alice"]
@@ -154,13 +164,31 @@ async def test_a_pending_approval_of_the_release_completes_after_the_upgrade(db_
             again = (await alice.call_tool("wire_transfer", {"to": "acct-upgrade", "amount": 26_000})).result
             assert again.get("taskId") == task_id, again
             carol = Reviewer(http, "carol-token")
+            (listed,) = await carol.pending()
+            # Without the step: flagged, its content withheld, and nobody may approve it.
+            assert listed["integrity_failure"] == "the stored request carries no seal", listed
+            assert listed["arguments"] == {}
+            refused = await carol.decide(listed["id"], "approve")
+            assert refused.status_code == 409, refused.text
+            assert (await alice.get(task_id)).result["status"] == "working"
+            assert server.ledger() == []
+
+            step = await asyncio.to_thread(seal_requests, directory / "config.toml", "--db", db_url, "--as", "ops")
+            assert step.returncode == 0, step.stdout + step.stderr
+            assert "sealed 1 approval request stored before sealing, as found" in step.stdout
+            assert listed["id"] in step.stdout
+
             approval = await approval_for(carol, "wire_transfer", to="acct-upgrade")
+            assert approval["integrity_failure"] is None
             decided = await carol.decide(approval["id"], "approve")
             assert decided.status_code == 200, decided.text
             assert_approved_executed(await settled(alice, task_id))
         assert [(entry["to"], entry["amount"]) for entry in server.ledger()] == [("acct-upgrade", 26_000)]
     finally:
         server.kill()
+    again_step = await asyncio.to_thread(seal_requests, directory / "config.toml", "--db", db_url)
+    assert again_step.returncode == 1
+    assert "the step runs once" in again_step.stderr
 
 
 def _release_v1_tasks(conn: Connection) -> None:

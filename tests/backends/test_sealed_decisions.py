@@ -1,7 +1,8 @@
-"""The local backend's seals over rules and decisions: what it derives, rotation and rows stored before.
+"""The local backend's seals over rules and decisions: what it derives, rotation, edited rules, keyless reviewers.
 
-The attacks on a running deployment are in ``tests/approval/test_sealed_authority.py``; these
-check the backend's side on its own, on SQLite and PostgreSQL.
+The attacks on a running deployment are in ``tests/approval/test_sealed_authority.py``, rows
+stored before sealing in ``test_seal_upgrade.py``; these check the backend's side on its own, on
+SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -10,15 +11,14 @@ import os
 import secrets
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import update
 
 from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.backends import ApprovalStatus, RequestIntegrityError, ReviewError, UnverifiedRequestError
 from mcp_approval.backends.local.schema import approval_decisions_table, approval_requests_table
-from mcp_approval.backends.local.seals import sealed_content
 from mcp_approval.clock import ManualClock
 from mcp_approval.storage import Database
-from tests.backends.conftest import TEMPLATES, BackendFactory, submission
+from tests.backends.conftest import BackendFactory, submission
 
 pytestmark = pytest.mark.anyio
 
@@ -94,66 +94,3 @@ async def test_a_keyless_reviewer_surface_refuses_to_decide_a_sealed_request(mak
     with pytest.raises(ReviewError, match="sealed under the server's binding key, which was not given here"):
         await keyless.decide(handle, "bob", "approve")
     assert (await sealed.status(handle)).status is ApprovalStatus.PENDING
-
-
-async def stored_before_sealed_rules(database: Database, handle: str, seal: BindingCipher) -> None:
-    """The request as revision local_0004 left it: no rules, its older seal, unsealed decisions."""
-
-    def rewind(conn: object) -> None:
-        row = dict(conn.execute(select(_R).where(_R.c.request_id == handle)).mappings().one())  # type: ignore[attr-defined]
-        old = {**row, "rules_json": None, "reviewer_role": None}
-        values = {
-            "rules_json": None,
-            "reviewer_role": None,
-            "content_seal": seal.seal(sealed_content(old), record=handle),
-        }
-        conn.execute(update(_R).where(_R.c.request_id == handle).values(**values))  # type: ignore[attr-defined]
-        conn.execute(update(_D).where(_D.c.request_id == handle).values(seal=None))  # type: ignore[attr-defined]
-
-    await database.write(rewind)
-
-
-async def test_a_request_pending_across_the_upgrade_is_sealed_at_start_and_completes(
-    make_backend: BackendFactory, database: Database
-) -> None:
-    seal = cipher("k1")
-    before = make_backend(seal=seal)
-    handle = await before.submit(key(), submission(template="pair", requester="dave"))
-    await before.decide(handle, "alice", "approve")
-    await stored_before_sealed_rules(database, handle, seal)
-
-    after = make_backend(seal=seal)
-    assert (await after.get_request(handle)).integrity_failure is None  # type: ignore[union-attr]
-    await after.start()
-    try:
-        row = await database.read(lambda conn: conn.execute(select(_R).where(_R.c.request_id == handle)).one())
-        decision = await database.read(lambda conn: conn.execute(select(_D).where(_D.c.request_id == handle)).one())
-        assert row.rules_json is not None
-        assert row.reviewer_role == "approver"
-        assert decision.seal is not None
-        assert (await after.decide(handle, "bob", "approve")).status is ApprovalStatus.APPROVED
-        assert (await after.status(handle)).status is ApprovalStatus.APPROVED
-    finally:
-        await after.stop()
-
-
-async def test_a_request_edited_before_the_upgrade_stays_flagged(
-    make_backend: BackendFactory, database: Database
-) -> None:
-    seal = cipher("k1")
-    before = make_backend(seal=seal)
-    handle = await before.submit(key(), submission(template="single"))
-    await stored_before_sealed_rules(database, handle, seal)
-    edited = update(_R).where(_R.c.request_id == handle).values(approvals_required=0)
-    await database.write(lambda conn: conn.execute(edited))
-    after = make_backend(seal=seal, templates=TEMPLATES)
-    await after.start()
-    try:
-        record = await after.get_request(handle)
-        assert record is not None
-        assert record.integrity_failure == "the stored request does not match what was submitted"
-        assert record.rules is not None  # decided by the template, yet nobody may approve it
-        with pytest.raises(UnverifiedRequestError):
-            await after.decide(handle, "bob", "approve")
-    finally:
-        await after.stop()

@@ -6,6 +6,8 @@ import socket
 
 import uvicorn
 
+from mcp_approval.cli._terminal import shown
+
 __all__ = ["AnnouncingServer"]
 
 
@@ -21,4 +23,5 @@ class AnnouncingServer(uvicorn.Server):
         """Start, then announce the URL on stdout."""
         await super().startup(sockets=sockets)
         if self.started:
-            print(self.announcement.format(url=self.url), flush=True)
+            # The URL may come from the configuration: escaped like everything printed that we did not write.
+            print(shown(self.announcement.format(url=self.url)), flush=True)

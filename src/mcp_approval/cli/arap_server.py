@@ -38,6 +38,7 @@ def arap_server(
 
     from mcp_approval.cli._announcing import AnnouncingServer
     from mcp_approval.cli._collection import resume_collection
+    from mcp_approval.cli._terminal import configure_logging, shown_lines
     from mcp_approval.cli.preflight import shown_store_url, store_problem
     from mcp_approval.config import ConfigError
     from mcp_approval.hosts import http_server_settings
@@ -47,9 +48,7 @@ def arap_server(
     from mcp_approval.server.validation import check_requestable_templates
     from mcp_approval.storage.postgres_url import StoreURLError
 
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    configure_logging(log_level)  # each line escaped: a line may quote what the store holds
     sock = _bind(host, port)
     scheme = "https" if ssl_certfile else "http"
     actual = sock.getsockname()[1]
@@ -61,16 +60,16 @@ def arap_server(
         server = build_arap_server(loaded, store_url=db, base_url=url)
     except StoreURLError as exc:  # a store the driver cannot use, like one that does not answer
         sock.close()
-        typer.echo(f"mcp-approval arap-server: {exc}", err=True)
+        typer.echo(f"mcp-approval arap-server: {shown_lines(exc)}", err=True)
         raise typer.Exit(3) from None
     except (ConfigError, PolicyLoadError, ValueError) as exc:
         sock.close()
-        typer.echo(f"mcp-approval arap-server: {exc}", err=True)
+        typer.echo(f"mcp-approval arap-server: {shown_lines(exc)}", err=True)
         raise typer.Exit(2) from None
     problem = store_problem(db or loaded.store_url())
     if problem is not None:
         sock.close()
-        typer.echo(f"mcp-approval arap-server: {problem}", err=True)
+        typer.echo(f"mcp-approval arap-server: {shown_lines(problem)}", err=True)
         raise typer.Exit(3)
     store = shown_store_url(db or loaded.store_url())
     logging.getLogger("mcp_approval.reference").info("store %s; reviewer API at %s/approvals", store, url)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -16,72 +17,64 @@ from mcp_approval.cli.serve import serve
 __all__ = ["app", "main"]
 
 
-class _LazyReview(TyperGroup):
-    """``review``, whose module (local backend, configuration, store) loads only when it runs."""
+class _LazyGroup(TyperGroup):
+    """A command group whose module loads only when one of its commands runs (or lists its help).
 
-    def __init__(self) -> None:
-        # review_app's help text, repeated so that `mcp-approval --help` need not import it.
-        super().__init__(
-            name="review",
-            help="Review approval requests of the local backend: list, show, approve, deny.",
-            no_args_is_help=True,
-            rich_markup_mode=None,  # as the app's, below
-        )
+    Args:
+        name: the group's command name.
+        help: its help text, repeated here so that ``mcp-approval --help`` need not import it.
+        load: imports the group's module and returns its ``typer.Typer``.
+    """
+
+    def __init__(self, name: str, help: str, load: Callable[[], typer.Typer]) -> None:
+        super().__init__(name=name, help=help, no_args_is_help=True, rich_markup_mode=None)  # as the app's
+        self._load = load
         self._loaded: TyperGroup | None = None
 
     def _group(self) -> TyperGroup:
         if self._loaded is None:
-            from mcp_approval.cli.review import review_app
-
-            self._loaded = typer.main.get_group(review_app)
+            self._loaded = typer.main.get_group(self._load())
         return self._loaded
 
     # Context and command types are typer's internal click classes: Any keeps them out of sight.
     def list_commands(self, ctx: Any) -> list[str]:
-        """The subcommands of ``review``."""
+        """The group's subcommands."""
         return self._group().list_commands(ctx)
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        """One subcommand of ``review``."""
+        """One subcommand of the group."""
         return self._group().get_command(ctx, cmd_name)
 
 
-class _LazyAudit(TyperGroup):
-    """``audit``, whose module (storage, configuration) loads only when it runs."""
+def _review() -> typer.Typer:
+    from mcp_approval.cli.review import review_app  # local backend, configuration, store
 
-    def __init__(self) -> None:
-        # audit_app's help text, repeated so that `mcp-approval --help` need not import it.
-        super().__init__(
-            name="audit",
-            help="Export the audit log as JSON lines and verify its hash chain.",
-            no_args_is_help=True,
-            rich_markup_mode=None,  # as the app's, below
-        )
-        self._loaded: TyperGroup | None = None
+    return review_app
 
-    def _group(self) -> TyperGroup:
-        if self._loaded is None:
-            from mcp_approval.cli.audit import audit_app
 
-            self._loaded = typer.main.get_group(audit_app)
-        return self._loaded
+def _audit() -> typer.Typer:
+    from mcp_approval.cli.audit import audit_app  # storage, configuration
 
-    def list_commands(self, ctx: Any) -> list[str]:
-        """The subcommands of ``audit``."""
-        return self._group().list_commands(ctx)
+    return audit_app
 
-    def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        """One subcommand of ``audit``."""
-        return self._group().get_command(ctx, cmd_name)
+
+def _upgrade() -> typer.Typer:
+    from mcp_approval.cli.upgrade import upgrade_app  # local backend, configuration, store
+
+    return upgrade_app
 
 
 class _CommandLine(TyperGroup):
-    """The top-level group, with ``review`` and ``audit`` added lazily."""
+    """The top-level group, with ``review``, ``audit`` and ``upgrade`` added lazily."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.add_command(_LazyReview())
-        self.add_command(_LazyAudit())
+        review = "Review approval requests of the local backend: list, show, approve, deny."
+        self.add_command(_LazyGroup("review", review, _review))
+        audit = "Export the audit log as JSON lines and verify its hash chain."
+        self.add_command(_LazyGroup("audit", audit, _audit))
+        upgrade = "One-time steps after upgrading: seal-requests (seal an earlier release's requests, as found)."
+        self.add_command(_LazyGroup("upgrade", upgrade, _upgrade))
 
 
 app = typer.Typer(
@@ -91,7 +84,7 @@ app = typer.Typer(
     add_completion=False,
     cls=_CommandLine,
     # Help is printed as written: in typer's default markup mode a help text's "[store]" or
-    # "[audit.anchor]" is read as a style and dropped. (review_app and audit_app say the same.)
+    # "[audit.anchor]" is read as a style and dropped. (Every sub-app says the same.)
     rich_markup_mode=None,
 )
 

@@ -6,33 +6,29 @@ server built in code (``Approvals``) has no such file: ``--db URL`` names its st
 would not count them), and ``--role`` the roles the deciding reviewer holds (whoever can reach
 the database and its keys is trusted to say so). Each request is decided by the rules stored
 and sealed with it when it was submitted (who decides, how many approvals, self-approval).
+
+Everything printed from the store (arguments, comments, reviewer and requester names, template
+names, texts) is escaped for the terminal (:mod:`mcp_approval.cli._terminal`); ``--json`` output
+is ASCII JSON, every control character in it an escape.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import tomllib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal
 
 import typer
 
-from mcp_approval.approval.options import ApprovalOptions, binding_cipher
-from mcp_approval.backends import ApprovalRecord, ApprovalTemplate, LocalApprovalBackend, ReviewError
-from mcp_approval.backends.contract import UnknownRequestError
-from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
+from mcp_approval.backends import ApprovalRecord, LocalApprovalBackend
+from mcp_approval.cli._local_store import _is_arap_server_file as _is_arap_server_file  # audit's import
+from mcp_approval.cli._local_store import fail, on_local_backend
 from mcp_approval.cli._table import render_table
-from mcp_approval.config import ConfigError, load_config
+from mcp_approval.cli._terminal import shown, shown_lines
 from mcp_approval.reviewers.limits import MAX_PAGE_SIZE
-from mcp_approval.server.local_backend import local_backend_from_config
-from mcp_approval.storage import Database, StoreUnavailableError, migrate, open_database
-from mcp_approval.storage.postgres_url import StoreURLError
 
 __all__ = ["decide_matching", "review_app"]
-
-T = TypeVar("T")
 
 review_app = typer.Typer(
     help="Review approval requests of the local backend: list, show, approve, deny.",
@@ -59,103 +55,12 @@ _TEMPLATE = typer.Option(
     None,
     "--template",
     help="Without --config, for requests stored before their rules were (an older release): a policy "
-    "template decided by the default rules. Requests stored since carry their own rules.",
+    "template decided by the default rules (such a request is unverifiable until `mcp-approval upgrade "
+    "seal-requests` seals it: it can only be denied). Requests stored since carry their own rules.",
 )
 _JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 _AS = typer.Option(..., "--as", help="The reviewer deciding (a principal id from the configuration).")
 _COMMENT = typer.Option(None, "--comment", help="A comment recorded with the decision.")
-
-
-def _fail(message: str) -> typer.Exit:
-    # Plain text, unwrapped: the message names a file or field that must stay greppable.
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(1)
-
-
-def _run(
-    config_path: Path | None,
-    db: str | None,
-    operation: Callable[[LocalApprovalBackend], Awaitable[T]],
-    *,
-    roles: Mapping[str, Sequence[str]] | None = None,
-    templates: Sequence[str] = (),
-    key_file: Path | None = None,
-) -> T:
-    """Load the config, open and migrate the store, run ``operation`` on the backend, close the store.
-
-    Without a config, ``db`` names the store (e.g. of a server built with ``Approvals`` in code),
-    ``key_file`` its binding keys and ``roles`` the deciding reviewer's roles; ``templates`` are
-    decided by the default rules (requests stored before rules were sealed with them).
-    """
-    try:
-        store_url, backend_of = _reviewed(config_path, db, roles or {}, templates, key_file)
-    except ConfigError as exc:
-        raise _fail(str(exc)) from None
-
-    async def run() -> T:
-        database = open_database(db or store_url)
-        try:
-            await migrate(database, LOCAL_BACKEND_MIGRATIONS)
-            return await operation(backend_of(database))
-        finally:
-            await database.close()
-
-    try:
-        return asyncio.run(run())
-    except StoreURLError as exc:  # a store the driver cannot use: the exit status of an unusable store
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(3) from None
-    except (ReviewError, StoreUnavailableError, ValueError) as exc:
-        raise _fail(str(exc)) from None
-    except UnknownRequestError:
-        raise _fail("no such approval request") from None
-
-
-def _reviewed(
-    path: Path | None,
-    db: str | None,
-    roles: Mapping[str, Sequence[str]],
-    templates: Sequence[str],
-    key_file: Path | None,
-) -> tuple[str, Callable[[Database], LocalApprovalBackend]]:
-    """The store URL and local backend of a deployment file, an ``arap-server`` file, or a bare store."""
-    if path is not None and key_file is not None:
-        raise ConfigError(f"--binding-key-file is for --db without --config: {path} names its own binding keys")
-    if path is None:
-        if db is None:
-            raise ConfigError(
-                "give --config FILE (a deployment file) or --db URL (the store of a server built in code)"
-            )
-        held = {principal: frozenset(names) for principal, names in roles.items()}
-        rules = {name: ApprovalTemplate() for name in templates}
-        try:
-            seal = None if key_file is None else binding_cipher(ApprovalOptions(binding_key_file=key_file))
-        except ValueError as exc:
-            raise ConfigError(f"--binding-key-file: {exc}") from None
-        return db, lambda database: LocalApprovalBackend(
-            database, templates=rules, roles=lambda principal: held.get(principal, frozenset()), seal=seal
-        )
-    if _is_arap_server_file(path):
-        from mcp_approval.reference.config import load_arap_config
-        from mcp_approval.reference.server import configured_request_seal, reviewer_backend
-
-        arap = load_arap_config(path)
-        try:
-            seal = configured_request_seal(arap)
-        except ValueError as exc:
-            raise ConfigError(f"{path}: {exc}") from None
-        return arap.store_url(), lambda database: reviewer_backend(arap, database, seal=seal)
-    config = load_config(path)
-    return config.store_url(), lambda database: local_backend_from_config(config, database, with_resolvers=False)
-
-
-def _is_arap_server_file(path: Path) -> bool:
-    # An arap-server file has [arap] and no [tools]; a deployment (even one using ARAP) has [tools].
-    try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return False  # load_config reports it
-    return "arap" in document and "tools" not in document
 
 
 @review_app.command("list")
@@ -170,9 +75,9 @@ def list_command(
 ) -> None:
     """List pending (or decided) approval requests, one page at a time."""
     if status not in ("pending", "decided"):
-        raise _fail(f"--status must be 'pending' or 'decided', not {status!r}")
+        raise fail(f"--status must be 'pending' or 'decided', not {status!r}")
     wanted: Literal["pending", "decided"] = "pending" if status == "pending" else "decided"
-    page = _run(
+    page = on_local_backend(
         config, db, lambda backend: backend.page_requests(wanted, offset=offset, limit=limit), key_file=key_file
     )
     if as_json:
@@ -182,24 +87,25 @@ def list_command(
     for record in page.records:
         approvals = sum(1 for d in record.decisions if d.decision == "approve")
         data = record.to_json()
-        rows.append(
-            [
-                record.id,
-                record.status.value,
-                record.tool,
-                record.requester,
-                record.template or "-",
-                f"{approvals}/{record.approvals_required}",
-                data["expires_at"] or "-",
-            ]
-        )
+        cells = [
+            record.id,
+            record.status.value,
+            record.tool,
+            record.requester,
+            record.template or "-",
+            f"{approvals}/{record.approvals_required}",
+            data["expires_at"] or "-",
+        ]
+        rows.append([shown(cell) for cell in cells])
     typer.echo(render_table(rows, header=("id", "status", "tool", "requester", "template", "approvals", "expires")))
     for record in page.records:  # under the table, whole: a reviewer must not miss it in a cut cell
         if record.possible_duplicate_of is not None:
-            typer.echo(f"{record.id}: {record.possible_duplicate_of.text}")
+            typer.echo(f"{shown(record.id)}: {shown(record.possible_duplicate_of.text)}")
+        if record.integrity_failure is not None:
+            typer.echo(f"{shown(record.id)}: integrity failure: {shown(record.integrity_failure)}")
     if page.next_offset is not None:
-        shown = f"{page.offset + 1}-{page.offset + len(page.records)}"
-        typer.echo(f"{shown} of {page.total}; the next page: --offset {page.next_offset}")
+        span = f"{page.offset + 1}-{page.offset + len(page.records)}"
+        typer.echo(f"{span} of {page.total}; the next page: --offset {page.next_offset}")
 
 
 @review_app.command("show")
@@ -211,9 +117,9 @@ def show_command(
     as_json: bool = _JSON,
 ) -> None:
     """Show one approval request with its arguments (redacted) and decisions (checked with the keys, if given)."""
-    record = _run(config, db, lambda backend: backend.get_request(request_id), key_file=key_file)
+    record = on_local_backend(config, db, lambda backend: backend.get_request(request_id), key_file=key_file)
     if record is None:
-        raise _fail(f"no approval request {request_id!r}")
+        raise fail(f"no approval request {request_id!r}")
     if as_json:
         typer.echo(json.dumps(record.to_json(), indent=2))
     else:
@@ -234,7 +140,7 @@ def approve_command(
     """Approve a request as reviewer ``--as``."""
     decide = _deciding(request_id, reviewer, "approve", comment)
     roles = {reviewer: role or []}
-    _print_record(_run(config, db, decide, roles=roles, templates=template or (), key_file=key_file))
+    _print_record(on_local_backend(config, db, decide, roles=roles, templates=template or (), key_file=key_file))
 
 
 @review_app.command("deny")
@@ -251,7 +157,7 @@ def deny_command(
     """Deny a request as reviewer ``--as``."""
     decide = _deciding(request_id, reviewer, "deny", comment)
     roles = {reviewer: role or []}
-    _print_record(_run(config, db, decide, roles=roles, templates=template or (), key_file=key_file))
+    _print_record(on_local_backend(config, db, decide, roles=roles, templates=template or (), key_file=key_file))
 
 
 def _deciding(
@@ -283,22 +189,26 @@ def decide_matching(
         await backend.decide(found[0], reviewer, decision, None)
         return found[0]
 
-    return _run(config, None, find_and_decide)
+    return on_local_backend(config, None, find_and_decide)
 
 
 def _print_record(record: ApprovalRecord) -> None:
+    """The record as a two-column table; every stored text escaped to its line (arguments: ASCII JSON)."""
     data = record.to_json()
     rows: list[tuple[str, str]] = []
     for name in ("id", "status", "tool", "requester", "template", "title", "created_at", "expires_at"):
-        rows.append((name, str(data[name] if data[name] is not None else "-")))
-    rows.append(("approved_until", str(data["approved_until"] or "-")))
-    rows.append(("arguments", json.dumps(data["arguments"], indent=2)))
+        rows.append((name, shown(data[name] if data[name] is not None else "-")))
+    rows.append(("approved_until", shown(data["approved_until"] or "-")))
+    # ASCII JSON: every control and non-ASCII character in a name or value is a \u escape.
+    rows.append(("arguments", shown_lines(json.dumps(data["arguments"], indent=2))))
     rows.append(("approvals_required", str(record.approvals_required)))
     if record.integrity_failure is not None:
-        rows.append(("integrity_failure", record.integrity_failure))
+        rows.append(("integrity_failure", shown(record.integrity_failure)))
     if record.possible_duplicate_of is not None:
-        rows.append(("possible_duplicate_of", record.possible_duplicate_of.text))
+        rows.append(("possible_duplicate_of", shown(record.possible_duplicate_of.text)))
     for decision in record.decisions:
-        note = f" ({decision.comment})" if decision.comment else ""
-        rows.append(("decision", f"{decision.reviewer}: {decision.decision}{note}, {decision.to_json()['decided_at']}"))
+        note = f" ({shown(decision.comment)})" if decision.comment else ""
+        reviewer = shown(decision.reviewer if decision.reviewer is not None else "-")
+        at = decision.to_json()["decided_at"]
+        rows.append(("decision", f"{reviewer}: {shown(decision.decision)}{note}, {at}"))
     typer.echo(render_table(rows))

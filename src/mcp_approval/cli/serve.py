@@ -23,6 +23,7 @@ def serve(
     import uvicorn
 
     from mcp_approval.cli._collection import resume_collection
+    from mcp_approval.cli._terminal import configure_logging, shown_lines
     from mcp_approval.cli.preflight import shown_store_url, store_problem
     from mcp_approval.config import ConfigError, load_config
     from mcp_approval.hosts import http_server_settings
@@ -30,23 +31,22 @@ def serve(
     from mcp_approval.server.deployment import build_deployment, deployment_app
     from mcp_approval.storage.postgres_url import StoreURLError
 
-    # Logs go to stderr: on --stdio, stdout carries the protocol.
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    # Logs go to stderr (on --stdio, stdout carries the protocol), each line escaped for the terminal:
+    # a line may quote what the store holds (a request id, an integrity failure).
+    configure_logging(log_level)
     try:
         loaded = load_config(config)
         base_url = loaded.server.base_url or f"http://{host}:{port}"
         deployment = build_deployment(loaded, store_url=db, base_url=base_url, stdio=stdio)
     except StoreURLError as exc:  # a store the driver cannot use, like one that does not answer
-        typer.echo(f"mcp-approval serve: {exc}", err=True)
+        typer.echo(f"mcp-approval serve: {shown_lines(exc)}", err=True)
         raise typer.Exit(3) from None
     except (ConfigError, PolicyLoadError, ValueError) as exc:
-        typer.echo(f"mcp-approval serve: {exc}", err=True)
+        typer.echo(f"mcp-approval serve: {shown_lines(exc)}", err=True)
         raise typer.Exit(2) from None
     problem = store_problem(db or loaded.store_url())
     if problem is not None:
-        typer.echo(f"mcp-approval serve: {problem}", err=True)
+        typer.echo(f"mcp-approval serve: {shown_lines(problem)}", err=True)
         raise typer.Exit(3)
     resume_collection()  # the server is built: what follows is its own work
     if stdio:

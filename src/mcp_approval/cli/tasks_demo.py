@@ -23,6 +23,8 @@ from mcp.shared.exceptions import MCPError
 from rich.console import Console
 from rich.table import Table
 
+from mcp_approval.cli._terminal import markup_free
+from mcp_approval.cli.preflight import shown_store_url
 from mcp_approval.client import (
     CreateTaskResult,
     TaskCancelledError,
@@ -35,7 +37,7 @@ from mcp_approval.hosts import KEEP_ALIVE_S, unused_loopback_port
 from mcp_approval.tasks import TaskOptions, store_from_url
 from mcp_approval.testing.tasks_demo import DEMO_MODES, DEMO_TOKENS, build_tasks_demo_server
 
-__all__ = ["SCENARIOS", "Scenario", "ScenarioResult", "run_tasks_demo"]
+__all__ = ["SCENARIOS", "Scenario", "ScenarioResult", "print_result", "run_tasks_demo"]
 
 
 @dataclass
@@ -185,7 +187,8 @@ async def run_tasks_demo(*, db_url: str | None, as_json: bool, console: Console)
         results: list[ScenarioResult] = []
         async with _serve(url, unused_loopback_port()) as base_url:
             if not as_json:
-                console.print(f"[bold]mcp-approval tasks demo[/] server at {base_url}/mcp, store {url}")
+                where = f"server at {base_url}/mcp, store {shown_store_url(url)}"
+                console.print(f"[bold]mcp-approval tasks demo[/] {markup_free(where)}")
             for name, expected, scenario in SCENARIOS:
                 started = time.perf_counter()
                 try:
@@ -196,8 +199,7 @@ async def run_tasks_demo(*, db_url: str | None, as_json: bool, console: Console)
                 ok = outcome == expected
                 results.append(ScenarioResult(name, expected, outcome, ok, ms))
                 if not as_json:
-                    mark = "[green]✓[/]" if ok else "[red]✗[/]"
-                    console.print(f"{mark} {name}: {outcome} [dim]({ms} ms)[/]")
+                    print_result(console, results[-1])
     if as_json:
         print(json.dumps([asdict(r) for r in results], indent=2))
     else:
@@ -205,10 +207,17 @@ async def run_tasks_demo(*, db_url: str | None, as_json: bool, console: Console)
     return 0 if all(r.ok for r in results) else 1
 
 
+def print_result(console: Console, result: ScenarioResult) -> None:
+    """One scenario's line. Its outcome quotes what the server and client said (an error's text):
+    escaped for the terminal and for rich's markup, so it is shown, never obeyed."""
+    mark = "[green]✓[/]" if result.ok else "[red]✗[/]"
+    console.print(f"{mark} {markup_free(result.scenario)}: {markup_free(result.outcome)} [dim]({result.ms} ms)[/]")
+
+
 def _summary(results: list[ScenarioResult]) -> Table:
     table = Table(title="tasks demo")
     for column in ("scenario", "outcome", "ms", "ok"):
         table.add_column(column)
     for r in results:
-        table.add_row(r.scenario, r.outcome, str(r.ms), "✓" if r.ok else "✗")
+        table.add_row(markup_free(r.scenario), markup_free(r.outcome), str(r.ms), "✓" if r.ok else "✗")
     return table

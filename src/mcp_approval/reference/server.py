@@ -104,7 +104,10 @@ class ArapServer:
         """Migrate the store and start the backend (resolvers left pending by a previous process resume).
 
         The service's database holds the reviewer workflow (the local backend's tables), the audit
-        log and the ARS's own tables; no task or PEP-side approval tables.
+        log and the ARS's own tables; no task or PEP-side approval tables. Like every start of the
+        local backend, this one seals no Access Request: one stored without its seals (by an earlier
+        release, or written to the database without the signing key) is logged at ERROR and stays an
+        integrity failure until ``mcp-approval upgrade seal-requests --config arap-server.toml``.
         """
         await migrate(self.database, AUDIT_MIGRATIONS, SHARED_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS, ARS_MIGRATIONS)
         self._linker = AuditLinker(self.audit)

@@ -15,8 +15,9 @@ The modules, each with one job:
 - ``decisions``: who may decide a request under its rules, and recording decisions (N of M);
   ``rules``: the templates and the rules a request is stored with;
 - ``sealing``: the seal at work (sealing rows as they are written, checking them as they are
-  read); ``seals``: what is sealed and the checks; ``seal_upgrade``: sealing rows stored before a
-  revision sealed them;
+  read, reporting unsealed ones at start); ``seals``: what is sealed and the checks;
+  ``seal_upgrade``: the operator's one-time sealing of rows stored before a revision sealed them,
+  and ``seal_manifest``: its sealed record;
 - ``resolvers``: the automatic resolvers; ``resolving``: putting requests to them;
 - ``rows``: row access (reading, the compare-and-set); ``errors``: what reviewer operations raise;
 - ``schema``: the tables and their Alembic history (``schema_versions/``).

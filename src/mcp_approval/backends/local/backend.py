@@ -28,6 +28,7 @@ from mcp_approval.backends.local.resolvers import AutoResolver
 from mcp_approval.backends.local.resolving import AutomaticResolution
 from mcp_approval.backends.local.rules import ApprovalTemplate
 from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
+from mcp_approval.backends.local.seal_manifest import SealManifest
 from mcp_approval.backends.local.sealing import RequestSealing
 from mcp_approval.backends.local.seals import RequestSeal
 from mcp_approval.clock import Clock, SystemClock
@@ -52,8 +53,10 @@ class LocalApprovalBackend:
         seal: seals what reviewers see of each request (tool, arguments, requester, template,
             approvals required, deadline) under the server's binding key when it is stored. A
             request whose row no longer matches its seal is flagged (``integrity_failure``), shown
-            without its content, and cannot be approved, by a reviewer or a resolver. Without a
-            seal nothing is checked. Rows stored before sealing existed are sealed by :meth:`start`.
+            without its content, and cannot be approved, by a reviewer or a resolver; so is one
+            without its seals. Without a seal nothing is checked. Rows stored before sealing existed
+            are sealed by the operator, once (:meth:`seal_requests_stored_before_sealing`), never by
+            :meth:`start`.
             :class:`~mcp_approval.server.Approvals` replaces a backend built without one by a copy
             sealed under its binding key (:meth:`sealed_with`), so a server always checks.
         on_terminal: runs in every transaction that ends a request (see
@@ -93,7 +96,7 @@ class LocalApprovalBackend:
         self._seal = seal
         self._on_terminal = on_terminal
         # The parts, each given what it uses.
-        self._sealing = RequestSealing(database, seal)
+        self._sealing = RequestSealing(database, seal, self._audit, self._clock)
         endings = RequestEndings(self._audit, on_terminal)
         records = RequestRecords(self._templates, self._redact, self._sealing)
         self._queue = RequestQueue(database, self._clock, self._audit, self._templates, self._sealing, endings)
@@ -138,15 +141,47 @@ class LocalApprovalBackend:
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self, listener: StatusListener | None = None) -> None:
-        """Remember ``listener``, seal what rows stored before sealing lack, and resume resolver
-        work left pending by a previous process."""
+        """Remember ``listener``, report open requests that lack their seals, and resume resolver
+        work left pending by a previous process.
+
+        A start never seals, re-seals or repairs a row: an open request without its seals (one of
+        an earlier release, or one a database writer unsealed) is logged at ERROR and recorded as an
+        ``approval.unverified`` audit event, and stays an integrity failure.
+        """
         self._wakeups.listener = listener
-        await self._sealing.seal_found(self._templates)
+        await self._sealing.report_unsealed()
         await self._resolution.resume()
 
     async def stop(self) -> None:
         """Cancel resolver work in progress (it is resumed by the next :meth:`start`)."""
         await self._resolution.stop()
+
+    # -- the operator's one-time sealing ------------------------------------------------------
+
+    async def seal_requests_stored_before_sealing(self, *, actor: str, dry_run: bool = False) -> SealManifest:
+        """Seal, as found, the requests an earlier release stored without seals; the manifest of it.
+
+        The one-time operator step (``mcp-approval upgrade seal-requests``), to run once the last
+        worker of the earlier release stopped. A request stored before its rules were is sealed with
+        its template's rules as configured now; its decisions are sealed as recorded. The manifest
+        (what was sealed, and what was left as it is, with why) is stored sealed beside the requests,
+        and each sealed request gets an ``approval.sealed_as_found`` audit event. ``dry_run`` finds
+        and checks the same requests and writes nothing.
+
+        Raises:
+            ReviewError: this backend holds no seal.
+            SealStepDoneError: the step already ran on this database (a :class:`ReviewError`).
+        """
+        return await self._sealing.seal_requests(self._templates, actor=actor, dry_run=dry_run)
+
+    async def seal_manifest(self) -> SealManifest | None:
+        """The manifest :meth:`seal_requests_stored_before_sealing` stored, checked against its seal,
+        or ``None`` when the step never ran here.
+
+        Raises:
+            ReviewError: this backend holds no seal, or the stored manifest does not authenticate.
+        """
+        return await self._sealing.manifest()
 
     # -- the backend contract -------------------------------------------------------------------
 

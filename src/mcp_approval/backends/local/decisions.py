@@ -136,6 +136,11 @@ class Decisions:
             try:
                 outcome = await self._db.write(write)
                 break
+            except UnverifiedRequestError as refused:
+                # Told, as a resolver's refusal is: the audit trail and mcp_approval_integrity_failures.
+                data = {"why": refused.why, "decision": decision}
+                await self._audit.record("approval.unverified", subject=request_id, actor=reviewer, data=data)
+                raise
             except IntegrityError:
                 # The same reviewer's concurrent decision committed first.
                 raise AlreadyDecidedError(f"{reviewer} already decided request {request_id[:8]}…") from None
@@ -174,7 +179,7 @@ class Decisions:
             self._check_eligible(row, rules, reviewer)
         failure = self._sealing.failure(row, decision_rows(conn, [request_id]))
         if failure is not None and decision == "approve":
-            raise UnverifiedRequestError(f"request {request_id[:8]}… cannot be approved: {failure}")
+            raise UnverifiedRequestError(f"request {request_id[:8]}… cannot be approved: {failure}", why=failure)
         if due(row, now):
             # The expiry must commit, so it is returned, not raised (raising rolls back).
             self._endings.expire_in(conn, row, now)

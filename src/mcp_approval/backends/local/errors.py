@@ -28,4 +28,12 @@ class RequestExpiredError(AlreadyDecidedError):
 
 
 class UnverifiedRequestError(ReviewError):
-    """The request's stored content does not match its seal, so nobody may approve it."""
+    """The request's stored rows do not match their seals (or lack them), so nobody may approve it.
+
+    Attributes:
+        why: the integrity failure, as the request's record names it.
+    """
+
+    def __init__(self, message: str, *, why: str = "") -> None:
+        super().__init__(message)
+        self.why = why

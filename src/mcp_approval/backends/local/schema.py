@@ -1,4 +1,5 @@
-"""The local approval backend's tables (requests, decisions) and their migration history.
+"""The local approval backend's tables (requests, decisions, console sessions, seal manifests) and
+their migration history.
 
 The revisions live in ``schema_versions/``; the table objects here describe the head
 revision. A deployment whose backend is ARAP never creates these tables.
@@ -14,6 +15,7 @@ __all__ = [
     "LOCAL_BACKEND_MIGRATIONS",
     "approval_decisions_table",
     "approval_requests_table",
+    "approval_seal_manifests_table",
     "console_sessions_table",
     "metadata",
 ]
@@ -85,3 +87,18 @@ console_sessions_table = Table(
 )
 
 Index("ix_console_sessions_seen", console_sessions_table.c.seen_ms)
+
+# Added by revision local_0006: what an operator's one-time sealing of requests stored before
+# sealing sealed as found (see ``seal_upgrade``), one row per step, sealed under the binding key.
+approval_seal_manifests_table = Table(
+    "approval_seal_manifests",
+    metadata,
+    # The step ("seal-requests"): the key makes it one-time.
+    Column("step", String(64), primary_key=True),
+    Column("sealed_at", BigInteger, nullable=False),
+    # Who ran it (as the command was told, or the operating-system user).
+    Column("actor", String(256), nullable=False),
+    # The manifest (SealManifest.to_json()) as canonical JSON, and its seal.
+    Column("manifest_json", Text, nullable=False),
+    Column("seal", Text, nullable=False),
+)

@@ -1,9 +1,11 @@
 """The local backend's seal at work: what it seals as it writes, and what it checks as it reads.
 
-What is sealed and why is :mod:`~mcp_approval.backends.local.seals`; rows stored before a
-revision sealed them are sealed at start (:mod:`~mcp_approval.backends.local.seal_upgrade`).
-Without a seal (a reviewer surface not given the server's binding keys) nothing is sealed or
-checked, and a decision on a sealed request is refused: it would never count.
+What is sealed and why is :mod:`~mcp_approval.backends.local.seals`. A start seals nothing: it
+reports the open requests that lack a seal (an ERROR line, an ``approval.unverified`` audit event
+each, which ``mcp_approval_integrity_failures`` counts); rows stored before a revision sealed them
+are sealed by the operator, once (:mod:`~mcp_approval.backends.local.seal_upgrade`). Without a
+seal (a reviewer surface not given the server's binding keys) nothing is sealed or checked, and a
+decision on a sealed request is refused: it would never count.
 """
 
 from __future__ import annotations
@@ -23,15 +25,24 @@ from mcp_approval.backends.contract import (
     UnknownRequestError,
 )
 from mcp_approval.backends.local.errors import ReviewError
-from mcp_approval.backends.local.rows import Row, decision_rows, fetch, state_of
-from mcp_approval.backends.local.rules import ApprovalTemplate, RequestRules, rules_of
-from mcp_approval.backends.local.seal_upgrade import seal_found_requests
+from mcp_approval.backends.local.rows import Row, decision_rows, event_data, fetch, state_of
+from mcp_approval.backends.local.rules import ApprovalTemplate, RequestRules
+from mcp_approval.backends.local.seal_manifest import SealManifest, recorded_manifest
+from mcp_approval.backends.local.seal_upgrade import seal_requests_in, unsealed_requests
 from mcp_approval.backends.local.seals import RequestSeal, approval_granted, request_failure, sealed_content
+from mcp_approval.clock import Clock
+from mcp_approval.safe_text import terminal_text
+from mcp_approval.storage.audit import AuditLog
 from mcp_approval.storage.database import Database
 
 __all__ = ["RequestSealing"]
 
 _log = logging.getLogger(__name__)
+
+
+def _one_line(text: str) -> str:
+    # Stored text in a log line (any handler, a library server's too): escaped, kept to the line.
+    return terminal_text(text).replace("\n", "\\n").replace("\t", "\\t")
 
 
 class RequestSealing:
@@ -40,11 +51,15 @@ class RequestSealing:
     Args:
         database: the database the requests are kept in.
         seal: the key; ``None``: nothing is sealed or checked.
+        audit: where the unsealed requests a start finds, and the operator's sealing, are recorded.
+        clock: the source of time.
     """
 
-    def __init__(self, database: Database, seal: RequestSeal | None) -> None:
+    def __init__(self, database: Database, seal: RequestSeal | None, audit: AuditLog, clock: Clock) -> None:
         self._db = database
         self._seal = seal
+        self._audit = audit
+        self._clock = clock
 
     @property
     def seal(self) -> RequestSeal | None:
@@ -86,10 +101,9 @@ class RequestSealing:
         decisions = await self._db.read(lambda conn: decision_rows(conn, [row["request_id"]]))
         failure = request_failure(self._seal, row, decisions)
         if failure is not None:
-            _log.error("approval request %s… failed its integrity check: %s", row["request_id"][:8], failure)
+            shown = _one_line(row["request_id"][:8])
+            _log.error("approval request %s… failed its integrity check: %s", shown, _one_line(failure))
             return ApprovalState(ApprovalStatus.FAILED, integrity_failure=failure)
-        if row.get("rules_json") is None:  # stored before rules were sealed: as its columns say
-            return state_of(row)
         grant = approval_granted(RequestRules.from_text(row["rules_json"]), row["requester"], decisions)
         assert grant is not None  # request_failure checked that the decisions approve it
         return state_of({**row, "decided_at": grant.approved_at, "approved_until": grant.approved_until})
@@ -123,12 +137,82 @@ class RequestSealing:
             call_digest=body.call_digest(),
         )
 
-    async def seal_found(self, templates: Mapping[str, ApprovalTemplate]) -> None:
-        """Seal what open requests stored before a revision sealed it lack (see :func:`seal_found_requests`);
-        a row stored before rules were is sealed with its template's rules in ``templates``."""
+    async def report_unsealed(self) -> int:
+        """Report the open requests that lack a seal; how many (none without a seal).
+
+        Nothing is sealed or changed: each is an integrity failure until the operator seals it
+        (requests of an earlier release) or denies it. One ERROR line says how many and what to do,
+        and each gets an ``approval.unverified`` audit event (once per reason, across restarts).
+        """
         seal = self._seal
         if seal is None:
-            return
-        count = await self._db.write(lambda conn: seal_found_requests(conn, seal, lambda row: rules_of(row, templates)))
-        if count:
-            _log.info("sealed %d open approval requests stored before their rules and decisions were sealed", count)
+            return 0
+
+        def read(conn: Connection) -> list[tuple[Row, list[Row]]]:
+            rows = unsealed_requests(conn, ("pending", "approved"))
+            return [(row, decision_rows(conn, [row["request_id"]])) for row in rows]
+
+        found = await self._db.read(read)
+        for row, decisions in found:
+            why = request_failure(seal, row, decisions)
+            if why is not None and not await self._reported(row["request_id"], why):
+                data = {"why": why, **event_data(row)}
+                await self._audit.record("approval.unverified", subject=row["request_id"], actor="start", data=data)
+        rows = [row for row, _ in found]
+        if rows:
+            shown = ", ".join(_one_line(row["request_id"][:12]) + "…" for row in rows[:5])
+            _log.error(
+                "open approval requests without their seals: %d (%s%s). Nobody may approve them and nothing "
+                "runs on them. Requests stored by an earlier release are sealed by the operator, once: "
+                "mcp-approval upgrade seal-requests (see the deployment guide, upgrading); any other was "
+                "written to the database without the binding key",
+                len(rows),
+                shown,
+                ", …" if len(rows) > 5 else "",
+            )
+        return len(rows)
+
+    async def _reported(self, request_id: str, why: str) -> bool:
+        events = await self._audit.events(subject=request_id)
+        return any(event.kind == "approval.unverified" and event.data.get("why") == why for event in events)
+
+    async def seal_requests(
+        self, templates: Mapping[str, ApprovalTemplate], *, actor: str, dry_run: bool = False
+    ) -> SealManifest:
+        """The operator's one-time step (:func:`~.seal_upgrade.seal_requests_in`) in one write transaction.
+
+        Raises:
+            ReviewError: this backend holds no seal.
+            SealStepDoneError: the step already ran on this database.
+        """
+        seal = self._require_seal()
+        now = self._clock.now_ms()
+
+        def run(conn: Connection) -> SealManifest:
+            return seal_requests_in(conn, seal, templates, self._audit, now=now, actor=actor, dry_run=dry_run)
+
+        if dry_run:
+            return await self._db.read(run)
+        manifest = await self._db.write(run)
+        sealed, left = len(manifest.sealed), len(manifest.left)
+        _log.info(
+            "%s sealed %d approval requests stored before sealing, as found; left %d", _one_line(actor), sealed, left
+        )
+        return manifest
+
+    async def manifest(self) -> SealManifest | None:
+        """The record of the one-time step, checked against its seal, or ``None`` when it never ran.
+
+        Raises:
+            ReviewError: this backend holds no seal.
+            SealStepDoneError: a record is stored but does not authenticate.
+        """
+        seal = self._require_seal()
+        return await self._db.read(lambda conn: recorded_manifest(conn, seal))
+
+    def _require_seal(self) -> RequestSeal:
+        if self._seal is None:
+            raise ReviewError(
+                "sealing needs the server's binding keys (give the deployment file, or --binding-key-file)"
+            )
+        return self._seal

@@ -15,8 +15,12 @@ The status is never trusted as stored: a request counts as approved only when it
 decisions satisfy its sealed rules (:func:`approval_granted`), and the approval runs out when
 those rules say, counted from the decision that completed it, whatever the row's columns say.
 
-Rows stored before a revision sealed them (content before local_0002, rules and decisions
-before local_0005) are sealed when a sealing backend starts, trusted as found then.
+A row without its seal is never "not yet sealed": a request without a content seal or without
+sealed rules, and a decision without a seal, fail the check like an edited one, whatever their
+status. Rows stored before a revision sealed them (content before local_0002, rules and decisions
+before local_0005) stay so until the operator seals them, once and explicitly
+(:mod:`~mcp_approval.backends.local.seal_upgrade`, ``mcp-approval upgrade seal-requests``): no
+server start seals, re-seals or repairs a row.
 """
 
 from __future__ import annotations
@@ -29,9 +33,11 @@ from typing import Any, Protocol
 from mcp_approval.backends.local.rules import RequestRules
 
 __all__ = [
+    "NO_SEALED_RULES",
     "Grant",
     "RequestSeal",
     "approval_granted",
+    "content_failure",
     "decision_document",
     "decision_failure",
     "request_failure",
@@ -40,6 +46,9 @@ __all__ = [
 ]
 
 Row = Mapping[str, Any]
+
+#: Why a request sealed before its rules were (revision local_0005), and not sealed since, fails.
+NO_SEALED_RULES = "the stored request carries no sealed rules"
 
 
 class RequestSeal(Protocol):
@@ -105,14 +114,11 @@ def seal_decision(seal: RequestSeal, decision: Row) -> str:
     return seal.seal(decision_document(decision), record=_decision_record(decision["request_id"], decision["reviewer"]))
 
 
-def decision_failure(seal: RequestSeal, decision: Row, *, legacy: bool) -> str | None:
-    """Why a decision row cannot be trusted as recorded, or ``None``.
-
-    ``legacy``: its request predates sealed decisions, so an unsealed decision is one stored then.
-    """
+def decision_failure(seal: RequestSeal, decision: Row) -> str | None:
+    """Why a decision row cannot be trusted as recorded (an unsealed one included), or ``None``."""
     shown = f"the decision of {decision['reviewer']}"
     if decision.get("seal") is None:
-        return None if legacy else f"{shown} carries no seal"
+        return f"{shown} carries no seal"
     try:
         sealed = seal.open(decision["seal"], record=_decision_record(decision["request_id"], decision["reviewer"]))
     except Exception:  # any failure to authenticate is the same verdict
@@ -125,25 +131,26 @@ def decision_failure(seal: RequestSeal, decision: Row, *, legacy: bool) -> str |
 def request_failure(seal: RequestSeal, row: Row, decisions: Sequence[Row]) -> str | None:
     """Why a request's rows cannot be trusted as written by the backend, or ``None``.
 
-    Checks the content seal, every decision's seal and, for a request stored as approved, that
-    its sealed decisions approve it under its sealed rules.
+    Checks the content seal, that it covers the request's rules, every decision's seal and, for a
+    request stored as approved, that its sealed decisions approve it under its sealed rules. A
+    missing seal or missing rules fail like an edited row.
     """
-    failure = _content_failure(seal, row)
+    failure = content_failure(seal, row)
     if failure is not None:
         return failure
-    legacy = row.get("rules_json") is None
     for decision in decisions:
-        failure = decision_failure(seal, decision, legacy=legacy)
+        failure = decision_failure(seal, decision)
         if failure is not None:
             return failure
-    if row["status"] == "approved" and not legacy:
+    if row["status"] == "approved":
         rules = RequestRules.from_text(row["rules_json"])
         if approval_granted(rules, row["requester"], decisions) is None:
             return "the request is marked approved, but its decisions do not approve it under its rules"
     return None
 
 
-def _content_failure(seal: RequestSeal, row: Row) -> str | None:
+def content_failure(seal: RequestSeal, row: Row) -> str | None:
+    """Why a request row (its decisions aside) cannot be trusted as submitted, or ``None``."""
     if row.get("content_seal") is None:
         return "the stored request carries no seal"
     try:
@@ -152,11 +159,12 @@ def _content_failure(seal: RequestSeal, row: Row) -> str | None:
         return "the stored request's seal does not authenticate"
     if sealed != sealed_content(row):
         return "the stored request does not match what was submitted"
-    if row.get("rules_json") is not None:
-        try:
-            RequestRules.from_text(row["rules_json"])
-        except ValueError:
-            return "the stored request's rules are unreadable"
+    if row.get("rules_json") is None:
+        return NO_SEALED_RULES
+    try:
+        RequestRules.from_text(row["rules_json"])
+    except ValueError:
+        return "the stored request's rules are unreadable"
     return None
 
 

@@ -76,9 +76,8 @@ def _server(text: str) -> Server:
 def options(description: str) -> Options:
     """Parse the command line shared by the examples; the state directory is created."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument(
-        "--url", required=True, action="append", type=_server, help="the MCP server's URL (…/mcp), or NAME=URL (repeatable)"
-    )
+    where = "the MCP server's URL (…/mcp), or NAME=URL (repeatable: several servers)"
+    parser.add_argument("--url", required=True, action="append", type=_server, help=where)
     parser.add_argument("--token", required=True, help="the bearer token the agent calls with")
     parser.add_argument("--state", required=True, type=Path, help="where the paused run is kept")
     parser.add_argument("--scripted", action="store_true", help="the framework's test model instead of an LLM")
@@ -121,7 +120,10 @@ def refused(main: Callable[[], Awaitable[int]]) -> Callable[[], Awaitable[int]]:
     return run
 
 
-_CLAUSE = re.compile(r"\bsend\s+\$?(\d[\d,]*(?:\.\d+)?)\s+to\s+([A-Za-z0-9_.-]+)(?:\s+on\s+([A-Za-z][A-Za-z0-9]*))?", re.I)
+# "send AMOUNT to ACCOUNT", then "on SERVER" when the agent has several.
+_CLAUSE = re.compile(
+    r"\bsend\s+\$?(\d[\d,]*(?:\.\d+)?)\s+to\s+([A-Za-z0-9_.-]+)(?:\s+on\s+([A-Za-z][A-Za-z0-9]*))?", re.IGNORECASE
+)
 
 
 def scripted_calls(prompt: str) -> list[tuple[str, dict[str, Any]]]:

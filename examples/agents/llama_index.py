@@ -90,7 +90,7 @@ async def main() -> int:
             return 0
         if not context_file.exists():
             raise SystemExit(f"no paused run in {opts.state}")
-    memory = Memory.from_defaults(session_id="run", async_database_uri=f"sqlite+aiosqlite:///{opts.state / 'memory.db'}")
+    memory = Memory.from_defaults(session_id="run", async_database_uri=f"sqlite+aiosqlite:///{opts.state}/memory.db")
     async with connect(opts) as servers:
         tools = await approval_tools(servers)
         if opts.command == "start":

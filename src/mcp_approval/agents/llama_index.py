@@ -128,11 +128,10 @@ class ApprovalFunctionAgent(ApprovalCalls, FunctionAgent):  # type: ignore[misc]
 
 
 def tool_output(name: str, arguments: Mapping[str, Any], result: types.CallToolResult) -> ToolOutput:
-    """What the model is given for ``result``: its text, ``is_error`` for an error result (the whole result as raw output)."""
+    """What the model is given for ``result``: its text, ``is_error`` for an error result (raw output: all of it)."""
     raw = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return ToolOutput(
-        tool_name=name, content=result_text(result), raw_input=dict(arguments), raw_output=raw, is_error=bool(result.is_error)
-    )
+    text, error = result_text(result), bool(result.is_error)
+    return ToolOutput(tool_name=name, content=text, raw_input=dict(arguments), raw_output=raw, is_error=error)
 
 
 @dataclass
@@ -159,12 +158,17 @@ class ApprovalTool(AsyncBaseTool):  # type: ignore[misc]
         """Name, description and input schema, as the server lists them (the name with its prefix)."""
         return self._metadata
 
-    def call(self, input: Any = None, **kwargs: Any) -> ToolOutput:  # noqa: A002  # LlamaIndex's name
+    def call(self, *args: Any, **kwargs: Any) -> ToolOutput:
         """Not offered: the call may wait for approval, which only the async agent workflow can do."""
         raise ClientUsageError("an approval tool runs in an agent workflow (acall), not synchronously")
 
-    async def acall(self, input: Any = None, **kwargs: Any) -> ToolOutput:  # noqa: A002
-        """Make the call on the tool's server; while it waits for approval, the step waits for :class:`ApprovalDecided`."""
+    async def acall(self, *args: Any, **kwargs: Any) -> ToolOutput:
+        """Call the tool on its server with ``kwargs``; while it waits for approval, the step waits for the decision.
+
+        The agent passes the model's arguments by name (a tool argument may be called ``input``).
+        """
+        if args:
+            raise ClientUsageError("an approval tool takes its arguments by name")
         tool_id = _TOOL_CALL.get()
         if tool_id is None:
             raise ClientUsageError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 
 import pytest
@@ -36,3 +37,30 @@ def strict_treasury(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Treasu
         yield server
     finally:
         server.kill()
+
+
+#: Each framework's example (examples/agents/NAME.py), and the module the framework is imported as.
+FRAMEWORKS = {
+    "pydantic_ai": "pydantic_ai",
+    "langgraph": "langgraph",
+    "openai_agents": "agents",
+    "google_adk": "google.adk",
+    "strands": "strands",
+    "llama_index": "llama_index.core",
+}
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+@pytest.fixture(params=list(FRAMEWORKS))
+def framework(request: pytest.FixtureRequest) -> str:
+    """A framework's name; skipped where it is not installed (the development venv: leg k runs each in its own)."""
+    name: str = request.param
+    if not _installed(FRAMEWORKS[name]):
+        pytest.skip(f"{FRAMEWORKS[name]} is not installed (interop leg k runs this in its own venv)")
+    return name

@@ -1,12 +1,11 @@
 """Each framework's example (``examples/agents/NAME.py``) as real processes against served treasury examples.
 
-One parameter per framework; a parameter runs only where its framework is installed (interop leg k
-runs each framework's in a venv of its own: ``pytest tests/agents -k NAME``).
+One parameter per framework (the ``framework`` fixture); a parameter runs only where its framework is
+installed (interop leg k runs each framework's in a venv of its own: ``pytest -k NAME``).
 """
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -15,32 +14,6 @@ from tests.agents import contract
 from tests.support.treasury import TreasuryServer
 
 pytestmark = pytest.mark.slow
-
-#: Each example, and the module its framework is imported as.
-FRAMEWORKS = {
-    "pydantic_ai": "pydantic_ai",
-    "langgraph": "langgraph",
-    "openai_agents": "agents",
-    "google_adk": "google.adk",
-    "strands": "strands",
-    "llama_index": "llama_index.core",
-}
-
-
-def _installed(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:  # a parent package is missing
-        return False
-
-
-@pytest.fixture(params=list(FRAMEWORKS))
-def framework(request: pytest.FixtureRequest) -> str:
-    """The example's name; skipped where its framework is not installed (the development venv)."""
-    name: str = request.param
-    if not _installed(FRAMEWORKS[name]):
-        pytest.skip(f"{FRAMEWORKS[name]} is not installed (interop leg k runs this in its own venv)")
-    return name
 
 
 def test_an_approval_after_the_process_was_killed_runs_the_call_once(

@@ -23,7 +23,7 @@ import httpx
 from tests.support.treasury import TreasuryServer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "agents"
-RUN_TIMEOUT_S = 60.0
+RUN_TIMEOUT_S = 120.0  # one example process; a loaded 2-core machine takes seconds to import a framework
 
 
 class Example:

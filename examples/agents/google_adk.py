@@ -8,8 +8,10 @@ A resumable ``App`` with its sessions in ``DIR/sessions.db`` (``SqliteSessionSer
 session id in ``DIR/session``. ``start`` runs the agent; a call waiting for approval leaves the
 invocation paused and the pending call in the session state, and the pending reference is printed.
 ``resume`` waits for the decision and resumes the invocation with the call's function response,
-printing the tool's result text. ``--scripted`` plays the model with a scripted ``BaseLlm``; without
-it the model is ``$ADK_MODEL`` (default ``gemini-2.5-flash``, reading ``GOOGLE_API_KEY``).
+printing the tool's result text (a session with nothing pending is not resumed). Several servers:
+``--url a=URL --url b=URL`` (the tools ``a_wire_transfer``, ...). ``--scripted`` plays the model
+with a scripted ``BaseLlm``; without it the model is ``$ADK_MODEL`` (default ``gemini-2.5-flash``,
+reading ``GOOGLE_API_KEY``).
 """
 
 from __future__ import annotations

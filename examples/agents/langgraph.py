@@ -8,9 +8,11 @@ The graph is a model node and :func:`~mcp_approval.agents.langgraph.approval_too
 in ``DIR/checkpoints.sqlite3`` (``langgraph-checkpoint-sqlite``) under the thread id kept in
 ``DIR/thread``. ``start`` runs it until it ends or is interrupted (and prints the pending
 reference); ``resume`` waits for the decision and resumes the thread, printing the tool's result
-text. ``--scripted`` plays the model with langchain-core's ``GenericFakeChatModel``, each answer
-scripted from the conversation; without it the model is ``init_chat_model($LANGCHAIN_MODEL)``
-(default ``openai:gpt-4o``; needs the ``langchain`` package and the provider's key).
+text. Several servers: ``--url a=URL --url b=URL`` (one tool node for all, the tools
+``a_wire_transfer``, ...). ``--scripted`` plays the model with langchain-core's
+``GenericFakeChatModel``, each answer scripted from the conversation; without it the model is
+``init_chat_model($LANGCHAIN_MODEL)`` (default ``openai:gpt-4o``; needs the ``langchain`` package
+and the provider's key).
 """
 
 from __future__ import annotations

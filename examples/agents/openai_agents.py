@@ -7,7 +7,8 @@
 ``start`` runs the agent; when the call waits for approval the run's interruptions hold it, and
 the ``RunState`` is kept in ``DIR/state.json`` (its context carries the pending call). ``resume``
 waits for the decision, approves (or rejects, with the server's text) the interruption and runs
-the state to the end, printing the tool's result text. ``--scripted`` plays the model with the
+the state to the end, printing the tool's result text. Several servers: ``--url a=URL --url b=URL``
+(the tools ``a_wire_transfer``, ...). ``--scripted`` plays the model with the
 SDK's ``agents.testing.ScriptedModel``; without it the agent uses the SDK's default model (reads
 ``OPENAI_API_KEY``; ``OPENAI_DEFAULT_MODEL`` picks it).
 """

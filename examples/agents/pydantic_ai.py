@@ -7,6 +7,7 @@
 ``start`` runs the agent; when the call waits for approval it keeps the run's messages and the
 deferred requests in ``DIR/run.json`` and prints the pending reference. ``resume`` (any process,
 any time later) waits for the decision and finishes the run, printing the tool's result text.
+Several servers: ``--url a=URL --url b=URL`` (one toolset, the tools ``a_wire_transfer``, ...).
 ``--scripted`` plays the model with pydantic-ai's ``FunctionModel``; without it the model is
 ``$PYDANTIC_AI_MODEL`` (default ``openai:gpt-4o``, which reads ``OPENAI_API_KEY``).
 """

@@ -113,7 +113,7 @@ class ApprovalDecided(HumanResponseEvent):  # type: ignore[misc]
 class ApprovalCalls:
     """Put before an agent class: its ``call_tool`` step tells the approval tools which tool call they run."""
 
-    @step
+    @step  # type: ignore[untyped-decorator]  # LlamaIndex is untyped here (an optional dependency)
     async def call_tool(self, ctx: Context, ev: ToolCall) -> ToolCallResult:
         """The agent's own ``call_tool``, with the tool call's id known to the tool."""
         token = _TOOL_CALL.set(ev.tool_id)

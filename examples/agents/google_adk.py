@@ -39,7 +39,7 @@ from google.genai import types
 from mcp_approval.agents.google_adk import approval_tools, pending_calls, resume_message
 
 sys.path.append(str(Path(__file__).resolve().parent))
-from scripted import connect, finished, options, record_finished, refused, report, scripted_calls
+from scripted import connect, finished_before, options, record_finished, refused, report, scripted_calls
 
 APP, USER = "treasury_agent", "alice"
 warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\] ResumabilityConfig")  # Resume is ADK's own pause
@@ -98,13 +98,8 @@ async def main() -> int:
     logging.getLogger("google_adk").setLevel(logging.ERROR)  # a warning per model turn without token counts
     opts = options("Google ADK agent whose MCP approvals pause the invocation")
     session_file = opts.state / "session"
-    if opts.command == "resume":
-        done = finished(opts.state)
-        if done is not None:  # the run finished before: its recorded result, nothing is called
-            print(done)
-            return 0
-        if not session_file.exists():
-            raise SystemExit(f"no paused run in {opts.state}")
+    if finished_before(opts, session_file):  # its recorded result was printed; nothing is called
+        return 0
     sessions = SqliteSessionService(str(opts.state / "sessions.db"))
     async with connect(opts) as servers:
         model: BaseLlm | str = (

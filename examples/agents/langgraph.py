@@ -37,7 +37,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
 from mcp_approval.agents.langgraph import approval_tool_node, pending_calls, resume_command, tool_schemas  # noqa: E402
 
 sys.path.append(HERE)
-from scripted import Options, connect, finished, options, record_finished, refused, report, scripted_calls  # noqa: E402
+from scripted import Options, connect, finished_before, options, record_finished, refused, report, scripted_calls  # noqa: E402
 
 
 def scripted_answer(messages: list[BaseMessage]) -> AIMessage:
@@ -82,14 +82,9 @@ def tool_results(messages: list[BaseMessage]) -> list[ToolMessage]:
 async def main() -> int:
     opts = options("LangGraph agent whose MCP approvals interrupt the graph")
     thread_file = opts.state / "thread"
-    if opts.command == "resume":
-        done = finished(opts.state)
-        if done is not None:  # the run finished before: its recorded result, nothing is called
-            print(done)
-            return 0
-        if not thread_file.exists():
-            raise SystemExit(f"no paused run in {opts.state}")
-    else:
+    if finished_before(opts, thread_file):  # its recorded result was printed; nothing is called
+        return 0
+    if opts.command == "start":
         thread_file.write_text(uuid.uuid4().hex)
     config: RunnableConfig = {"configurable": {"thread_id": thread_file.read_text()}}
     async with (

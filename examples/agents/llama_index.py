@@ -44,7 +44,7 @@ from mcp_approval.agents.llama_index import (  # noqa: E402
 )
 
 sys.path.append(HERE)
-from scripted import Options, connect, finished, options, record_finished, refused, report, scripted_calls  # noqa: E402
+from scripted import Options, connect, finished_before, options, record_finished, refused, report, scripted_calls  # noqa: E402
 
 # The chat memory is kept in DIR/memory.db, not in the context: the workflow says so on every save.
 warnings.filterwarnings("ignore", message="Skipping serialization of known unserializable key: memory")
@@ -83,13 +83,8 @@ def llm(opts: Options, prompt: str) -> Any:
 async def main() -> int:
     opts = options("LlamaIndex agent workflow whose MCP approvals make it wait")
     context_file = opts.state / "context.json"
-    if opts.command == "resume":
-        done = finished(opts.state)
-        if done is not None:  # the run finished before: its recorded result, nothing is called
-            print(done)
-            return 0
-        if not context_file.exists():
-            raise SystemExit(f"no paused run in {opts.state}")
+    if finished_before(opts, context_file):  # its recorded result was printed; nothing is called
+        return 0
     memory = Memory.from_defaults(session_id="run", async_database_uri=f"sqlite+aiosqlite:///{opts.state}/memory.db")
     async with connect(opts) as servers:
         tools = await approval_tools(servers)

@@ -31,7 +31,7 @@ from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_messag
 from mcp_approval.agents.openai_agents import approval_tools, pending_calls, resume_state, run_context
 
 sys.path.append(str(Path(__file__).resolve().parent))
-from scripted import Options, connect, finished, options, record_finished, refused, report, scripted_calls
+from scripted import Options, connect, finished_before, options, record_finished, refused, report, scripted_calls
 
 
 def _field(item: Any, name: str) -> Any:
@@ -76,13 +76,8 @@ def agent_for(opts: Options, prompt: str, tools: list[Any]) -> Agent[Any]:
 async def main() -> int:
     opts = options("OpenAI Agents SDK agent whose MCP approvals interrupt the run")
     state_file = opts.state / "state.json"
-    if opts.command == "resume":
-        done = finished(opts.state)
-        if done is not None:  # the run finished before: its recorded result, nothing is called
-            print(done)
-            return 0
-        if not state_file.exists():
-            raise SystemExit(f"no paused run in {opts.state}")
+    if finished_before(opts, state_file):  # its recorded result was printed; nothing is called
+        return 0
     async with connect(opts) as servers:
         tools = await approval_tools(servers)
         if opts.command == "start":

@@ -47,7 +47,7 @@ from mcp_approval.agents.pydantic_ai import (  # noqa: E402
 )
 
 sys.path.append(HERE)
-from scripted import Options, connect, finished, options, record_finished, refused, report, scripted_calls  # noqa: E402
+from scripted import Options, connect, finished_before, options, record_finished, refused, report, scripted_calls  # noqa: E402
 
 
 def last_tool_returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
@@ -80,13 +80,8 @@ async def main() -> int:
     opts = options("pydantic-ai agent whose MCP approvals pause the run")
     run_file = opts.state / "run.json"
     prompt = opts.prompt
-    if opts.command == "resume":
-        done = finished(opts.state)
-        if done is not None:  # the run finished before: its recorded result, nothing is called
-            print(done)
-            return 0
-        if not run_file.exists():
-            raise SystemExit(f"no paused run in {opts.state}")
+    if finished_before(opts, run_file):  # its recorded result was printed; nothing is called
+        return 0
     async with connect(opts) as servers:
         toolset = await approval_toolset(servers)
         if opts.command == "start":

@@ -28,6 +28,7 @@ __all__ = [
     "Server",
     "connect",
     "finished",
+    "finished_before",
     "options",
     "record_finished",
     "refused",
@@ -150,6 +151,22 @@ def finished(state: Path) -> str | None:
     """The result text of a run that already finished, if it did."""
     path = state / "finished.json"
     return json.loads(path.read_text())["result"] if path.exists() else None
+
+
+def finished_before(opts: Options, saved: Path) -> bool:
+    """For ``resume``: whether the run finished before (its recorded result is printed; nothing is called).
+
+    Exits when ``saved`` (the framework's saved state) is missing: nothing was paused in ``opts.state``.
+    """
+    if opts.command != "resume":
+        return False
+    done = finished(opts.state)
+    if done is not None:
+        print(done)
+        return True
+    if not saved.exists():
+        raise SystemExit(f"no paused run in {opts.state}")
+    return False
 
 
 def record_finished(state: Path, result: str, messages: Any) -> None:

@@ -34,7 +34,7 @@ from strands.session.file_session_manager import FileSessionManager  # noqa: E40
 from mcp_approval.agents.strands import approval_tools, pending_calls, resume_responses  # noqa: E402
 
 sys.path.append(HERE)
-from scripted import connect, finished, options, record_finished, refused, report, scripted_calls  # noqa: E402
+from scripted import connect, finished_before, options, record_finished, refused, report, scripted_calls  # noqa: E402
 
 SESSION = "run"
 
@@ -94,13 +94,8 @@ class ScriptedModel(Model):  # type: ignore[misc]
 
 async def main() -> int:
     opts = options("strands agent whose MCP approvals interrupt it")
-    if opts.command == "resume":
-        done = finished(opts.state)
-        if done is not None:  # the run finished before: its recorded result, nothing is called
-            print(done)
-            return 0
-        if not (opts.state / "sessions").exists():
-            raise SystemExit(f"no paused run in {opts.state}")
+    if finished_before(opts, opts.state / "sessions"):  # its recorded result was printed; nothing is called
+        return 0
     async with connect(opts) as servers:
         agent = Agent(
             model=ScriptedModel() if opts.scripted else None,

@@ -1,9 +1,11 @@
-"""What an agent's model reads from the server, as a client without tasks receives it: whole, and true."""
+"""What an agent's model reads from the server, as a client without tasks receives it: whole, and true.
+
+The server's texts (``mcp_approval.approval``), read as an agent's client reads them.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 
@@ -11,20 +13,11 @@ from mcp_approval.agents import result_text
 from mcp_approval.approval.without_tasks.links import url_required_message
 from mcp_approval.client import mcp_client
 from tests.agents.contract import decide, new_account
-from tests.support.treasury import TreasuryServer, deployment_dir
+from tests.support.treasury import TreasuryServer
 
 pytestmark = pytest.mark.anyio
 
 REFERENCE = "7u1KqS00wTgRL7q8Sk9zt3pk02I-vIp0CpAjh-_TEcM"  # a task id as the server makes them
-
-
-@pytest.fixture(scope="module")
-def treasury(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TreasuryServer]:
-    server = TreasuryServer(deployment_dir(tmp_path_factory.mktemp("treasury"))).start()
-    try:
-        yield server
-    finally:
-        server.kill()
 
 
 @pytest.mark.parametrize(

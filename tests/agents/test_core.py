@@ -218,3 +218,26 @@ async def test_a_pending_wait_leaves_the_client_block_as_itself(treasury: Treasu
             await ApprovalTools(client).wait_for_decision(pending, timeout_s=0.3)
     assert still.value.task_id == pending.reference
     decide(treasury, account, "deny")
+
+
+def test_servers_are_named_once_and_a_resume_names_every_server_it_lacks() -> None:
+    def gate(name: str | None, url: str = "http://127.0.0.1:9/mcp") -> ApprovalTools:
+        return ApprovalTools(mcp_client(url, tasks=True), name=name)  # not connected: nothing is sent
+
+    assert gate(None).name == "http://127.0.0.1:9/mcp"  # by default, the server's URL
+    with pytest.raises(ClientUsageError, match="two servers are named 'a'"):
+        ApprovalServers(gate("a"), gate("a", "http://127.0.0.1:10/mcp"))
+    with pytest.raises(ClientUsageError, match=r"servers\['b'\] is the server named 'a'"):
+        ApprovalServers.of({"b": gate("a")})
+    servers = ApprovalServers.of([gate("a")])
+
+    def waiting(server: str, reference: str) -> PendingCall:
+        return PendingCall(f"test/run/{reference}", "wire_transfer", {}, reference, server=server)
+
+    with pytest.raises(ServerNotGivenError) as refused:
+        servers.check([waiting("a", "r1"), waiting("b", "r2"), waiting("c", "r3"), waiting("b", "r4")])
+    assert refused.value.missing == {"b": ["r2", "r4"], "c": ["r3"]}
+    assert "given: 'a'" in str(refused.value)
+    servers.check([waiting("a", "r1"), waiting("", "r5")])  # unnamed (paused before names): the one server
+    with pytest.raises(ServerNotGivenError, match=r"server '\(unnamed\)': r5"):
+        ApprovalServers(gate("a"), gate("b", "http://127.0.0.1:10/mcp")).check([waiting("", "r5")])

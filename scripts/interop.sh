@@ -77,7 +77,7 @@ readonly FRAMEWORKS=(pydantic-ai openai-agents langchain strands mcp-use llama-i
 # Leg k: the frameworks with an adapter in mcp_approval.agents (examples/agents/<name>.py).
 readonly AGENT_FRAMEWORKS=(pydantic-ai langgraph openai-agents google-adk strands llama-index)
 readonly AGENT_JOBS=2  # leg k: how many frameworks' tests run at once
-readonly AGENT_TIMEOUT_S=600  # leg k: one framework's tests (13 example processes, each importing its framework)
+readonly AGENT_TIMEOUT_S=900  # leg k: one framework's tests (14 example processes; 530-560 s each at a load of 25)
 readonly PY_DIR="$INTEROP_DIR/py"
 # Compiled at install: CI runs with PYTHONDONTWRITEBYTECODE=1, which would recompile every import each run.
 readonly PY_INSTALL=(pip install --quiet --compile-bytecode)

@@ -42,7 +42,7 @@ import mcp_approval
 
 # Modules that need an optional extra, and the extra their ImportError must name.
 OPTIONAL = {"mcp_approval.tasks.redis_store": "mcp-approval[redis]"}
-for framework in ("pydantic_ai", "langgraph", "openai_agents", "google_adk"):
+for framework in ("pydantic_ai", "langgraph", "openai_agents", "google_adk", "strands", "llama_index"):
     OPTIONAL[f"mcp_approval.agents.{framework}"] = "mcp-approval[agents]"
 names = [info.name for info in pkgutil.walk_packages(mcp_approval.__path__, "mcp_approval.")]
 names = [name for name in names if name != "mcp_approval.__main__"]  # importing it runs the command

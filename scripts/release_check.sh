@@ -41,7 +41,7 @@ took
 declare -A IMPORTS=(
   [redis]="from mcp_approval.tasks import RedisTaskStore"
   [otel]="from mcp_approval.tracing import tracing_available; assert tracing_available()"
-  [agents]="import mcp_approval.agents.pydantic_ai, mcp_approval.agents.langgraph, mcp_approval.agents.openai_agents, mcp_approval.agents.google_adk"
+  [agents]="import mcp_approval.agents.pydantic_ai, mcp_approval.agents.langgraph, mcp_approval.agents.openai_agents, mcp_approval.agents.google_adk, mcp_approval.agents.strands, mcp_approval.agents.llama_index"
 )
 # Nothing from this checkout or the caller's environment may leak into the fresh venvs; their
 # bytecode stays in them (and goes with them).

@@ -18,6 +18,8 @@ OPTIONAL = {
     "mcp_approval.agents.langgraph": "langgraph.types",
     "mcp_approval.agents.openai_agents": "agents.tool_context",
     "mcp_approval.agents.google_adk": "google.adk.tools",
+    "mcp_approval.agents.strands": "strands.types.tools",
+    "mcp_approval.agents.llama_index": "workflows.events",
 }
 
 

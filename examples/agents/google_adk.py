@@ -8,8 +8,10 @@ A resumable ``App`` with its sessions in ``DIR/sessions.db`` (``SqliteSessionSer
 session id in ``DIR/session``. ``start`` runs the agent; a call waiting for approval leaves the
 invocation paused and the pending call in the session state, and the pending reference is printed.
 ``resume`` waits for the decision and resumes the invocation with the call's function response,
-printing the tool's result text. ``--scripted`` plays the model with a scripted ``BaseLlm``; without
-it the model is ``$ADK_MODEL`` (default ``gemini-2.5-flash``, reading ``GOOGLE_API_KEY``).
+printing the tool's result text (a session with nothing pending is not resumed). Several servers:
+``--url a=URL --url b=URL`` (the tools ``a_wire_transfer``, ...). ``--scripted`` plays the model
+with a scripted ``BaseLlm``; without it the model is ``$ADK_MODEL`` (default ``gemini-2.5-flash``,
+reading ``GOOGLE_API_KEY``).
 """
 
 from __future__ import annotations
@@ -34,74 +36,76 @@ from google.adk.runners import Runner
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
 
-from mcp_approval.agents import ApprovalTools
 from mcp_approval.agents.google_adk import approval_tools, pending_calls, resume_message
-from mcp_approval.client import mcp_client
 
 sys.path.append(str(Path(__file__).resolve().parent))
-from scripted import finished, options, record_finished, scripted_call
+from scripted import connect, finished_before, options, record_finished, refused, report, scripted_calls
 
 APP, USER = "treasury_agent", "alice"
 warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\] ResumabilityConfig")  # Resume is ADK's own pause
 
 
 class ScriptedModel(BaseLlm):
-    """Calls the tool the user's prompt asks for; after its function response, reports what it returned
+    """Calls the tools the user's prompt asks for; after their function responses, reports what they returned
     (a pending first answer: that the call waits for approval)."""
 
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False
     ) -> AsyncGenerator[LlmResponse, None]:
-        last = llm_request.contents[-1]
-        responses = [part.function_response for part in last.parts or [] if part.function_response is not None]
-        if responses and (responses[-1].response or {}).get("status") == "pending":
-            part = types.Part(text=f"I will tell you once it is decided: {responses[-1].response['text']}")
-        elif responses:
-            part = types.Part(text=f"The tool answered: {json.dumps(responses[-1].response)}")
+        responses = [
+            part.function_response.response or {}
+            for part in llm_request.contents[-1].parts or []
+            if part.function_response is not None
+        ]
+        if responses:
+            texts = [r["text"] if r.get("status") == "pending" else response_text(r) for r in responses]
+            parts = [types.Part(text=report(texts))]
         else:
             prompt = next(
                 part.text for content in reversed(llm_request.contents) for part in content.parts or [] if part.text
             )
-            tool, arguments = scripted_call(prompt)
-            call = types.FunctionCall(id=f"call_{uuid.uuid4().hex}", name=tool, args=arguments)
-            part = types.Part(function_call=call)
-        yield LlmResponse(content=types.Content(role="model", parts=[part]))
+            parts = [
+                types.Part(function_call=types.FunctionCall(id=f"call_{uuid.uuid4().hex}", name=tool, args=arguments))
+                for tool, arguments in scripted_calls(prompt)
+            ]
+        yield LlmResponse(content=types.Content(role="model", parts=parts))
 
 
-def tool_result(session: Any) -> str | None:
-    """The text of the latest function response in the session (what the model was given)."""
-    responses = [
-        part.function_response.response
-        for event in session.events
-        if event.content is not None
-        for part in event.content.parts or []
-        if part.function_response is not None and part.function_response.response
-    ]
-    if not responses:
-        return None
-    content = responses[-1].get("content") or []
+def response_text(response: dict[str, Any]) -> str:
+    """The text blocks of a function response that is a whole ``CallToolResult``."""
+    content = response.get("content") or []
     texts = [block.get("text", "") for block in content if isinstance(block, dict) and block.get("type") == "text"]
-    return "\n".join(texts) if texts else json.dumps(responses[-1])
+    return "\n".join(texts) if texts else json.dumps(response)
+
+
+def tool_results(session: Any) -> list[str]:
+    """The texts of the latest function responses to the model's latest calls (a pending first answer is not one)."""
+    calls: list[str] = []
+    answers: dict[str, str] = {}
+    for event in session.events:
+        parts = (event.content.parts or []) if event.content is not None else []
+        asked = [part.function_call.id or "" for part in parts if part.function_call is not None]
+        if asked:
+            calls, answers = asked, {}
+        for part in parts:
+            response = part.function_response
+            if response is not None and response.response and response.response.get("status") != "pending":
+                answers[response.id or ""] = response_text(response.response)
+    return [answers[call] for call in calls if call in answers]
 
 
 async def main() -> int:
     logging.getLogger("google_adk").setLevel(logging.ERROR)  # a warning per model turn without token counts
     opts = options("Google ADK agent whose MCP approvals pause the invocation")
     session_file = opts.state / "session"
-    if opts.command == "resume":
-        done = finished(opts.state)
-        if done is not None:  # the run finished before: its recorded result, nothing is called
-            print(done)
-            return 0
-        if not session_file.exists():
-            raise SystemExit(f"no paused run in {opts.state}")
+    if finished_before(opts, session_file):  # its recorded result was printed; nothing is called
+        return 0
     sessions = SqliteSessionService(str(opts.state / "sessions.db"))
-    async with mcp_client(opts.url, tasks=True, auth=opts.token, call_journal=opts.journal) as client:
-        gate = ApprovalTools(client)
-        model: BaseLlm | str = ScriptedModel(model="scripted") if opts.scripted else os.environ.get(
-            "ADK_MODEL", "gemini-2.5-flash"
+    async with connect(opts) as servers:
+        model: BaseLlm | str = (
+            ScriptedModel(model="scripted") if opts.scripted else os.environ.get("ADK_MODEL", "gemini-2.5-flash")
         )
-        agent = LlmAgent(name="treasurer", model=model, tools=await approval_tools(gate))
+        agent = LlmAgent(name="treasurer", model=model, tools=await approval_tools(servers))
         app = App(name=APP, root_agent=agent, resumability_config=ResumabilityConfig(is_resumable=True))
         runner = Runner(app=app, session_service=sessions)
         if opts.command == "start":
@@ -115,7 +119,10 @@ async def main() -> int:
             session = await sessions.get_session(app_name=APP, user_id=USER, session_id=session_id)
             for pending in pending_calls(session):
                 print(f"waiting {pending.reference}", flush=True)
-            resume = await resume_message(gate, session)  # waits for the decision
+            resume = await resume_message(servers, session)  # waits for the decisions, each on its server
+            if resume is None:
+                print("nothing is pending in this session: nothing to resume")
+                return 0
             async for _ in runner.run_async(
                 user_id=USER,
                 session_id=session_id,
@@ -131,7 +138,7 @@ async def main() -> int:
             print(f"pending {pending.reference}")
             print(pending.text())
         return 0
-    text = tool_result(session) or ""
+    text = "\n".join(tool_results(session))
     messages = [event.content.model_dump(mode="json", exclude_none=True) for event in session.events if event.content]
     record_finished(opts.state, text, messages)
     print(text)
@@ -139,4 +146,4 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(asyncio.run(main()))
+    raise SystemExit(asyncio.run(refused(main)()))

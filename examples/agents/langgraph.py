@@ -8,9 +8,11 @@ The graph is a model node and :func:`~mcp_approval.agents.langgraph.approval_too
 in ``DIR/checkpoints.sqlite3`` (``langgraph-checkpoint-sqlite``) under the thread id kept in
 ``DIR/thread``. ``start`` runs it until it ends or is interrupted (and prints the pending
 reference); ``resume`` waits for the decision and resumes the thread, printing the tool's result
-text. ``--scripted`` plays the model with langchain-core's ``GenericFakeChatModel``, each answer
-scripted from the conversation; without it the model is ``init_chat_model($LANGCHAIN_MODEL)``
-(default ``openai:gpt-4o``; needs the ``langchain`` package and the provider's key).
+text. Several servers: ``--url a=URL --url b=URL`` (one tool node for all, the tools
+``a_wire_transfer``, ...). ``--scripted`` plays the model with langchain-core's
+``GenericFakeChatModel``, each answer scripted from the conversation; without it the model is
+``init_chat_model($LANGCHAIN_MODEL)`` (default ``openai:gpt-4o``; needs the ``langchain`` package
+and the provider's key).
 """
 
 from __future__ import annotations
@@ -32,22 +34,19 @@ from langchain_core.runnables import RunnableConfig  # noqa: E402
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver  # noqa: E402
 from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
 
-from mcp_approval.agents import ApprovalTools  # noqa: E402
 from mcp_approval.agents.langgraph import approval_tool_node, pending_calls, resume_command, tool_schemas  # noqa: E402
-from mcp_approval.client import mcp_client  # noqa: E402
 
 sys.path.append(HERE)
-from scripted import Options, finished, options, record_finished, scripted_call  # noqa: E402
+from scripted import Options, connect, finished_before, options, record_finished, refused, report, scripted_calls  # noqa: E402
 
 
 def scripted_answer(messages: list[BaseMessage]) -> AIMessage:
-    """Call the tool the user's message asks for; after its result, report what it returned."""
-    last = messages[-1]
-    if isinstance(last, ToolMessage):
-        return AIMessage(content=f"The tool answered: {last.content}")
+    """Call the tools the user's message asks for; after their results, report what they returned."""
+    if isinstance(messages[-1], ToolMessage):
+        return AIMessage(content=report([str(m.content) for m in tool_results(messages)]))
     prompt = next(str(m.content) for m in reversed(messages) if isinstance(m, HumanMessage))
-    tool, arguments = scripted_call(prompt)
-    return AIMessage(content="", tool_calls=[{"name": tool, "args": arguments, "id": f"call_{uuid.uuid4().hex}"}])
+    calls = [{"name": tool, "args": args, "id": f"call_{uuid.uuid4().hex}"} for tool, args in scripted_calls(prompt)]
+    return AIMessage(content="", tool_calls=calls)
 
 
 def model_node(opts: Options, schemas: list[dict[str, Any]]) -> Any:
@@ -74,33 +73,27 @@ def route(state: MessagesState) -> str:
     return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
 
 
-def tool_result(messages: list[BaseMessage]) -> str:
-    """The latest tool result the model was given (or the last message)."""
-    results = [m for m in messages if isinstance(m, ToolMessage)]
-    return str((results or messages)[-1].content)
+def tool_results(messages: list[BaseMessage]) -> list[ToolMessage]:
+    """The results of the model's latest tool calls."""
+    asked = [i for i, m in enumerate(messages) if isinstance(m, AIMessage) and m.tool_calls]
+    return [m for m in messages[asked[-1] + 1 :] if isinstance(m, ToolMessage)] if asked else []
 
 
 async def main() -> int:
     opts = options("LangGraph agent whose MCP approvals interrupt the graph")
     thread_file = opts.state / "thread"
-    if opts.command == "resume":
-        done = finished(opts.state)
-        if done is not None:  # the run finished before: its recorded result, nothing is called
-            print(done)
-            return 0
-        if not thread_file.exists():
-            raise SystemExit(f"no paused run in {opts.state}")
-    else:
+    if finished_before(opts, thread_file):  # its recorded result was printed; nothing is called
+        return 0
+    if opts.command == "start":
         thread_file.write_text(uuid.uuid4().hex)
     config: RunnableConfig = {"configurable": {"thread_id": thread_file.read_text()}}
     async with (
-        mcp_client(opts.url, tasks=True, auth=opts.token, call_journal=opts.journal) as client,
+        connect(opts) as servers,
         AsyncSqliteSaver.from_conn_string(str(opts.state / "checkpoints.sqlite3")) as checkpointer,
     ):
-        gate = ApprovalTools(client)
         builder = StateGraph(MessagesState)
-        builder.add_node("agent", model_node(opts, tool_schemas(await gate.tools())))
-        builder.add_node("tools", approval_tool_node(gate))
+        builder.add_node("agent", model_node(opts, tool_schemas(await servers.tools())))
+        builder.add_node("tools", approval_tool_node(servers))  # one node for every server
         builder.add_edge(START, "agent")
         builder.add_conditional_edges("agent", route, ["tools", END])
         builder.add_edge("tools", "agent")
@@ -110,7 +103,7 @@ async def main() -> int:
         else:
             for pending in pending_calls(await graph.aget_state(config)):
                 print(f"waiting {pending.reference}", flush=True)
-            await graph.ainvoke(await resume_command(gate, graph, config), config)  # waits for the decision
+            await graph.ainvoke(await resume_command(servers, graph, config), config)  # waits, each on its server
         snapshot = await graph.aget_state(config)
     waiting = pending_calls(snapshot)
     if waiting:
@@ -119,11 +112,11 @@ async def main() -> int:
             print(pending.text())
         return 0
     messages = snapshot.values["messages"]
-    text = tool_result(messages)
+    text = "\n".join(str(m.content) for m in tool_results(messages)) or str(messages[-1].content)
     record_finished(opts.state, text, messages_to_dict(messages))
     print(text)
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(asyncio.run(main()))
+    raise SystemExit(asyncio.run(refused(main)()))

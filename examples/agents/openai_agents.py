@@ -7,7 +7,8 @@
 ``start`` runs the agent; when the call waits for approval the run's interruptions hold it, and
 the ``RunState`` is kept in ``DIR/state.json`` (its context carries the pending call). ``resume``
 waits for the decision, approves (or rejects, with the server's text) the interruption and runs
-the state to the end, printing the tool's result text. ``--scripted`` plays the model with the
+the state to the end, printing the tool's result text. Several servers: ``--url a=URL --url b=URL``
+(the tools ``a_wire_transfer``, ...). ``--scripted`` plays the model with the
 SDK's ``agents.testing.ScriptedModel``; without it the agent uses the SDK's default model (reads
 ``OPENAI_API_KEY``; ``OPENAI_DEFAULT_MODEL`` picks it).
 """
@@ -27,24 +28,17 @@ os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")  # nothing reports h
 from agents import Agent, Runner, RunState
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 
-from mcp_approval.agents import ApprovalTools
 from mcp_approval.agents.openai_agents import approval_tools, pending_calls, resume_state, run_context
-from mcp_approval.client import mcp_client
 
 sys.path.append(str(Path(__file__).resolve().parent))
-from scripted import Options, finished, options, record_finished, scripted_call
+from scripted import Options, connect, finished_before, options, record_finished, refused, report, scripted_calls
 
 
 def _field(item: Any, name: str) -> Any:
     return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
 
 
-def last_tool_output(items: list[Any]) -> str | None:
-    """The latest function call output the model was given, as text."""
-    outputs = [_field(item, "output") for item in items if _field(item, "type") == "function_call_output"]
-    if not outputs:
-        return None
-    output = outputs[-1]
+def _text(output: Any) -> str:
     if isinstance(output, str):
         return output
     blocks = output if isinstance(output, list) else [output]
@@ -52,16 +46,23 @@ def last_tool_output(items: list[Any]) -> str | None:
     return "\n".join(texts) if texts else json.dumps(output)
 
 
+def last_tool_outputs(items: list[Any]) -> list[str]:
+    """The outputs of the function calls since the latest message (the model's latest calls), as text."""
+    messages = [i for i, item in enumerate(items) if _field(item, "role") is not None]
+    later = items[messages[-1] + 1 :] if messages else items
+    return [_text(_field(item, "output")) for item in later if _field(item, "type") == "function_call_output"]
+
+
 def scripted_model(prompt: str) -> ScriptedModel:
     """A model that calls the tool the prompt asks for, then reports what the tool returned."""
 
     def respond(call: ModelCall) -> Any:
         items = call.input if isinstance(call.input, list) else []
-        returned = last_tool_output(items)
-        if returned is None:
-            tool, arguments = scripted_call(prompt)
-            return [function_call(tool, arguments, call_id=f"call_{uuid.uuid4().hex}")]
-        return [assistant_message(f"The tool answered: {returned}")]
+        returned = last_tool_outputs(items)
+        if not returned:
+            calls = scripted_calls(prompt)
+            return [function_call(tool, arguments, call_id=f"call_{uuid.uuid4().hex}") for tool, arguments in calls]
+        return [assistant_message(report(returned))]
 
     return ScriptedModel([ModelStep.respond(respond) for _ in range(4)])
 
@@ -75,16 +76,10 @@ def agent_for(opts: Options, prompt: str, tools: list[Any]) -> Agent[Any]:
 async def main() -> int:
     opts = options("OpenAI Agents SDK agent whose MCP approvals interrupt the run")
     state_file = opts.state / "state.json"
-    if opts.command == "resume":
-        done = finished(opts.state)
-        if done is not None:  # the run finished before: its recorded result, nothing is called
-            print(done)
-            return 0
-        if not state_file.exists():
-            raise SystemExit(f"no paused run in {opts.state}")
-    async with mcp_client(opts.url, tasks=True, auth=opts.token, call_journal=opts.journal) as client:
-        gate = ApprovalTools(client)
-        tools = await approval_tools(gate)
+    if finished_before(opts, state_file):  # its recorded result was printed; nothing is called
+        return 0
+    async with connect(opts) as servers:
+        tools = await approval_tools(servers)
         if opts.command == "start":
             prompt = opts.prompt
             agent = agent_for(opts, prompt, tools)
@@ -96,7 +91,7 @@ async def main() -> int:
             state = await RunState.from_string(agent, saved["state"])
             for pending in pending_calls(state):
                 print(f"waiting {pending.reference}", flush=True)
-            await resume_state(gate, state)  # waits for the decision
+            await resume_state(servers, state)  # waits for the decisions, each on its server
             result = await Runner.run(agent, state)
     if result.interruptions:
         state = result.to_state()
@@ -106,11 +101,11 @@ async def main() -> int:
             print(pending.text())
         return 0
     items = result.to_input_list()
-    text = last_tool_output(items) or str(result.final_output)
+    text = "\n".join(last_tool_outputs(items)) or str(result.final_output)
     record_finished(opts.state, text, items)
     print(text)
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(asyncio.run(main()))
+    raise SystemExit(asyncio.run(refused(main)()))

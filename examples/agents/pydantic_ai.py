@@ -7,6 +7,7 @@
 ``start`` runs the agent; when the call waits for approval it keeps the run's messages and the
 deferred requests in ``DIR/run.json`` and prints the pending reference. ``resume`` (any process,
 any time later) waits for the decision and finishes the run, printing the tool's result text.
+Several servers: ``--url a=URL --url b=URL`` (one toolset, the tools ``a_wire_transfer``, ...).
 ``--scripted`` plays the model with pydantic-ai's ``FunctionModel``; without it the model is
 ``$PYDANTIC_AI_MODEL`` (default ``openai:gpt-4o``, which reads ``OPENAI_API_KEY``).
 """
@@ -37,7 +38,6 @@ from pydantic_ai.messages import (  # noqa: E402
 from pydantic_ai.models import Model  # noqa: E402
 from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 
-from mcp_approval.agents import ApprovalTools  # noqa: E402
 from mcp_approval.agents.pydantic_ai import (  # noqa: E402
     approval_toolset,
     dump_requests,
@@ -45,30 +45,28 @@ from mcp_approval.agents.pydantic_ai import (  # noqa: E402
     pending_calls,
     resume_results,
 )
-from mcp_approval.client import mcp_client  # noqa: E402
 
 sys.path.append(HERE)
-from scripted import Options, finished, options, record_finished, scripted_call  # noqa: E402
+from scripted import Options, connect, finished_before, options, record_finished, refused, report, scripted_calls  # noqa: E402
 
 
-def last_tool_return(messages: list[ModelMessage]) -> ToolReturnPart | None:
-    """The latest tool return in the messages the model was given."""
-    returns = [
-        part for message in messages if isinstance(message, ModelRequest) for part in message.parts
-        if isinstance(part, ToolReturnPart)
-    ]
-    return returns[-1] if returns else None
+def last_tool_returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
+    """The returns of the model's latest tool calls (a resumed run answers some of them in a later request)."""
+    calls = [i for i, message in enumerate(messages) if isinstance(message, ModelResponse) and message.tool_calls]
+    if not calls:
+        return []
+    later = [message for message in messages[calls[-1] + 1 :] if isinstance(message, ModelRequest)]
+    return [part for message in later for part in message.parts if isinstance(part, ToolReturnPart)]
 
 
 def scripted_model(prompt: str) -> FunctionModel:
     """A model that calls the tool the prompt asks for, then reports what the tool returned."""
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        returned = last_tool_return(messages)
-        if returned is None:
-            tool, arguments = scripted_call(prompt)
-            return ModelResponse(parts=[ToolCallPart(tool, arguments)])
-        return ModelResponse(parts=[TextPart(f"The tool answered: {returned.model_response_str()}")])
+        returned = last_tool_returns(messages)
+        if not returned:
+            return ModelResponse(parts=[ToolCallPart(tool, arguments) for tool, arguments in scripted_calls(prompt)])
+        return ModelResponse(parts=[TextPart(report([part.model_response_str() for part in returned]))])
 
     return FunctionModel(respond)
 
@@ -82,16 +80,10 @@ async def main() -> int:
     opts = options("pydantic-ai agent whose MCP approvals pause the run")
     run_file = opts.state / "run.json"
     prompt = opts.prompt
-    if opts.command == "resume":
-        done = finished(opts.state)
-        if done is not None:  # the run finished before: its recorded result, nothing is called
-            print(done)
-            return 0
-        if not run_file.exists():
-            raise SystemExit(f"no paused run in {opts.state}")
-    async with mcp_client(opts.url, tasks=True, auth=opts.token, call_journal=opts.journal) as client:
-        gate = ApprovalTools(client)
-        toolset = await approval_toolset(gate)
+    if finished_before(opts, run_file):  # its recorded result was printed; nothing is called
+        return 0
+    async with connect(opts) as servers:
+        toolset = await approval_toolset(servers)
         if opts.command == "start":
             agent = Agent(model(opts, opts.prompt), toolsets=[toolset], output_type=[str, DeferredToolRequests])
             result = await agent.run(opts.prompt)
@@ -102,7 +94,7 @@ async def main() -> int:
             requests = load_requests(json.dumps(saved["requests"]))
             for pending in pending_calls(requests):
                 print(f"waiting {pending.reference}", flush=True)
-            results = await resume_results(gate, requests)  # waits for the decision
+            results = await resume_results(servers, requests)  # waits for the decisions, each on its server
             agent = Agent(model(opts, prompt), toolsets=[toolset], output_type=[str, DeferredToolRequests])
             result = await agent.run(message_history=history, deferred_tool_results=results)
     messages: Any = json.loads(result.all_messages_json())
@@ -113,12 +105,12 @@ async def main() -> int:
             print(f"pending {pending.reference}")
             print(pending.text())
         return 0
-    returned = last_tool_return(result.all_messages())
-    text = returned.model_response_str() if returned is not None else str(result.output)
+    returned = last_tool_returns(result.all_messages())
+    text = "\n".join(part.model_response_str() for part in returned) if returned else str(result.output)
     record_finished(opts.state, text, messages)
     print(text)
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(asyncio.run(main()))
+    raise SystemExit(asyncio.run(refused(main)()))

@@ -9,7 +9,14 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 
-from mcp_approval.agents import ApprovalTools, PendingCall, call_key_for, result_text
+from mcp_approval.agents import (
+    ApprovalServers,
+    ApprovalTools,
+    PendingCall,
+    ServerNotGivenError,
+    call_key_for,
+    result_text,
+)
 from mcp_approval.client import ClientUsageError, TaskPendingError, mcp_client
 from tests.agents.contract import decide, new_account, transfers_to
 from tests.support.treasury import TreasuryServer, deployment_dir
@@ -128,3 +135,109 @@ async def test_the_key_needs_both_ids_and_the_client_tasks(treasury: TreasurySer
     async with mcp_client(f"{treasury.base_url}/mcp", auth="alice-token") as client:
         with pytest.raises(ClientUsageError, match="tasks=True"):
             ApprovalTools(client)
+
+
+async def test_a_pending_call_resumes_only_on_the_server_it_was_made_on(
+    treasury: TreasuryServer, strict_treasury: TreasuryServer, tmp_path: Path
+) -> None:
+    # b gates a transfer of 5,000 that a allows at once; each client has a journal of its own.
+    account = new_account("core-route")
+    url_a, url_b = f"{treasury.base_url}/mcp", f"{strict_treasury.base_url}/mcp"
+    async with mcp_client(url_b, tasks=True, auth="alice-token", call_journal=tmp_path / "b.sqlite3") as client:
+        pending = await ApprovalTools(client, name="b", pending_wait_s=0.2).call(
+            "wire_transfer", transfer(account, 5_000), call_key="test/run-6/c1"
+        )
+    assert isinstance(pending, PendingCall)
+    assert pending.server == "b"
+    async with mcp_client(url_a, tasks=True, auth="alice-token", call_journal=tmp_path / "a.sqlite3") as client:
+        gate_a = ApprovalTools(client, name="a")
+        with pytest.raises(ServerNotGivenError, match=f"server 'b': {pending.reference}.*nothing was sent"):
+            await ApprovalServers(gate_a).decisions([pending], timeout_s=5)
+        with pytest.raises(ClientUsageError, match="made on server 'b', not on 'a'; nothing was sent"):
+            await gate_a.wait_for_decision(pending, timeout_s=5)
+        misnamed = ApprovalTools(client, name="b")  # server a's client under b's name: its journal says no
+        with pytest.raises(ClientUsageError, match="not in the call journal"):
+            await misnamed.wait_for_decision(pending, timeout_s=5)
+    # The same journal for both: it knows the call was made on b's URL.
+    shared = tmp_path / "b.sqlite3"
+    async with mcp_client(url_a, tasks=True, auth="alice-token", call_journal=shared) as client:
+        with pytest.raises(ClientUsageError, match=f"was made on {url_b}, not on {url_a}"):
+            await ApprovalTools(client, name="b").wait_for_decision(pending, timeout_s=5)
+    assert transfers_to(treasury, account) == 0  # nothing reached a
+    assert transfers_to(strict_treasury, account) == 0
+    decide(strict_treasury, account, "approve")
+    async with mcp_client(url_b, tasks=True, auth="alice-token", call_journal=tmp_path / "b.sqlite3") as client:
+        result = await ApprovalServers.of({"b": ApprovalTools(client, name="b")}).wait_for_decision(pending)
+    assert f"to {account} completed" in result_text(result)
+    assert (transfers_to(treasury, account), transfers_to(strict_treasury, account)) == (0, 1)
+
+
+async def test_several_servers_need_distinct_tool_names_and_share_one_status_tool(
+    treasury: TreasuryServer, strict_treasury: TreasuryServer, tmp_path: Path
+) -> None:
+    account, journal = new_account("core-status"), tmp_path / "calls.sqlite3"
+    async with (
+        mcp_client(f"{treasury.base_url}/mcp", tasks=True, auth="alice-token", call_journal=journal) as a,
+        mcp_client(f"{strict_treasury.base_url}/mcp", tasks=True, auth="alice-token", call_journal=journal) as b,
+    ):
+        with pytest.raises(ClientUsageError, match="both give the model a tool named 'wire_transfer'"):
+            await ApprovalServers(ApprovalTools(a, name="a"), ApprovalTools(b, name="b")).tools()
+        servers = ApprovalServers(ApprovalTools(a, name="a", prefix="a_"), ApprovalTools(b, name="b", prefix="b_"))
+        names = [tool.name for tool in await servers.tools()]
+        assert {"a_wire_transfer", "b_wire_transfer", "approval_status"} <= set(names)
+        assert names.count("approval_status") == 1
+        assert not any(name.endswith("_approval_status") for name in names)
+        transfer_b, status = await servers.tool("b_wire_transfer"), await servers.tool("approval_status")
+        assert transfer_b is not None
+        assert status is not None
+        pending = await transfer_b.call(transfer(account, 5_000), call_key="test/run-7/c1")
+        assert isinstance(pending, PendingCall)
+        assert pending.tool == "wire_transfer"  # the server's own name for it
+        answer = await status.call({"reference": pending.reference}, call_key="test/run-7/c2")
+        assert isinstance(answer, types.CallToolResult)
+        assert answer.is_error is not True
+        assert answer.structured_content is not None
+        assert answer.structured_content["state"] == "pending"
+        unknown = await status.call({"reference": "no-such-reference"}, call_key="test/run-7/c3")
+        assert isinstance(unknown, types.CallToolResult)
+        assert unknown.is_error is True
+        assert "No call this agent made on its servers (a, b)" in result_text(unknown)
+        decide(strict_treasury, account, "deny")
+
+
+async def test_a_pending_wait_leaves_the_client_block_as_itself(treasury: TreasuryServer, tmp_path: Path) -> None:
+    account, journal = new_account("core-group"), tmp_path / "calls.sqlite3"
+    url = f"{treasury.base_url}/mcp"
+    async with mcp_client(url, tasks=True, auth="alice-token", call_journal=journal) as client:
+        pending = await ApprovalTools(client, pending_wait_s=0.2).call(
+            "wire_transfer", transfer(account), call_key="test/run-8/c1"
+        )
+    assert isinstance(pending, PendingCall)
+    with pytest.raises(TaskPendingError) as still:  # the error itself, not an ExceptionGroup around it
+        async with mcp_client(url, tasks=True, auth="alice-token", call_journal=journal) as client:
+            await ApprovalTools(client).wait_for_decision(pending, timeout_s=0.3)
+    assert still.value.task_id == pending.reference
+    decide(treasury, account, "deny")
+
+
+def test_servers_are_named_once_and_a_resume_names_every_server_it_lacks() -> None:
+    def gate(name: str | None, url: str = "http://127.0.0.1:9/mcp") -> ApprovalTools:
+        return ApprovalTools(mcp_client(url, tasks=True), name=name)  # not connected: nothing is sent
+
+    assert gate(None).name == "http://127.0.0.1:9/mcp"  # by default, the server's URL
+    with pytest.raises(ClientUsageError, match="two servers are named 'a'"):
+        ApprovalServers(gate("a"), gate("a", "http://127.0.0.1:10/mcp"))
+    with pytest.raises(ClientUsageError, match=r"servers\['b'\] is the server named 'a'"):
+        ApprovalServers.of({"b": gate("a")})
+    servers = ApprovalServers.of([gate("a")])
+
+    def waiting(server: str, reference: str) -> PendingCall:
+        return PendingCall(f"test/run/{reference}", "wire_transfer", {}, reference, server=server)
+
+    with pytest.raises(ServerNotGivenError) as refused:
+        servers.check([waiting("a", "r1"), waiting("b", "r2"), waiting("c", "r3"), waiting("b", "r4")])
+    assert refused.value.missing == {"b": ["r2", "r4"], "c": ["r3"]}
+    assert "given: 'a'" in str(refused.value)
+    servers.check([waiting("a", "r1"), waiting("", "r5")])  # unnamed (paused before names): the one server
+    with pytest.raises(ServerNotGivenError, match=r"server '\(unnamed\)': r5"):
+        ApprovalServers(gate("a"), gate("b", "http://127.0.0.1:10/mcp")).check([waiting("", "r5")])

@@ -1,7 +1,8 @@
-"""pydantic-ai (deferred tools) through ``examples/agents/pydantic_ai.py``; runs where pydantic-ai is installed."""
+"""pydantic-ai specifics: a denial reaches the model as a failed tool return (runs where pydantic-ai is installed)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,16 +13,16 @@ from tests.support.treasury import TreasuryServer
 pytest.importorskip("pydantic_ai", reason="the agents extra (interop leg k runs this in its own venv)")
 
 pytestmark = pytest.mark.slow
-NAME = "pydantic_ai"
 
 
-def test_an_approval_after_the_process_was_killed_runs_the_call_once(treasury: TreasuryServer, tmp_path: Path) -> None:
-    contract.approved_after_a_kill(NAME, treasury, tmp_path)
-
-
-def test_a_denial_reaches_the_model_and_nothing_runs(treasury: TreasuryServer, tmp_path: Path) -> None:
-    contract.denied(NAME, treasury, tmp_path)
-
-
-def test_a_call_that_needs_no_approval_finishes_at_once(treasury: TreasuryServer, tmp_path: Path) -> None:
-    contract.no_approval_needed(NAME, treasury, tmp_path)
+def test_a_denial_is_a_failed_tool_return_as_pydantic_ai_marks_tool_errors(
+    treasury: TreasuryServer, tmp_path: Path
+) -> None:
+    example, account = contract.Example("pydantic_ai", treasury, tmp_path), contract.new_account("failed")
+    contract.pending_reference(example.run("start", f"Send 30000 to {account}"))
+    contract.decide(treasury, account, "deny")
+    example.run("resume")
+    messages = json.loads((tmp_path / "finished.json").read_text())["messages"]
+    returns = [part for message in messages for part in message["parts"] if part["part_kind"] == "tool-return"]
+    assert [part["outcome"] for part in returns] == ["failed"], returns
+    assert "did not run" in returns[0]["content"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import mcp_types as types
 
@@ -37,6 +37,8 @@ __all__ = [
     "DECIDED_BY",
     "ApprovalTools",
     "PendingCall",
+    "ServerTool",
+    "ToolCaller",
     "call_key_for",
     "result_text",
 ]
@@ -76,6 +78,9 @@ class PendingCall:
     message: str = ""
     """What the server says about the request (its task's ``statusMessage``)."""
     decided_by: str = DECIDED_BY
+    server: str = ""
+    """The name of the server the call was made on (:attr:`ApprovalTools.name`): a resume goes on there
+    and nowhere else. Empty in calls paused before servers were named."""
     kind: str = field(default="mcp-approval-pending", repr=False)
 
     def as_dict(self) -> dict[str, Any]:
@@ -101,6 +106,45 @@ class PendingCall:
         return " ".join(parts)
 
 
+class ToolCaller(Protocol):
+    """What calls a :class:`ServerTool`: a server's :class:`ApprovalTools`, or a router over several."""
+
+    name: str
+
+    async def call(
+        self, tool: str, arguments: Mapping[str, Any], *, call_key: str
+    ) -> types.CallToolResult | PendingCall: ...
+
+
+@dataclass(frozen=True)
+class ServerTool:
+    """One tool as the model sees it (``name``: the server's name for it, with the server's prefix) and who calls it."""
+
+    name: str
+    listed: types.Tool
+    """The tool as its server lists it (the server is called with ``listed.name``)."""
+    via: ToolCaller = field(repr=False)
+
+    @property
+    def server(self) -> str:
+        """The name of the server the tool calls (:attr:`ApprovalTools.name`)."""
+        return self.via.name
+
+    @property
+    def description(self) -> str:
+        """The server's description of the tool (empty when it gives none)."""
+        return self.listed.description or ""
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        """The tool's input schema as the server lists it."""
+        return dict(self.listed.input_schema)
+
+    async def call(self, arguments: Mapping[str, Any], *, call_key: str) -> types.CallToolResult | PendingCall:
+        """Call the tool at most once for ``call_key``: its result, or a :class:`PendingCall`."""
+        return await self.via.call(self.listed.name, arguments, call_key=call_key)
+
+
 def result_text(result: types.CallToolResult) -> str:
     """A result's text blocks, joined (what a model reads of it)."""
     return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
@@ -116,18 +160,31 @@ class ApprovalTools:
     Args:
         client: a connected client made with ``tasks=True`` (an approval-gated call is a task); its
             ``call_journal`` is where calls are journaled (make it durable: a file).
+        name: what the application calls this server; every :class:`PendingCall` made here carries
+            it, and a resume goes on only on the server of that name. By default the server's URL
+            (or command line): give a name of your own when the agent has several servers, and
+            keep it the same from the pause to the resume.
+        prefix: put before each tool's name as the model sees it (``"payments_"`` makes
+            ``payments_refund`` of ``refund``), so tools of several servers cannot collide; the
+            server is always called with its own name.
         pending_wait_s: how long a first call waits for its task before it counts as pending
             (a call that finishes in that time is answered as a plain MCP call would be).
     """
 
-    def __init__(self, client: AgentClient, *, pending_wait_s: float = 1.0) -> None:
+    def __init__(
+        self, client: AgentClient, *, name: str | None = None, prefix: str = "", pending_wait_s: float = 1.0
+    ) -> None:
         if client.tasks is None:
             raise ClientUsageError("approval-gated calls are tasks: make the client with mcp_client(..., tasks=True)")
+        if name is not None and not name.strip():
+            raise ClientUsageError("a server's name must not be empty")
         self.client = client
+        self.name = name if name is not None else client.server_identity()
+        self.prefix = prefix
         self.pending_wait_s = pending_wait_s
 
-    async def tools(self) -> list[types.Tool]:
-        """The server's tools as it lists them (every page)."""
+    async def listed(self) -> list[types.Tool]:
+        """The server's tools as it lists them (every page), under the server's own names."""
         listed: list[types.Tool] = []
         cursor: str | None = None
         while True:
@@ -136,6 +193,10 @@ class ApprovalTools:
             cursor = page.next_cursor
             if not cursor:
                 return listed
+
+    async def tools(self) -> list[ServerTool]:
+        """The server's tools as the model sees them: its names with :attr:`prefix`, each calling this server."""
+        return [ServerTool(f"{self.prefix}{tool.name}", tool, self) for tool in await self.listed()]
 
     async def call(
         self, tool: str, arguments: Mapping[str, Any], *, call_key: str
@@ -155,19 +216,44 @@ class ApprovalTools:
         the server offers them, and polled otherwise. Called again (another process, a second
         resume), it returns the recorded outcome without calling anything.
 
+        The call must have been made here: ``pending`` names this server, and this client's
+        journal holds its key for this server, tool and arguments (:meth:`verify`); anything else
+        is refused before anything is sent.
+
         Raises:
             TaskPendingError: still undecided after ``timeout_s`` (``None``: as long as the request lives).
+            ClientUsageError: the call was made on another server (nothing is sent).
         """
-        outcome = await self._call(pending.tool, pending.arguments, pending.call_key, timeout_s)
+        self._check_server(pending)
+        outcome = await self._call(pending.tool, pending.arguments, pending.call_key, timeout_s, resume=True)
         if isinstance(outcome, PendingCall):
             raise TaskPendingError(outcome.reference, f"{pending.tool} is still waiting for approval")
         return outcome
 
+    async def verify(self, pending: PendingCall) -> None:
+        """Check, sending nothing, that ``pending`` was made on this server: its name, and its key in the journal.
+
+        Raises:
+            ClientUsageError: it names another server, or this client's journal does not hold its
+                key for this server, tool and arguments (see :meth:`AgentClient.check_resumable`).
+        """
+        self._check_server(pending)
+        await self.client.check_resumable(pending.tool, pending.arguments, call_key=pending.call_key)
+
+    def _check_server(self, pending: PendingCall) -> None:
+        if pending.server and pending.server != self.name:
+            raise ClientUsageError(
+                f"{pending.tool} (reference {pending.reference}) was made on server {pending.server!r}, not on "
+                f"{self.name!r}; nothing was sent. Resume it with that server"
+            )
+
     async def _call(
-        self, tool: str, arguments: dict[str, Any], call_key: str, wait_s: float | None
+        self, tool: str, arguments: dict[str, Any], call_key: str, wait_s: float | None, *, resume: bool = False
     ) -> types.CallToolResult | PendingCall:
         try:
             with task_wait(wait_s):  # this call's own wait: others on the client may wait differently
+                if resume:  # never a first call: the key must be on record for this server
+                    return await self.client.resume_call(tool, arguments, call_key=call_key)
                 return await self.client.call_tool(tool, arguments, call_key=call_key)
         except TaskPendingError as pending:
             return await self._pending(tool, arguments, call_key, pending.task_id)
@@ -201,4 +287,5 @@ class ApprovalTools:
             reference=task_id,
             deadline=deadline if isinstance(deadline, str) else None,
             message=task.status_message or "",
+            server=self.name,
         )

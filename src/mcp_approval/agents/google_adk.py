@@ -1,4 +1,4 @@
-"""Google ADK: an MCP server's tools as long-running tools; a pending approval pauses the invocation.
+"""Google ADK: MCP servers' tools as long-running tools; a pending approval pauses the invocation.
 
 ::
 
@@ -12,10 +12,16 @@
         ...
         # later, in any process, with the same session service:
         session = await runner.session_service.get_session(app_name=..., user_id=..., session_id=...)
-        resume = await resume_message(gate, session)  # waits for the decisions
-        async for event in runner.run_async(user_id=..., session_id=..., invocation_id=resume.invocation_id,
-                                            new_message=resume.message, state_delta=resume.state_delta):
-            ...
+        resume = await resume_message(gate, session)  # waits for the decisions; None: nothing is pending
+        if resume is not None:
+            async for event in runner.run_async(user_id=..., session_id=..., invocation_id=resume.invocation_id,
+                                                new_message=resume.message, state_delta=resume.state_delta):
+                ...
+
+Several servers: ``approval_tools(servers)`` with an :class:`~mcp_approval.agents.ApprovalServers`
+gives every server's tools under their prefixed names (each tool calls its server with the
+server's own name for it), and :func:`resume_message` sends each wait to the server the call was
+made on.
 
 Each tool is long-running (``is_long_running``): a call that finishes at once answers the whole
 ``CallToolResult`` as its function response, as ADK's ``McpToolset`` does; a call waiting for a
@@ -43,7 +49,8 @@ except ModuleNotFoundError as exc:  # an optional extra: say which one
         f"mcp_approval.agents.google_adk needs Google ADK ({exc}): pip install 'mcp-approval[agents]'", name=exc.name
     ) from exc
 
-from mcp_approval.agents.core import ApprovalTools, PendingCall, call_key_for
+from mcp_approval.agents.core import PendingCall, ServerTool, call_key_for
+from mcp_approval.agents.servers import ApprovalServers, Servers
 
 __all__ = [
     "FRAMEWORK",
@@ -58,7 +65,8 @@ __all__ = [
 
 #: The framework part of the call keys this adapter makes.
 FRAMEWORK = "google-adk"
-#: The session state key of the pending calls (function call id → :meth:`PendingCall.as_dict` and its invocation).
+#: The session state key of the pending calls (function call id → its invocation, the tool's name as the model
+#: called it and :meth:`PendingCall.as_dict`).
 STATE_KEY = "mcp_approval:pending"
 
 
@@ -68,39 +76,42 @@ def function_response(result: types.CallToolResult) -> dict[str, Any]:
 
 
 class ApprovalTool(BaseTool):  # type: ignore[misc]  # ADK is untyped here (an optional dependency)
-    """One MCP tool as a long-running ADK tool (see the module docstring)."""
+    """One MCP tool as a long-running ADK tool (see the module docstring); ``name`` is the model's (prefixed) name."""
 
-    def __init__(self, gate: ApprovalTools, listed: types.Tool) -> None:
-        super().__init__(name=listed.name, description=listed.description or "", is_long_running=True)
-        self._gate = gate
-        self._listed = listed
+    def __init__(self, tool: ServerTool) -> None:
+        super().__init__(name=tool.name, description=tool.description, is_long_running=True)
+        self._tool = tool
 
     def _get_declaration(self) -> genai.FunctionDeclaration:
         return genai.FunctionDeclaration(
-            name=self.name, description=self.description, parameters_json_schema=self._listed.input_schema
+            name=self.name, description=self.description, parameters_json_schema=self._tool.input_schema
         )
 
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
-        """Make the call; ``None`` (no response yet) while it waits for approval."""
+        """Make the call (on the tool's server, by the server's name for it); a pending first answer while it waits."""
         invocation = tool_context.invocation_id
         call_id = tool_context.function_call_id or ""
-        outcome = await self._gate.call(self.name, args, call_key=call_key_for(FRAMEWORK, invocation, call_id))
+        outcome = await self._tool.call(args, call_key=call_key_for(FRAMEWORK, invocation, call_id))
         if isinstance(outcome, PendingCall):
             pending = dict(tool_context.state.get(STATE_KEY) or {})
-            pending[call_id] = {"invocation_id": invocation, "call": outcome.as_dict()}
+            pending[call_id] = {"invocation_id": invocation, "name": self.name, "call": outcome.as_dict()}
             tool_context.state[STATE_KEY] = pending
             # The first answer of a long-running tool: ADK records it (and this state) and pauses.
             return {"status": "pending", "text": outcome.text(), **outcome.as_dict()}
         return function_response(outcome)
 
 
-async def approval_tools(gate: ApprovalTools) -> list[ApprovalTool]:
-    """The server's tools (names, descriptions and input schemas as it lists them) as ADK tools."""
-    return [ApprovalTool(gate, listed) for listed in await gate.tools()]
+async def approval_tools(servers: Servers) -> list[ApprovalTool]:
+    """The servers' tools (descriptions and input schemas as listed, names with each server's prefix) as ADK tools.
+
+    Raises:
+        ClientUsageError: two servers give the model one tool name (set a prefix on one).
+    """
+    return [ApprovalTool(tool) for tool in await ApprovalServers.of(servers).tools()]
 
 
 def pending_calls(session: Any) -> list[PendingCall]:
-    """The calls a paused session waits for (tool, arguments, reference, deadline), from its state."""
+    """The calls a paused session waits for (tool, arguments, reference, deadline, server), from its state."""
     pending = session.state.get(STATE_KEY) or {}
     return [PendingCall.from_dict(entry["call"]) for entry in pending.values()]
 
@@ -114,19 +125,28 @@ class Resume:
     state_delta: dict[str, Any]
 
 
-async def resume_message(gate: ApprovalTools, session: Any, *, timeout_s: float | None = None) -> Resume:
-    """Wait for every pending approval of ``session``; the function responses that resume its invocation.
+async def resume_message(servers: Servers, session: Any, *, timeout_s: float | None = None) -> Resume | None:
+    """Wait for every pending approval of ``session``, each on its own server; what resumes its invocation.
+
+    ``None`` when nothing is pending (the session never paused, or was resumed already): there is
+    nothing to resume, and running the invocation anyway would call the model again on an empty turn.
+    ``servers``: every server the session's agent used; each call is checked first (its server is
+    given, its key is in that server's call journal), otherwise nothing is sent.
 
     Raises:
+        ServerNotGivenError: a call was made on a server not given (nothing is sent).
+        ClientUsageError: a call is not in its server's call journal (nothing is sent).
         TaskPendingError: a decision is still outstanding after ``timeout_s``.
     """
     pending: dict[str, Any] = dict(session.state.get(STATE_KEY) or {})
+    if not pending:
+        return None
+    calls = [PendingCall.from_dict(entry["call"]) for entry in pending.values()]
+    results = await ApprovalServers.of(servers).decisions(calls, timeout_s=timeout_s)
     parts = []
-    invocation: str | None = None
-    for call_id, entry in pending.items():
-        call = PendingCall.from_dict(entry["call"])
-        result = await gate.wait_for_decision(call, timeout_s=timeout_s)
-        response = genai.FunctionResponse(id=call_id, name=call.tool, response=function_response(result))
+    for (call_id, entry), result in zip(pending.items(), results, strict=True):
+        name = entry.get("name") or entry["call"]["tool"]  # the function call's (prefixed) name
+        response = genai.FunctionResponse(id=call_id, name=name, response=function_response(result))
         parts.append(genai.Part(function_response=response))
-        invocation = entry["invocation_id"]
+    invocation = next(reversed(pending.values()))["invocation_id"]
     return Resume(invocation, genai.Content(role="user", parts=parts), {STATE_KEY: {}})

@@ -1,17 +1,20 @@
-"""LangGraph: an MCP server's tools in a tool node that pauses the graph with ``interrupt()`` on a pending approval.
+"""LangGraph: MCP servers' tools in one tool node that pauses the graph with ``interrupt()`` on a pending approval.
 
 ::
 
     async with mcp_client(url, tasks=True, auth=token, call_journal="calls.sqlite3") as client:
         gate = ApprovalTools(client)
-        listed = await gate.tools()
-        model = chat_model.bind_tools(tool_schemas(listed))        # names, descriptions, input schemas
-        builder.add_node("tools", approval_tool_node(gate))        # instead of ToolNode
+        model = chat_model.bind_tools(tool_schemas(await gate.tools()))   # names, descriptions, input schemas
+        builder.add_node("tools", approval_tool_node(gate))            # instead of ToolNode
         graph = builder.compile(checkpointer=AsyncSqliteSaver(...))
-        await graph.ainvoke({"messages": [...]}, config)           # paused: the state has __interrupt__
+        await graph.ainvoke({"messages": [...]}, config)               # paused: the state has __interrupt__
         ...
         # later, in any process, with the same checkpointer and thread:
         await graph.ainvoke(await resume_command(gate, graph, config), config)
+
+Several servers: one node for all of them, ``approval_tool_node(servers)`` with an
+:class:`~mcp_approval.agents.ApprovalServers`; each tool call goes to the server whose (prefixed)
+tool it names, and :func:`resume_command` sends each wait to the server the call was made on.
 
 The node answers each tool call of the last ``AIMessage`` with a ``ToolMessage`` (the tool's text,
 ``status="error"`` for an error result), as ``langchain-mcp-adapters`` with a ``ToolNode`` does.
@@ -24,7 +27,7 @@ langchain-core are imported when this module is.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import mcp_types as types
@@ -38,7 +41,8 @@ except ModuleNotFoundError as exc:  # an optional extra: say which one
         f"mcp_approval.agents.langgraph needs LangGraph ({exc}): pip install 'mcp-approval[agents]'", name=exc.name
     ) from exc
 
-from mcp_approval.agents.core import ApprovalTools, PendingCall, call_key_for, result_text
+from mcp_approval.agents.core import PendingCall, ServerTool, call_key_for, result_text
+from mcp_approval.agents.servers import ApprovalServers, Servers
 
 __all__ = [
     "FRAMEWORK",
@@ -55,15 +59,15 @@ FRAMEWORK = "langgraph"
 ToolNodeFunction = Callable[[Mapping[str, Any], RunnableConfig], Awaitable[dict[str, list[ToolMessage]]]]
 
 
-def tool_schemas(listed: list[types.Tool]) -> list[dict[str, Any]]:
+def tool_schemas(tools: Sequence[ServerTool | types.Tool]) -> list[dict[str, Any]]:
     """The tools in the OpenAI function format ``bind_tools`` takes (names, descriptions, input schemas)."""
-    return [
-        {
-            "type": "function",
-            "function": {"name": tool.name, "description": tool.description or "", "parameters": tool.input_schema},
-        }
-        for tool in listed
-    ]
+    return [{"type": "function", "function": _function(tool)} for tool in tools]
+
+
+def _function(tool: ServerTool | types.Tool) -> dict[str, Any]:
+    if isinstance(tool, ServerTool):
+        return {"name": tool.name, "description": tool.description, "parameters": tool.input_schema}
+    return {"name": tool.name, "description": tool.description or "", "parameters": tool.input_schema}
 
 
 def tool_message(result: types.CallToolResult, tool_call: Mapping[str, Any]) -> ToolMessage:
@@ -77,11 +81,13 @@ def tool_message(result: types.CallToolResult, tool_call: Mapping[str, Any]) -> 
     )
 
 
-def approval_tool_node(gate: ApprovalTools) -> ToolNodeFunction:
-    """A graph node running the last ``AIMessage``'s tool calls; pending approvals interrupt the graph.
+def approval_tool_node(servers: Servers) -> ToolNodeFunction:
+    """A graph node running the last ``AIMessage``'s tool calls, each on its server; pending approvals interrupt.
 
-    The graph needs a checkpointer, and the run a ``thread_id`` (the call keys are made of it).
+    The graph needs a checkpointer, and the run a ``thread_id`` (the call keys are made of it). A
+    tool call naming no tool of ``servers`` is answered an error ``ToolMessage``, as ``ToolNode`` does.
     """
+    every = ApprovalServers.of(servers)
 
     async def tools(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, list[ToolMessage]]:
         message = state["messages"][-1]
@@ -91,9 +97,7 @@ def approval_tool_node(gate: ApprovalTools) -> ToolNodeFunction:
         calls = list(message.tool_calls)
         keys = [call_key_for(FRAMEWORK, thread, call["id"] or "") for call in calls]
         # Each call again after a resume: a decided one answers its recorded result at once.
-        outcomes = await asyncio.gather(
-            *(gate.call(call["name"], call["args"], call_key=key) for call, key in zip(calls, keys, strict=True))
-        )
+        outcomes = await asyncio.gather(*(_call(every, call, key) for call, key in zip(calls, keys, strict=True)))
         waiting = [outcome for outcome in outcomes if isinstance(outcome, PendingCall)]
         decided: Mapping[str, Any] = {}
         if waiting:  # one interrupt per node run, so resuming never depends on which calls were decided first
@@ -101,11 +105,27 @@ def approval_tool_node(gate: ApprovalTools) -> ToolNodeFunction:
         messages = []
         for call, outcome in zip(calls, outcomes, strict=True):
             if isinstance(outcome, PendingCall):
-                outcome = types.CallToolResult.model_validate(decided[outcome.call_key])
+                outcome = await _decided(every, outcome, decided)
             messages.append(tool_message(outcome, call))
         return {"messages": messages}
 
     return tools
+
+
+async def _call(servers: ApprovalServers, call: Mapping[str, Any], key: str) -> types.CallToolResult | PendingCall:
+    tool = await servers.tool(call["name"])
+    if tool is None:
+        names = ", ".join(tool.name for tool in await servers.tools())
+        text = f"Error: {call['name']} is not a valid tool, try one of [{names}]."
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+    return await tool.call(call["args"], call_key=key)
+
+
+async def _decided(servers: ApprovalServers, pending: PendingCall, decided: Mapping[str, Any]) -> types.CallToolResult:
+    """The resume value's result for ``pending``; one it lacks is waited for (the journal may have it already)."""
+    if pending.call_key in decided:
+        return types.CallToolResult.model_validate(decided[pending.call_key])
+    return await servers.wait_for_decision(pending)
 
 
 def pending_calls(snapshot: Any) -> list[PendingCall]:
@@ -119,22 +139,29 @@ def pending_calls(snapshot: Any) -> list[PendingCall]:
 
 
 async def resume_command(
-    gate: ApprovalTools, graph: Any, config: RunnableConfig, *, timeout_s: float | None = None
+    servers: Servers, graph: Any, config: RunnableConfig, *, timeout_s: float | None = None
 ) -> Command[Any]:
-    """Wait for every pending approval of the paused thread; the ``Command`` that resumes it.
+    """Wait for every pending approval of the paused thread, each on its own server; the ``Command`` that resumes it.
+
+    ``servers``: every server the graph's tool node uses. Each call is checked first: its server
+    is given and its key is in that server's call journal; otherwise nothing is sent.
 
     Raises:
+        ServerNotGivenError: a call was made on a server not given (nothing is sent).
+        ClientUsageError: a call is not in its server's call journal (nothing is sent).
         TaskPendingError: a decision is still outstanding after ``timeout_s``.
     """
+    every = ApprovalServers.of(servers)
     snapshot = await graph.aget_state(config)
+    paused = [(interrupt.id, pending_calls([interrupt])) for interrupt in snapshot.interrupts]
+    await every.verify([pending for _, waiting in paused for pending in waiting])
     resume: dict[str, dict[str, Any]] = {}
-    for paused in snapshot.interrupts:
-        values = paused.value if isinstance(paused.value, list) else [paused.value]
-        waiting = [PendingCall.from_dict(value) for value in values if PendingCall.is_pending(value)]
-        if waiting:
-            results = {}
-            for pending in waiting:
-                result = await gate.wait_for_decision(pending, timeout_s=timeout_s)
-                results[pending.call_key] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-            resume[paused.id] = results
+    for interrupt_id, waiting in paused:
+        if not waiting:
+            continue  # another interrupt of the graph: the application answers it
+        results = await every.decisions(waiting, timeout_s=timeout_s)
+        resume[interrupt_id] = {
+            pending.call_key: result.model_dump(mode="json", by_alias=True, exclude_none=True)
+            for pending, result in zip(waiting, results, strict=True)
+        }
     return Command(resume=resume)

@@ -1,4 +1,4 @@
-"""OpenAI Agents SDK: an MCP server's tools as function tools whose pending approvals are run interruptions.
+"""OpenAI Agents SDK: MCP servers' tools as function tools whose pending approvals are run interruptions.
 
 ::
 
@@ -13,6 +13,10 @@
         state = await RunState.from_string(agent, saved)
         await resume_state(gate, state)                      # waits for the decisions
         result = await Runner.run(agent, state)
+
+Several servers: ``approval_tools(servers)`` with an :class:`~mcp_approval.agents.ApprovalServers`
+gives every server's tools under their prefixed names (so the SDK never routes one name to the
+wrong server), and :func:`resume_state` sends each wait to the server the call was made on.
 
 Each tool's ``needs_approval`` makes the MCP call: a call that finishes at once needs no approval
 and the tool answers its result, as ``MCPServerStreamableHttp`` would; a call waiting for a
@@ -42,7 +46,8 @@ except ModuleNotFoundError as exc:  # an optional extra: say which one
         name=exc.name,
     ) from exc
 
-from mcp_approval.agents.core import ApprovalTools, PendingCall, call_key_for
+from mcp_approval.agents.core import PendingCall, ServerTool, call_key_for
+from mcp_approval.agents.servers import ApprovalServers, Servers
 from mcp_approval.client.connect import ClientUsageError
 
 __all__ = [
@@ -91,11 +96,11 @@ def tool_output(result: types.CallToolResult) -> Any:
     return blocks[0] if len(blocks) == 1 else blocks
 
 
-def _tool(gate: ApprovalTools, listed: types.Tool) -> FunctionTool:
+def _tool(tool: ServerTool) -> FunctionTool:
     async def needs_approval(wrapper: RunContextWrapper[Any], arguments: dict[str, Any], call_id: str) -> bool:
         slot = _slot(wrapper)
         key = call_key_for(FRAMEWORK, slot["run_id"], call_id)
-        outcome = await gate.call(listed.name, arguments, call_key=key)
+        outcome = await tool.call(arguments, call_key=key)
         if isinstance(outcome, PendingCall):
             slot["pending"][call_id] = outcome.as_dict()
             return True
@@ -104,52 +109,59 @@ def _tool(gate: ApprovalTools, listed: types.Tool) -> FunctionTool:
     async def invoke(context: ToolContext[Any], arguments_json: str) -> Any:
         slot = _slot(context)
         key = call_key_for(FRAMEWORK, slot["run_id"], context.tool_call_id)
-        outcome = await gate.call(listed.name, json.loads(arguments_json or "{}"), call_key=key)
+        outcome = await tool.call(json.loads(arguments_json or "{}"), call_key=key)
         if isinstance(outcome, PendingCall):  # approved in the SDK before the server decided
             return {"type": "text", "text": outcome.text()}
         slot["pending"].pop(context.tool_call_id, None)
         return tool_output(outcome)
 
     return FunctionTool(
-        name=listed.name,
-        description=listed.description or "",
-        params_json_schema=dict(listed.input_schema),
+        name=tool.name,
+        description=tool.description,
+        params_json_schema=tool.input_schema,
         on_invoke_tool=invoke,
         strict_json_schema=False,
         needs_approval=needs_approval,
     )
 
 
-async def approval_tools(gate: ApprovalTools) -> list[FunctionTool]:
-    """The server's tools (names, descriptions and input schemas as it lists them) as function tools."""
-    return [_tool(gate, listed) for listed in await gate.tools()]
+async def approval_tools(servers: Servers) -> list[FunctionTool]:
+    """The servers' tools (descriptions and input schemas as listed, names with each server's prefix) as function tools.
+
+    Raises:
+        ClientUsageError: two servers give the model one tool name (set a prefix on one).
+    """
+    return [_tool(tool) for tool in await ApprovalServers.of(servers).tools()]
 
 
 def pending_calls(state: RunState[Any, Any]) -> list[PendingCall]:
-    """The calls a paused run waits for (tool, arguments, reference, deadline), from its state."""
+    """The calls a paused run waits for (tool, arguments, reference, deadline, server), from its state."""
     slot = _state_slot(state)
     waiting = {item.call_id for item in state.get_interruptions()}
     return [PendingCall.from_dict(data) for call_id, data in slot["pending"].items() if call_id in waiting]
 
 
-async def resume_state(gate: ApprovalTools, state: RunState[Any, Any], *, timeout_s: float | None = None) -> None:
-    """Wait for the decision on each interruption of ``state``; approve or reject it accordingly.
+async def resume_state(servers: Servers, state: RunState[Any, Any], *, timeout_s: float | None = None) -> None:
+    """Wait for the decision on each interruption of ``state``, each on its own server; approve or reject it.
 
     Approved: the item is approved, and the resumed run's tool answers the tool's real result.
     Denied or expired: the item is rejected with the server's text (the tool did not run).
+    ``servers``: every server the run used; each call is checked first (its server is given, its
+    key is in that server's call journal), otherwise nothing is sent.
 
     Raises:
+        ServerNotGivenError: a call was made on a server not given (nothing is sent).
+        ClientUsageError: a call is not in its server's call journal (nothing is sent).
         TaskPendingError: a decision is still outstanding after ``timeout_s``.
     """
     slot = _state_slot(state)
-    for item in state.get_interruptions():
-        call_id = item.call_id
-        data = slot["pending"].get(call_id)
-        if data is None:
-            continue  # an interruption of another tool: the application decides it
-        result = await gate.wait_for_decision(PendingCall.from_dict(data), timeout_s=timeout_s)
+    items = [item for item in state.get_interruptions() if item.call_id in slot["pending"]]
+    # Other interruptions (another tool's own needs_approval) are the application's to decide.
+    waiting = [PendingCall.from_dict(slot["pending"][item.call_id]) for item in items]
+    results = await ApprovalServers.of(servers).decisions(waiting, timeout_s=timeout_s)
+    for item, result in zip(items, results, strict=True):
         if result.is_error:
-            slot["pending"].pop(call_id, None)
+            slot["pending"].pop(item.call_id, None)
             text = tool_output(result)
             message = text["text"] if isinstance(text, dict) else json.dumps(text)
             state.reject(item, rejection_message=message)

@@ -17,7 +17,9 @@ __all__ = [
     "BINDING_BROKEN",
     "DEADLINE_TEXT",
     "DENIED",
+    "EARLIER_ENDED_OPEN_TEXT",
     "EARLIER_ENDED_TEXT",
+    "EARLIER_RAN_OPEN_TEXT",
     "EARLIER_RAN_TEXT",
     "EXPIRED",
     "IMMEDIATE_TEXT",
@@ -73,6 +75,16 @@ EARLIER_ENDED_TEXT = (
     "This is a new request: an identical call (reference {reference}) was already asked for and ended "
     "without running at {at} with outcome {outcome}."
 )
+#: :data:`EARLIER_RAN_TEXT` in the answer to a call that joined a request already open (no new request was made).
+EARLIER_RAN_OPEN_TEXT = (
+    "This open request may be a repeat: an identical call (reference {reference}) already ran at {at} with "
+    "outcome {outcome}; if this one is approved, the call runs again."
+)
+#: :data:`EARLIER_ENDED_TEXT` in the answer to a call that joined a request already open.
+EARLIER_ENDED_OPEN_TEXT = (
+    "This open request may be a repeat: an identical call (reference {reference}) was already asked for "
+    "and ended without running at {at} with outcome {outcome}."
+)
 IMMEDIATE_TEXT = "{tool} has not run: it is waiting for approval. You can continue other work and check the task later."
 INPUTS_DECLINED = (
     "Calling {tool} needs approval, and approvers need {fields}; none was given, so nothing was submitted "
@@ -110,7 +122,14 @@ def denied_because(note: str | None) -> str:
     return f"{DENIED} Comment: {note}" if note else DENIED
 
 
-def earlier_call_text(earlier: EarlierCall) -> str:
-    """What a model reads about the identical earlier call a new request may duplicate."""
-    text = EARLIER_RAN_TEXT if earlier.ran else EARLIER_ENDED_TEXT
+def earlier_call_text(earlier: EarlierCall, *, new_request: bool = True) -> str:
+    """What a model reads about the identical earlier call a request may duplicate.
+
+    ``new_request``: the answer opened the request; ``False`` for a call that joined one already
+    open, whose answer says no second request was made (so it must not call this one new).
+    """
+    if new_request:
+        text = EARLIER_RAN_TEXT if earlier.ran else EARLIER_ENDED_TEXT
+    else:
+        text = EARLIER_RAN_OPEN_TEXT if earlier.ran else EARLIER_ENDED_OPEN_TEXT
     return text.format(reference=earlier.task_id, at=iso8601(earlier.ended_at_ms), outcome=earlier.outcome)

@@ -124,6 +124,10 @@ class CallJournal(Protocol):
         """Drop the record (the server refused the call, so nothing ran)."""
         ...
 
+    async def find_task(self, task_id: str) -> CallRecord | None:
+        """The record of the call the server made task ``task_id`` for, if one is journaled."""
+        ...
+
 
 class SQLiteCallJournal:
     """A :class:`CallJournal` in a SQLite file; each write is committed (in a worker thread) before returning."""
@@ -139,18 +143,16 @@ class SQLiteCallJournal:
             " task_id TEXT, outcome TEXT, started_at REAL NOT NULL, server TEXT, arguments_digest TEXT)"
         )
         _add_missing_columns(self._db)
+        # The status of a pending call is asked by its reference (the task id): find_task looks it up.
+        self._db.execute("CREATE INDEX IF NOT EXISTS calls_by_task ON calls (task_id)")
 
     async def get(self, call_key: str) -> CallRecord | None:
         """The record of ``call_key``, if the call was ever started."""
-        row = await self._run(
-            "SELECT call_key, tool_name, task_id, outcome, started_at, server, arguments_digest"
-            " FROM calls WHERE call_key = ?",
-            (call_key,),
-        )
-        if row is None:
-            return None
-        key, tool_name, task_id, outcome, started_at, server, digest = row
-        return CallRecord(key, tool_name, task_id, _outcome_from_json(outcome), started_at, server, digest)
+        return _record(await self._run(f"{_SELECT} WHERE call_key = ?", (call_key,)))
+
+    async def find_task(self, task_id: str) -> CallRecord | None:
+        """The record of the call the server made task ``task_id`` for, if one is journaled."""
+        return _record(await self._run(f"{_SELECT} WHERE task_id = ? ORDER BY started_at DESC LIMIT 1", (task_id,)))
 
     async def begin(self, call_key: str, target: CallTarget) -> None:
         """Record that the call to ``target`` is about to be sent.
@@ -189,6 +191,16 @@ class SQLiteCallJournal:
     def _execute(self, sql: str, parameters: tuple[Any, ...]) -> Any:
         with self._lock:
             return self._db.execute(sql, parameters).fetchone()
+
+
+_SELECT = "SELECT call_key, tool_name, task_id, outcome, started_at, server, arguments_digest FROM calls"
+
+
+def _record(row: tuple[Any, ...] | None) -> CallRecord | None:
+    if row is None:
+        return None
+    key, tool_name, task_id, outcome, started_at, server, digest = row
+    return CallRecord(key, tool_name, task_id, _outcome_from_json(outcome), started_at, server, digest)
 
 
 def _add_missing_columns(db: sqlite3.Connection) -> None:

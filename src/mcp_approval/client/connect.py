@@ -168,9 +168,18 @@ class AgentClient(Client):
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: Any) -> None:
-        """Disconnect and close the HTTP client."""
+        """Disconnect and close the HTTP client.
+
+        An exception raised inside ``async with`` leaves it as itself: the SDK's task groups wrap it
+        in (nested) exception groups on the way out, which an ``except TaskPendingError`` around
+        the block would miss, so a group holding nothing but that exception is undone.
+        """
         try:
             await super().__aexit__(exc_type, exc_val, exc_tb)
+        except BaseExceptionGroup as group:
+            if exc_val is None or not _only(group, exc_val):
+                raise
+            # Returning lets exc_val itself propagate, with its own traceback.
         finally:
             await self._close_http()
             if self._opened_journal is not None:
@@ -210,7 +219,7 @@ class AgentClient(Client):
         options = _CallOptions(read_timeout_seconds, progress_callback, input_responses, request_state, meta)
         if call_key is None:
             return await self._send(name, arguments, options)
-        target = CallTarget.of(self._server_identity(), name, arguments)
+        target = CallTarget.of(self.server_identity(), name, arguments)
         journal = self._call_journal()
         record = await journal.get(call_key)
         if record is None:
@@ -222,7 +231,59 @@ class AgentClient(Client):
             )
         return await self._repeat_call(journal, record)
 
-    def _server_identity(self) -> str:
+    async def resume_call(self, name: str, arguments: dict[str, Any] | None, *, call_key: str) -> types.CallToolResult:
+        """Go on with the keyed call ``call_key`` made earlier through this server and journal; never a first call.
+
+        As :meth:`call_tool` with a key that is on record: its task is polled, or its recorded
+        outcome returned. A key this client's journal does not hold, or holds for another server,
+        tool or arguments, is refused before anything is sent (:meth:`check_resumable`).
+
+        Raises:
+            ClientUsageError: ``call_key`` is not on record here, or names another call (nothing is sent).
+            TaskPendingError, TaskFailedError, TaskCancelledError, CallInDoubtError: as :meth:`call_tool`.
+        """
+        record = await self.check_resumable(name, arguments, call_key=call_key)
+        return await self._repeat_call(self._call_journal(), record)
+
+    async def check_resumable(self, name: str, arguments: dict[str, Any] | None, *, call_key: str) -> CallRecord:
+        """The journal's record of the keyed call ``call_key`` to ``name`` with ``arguments`` on this server.
+
+        Nothing is sent. A call not made through this client's journal, or made on another server
+        or for another tool or arguments, would be a new call if sent here: it is refused.
+
+        Raises:
+            ClientUsageError: ``call_key`` is not on record here, or names another call.
+        """
+        target = CallTarget.of(self.server_identity(), name, arguments)
+        record = await self._call_journal().get(call_key)
+        if record is None:
+            raise ClientUsageError(
+                f"call {call_key!r} ({name}) is not in the call journal of this client of {target.server}: it was "
+                "not made through it, so nothing was sent. Resume it with the client of the server it was made on"
+            )
+        if record.server is not None and record.server != target.server:
+            raise ClientUsageError(
+                f"call {call_key!r} was made on {record.server}, not on {target.server}; nothing was sent. "
+                "Resume it with the client of the server it was made on"
+            )
+        mismatch = record.mismatch(target)
+        if mismatch is not None:
+            raise ClientUsageError(f"call_key {call_key!r} names another call ({mismatch}); nothing was sent")
+        return record
+
+    async def journaled_task(self, task_id: str) -> CallRecord | None:
+        """The journaled keyed call this server made task ``task_id`` for (``None``: not one of this client's)."""
+        record = await self._call_journal().find_task(task_id)
+        if record is None or record.server not in (None, self.server_identity()):
+            return None
+        return record
+
+    def server_identity(self) -> str:
+        """The server keyed calls are bound to: :attr:`server_id`, or the URL, command or name of ``server``.
+
+        Raises:
+            ClientUsageError: the client reaches its server through a ``Transport`` object and has no ``server_id``.
+        """
         identity = self.server_id or _identity_of(self.server)
         if identity is None:
             raise ClientUsageError("a keyed call through a Transport object needs server_id= (the server it reaches)")
@@ -329,6 +390,20 @@ class AgentClient(Client):
     async def _close_http(self) -> None:
         if self.http_client is not None:
             await self.http_client.aclose()
+
+
+def _only(group: BaseExceptionGroup[BaseException], exception: BaseException) -> bool:
+    """Whether ``group``, nested groups flattened, holds ``exception`` and nothing else."""
+    leaves = [group]
+    found: list[BaseException] = []
+    while leaves:
+        inner = leaves.pop()
+        for member in inner.exceptions:
+            if isinstance(member, BaseExceptionGroup):
+                leaves.append(member)
+            else:
+                found.append(member)
+    return len(found) == 1 and found[0] is exception
 
 
 def _lost_answer(what: str) -> str:

@@ -33,6 +33,7 @@ __all__ = [
     "OPENED_TEXT",
     "PENDING_AGAIN_TEXT",
     "PENDING_STATUS",
+    "STATUS_STATE",
     "STOP_AND_TELL",
     "UNKNOWN_REFERENCE",
     "outcome_answer",
@@ -84,7 +85,7 @@ def pending_answer(
     first = OPENED_TEXT if opened else PENDING_AGAIN_TEXT
     deadline = iso8601(deadline_ms) if deadline_ms is not None else None
     parts = [STOP_AND_TELL, first.format(tool=tool, reference=reference)]
-    duplicate = sanitize_model_text(earlier_call_text(earlier)) if earlier is not None else None
+    duplicate = sanitize_model_text(earlier_call_text(earlier, new_request=opened)) if earlier is not None else None
     if duplicate is not None:
         parts.append(duplicate)
     parts.append(_WHO)
@@ -140,6 +141,14 @@ def outcome_answer(record: TaskRecord) -> dict[str, Any]:
     return denied_result(record.tool_name, ENDED_WITHOUT_RESULT.format(tool=record.tool_name))
 
 
+#: ``structuredContent["state"]`` of ``approval_status`` per phase: words for the caller, not the workflow's
+#: own phases (a denied or expired request is ``ended``, never ``fenced``); ``disposition`` says how it ended.
+STATUS_STATE: dict[Phase, str] = {
+    Phase.PENDING: "pending",
+    Phase.CLAIMED: "running",
+    Phase.FINISHED: "ended",
+    Phase.FENCED: "ended",
+}
 _STATUS_TEXT: dict[Phase, str] = {
     Phase.PENDING: "open: waiting for a decision; {tool} has not run.",
     Phase.CLAIMED: "approved: {tool} is running now (once).",
@@ -162,7 +171,7 @@ def status_answer(workflow: Workflow, *, poll_interval_ms: int) -> types.CallToo
     structured: dict[str, Any] = {
         "reference": workflow.task_id,
         "tool": workflow.tool_name,
-        "state": workflow.phase.value,
+        "state": STATUS_STATE[workflow.phase],
         "pollIntervalMs": poll_interval_ms,
     }
     if workflow.phase is Phase.PENDING and workflow.request_deadline is not None:

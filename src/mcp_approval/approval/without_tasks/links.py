@@ -73,7 +73,21 @@ URL_REQUIRED_MESSAGE = (
     "is open until {deadline} (an approver of this server decides it). Open the page in the error's data "
     "to follow it; call {tool} again with the same arguments for the outcome."
 )
+#: Shorter forms of :data:`URL_REQUIRED_MESSAGE`, tried in turn until one fits the model-text bound whole.
+URL_REQUIRED_SHORTER = (
+    "URL elicitation required: {tool} did not run; it needs approval, and approval request {reference} is "
+    "open until {deadline}. Open the page in the error's data; call {tool} again with the same arguments "
+    "for the outcome.",
+    "URL elicitation required: {tool} needs approval (request {reference}, open until {deadline}). Open the "
+    "page in the error's data, then call the tool again with the same arguments for the outcome.",
+    "URL elicitation required: {tool} needs approval (request {reference}). Open the page in the error's "
+    "data, then call the tool again with the same arguments for the outcome.",
+)
 NO_DEADLINE = "it is decided"
+#: The bound of model-facing text (``sanitize_model_text``'s): the message is built to fit it, never cut.
+_MESSAGE_LIMIT = 300
+#: The longest tool name or reference the message repeats whole; a longer one is shortened, never the words around it.
+_MAX_NAME = 72
 
 UrlRevision = Literal["2026-07-28", "2025-11-25"]
 
@@ -189,9 +203,19 @@ class RequesterLinks:
 
 
 def url_required_message(tool: str, reference: str, deadline_ms: int | None) -> str:
-    """The ``-32042`` error's own message: what a client that shows only the message must still say."""
+    """The ``-32042`` error's own message: what a client that shows only the message must still say.
+
+    The longest form that fits the model-text bound whole (:data:`URL_REQUIRED_MESSAGE`, then
+    :data:`URL_REQUIRED_SHORTER`): a message cut at the bound would end mid-instruction.
+    """
     deadline = iso8601(deadline_ms) if deadline_ms is not None else NO_DEADLINE
-    return sanitize_model_text(URL_REQUIRED_MESSAGE.format(tool=tool, reference=reference, deadline=deadline))
+    tool, reference = (sanitize_model_text(part, limit=_MAX_NAME) for part in (tool, reference))
+    texts = [form.format(tool=tool, reference=reference, deadline=deadline) for form in _URL_REQUIRED_FORMS]
+    fitting = [text for text in texts if len(text) <= _MESSAGE_LIMIT]
+    return sanitize_model_text(fitting[0] if fitting else texts[-1], limit=_MESSAGE_LIMIT)
+
+
+_URL_REQUIRED_FORMS = (URL_REQUIRED_MESSAGE, *URL_REQUIRED_SHORTER)
 
 
 def _message(tool: str, reference: str, deadline_ms: int | None, earlier: EarlierCall | None = None) -> str:

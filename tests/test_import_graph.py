@@ -266,7 +266,10 @@ LAYERS: tuple[Rung, ...] = (
     (
         (
             "foundation",
-            ("_background", "_lazy", "clock", "crashpoints", "hosts", "json_body", "openapi", "protocol", "tracing"),
+            (
+                *("_background", "_lazy", "clock", "crashpoints", "hosts", "json_body", "openapi", "protocol"),
+                *("safe_text", "tracing"),
+            ),
         ),
     ),
     (("storage", ("storage",)),),

@@ -39,8 +39,8 @@ BEFORE = {"inputs": "before"}
 
 MUTANTS: tuple[Mutant, ...] = (
     # SEP-2848: execution only on approval, once, as bound.
-    Mutant("executes-early", "sep-2848-requestable-returns-task-without-executing", ("requestable-denial-returns-task",),
-           "runs the tool when it creates the task, before any decision"),
+    Mutant("executes-early", "sep-2848-requestable-returns-task-without-executing",
+           ("requestable-denial-returns-task",), "runs the tool when it creates the task, before any decision"),
     Mutant("runs-twice", "sep-2848-at-most-once", ("approval-executes-at-most-once", "cancel-after-approval"),
            "runs an approved call twice"),
     Mutant("coerces-arguments", "sep-2848-binding-checked-before-execution", ("approved-call-runs-as-bound",),
@@ -79,7 +79,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "says in an executed call's body that the tool did not run"),
     Mutant("shows-other-result", "sep-2848-body-states-outcome", ("executed-result-states-outcome",),
            "shows the result of the call made before it"),
-    Mutant("no-disposition", "sep-2848-disposition-required", ("approval-executes-at-most-once", "cancel-after-approval"),
+    Mutant("no-disposition", "sep-2848-disposition-required",
+           ("approval-executes-at-most-once", "cancel-after-approval"),
            "completes an executed task without the disposition"),
     Mutant("denial-as-failed", "sep-2848-disposition-in-result-meta",
            ("terminal-denial-body", "terminal-denial-is-final", "policy-rechecked-at-execution",

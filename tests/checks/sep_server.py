@@ -161,10 +161,8 @@ class Instance:
     # -- the task's views -----------------------------------------------------------------------
 
     def create(self, owner: str, arguments: dict[str, Any]) -> Task:
-        if self.m == "sequential-task-ids":
-            task_id = f"task-{next(self.counter):06d}"
-        else:
-            task_id = secrets.token_urlsafe(24)
+        sequential = self.m == "sequential-task-ids"
+        task_id = f"task-{next(self.counter):06d}" if sequential else secrets.token_urlsafe(24)
         moment = time.time()
         task = Task(task_id, owner, dict(arguments), moment, updated=moment)
         if self.m == "short-ttl":

@@ -34,7 +34,10 @@ from tests.checks.sep_server import (
 )
 
 TOOLS = [
-    {"name": "pay", "inputSchema": {"type": "object", "properties": {"to": {"type": "string"}, "amount": {"type": "number"}}}},
+    {
+        "name": "pay",
+        "inputSchema": {"type": "object", "properties": {"to": {"type": "string"}, "amount": {"type": "number"}}},
+    },
     {"name": "ledger", "inputSchema": {"type": "object"}},
 ]
 LEGACY = "2025-11-25"
@@ -90,7 +93,9 @@ def call(instance: Instance, owner: str, params: dict[str, Any], legacy: bool, m
         round_or_error = input_round(instance, owner, params, arguments)
         if round_or_error is not None:
             return round_or_error
-    same = [t for t in instance.tasks.values() if t.status in PENDING and canonical(t.arguments) == canonical(arguments)]
+    same = [
+        t for t in instance.tasks.values() if t.status in PENDING and canonical(t.arguments) == canonical(arguments)
+    ]
     existing = [t for t in same if t.owner == owner or instance.m == "dedup-ignores-principal"]
     task = existing[0] if existing else instance.create(owner, arguments)
     instance.created_by[(owner, message_id)] = task.task_id
@@ -131,13 +136,19 @@ def input_round(instance: Instance, owner: str, params: dict[str, Any], argument
     state = params.get("requestState")
     answers = params.get("inputResponses") if isinstance(params.get("inputResponses"), dict) else {}
     if state is None or "reason" not in answers:
-        return {"resultType": "input_required", "inputRequests": {"reason": FORM}, "requestState": instance.binding(owner, arguments)}
+        return {
+            "resultType": "input_required",
+            "inputRequests": {"reason": FORM},
+            "requestState": instance.binding(owner, arguments),
+        }
     if not instance.bound(state, owner, arguments):
         raise RpcError(-32602, "requestState does not match this call")
     return None
 
 
-def task_method(instance: Instance, owner: str, method: str, params: dict[str, Any], mcp_name: str | None, legacy: bool) -> dict[str, Any]:
+def task_method(
+    instance: Instance, owner: str, method: str, params: dict[str, Any], mcp_name: str | None, legacy: bool
+) -> dict[str, Any]:
     if legacy:
         raise RpcError(-32601, f"Method not found: {method}")
     if not declared(instance, params, legacy) and instance.m != "undeclared-tasks-served":
@@ -146,16 +157,22 @@ def task_method(instance: Instance, owner: str, method: str, params: dict[str, A
     if decode_name(mcp_name) != task_id and instance.m != "mcp-name-unchecked":
         raise RpcError(-32020, "Mcp-Name does not match params.taskId")
     task = instance.tasks.get(task_id)
-    foreign_ok = (instance.m == "completed-readable-by-other" and method == "tasks/get" and task is not None and task.status in TERMINAL) or (
-        instance.m == "update-from-other-accepted" and method == "tasks/update"
-    )
+    foreign_ok = (
+        instance.m == "completed-readable-by-other"
+        and method == "tasks/get"
+        and task is not None
+        and task.status in TERMINAL
+    ) or (instance.m == "update-from-other-accepted" and method == "tasks/update")
     if task is None or (task.owner != owner and not foreign_ok) or task_id in instance.hidden:
         instance.hidden.discard(task_id)
         if instance.m == "unknown-task-method-not-found":
             raise RpcError(-32601, "Method not found")
         raise RpcError(-32602, "Unknown or expired task")
     if method == "tasks/get":
-        return {**instance.document(task, read=True), "resultType": "task" if instance.m == "get-result-type-task" else "complete"}
+        return {
+            **instance.document(task, read=True),
+            "resultType": "task" if instance.m == "get-result-type-task" else "complete",
+        }
     if method == "tasks/update":
         answered = params.get("inputResponses") if isinstance(params.get("inputResponses"), dict) else {}
         if task.status == "input_required" and set(task.asked) & set(answered):
@@ -180,10 +197,16 @@ def decode_name(value: str | None) -> str | None:
         return None
 
 
-def dispatch(instance: Instance, owner: str, method: str, params: dict[str, Any], request: Request, message_id: Any) -> dict[str, Any]:
+def dispatch(
+    instance: Instance, owner: str, method: str, params: dict[str, Any], request: Request, message_id: Any
+) -> dict[str, Any]:
     legacy = request.headers.get("mcp-protocol-version") == LEGACY
     if method == "initialize":
-        return {"protocolVersion": LEGACY, "capabilities": {"tools": {}}, "serverInfo": {"name": "sep-server", "version": "1"}}
+        return {
+            "protocolVersion": LEGACY,
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "sep-server", "version": "1"},
+        }
     if method == "server/discover":
         extensions: dict[str, Any] = {TASKS: {}}
         if instance.m != "no-approval-extension":
@@ -237,11 +260,19 @@ async def listen(instance: Instance, owner: str, listen_id: Any, params: dict[st
     """``subscriptions/listen`` for ``taskIds``: the acknowledgement, then ``notifications/tasks``."""
     asked = (params.get("notifications") or {}).get("taskIds") or []
     if instance.settings.listen == "off":
-        return JSONResponse({"jsonrpc": "2.0", "id": listen_id, "error": {"code": -32601, "message": "Method not found"}}, 400)
+        return JSONResponse(
+            {"jsonrpc": "2.0", "id": listen_id, "error": {"code": -32601, "message": "Method not found"}}, 400
+        )
     if asked and not declared(instance, params, False) and instance.m != "listen-undeclared-accepted":
         error = missing(instance)
-        return JSONResponse({"jsonrpc": "2.0", "id": listen_id, "error": {"code": error.code, "message": error.message}}, 400)
-    owned = [i for i in asked if i in instance.tasks and (instance.tasks[i].owner == owner or instance.m == "listen-acks-foreign-ids")]
+        return JSONResponse(
+            {"jsonrpc": "2.0", "id": listen_id, "error": {"code": error.code, "message": error.message}}, 400
+        )
+    owned = [
+        i
+        for i in asked
+        if i in instance.tasks and (instance.tasks[i].owner == owner or instance.m == "listen-acks-foreign-ids")
+    ]
     agreed = [] if instance.settings.listen == "none" else owned
     queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     entry = (owner, set(agreed), queue)

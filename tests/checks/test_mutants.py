@@ -69,5 +69,6 @@ def test_every_mutant_is_named_once_and_killed_by_scenarios_that_exist() -> None
 def test_the_mutant_table_in_the_docs_is_the_one_the_tests_run() -> None:
     text = DOC.read_text(encoding="utf-8")
     start, end = "<!-- mutants: python -m tests.checks.mutants -->\n", "<!-- end of mutants -->"
-    assert start in text and end in text, "docs/conformance.md lacks the mutant table markers"
+    assert start in text, "docs/conformance.md lacks the mutant table's opening marker"
+    assert end in text, "docs/conformance.md lacks the mutant table's closing marker"
     assert text[text.index(start) + len(start) : text.index(end)] == table()

@@ -106,8 +106,9 @@ async def listening(
         finally:
             collector.cancel()
             await asyncio.gather(collector, return_exceptions=True)
-            for frame in stream.frames:  # kept for the scans over the run (the artifact scenario)
-                wire.transcript.add(METHOD_SUBSCRIPTIONS_LISTEN, Reply(200, frame, json.dumps(frame)))
+            if wire.transcript is not None:  # the frames, for the scans over the run
+                for frame in stream.frames:
+                    wire.transcript.add(METHOD_SUBSCRIPTIONS_LISTEN, Reply(200, frame, json.dumps(frame)))
 
 
 def _refusal(stream: Listening, status: int) -> None:

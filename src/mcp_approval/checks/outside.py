@@ -180,7 +180,14 @@ async def _decide_by_review(
 async def change_policy(options: CheckOptions, action: PolicyAction, call: Call | None = None) -> Decided:
     """Run ``--policy-command`` for ``action`` (on ``call``, for the principal of ``--token``)."""
     assert options.policy_command is not None
-    values = {"action": action, "tool": options.tool, "token": options.token, "arguments": "{}", "nonce": "", "task_id": ""}
+    values = {
+        "action": action,
+        "tool": options.tool,
+        "token": options.token,
+        "arguments": "{}",
+        "nonce": "",
+        "task_id": "",
+    }
     if call is not None:
         values.update(arguments=json.dumps(call.arguments, sort_keys=True), nonce=call.nonce, task_id=call.task_id)
     ran = await run_command(*_filled(options.policy_command, values), options.timeout_s)

@@ -19,7 +19,7 @@ from mcp_approval.checks import outside
 from mcp_approval.checks.judge import PENDING, TERMINAL, member
 from mcp_approval.checks.options import CheckOptions, fill
 from mcp_approval.checks.report import Failed, StopRun
-from mcp_approval.checks.wire import Reply, Wire
+from mcp_approval.checks.wire import Reply, Transcript, Wire
 from mcp_approval.checks.witness import Executions, from_tool_result
 from mcp_approval.protocol import METHOD_ELICITATION_CREATE, RESULT_TYPE_INPUT_REQUIRED, RESULT_TYPE_TASK
 
@@ -66,6 +66,8 @@ class CheckRun:
     options: CheckOptions
     one: Wire
     other: Wire
+    #: Every answer of the run (both wires write to it), for the scenarios that judge the run as a whole.
+    transcript: Transcript
     #: Identifiers the decider named: the backend's, never to be seen by the client.
     backend_ids: set[str] = field(default_factory=set)
     #: The comments the kit's decisions carried: never to be quoted in a statusMessage.

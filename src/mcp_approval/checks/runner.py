@@ -47,7 +47,7 @@ async def run_checks(
             )
             for token in (options.token, options.other_token)
         ]
-        run = CheckRun(options, wires[0], wires[1])
+        run = CheckRun(options, wires[0], wires[1], transcript)
         summary = RunSummary(preflight=await _preflight(run))
         results: list[CheckResult] = []
         stop_all = False

@@ -247,7 +247,7 @@ async def context_id_not_authorization(run: CheckRun, evidence: list[str], notes
 
 
 def _first_context_id(run: CheckRun) -> str | None:
-    for exchange in run.one.transcript.exchanges:
+    for exchange in run.transcript.exchanges:
         for document in _documents(exchange.reply.body.get("result")):
             found = envelope(document)
             if isinstance(found, dict) and isinstance(found.get("authorizationContextId"), str):

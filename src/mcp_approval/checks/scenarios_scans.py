@@ -44,7 +44,7 @@ _STATUS_MEMBERS = {"working": (), "input_required": ("inputRequests",), "complet
 
 
 def _results(run: CheckRun) -> Iterator[tuple[Exchange, dict[str, Any]]]:
-    for exchange in run.one.transcript.exchanges:
+    for exchange in run.transcript.exchanges:
         result = exchange.reply.body.get("result")
         if isinstance(result, dict):
             yield exchange, result
@@ -58,7 +58,7 @@ def _task_documents(run: CheckRun) -> Iterator[dict[str, Any]]:
 
 
 def _dropped(run: CheckRun, evidence: list[str]) -> None:
-    transcript = run.one.transcript
+    transcript = run.transcript
     evidence.append(f"scanned {len(transcript.exchanges)} answers")
     if transcript.dropped:
         evidence.append(f"{transcript.dropped} answers beyond the {transcript.budget} bytes kept were not scanned")
@@ -231,7 +231,7 @@ async def no_backend_artifacts(run: CheckRun, evidence: list[str], notes: list[s
     evidence.append(f"searched for {len(wanted)} strings")
     if not run.backend_ids:
         notes.append("the decider named no backend ids (a decider that prints them makes this check stronger)")
-    texts = run.one.transcript.texts()
+    texts = run.transcript.texts()
     leaked = sorted({f"{kind} {value}" for value, kind in wanted.items() for text in texts if value in text})
     if leaked:
         raise Failed(f"answers carried {'; '.join(leaked)}")

@@ -168,7 +168,8 @@ class Wire:
 
     ``url`` is the endpoint (relative to the client's base URL, or absolute). Answers are read
     within ``max_bytes`` and, when ``deadline_s`` is set, within that many seconds each
-    (:class:`~mcp_approval.checks.bounded.LimitExceeded` otherwise); ``transcript`` keeps them.
+    (:class:`~mcp_approval.checks.bounded.LimitExceeded` otherwise); ``transcript``, when given,
+    keeps them.
     """
 
     def __init__(
@@ -185,7 +186,7 @@ class Wire:
         self.http = http
         self.token = token
         self.url = url
-        self.transcript = transcript if transcript is not None else Transcript()
+        self.transcript = transcript
         self.elicitation = elicitation
         self.deadline_s = deadline_s
         self.max_bytes = max_bytes
@@ -241,7 +242,8 @@ class Wire:
         text = answer.body.decode(errors="replace")
         message = decode(text, answer.headers.get("content-type", ""))
         reply = Reply(answer.status, message, text, answer.headers, message_id)
-        self.transcript.add(method, reply)
+        if self.transcript is not None:
+            self.transcript.add(method, reply)
         return reply
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> int:

@@ -20,26 +20,43 @@ OUTSIDE = Path(__file__).with_name("fixture_outside.py")
 SETTLE_S = 0.3
 
 
-class SepServer:
-    """``python -m tests.checks.sep_server`` on a free port; :meth:`instance` makes a fresh server in it."""
+class ServerProcess:
+    """``python -m MODULE ARGS --port P`` on a free port, until :meth:`kill`."""
 
-    def __init__(self, log_path: Path) -> None:
+    def __init__(self, module: list[str], log_path: Path) -> None:
         self.port = unused_loopback_port()
         self.process = forkserver.start_module(
-            ["tests.checks.sep_server", "--port", str(self.port)], env=dict(os.environ), log_path=log_path
+            [*module, "--port", str(self.port)], env=dict(os.environ), log_path=log_path
         )
         self.log_path = log_path
         deadline = time.monotonic() + 60
         while True:
             if self.process.poll() is not None:
-                raise RuntimeError(f"the SEP server exited: {log_path.read_text()[-2000:]}")
+                raise RuntimeError(f"{module[0]} exited: {log_path.read_text()[-2000:]}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
                     return
             except OSError:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"the SEP server did not listen: {log_path.read_text()[-2000:]}") from None
+                    raise RuntimeError(f"{module[0]} did not listen: {log_path.read_text()[-2000:]}") from None
                 time.sleep(0.05)
+
+    @property
+    def url(self) -> str:
+        """The MCP endpoint (of a server serving one)."""
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(10)
+
+
+class SepServer(ServerProcess):
+    """``python -m tests.checks.sep_server``; :meth:`instance` makes a fresh server in it."""
+
+    def __init__(self, log_path: Path) -> None:
+        super().__init__(["tests.checks.sep_server"], log_path)
 
     def instance(self, **settings: Any) -> str:
         """A new instance with ``settings`` (a mutant's name under ``mutant``); its base URL."""
@@ -50,11 +67,6 @@ class SepServer:
         )
         with urllib.request.urlopen(request, timeout=10) as response:
             return f"http://127.0.0.1:{self.port}/i/{json.loads(response.read())['id']}"
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait(10)
 
 
 def outside(base: str, *words: str) -> list[str]:

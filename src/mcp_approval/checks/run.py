@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mcp_approval.checks import outside
-from mcp_approval.checks.judge import PENDING, TERMINAL, member
+from mcp_approval.checks.judge import PENDING, TERMINAL, body_text, member
 from mcp_approval.checks.options import CheckOptions, fill
 from mcp_approval.checks.report import Failed, StopRun
 from mcp_approval.checks.wire import Reply, Transcript, Wire
@@ -129,7 +129,8 @@ class CheckRun:
         result = reply.result if reply.has_result else {}
         if result.get("resultType") != RESULT_TYPE_TASK or not isinstance(result.get("taskId"), str):
             await self.check_not_run(opened, "the gated call answered without a task")
-            raise Failed(f"the gated call did not return a task: {reply.brief()}")
+            said = body_text(result)[:200]
+            raise Failed(f"the gated call did not return a task: {reply.brief()}" + (f": {said!r}" if said else ""))
         opened.task_id, opened.created = result["taskId"], result
         opened.status, opened.poll_s = str(result.get("status")), _poll_s(result)
         opened.request_id = reply.request_id
@@ -291,25 +292,26 @@ class CheckRun:
         return await opened.wire.cancel(opened.task_id)
 
     async def cleanup(self) -> list[str]:
-        """Cancel every task the run left pending, and deny out of band whatever stays open: say so."""
+        """Cancel every task the run left pending, and deny out of band every request that stays open:
+        a call that never became a task, or whose task was cancelled (a backend that cannot withdraw a
+        request keeps it pending; the server then only ignores it). Say what was done."""
         if self.options.policy_command is not None:
             await outside.change_policy(self.options, "restore")
         cancelled: list[str] = []
         denied: list[str] = []
         open_still: list[str] = []
         for opened in self.calls:
-            if opened.task_id is not None:
-                if opened.status not in TERMINAL:
-                    with contextlib.suppress(Exception):  # the server may be what failed
-                        await self.status(opened.wire, opened.task_id)
-                if opened.status in TERMINAL:
-                    continue
-                with contextlib.suppress(Exception):
-                    await opened.wire.cancel(opened.task_id)
+            if opened.task_id is not None and opened.status not in TERMINAL:
+                with contextlib.suppress(Exception):  # the server may be what failed
                     await self.status(opened.wire, opened.task_id)
-                if opened.status in TERMINAL:
-                    cancelled.append(opened.task_id)
-                    continue
+                if opened.status not in TERMINAL:
+                    with contextlib.suppress(Exception):
+                        await opened.wire.cancel(opened.task_id)
+                        await self.status(opened.wire, opened.task_id)
+                    if opened.status in TERMINAL:
+                        cancelled.append(opened.task_id)
+            if opened.task_id is not None and opened.status in ("completed", "failed"):
+                continue  # decided, or ended: no request of it is open
             decided = await self.decide(opened, "deny", retry=False)
             if decided.ok:
                 denied.append(str(opened.arguments))

@@ -91,6 +91,8 @@ async def _one(run: CheckRun, scenario: Scenario) -> tuple[CheckResult, StopRun 
         stop = StopRun(detail, calls_only=False)
     except (AnswerTooLarge, MissingMember, httpx2.HTTPError, RuntimeError, TimeoutError) as exc:
         detail = f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # whatever a hostile server makes of the kit, the run goes on
+        detail = f"the kit could not finish the scenario: {type(exc).__name__}: {exc}"
     checks, statement = scenario.checks, scenario.statement
     result = CheckResult(scenario.id, checks, statement, outcome, detail, evidence, notes, time.monotonic() - started)
     return result, stop

@@ -9,6 +9,7 @@ judge the run as a whole. The project's own tests speak to servers through the s
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 from collections.abc import Mapping
@@ -38,6 +39,7 @@ __all__ = [
     "Wire",
     "decode",
     "envelope",
+    "header_value",
     "request_headers",
 ]
 
@@ -225,7 +227,7 @@ class Wire:
         sent = request_headers(method, self.token)
         routing = name if name is not None else params.get("taskId", params.get("name"))
         if isinstance(routing, str):
-            sent["mcp-name"] = routing
+            sent["mcp-name"] = header_value(routing)
         sent.update(headers or {})
         sent = {key: value for key, value in sent.items() if value != ""}
         message_id = next(self._ids)
@@ -354,6 +356,14 @@ class LegacySession:
             complete=lambda buffer: _holds_response(buffer, message_id),
         )
         return decode(answer.body.decode(errors="replace"), answer.headers.get("content-type", ""))
+
+
+def header_value(text: str) -> str:
+    """``text`` as an HTTP header value: itself when it is printable ASCII, else SEP-2243's
+    ``=?base64?...?=`` form (a task id is the server's to choose, and may be anything)."""
+    if text.isascii() and text.isprintable() and text == text.strip():
+        return text
+    return "=?base64?" + base64.b64encode(text.encode()).decode() + "?="
 
 
 def decode(text: str, content_type: str) -> dict[str, Any]:

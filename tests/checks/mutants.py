@@ -130,6 +130,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "keeps the available envelope on a task once its tool ran"),
     Mutant("no-tasks-unavailable", "sep-2643-server-undisclosed-not-unavailable", ("no-tasks-client",),
            "answers a client without tasks with remediation unavailable"),
+    Mutant("url-without-hint", "sep-2643-server-url-hint", ("url-remediation",),
+           "sends a client to a URL with an envelope that has no url hint"),
+    Mutant("url-to-undeclared", "sep-2643-server-url-needs-declared-elicitation", ("no-tasks-client",),
+           "sends a client that declared only form elicitation to a URL"),
+    Mutant("bare-403", "sep-2643-challenge-means-available", ("credential-challenge",),
+           "answers a token lacking the scope with a bare 403 that names no remedy"),
     Mutant("context-id-authorizes", "sep-2643-server-context-id-not-authorization",
            ("context-id-not-authorization",), "runs a call that echoes a known authorizationContextId"),
     # SEP-2663.

@@ -85,6 +85,7 @@ def kit_options(base: str, settings: dict[str, Any], **changes: Any) -> CheckOpt
         "failing_arguments": {"to": "fail-{nonce}", "amount": 300},
         "token": "one-token",
         "other_token": "two-token",
+        "underscoped_token": "three-token",
         "decide_command": outside(base, "decide", "{decision}", "{arguments}", "{reviewer}", "{comment}"),
         "reviewer": "carol",
         "policy_command": outside(base, "policy", "{action}", "{token}", "{arguments}"),

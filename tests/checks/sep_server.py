@@ -35,7 +35,9 @@ DISPOSITION = "io.modelcontextprotocol/tool-approval-disposition"
 IMMEDIATE = "io.modelcontextprotocol/model-immediate-response"
 CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 CONTEXT_ID = "io.modelcontextprotocol/authorization-context-id"
-PRINCIPALS = {"one-token": "one", "two-token": "two"}
+PRINCIPALS = {"one-token": "one", "two-token": "two", "three-token": "three"}
+#: A principal whose token lacks the ``payments`` scope ``pay`` needs (a credential remedy, SEP-2643).
+UNDERSCOPED = "three"
 PENDING = ("working", "input_required")
 TERMINAL = ("completed", "failed", "cancelled")
 #: How long a request waits for a decision, and a terminal result stays readable (seconds).
@@ -53,6 +55,14 @@ FORM = {
 
 #: The mutants that keep an ended task's request open, and the status it ended in.
 _LATE = {"runs-after-cancel": "cancelled", "runs-after-expiry": "completed", "late-approval-runs-denied": "completed"}
+
+
+class Challenge(Exception):
+    """An HTTP authorization challenge instead of a JSON-RPC answer."""
+
+    def __init__(self, status: int, header: str) -> None:
+        super().__init__(header)
+        self.status, self.header = status, header
 
 
 class RpcError(Exception):

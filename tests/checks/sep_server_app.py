@@ -27,6 +27,8 @@ from tests.checks.sep_server import (
     PRINCIPALS,
     TASKS,
     TERMINAL,
+    UNDERSCOPED,
+    Challenge,
     Instance,
     RpcError,
     Settings,
@@ -75,6 +77,9 @@ def call(instance: Instance, owner: str, params: dict[str, Any], legacy: bool, m
         return {**tool_result(shown, error=False), "structuredContent": {"executions": instance.ledger}}
     if name != "pay" or not isinstance(arguments, dict):
         return tool_result(f"Unknown tool: {name}", error=True)
+    if owner == UNDERSCOPED:
+        scope = "" if instance.m == "bare-403" else 'error="insufficient_scope", scope="payments", '
+        raise Challenge(403, f'Bearer {scope}resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource"')
     meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
     if instance.m == "context-id-authorizes" and meta.get(CONTEXT_ID) in instance.contexts:
         return tool_result(instance.execute(arguments)["text"], error=False)
@@ -88,6 +93,8 @@ def call(instance: Instance, owner: str, params: dict[str, Any], legacy: bool, m
         envelope = {ENVELOPE: instance.envelope("unavailable", hints=False)} if instance.settings.denials else None
         return tool_result(instance.words.denied, error=True, meta=envelope)
     if not tasks and instance.m != "no-tasks-gets-task":
+        if url_declared(params) or instance.m == "url-to-undeclared":
+            return url_round(instance, owner, params, arguments)
         return degraded(instance, owner, arguments)
     if instance.settings.inputs == "before" and instance.m != "skips-input":
         round_or_error = input_round(instance, owner, params, arguments)
@@ -129,6 +136,37 @@ def degraded(instance: Instance, owner: str, arguments: dict[str, Any]) -> dict[
     remediation = "unavailable" if instance.m == "no-tasks-unavailable" else "undisclosed"
     envelope = {**instance.envelope(remediation, hints=False), "authorizationContextId": handle}
     return tool_result(instance.words.degraded, error=True, meta={ENVELOPE: envelope})
+
+
+def url_declared(params: dict[str, Any]) -> bool:
+    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    capabilities = meta.get(CAPABILITIES) if isinstance(meta.get(CAPABILITIES), dict) else {}
+    elicitation = capabilities.get("elicitation")
+    return isinstance(elicitation, dict) and "url" in elicitation
+
+
+def url_round(instance: Instance, owner: str, params: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
+    """SEP-2643 use case 1: the user approves at a URL; the retry with the state resumes the call."""
+    state = params.get("requestState")
+    if state is not None:
+        if not instance.bound(state, owner, arguments):
+            raise RpcError(-32602, "requestState does not match this call")
+        return tool_result(instance.words.degraded, error=True)  # not approved (yet): nothing ran
+    link = {
+        "method": "elicitation/create",
+        "params": {
+            "mode": "url",
+            "message": "Approve the payment here.",
+            "url": "https://approvals.example/pay/" + secrets.token_hex(8),
+        },
+    }
+    hints = [] if instance.m == "url-without-hint" else [{"type": "url"}]
+    envelope = {"reason": "insufficient_authorization", "remediation": "available", "remediationHints": hints}
+    answer: dict[str, Any] = {"resultType": "input_required", "inputRequests": {"approve": link}}
+    answer["requestState"] = instance.binding(owner, arguments)
+    if instance.settings.denials:
+        answer["_meta"] = {ENVELOPE: envelope}
+    return answer
 
 
 def input_round(instance: Instance, owner: str, params: dict[str, Any], arguments: dict[str, Any]) -> Any:
@@ -248,6 +286,8 @@ async def mcp(request: Request) -> Response:
         return await listen(instance, owner, body["id"], params, request)
     try:
         result = dispatch(instance, owner, str(method), params, request, body["id"])
+    except Challenge as exc:
+        return JSONResponse({"error": "insufficient_scope"}, exc.status, {"www-authenticate": exc.header})
     except RpcError as exc:
         error: dict[str, Any] = {"code": exc.code, "message": exc.message}
         if exc.data is not None:

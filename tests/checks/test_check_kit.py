@@ -27,11 +27,13 @@ from tests.support.treasury import TreasuryServer, deployment_dir
 ROOT = Path(__file__).resolve().parents[2]
 SETTLE_S = "1"
 #: Scenarios the treasury example cannot run: its requests live an hour, the kit cannot change its
-#: policy, and no approved transfer fails.
+#: policy, no approved transfer fails, it sends no client to a URL, and its tokens carry no scopes.
 TREASURY_SKIPS = {
     "expired-task-never-executes",
     "policy-rechecked-at-execution",
     "revoked-principal-not-executed",
+    "url-remediation",
+    "credential-challenge",
     "execution-error-outcome",
 }
 IN_TASK_INPUT = {"inputs": ["justification"], "collect_inputs": "during"}

@@ -71,6 +71,8 @@ class CheckOptions:
     denied_arguments: dict[str, Any] | None = None
     #: A gated call that, once approved, fails when the tool runs.
     failing_arguments: dict[str, Any] | None = None
+    #: A principal's token that lacks the scope the call needs (a credential remedy, SEP-2643).
+    underscoped_token: str | None = None
     #: The gated call asks for submission input (through the task input channel, per SEP-2848).
     expects_input: bool = False
     #: Content for every form the server asks for; without it, required string fields get a sentence.

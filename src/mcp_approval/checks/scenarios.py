@@ -15,6 +15,7 @@ from mcp_approval.checks import scenarios_decided as decided
 from mcp_approval.checks import scenarios_fences as fences
 from mcp_approval.checks import scenarios_notify as notify
 from mcp_approval.checks import scenarios_pending as pending
+from mcp_approval.checks import scenarios_remedies as remedies
 from mcp_approval.checks import scenarios_retention as retention
 from mcp_approval.checks import scenarios_scans as scans
 from mcp_approval.checks.run import CheckRun
@@ -58,9 +59,11 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("no-tasks-client",
              _ids("2848-no-tasks-client", "2848-prefer-degraded-result", "2663-task-only-call-missing-capability",
                   "2663-no-task-unless-request-declares", "2643-server-task-needs-declared-tasks",
-                  "2643-server-undisclosed-not-unavailable", "2643-undisclosed-remedy-in-content"),
+                  "2643-server-undisclosed-not-unavailable", "2643-undisclosed-remedy-in-content",
+                  "2643-server-url-needs-declared-elicitation"),
              "A client that did not declare tasks gets -32021 naming the tasks extension, or a CallToolResult with"
-             " isError: true and guidance (an envelope, if any, undisclosed), never a task; the tool does not run.",
+             " isError: true and guidance (an envelope, if any, undisclosed), never a task nor a URL it did not"
+             " declare; the tool does not run.",
              pending.no_tasks_client),
     Scenario("requestable-denial-returns-task",
              _ids("2848-requestable-returns-task-without-executing", "2848-no-execution-on-denial-alone",
@@ -183,6 +186,18 @@ SCENARIOS: tuple[Scenario, ...] = (
              _ids("2848-non-requestable-normal-denial", "2643-server-envelope-in-meta"),
              "A denial no approval can lift is an ordinary isError result (its envelope offering no remedy), never"
              " a task (runs with --denied-arguments).", fences.non_requestable_denial),
+    Scenario("url-remediation",
+             _ids("2643-server-url-hint", "2643-server-url-input-required", "2643-server-url-state-travels",
+                  "2643-server-url-retry-resumes"),
+             "A client without tasks that declares URL elicitation may be sent to a URL: an input_required round"
+             " with a url-mode request, the envelope's url hint, the state in requestState, and a retry that"
+             " resumes the call.", remedies.url_remediation),
+    Scenario("credential-challenge",
+             _ids("2643-challenge-means-available", "2643-server-scope-challenge", "2643-server-rar-challenge",
+                  "2643-server-credential-remediation", "2643-server-reference-stable"),
+             "A token lacking the call's scope gets a denial naming its remedy (an insufficient_scope or"
+             " insufficient_authorization challenge, or an authorization_remediation hint), never a bare 401/403"
+             " (runs with --underscoped-token).", remedies.credential_challenge),
     Scenario("execution-error-outcome",
              _ids("2663-tool-error-is-completed", "2848-failure-after-claim-is-completed",
                   "2848-no-envelope-unless-denied", "2643-server-ordinary-failure-after-start"),

@@ -74,6 +74,9 @@ def check(
     denied_arguments: str | None = typer.Option(
         None, "--denied-arguments", help="A call of --tool that policy denies outright (JSON, with {nonce})."
     ),
+    underscoped_token: str | None = typer.Option(
+        None, "--underscoped-token", help="Bearer token of a principal that lacks the scope the call needs."
+    ),
     failing_arguments: str | None = typer.Option(
         None,
         "--failing-arguments",
@@ -115,6 +118,7 @@ def check(
         --tool wire_transfer \\
         --arguments '{"to": "acct-{nonce}", "amount": 30000}' \\
         --changed-arguments '{"to": "acct-{nonce}", "amount": 40000}' \\
+        --denied-arguments '{"to": "acct-{nonce}", "amount": -5}' \\
         --token alice-token --other-token bob-token \\
         --review-config examples/treasury/config.toml --reviewer carol \\
         --witness-tool ledger --report check-report.json
@@ -157,6 +161,7 @@ def check(
                 policy_command=command(policy_command, "--policy-command"),
                 denied_arguments=template(denied_arguments, "--denied-arguments"),
                 failing_arguments=template(failing_arguments, "--failing-arguments"),
+                underscoped_token=underscoped_token,
                 expects_input=expects_input,
                 input_answer=template(input_answer, "--input-answer"),
                 backend_artifacts=(*(artifact or ()), *([service_url] if service_url else [])),

@@ -2,12 +2,14 @@
 
 ``python fixture_outside.py BASE decide DECISION ARGUMENTS REVIEWER COMMENT`` decides the pending
 request of the call with ARGUMENTS (JSON) and prints its backend id; it exits 75 (``EX_TEMPFAIL``)
-when there is no such request. ``python fixture_outside.py BASE policy ACTION TOKEN ARGUMENTS``
+when there is no such request. Without the four values it reads them from ``MCP_CHECK_DECISION``,
+``MCP_CHECK_ARGUMENTS``, ``MCP_CHECK_REVIEWER`` and ``MCP_CHECK_COMMENT`` (as the suite module passes them). ``python fixture_outside.py BASE policy ACTION TOKEN ARGUMENTS``
 changes the instance's policy. Standard library only, so each run costs little more than an
 interpreter start. BASE is the instance's URL, ``http://127.0.0.1:PORT/i/ID``.
 """
 
 import json
+import os
 import sys
 import urllib.error
 import urllib.request
@@ -25,7 +27,12 @@ def main() -> int:
         action, token, arguments = sys.argv[3], sys.argv[4], json.loads(sys.argv[5] or "{}")
         post(f"{base}/policy", {"action": action, "token": token, "arguments": arguments})
         return 0
-    decision, arguments, reviewer, comment = sys.argv[3], json.loads(sys.argv[4]), sys.argv[5], sys.argv[6]
+    if len(sys.argv) > 3:
+        decision, arguments, reviewer, comment = sys.argv[3], json.loads(sys.argv[4]), sys.argv[5], sys.argv[6]
+    else:
+        env = os.environ
+        decision, arguments = env["MCP_CHECK_DECISION"], json.loads(env["MCP_CHECK_ARGUMENTS"])
+        reviewer, comment = env.get("MCP_CHECK_REVIEWER", ""), env.get("MCP_CHECK_COMMENT", "")
     body = {"decision": decision, "arguments": arguments, "reviewer": reviewer, "comment": comment}
     try:
         print(post(f"{base}/decide", body)["request"])

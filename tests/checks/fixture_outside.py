@@ -3,8 +3,9 @@
 ``python fixture_outside.py BASE decide DECISION ARGUMENTS REVIEWER COMMENT`` decides the pending
 request of the call with ARGUMENTS (JSON) and prints its backend id; it exits 75 (``EX_TEMPFAIL``)
 when there is no such request. Without the four values it reads them from ``MCP_CHECK_DECISION``,
-``MCP_CHECK_ARGUMENTS``, ``MCP_CHECK_REVIEWER`` and ``MCP_CHECK_COMMENT`` (as the suite module passes them). ``python fixture_outside.py BASE policy ACTION TOKEN ARGUMENTS``
-changes the instance's policy. Standard library only, so each run costs little more than an
+``MCP_CHECK_ARGUMENTS``, ``MCP_CHECK_REVIEWER`` and ``MCP_CHECK_COMMENT`` (as the suite module
+passes them). ``python fixture_outside.py BASE policy ACTION TOKEN ARGUMENTS`` changes the
+instance's policy. Standard library only, so each run costs little more than an
 interpreter start. BASE is the instance's URL, ``http://127.0.0.1:PORT/i/ID``.
 """
 

@@ -437,3 +437,22 @@ def test_the_layer_check_finds_each_kind_of_forbidden_edge(tmp_path: Path) -> No
         (tmp_path / "pkg" / name).unlink()
     (tmp_path / "pkg" / "high" / "app.py").write_text("from pkg.low import rows\n", encoding="utf-8")
     assert layer_violations(import_graph(tmp_path, "pkg"), "pkg", rungs, side=side) == []
+
+
+def test_the_conformance_kit_imports_nothing_but_itself_and_the_foundation() -> None:
+    """The kit is a black-box client of the server it checks: beside itself it may import rung 0 only."""
+    graph = import_graph(SOURCE, PACKAGE)
+    (_, foundation), *_ = LAYERS[0]
+
+    def allowed(target: str) -> bool:
+        relative = _relative(target, PACKAGE)
+        return _matches(relative, "checks") or any(_matches(relative, prefix) for prefix in foundation)
+
+    reaching = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if _matches(_relative(module, PACKAGE), "checks")
+        for target in targets
+        if not allowed(target)
+    )
+    assert reaching == [], "the conformance kit imports beyond the foundation:\n" + "\n".join(reaching)

@@ -8,12 +8,31 @@ calling the gated tool once it sees it run without approval, and it cancels or d
 left pending. Each scenario names the SEP statements it checks, with the ids of ``conformance/*.yaml``.
 
 Public: :class:`CheckOptions`, :class:`CheckInputError`, :func:`run_checks`, :class:`CheckResult`,
-:class:`RunSummary`, :data:`SCENARIOS` and :func:`report_json`.
+:class:`RunSummary`, :data:`SCENARIOS` and :func:`report_json`, imported on first access (so the
+raw wire, :mod:`mcp_approval.checks.wire`, which the project's tests speak through, loads alone).
 """
 
-from mcp_approval.checks.options import CheckInputError, CheckOptions
-from mcp_approval.checks.report import CheckResult, RunSummary, report_json
-from mcp_approval.checks.runner import run_checks
-from mcp_approval.checks.scenarios import SCENARIOS
+from typing import TYPE_CHECKING
+
+from mcp_approval._lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from mcp_approval.checks.options import CheckInputError, CheckOptions
+    from mcp_approval.checks.report import CheckResult, RunSummary, report_json
+    from mcp_approval.checks.runner import run_checks
+    from mcp_approval.checks.scenarios import SCENARIOS
 
 __all__ = ["SCENARIOS", "CheckInputError", "CheckOptions", "CheckResult", "RunSummary", "report_json", "run_checks"]
+
+__getattr__ = lazy_getattr(
+    __name__,
+    {
+        "CheckInputError": "mcp_approval.checks.options",
+        "CheckOptions": "mcp_approval.checks.options",
+        "CheckResult": "mcp_approval.checks.report",
+        "RunSummary": "mcp_approval.checks.report",
+        "report_json": "mcp_approval.checks.report",
+        "run_checks": "mcp_approval.checks.runner",
+        "SCENARIOS": "mcp_approval.checks.scenarios",
+    },
+)

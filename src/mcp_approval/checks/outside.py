@@ -90,9 +90,11 @@ async def run_command(argv: Sequence[str], env: dict[str, str], timeout_s: float
     try:
         out, err, code = await asyncio.wait_for(reading, timeout_s)
     except TimeoutError:
-        process.kill()
-        await process.wait()
         return Ran(-1, "", f"{argv[0]} did not finish within {timeout_s:g}s")
+    finally:
+        if process.returncode is None:  # timed out, or the run was cancelled: never leave it running
+            process.kill()
+            await asyncio.shield(process.wait())
     return Ran(code, out.decode(errors="replace"), err.decode(errors="replace"))
 
 

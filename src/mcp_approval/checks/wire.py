@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import itertools
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -399,7 +398,3 @@ def _json(text: str) -> Any:
     except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         return None
 
-
-def as_mapping(value: Any) -> Mapping[str, Any]:
-    """``value`` when it is a JSON object, else an empty one (for reading what a server sent)."""
-    return value if isinstance(value, dict) else {}

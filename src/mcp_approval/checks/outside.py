@@ -16,7 +16,7 @@ import asyncio
 import json
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -212,7 +212,7 @@ async def witness_command(options: CheckOptions, nonce: str) -> Executions:
     return executions_in(ran.out, nonce)
 
 
-async def preflight(options: CheckOptions, witness: Any) -> list[str]:
+async def preflight(options: CheckOptions, witness: Callable[[str], Awaitable[Executions]]) -> list[str]:
     """Try the decider, the witness and the policy hook once on a call never made: bad input otherwise.
 
     ``witness(nonce)`` reads the witness. A decider must answer "no such request" (exit 75);

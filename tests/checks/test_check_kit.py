@@ -12,7 +12,6 @@ import json
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -228,15 +227,6 @@ def test_a_decision_the_reviewer_may_not_make_fails_the_scenario_that_needs_it(t
 # -- the command line, against the SEP server -------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def sep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SepServer]:
-    server = SepServer(tmp_path_factory.mktemp("sep") / "server.log")
-    try:
-        yield server
-    finally:
-        server.kill()
-
-
 def sep_arguments(base: str, **changes: str) -> list[str]:
     """The kit's command line for an instance of the SEP server."""
     options = {
@@ -254,9 +244,9 @@ def sep_arguments(base: str, **changes: str) -> list[str]:
     return [f"{base}/mcp", *[part for pair in options.items() for part in pair], "--expects-input"]
 
 
-def test_the_command_prints_a_line_per_scenario_and_exits_1_on_a_failure(sep: SepServer, tmp_path: Path) -> None:
+def test_the_command_prints_a_line_per_scenario_and_exits_1_on_a_failure(sep_server: SepServer, tmp_path: Path) -> None:
     report = tmp_path / "report.json"
-    done = kit([*sep_arguments(sep.instance(mutant="runs-twice")), "--report", str(report)])
+    done = kit([*sep_arguments(sep_server.instance(mutant="runs-twice")), "--report", str(report)])
     assert done.returncode == 1, done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if line[:5] in ("PASS ", "FAIL ", "SKIP ")]
     assert [line.split()[1] for line in lines] == [scenario.id for scenario in SCENARIOS]
@@ -298,8 +288,8 @@ def test_the_command_prints_a_line_per_scenario_and_exits_1_on_a_failure(sep: Se
         "witness-fails",
     ],
 )
-def test_bad_input_is_one_clear_line(sep: SepServer, change: dict[str, str], expected: str) -> None:
-    base = sep.instance()
+def test_bad_input_is_one_clear_line(sep_server: SepServer, change: dict[str, str], expected: str) -> None:
+    base = sep_server.instance()
     done = kit(sep_arguments(base, **change))
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stdout == ""
@@ -307,8 +297,8 @@ def test_bad_input_is_one_clear_line(sep: SepServer, change: dict[str, str], exp
     assert done.stderr.startswith(expected), done.stderr
 
 
-def test_a_failing_witness_command_or_policy_command_is_bad_input(sep: SepServer) -> None:
-    base = sep.instance()
+def test_a_failing_witness_command_or_policy_command_is_bad_input(sep_server: SepServer) -> None:
+    base = sep_server.instance()
     for change, expected in (
         ({"--witness-command": f"{sys.executable} -c 'import sys; sys.exit(3)'"}, "error: --witness-command failed"),
         ({"--policy-command": f"{sys.executable} -c 'import sys; sys.exit(4)'"}, "error: --policy-command failed"),

@@ -9,7 +9,6 @@ carries the same table (``test_the_mutant_table_in_the_docs_is_the_one_the_tests
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,15 +18,6 @@ from tests.checks.mutants import MUTANTS, VARIANTS, Mutant, Variant, table
 from tests.checks.sep_rig import SepServer, kit_options
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "conformance.md"
-
-
-@pytest.fixture(scope="module")
-def sep_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SepServer]:
-    server = SepServer(tmp_path_factory.mktemp("sep") / "server.log")
-    try:
-        yield server
-    finally:
-        server.kill()
 
 
 def outcomes(server: SepServer, settings: dict[str, object]) -> tuple[dict[str, str], str]:

@@ -148,6 +148,17 @@ class CheckRun:
         await self.check_not_run(opened, "a call that became a task")
         return opened
 
+    async def decided(
+        self, evidence: list[str], decision: Literal["approve", "deny"], *, template: Template = "arguments"
+    ) -> tuple[Opened, dict[str, Any]]:
+        """A fresh gated call, decided out of band, and its task once terminal."""
+        opened = await self.fresh(evidence, template=template)
+        decided = await self.decide(opened, decision)
+        evidence.append(decided.detail)
+        if not decided.ok:
+            raise Failed(f"could not {decision} out of band: {decided.detail}")
+        return opened, await self.settled(opened)
+
     async def check_not_run(self, opened: Opened, where: str, *, before: int = 0) -> int:
         """The executions the witness shows of ``opened``'s nonce; stop the run when there are more
         than ``before`` though nobody approved ``opened``."""

@@ -51,12 +51,7 @@ async def approved_call(run: CheckRun, evidence: list[str]) -> tuple[Opened, dic
     if run.approved is not None:
         evidence.append(f"the approved call {run.approved.arguments} (task {run.approved.task_id})")
         return run.approved, run.approved_task
-    opened = await run.fresh(evidence)
-    decided = await run.decide(opened, "approve")
-    evidence.append(decided.detail)
-    if not decided.ok:
-        raise Failed(f"could not approve out of band: {decided.detail}")
-    task = await run.settled(opened)
+    opened, task = await run.decided(evidence, "approve")
     run.approved, run.approved_task = opened, task
     return opened, task
 
@@ -189,12 +184,7 @@ async def _not_run_under(
 
 async def terminal_denial_body(run: CheckRun, evidence: list[str], notes: list[str]) -> str:
     """Deny: the task completes ``denied-not-executed``, isError, the body saying so; nothing ran."""
-    opened = await run.fresh(evidence)
-    decided = await run.decide(opened, "deny")
-    evidence.append(decided.detail)
-    if not decided.ok:
-        raise Failed(f"could not deny out of band: {decided.detail}")
-    task = await run.settled(opened)
+    opened, task = await run.decided(evidence, "deny")
     run.denied, run.denied_task = opened, task
     result = member(task, "result")
     text = body_text(result)
@@ -252,12 +242,7 @@ async def execution_error_outcome(run: CheckRun, evidence: list[str], notes: lis
     """An approved call whose tool fails completes isError with ``execution-error``, without the envelope."""
     if run.options.failing_arguments is None:
         raise Skipped("--failing-arguments not given (no approved call that fails when it runs)")
-    opened = await run.fresh(evidence, template="failing")
-    decided = await run.decide(opened, "approve")
-    evidence.append(decided.detail)
-    if not decided.ok:
-        raise Failed(f"could not approve out of band: {decided.detail}")
-    task = await run.settled(opened)
+    _, task = await run.decided(evidence, "approve", template="failing")
     result = member(task, "result")
     text = body_text(result)
     evidence.append(f"settled: status {task.get('status')}, disposition {disposition(result)}, body {text[:160]!r}")

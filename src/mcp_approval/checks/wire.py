@@ -397,4 +397,3 @@ def _json(text: str) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         return None
-

@@ -5,7 +5,7 @@
  */
 
 import { ClientScenario, ConformanceCheck } from '../../../types';
-import { Checks, DENIALS, DISPOSITION, ENVELOPE, Run, SOURCE, bodyText, meta, nonce, sleep } from './helpers';
+import { Checks, DENIALS, DISPOSITION, ENVELOPE, Run, SOURCE, attempt, bodyText, meta, nonce, sleep } from './helpers';
 import { denialBodyProblem, executedBodyProblem } from './judge';
 
 type Json = Record<string, unknown>;
@@ -33,7 +33,7 @@ export class ToolApprovalAtMostOnceScenario implements ClientScenario {
     const checks = new Checks();
     const run = new Run(serverUrl);
     const value = nonce();
-    try {
+    return attempt(run, checks, 'sep-2848-at-most-once', 'approved, it runs once', async () => {
       const { task, args } = await decided(run, 'approve', value);
       await sleep(run.fx.settleMs);
       const records = await run.executions(value);
@@ -47,12 +47,7 @@ export class ToolApprovalAtMostOnceScenario implements ClientScenario {
       checks.add('sep-2848-binding-checked-before-execution', 'what ran is the approved call', differing.length ? `differs in ${differing.join(', ')}: ${JSON.stringify(ran)}` : undefined);
       const problem = executedBodyProblem(bodyText(result)) ?? (ENVELOPE in meta(result) ? 'the executed result carries the denial envelope' : undefined);
       checks.add('sep-2848-body-states-outcome', 'the executed body does not say the tool did not run', problem);
-    } catch (error) {
-      checks.fail('sep-2848-at-most-once', 'approved, it runs once', error);
-    } finally {
-      await run.close();
-    }
-    return checks.list;
+    });
   }
 }
 
@@ -65,7 +60,7 @@ export class ToolApprovalTerminalDenialScenario implements ClientScenario {
     const checks = new Checks();
     const run = new Run(serverUrl);
     const value = nonce();
-    try {
+    return attempt(run, checks, 'sep-2848-disposition-in-result-meta', 'denied, it completes as a denial', async () => {
       const { task } = await decided(run, 'deny', value);
       const runs = (await run.executions(value)).length;
       const result = (task.result ?? {}) as Json;
@@ -82,12 +77,7 @@ export class ToolApprovalTerminalDenialScenario implements ClientScenario {
       if (DENIALS in extensions) {
         checks.add('sep-2848-body-disposition-envelope-agree', 'the envelope says unavailable', envelope?.remediation === 'unavailable' ? undefined : `envelope ${JSON.stringify(envelope ?? null)}`);
       }
-    } catch (error) {
-      checks.fail('sep-2848-disposition-in-result-meta', 'denied, it completes as a denial', error);
-    } finally {
-      await run.close();
-    }
-    return checks.list;
+    });
   }
 }
 
@@ -100,7 +90,7 @@ export class ToolApprovalChangedEnvelopeScenario implements ClientScenario {
     const checks = new Checks();
     const run = new Run(serverUrl);
     const value = nonce();
-    try {
+    return attempt(run, checks, 'sep-2848-no-steering', 'changed calls need their own approval', async () => {
       const { args } = await decided(run, 'approve', value);
       const before = (await run.executions(value)).length;
       const changed = await run.open(run.one, run.arguments(value, true));
@@ -112,12 +102,7 @@ export class ToolApprovalChangedEnvelopeScenario implements ClientScenario {
       if (after !== before) problem = `${after - before} more run(s) under the earlier approval`;
       else if (direct) problem = `answered as executed: ${direct.brief()}`;
       checks.add('sep-2848-no-steering', 'changed calls need their own approval', problem, { changed: changed.reply.brief(), other: other.reply.brief() });
-    } catch (error) {
-      checks.fail('sep-2848-no-steering', 'changed calls need their own approval', error);
-    } finally {
-      await run.close();
-    }
-    return checks.list;
+    });
   }
 }
 
@@ -130,7 +115,7 @@ export class ToolApprovalCancelledScenario implements ClientScenario {
     const checks = new Checks();
     const run = new Run(serverUrl);
     const value = nonce();
-    try {
+    return attempt(run, checks, 'sep-2848-never-executed-and-cancelled', 'cancelled, and never run', async () => {
       const args = run.arguments(value);
       const { reply, taskId } = await run.open(run.one, args);
       if (!taskId) throw new Error(`the gated call did not return a task: ${reply.brief()}`);
@@ -143,12 +128,7 @@ export class ToolApprovalCancelledScenario implements ClientScenario {
       const extra = Object.keys(ack).filter((key) => key !== 'resultType' && key !== '_meta');
       checks.add('sep-2663-cancel-ack', 'tasks/cancel answers an empty result', cancel.result && !extra.length ? undefined : `tasks/cancel answered ${cancel.brief()}`);
       checks.add('sep-2848-never-executed-and-cancelled', 'cancelled, and never run', status === 'cancelled' && !runs ? undefined : `status ${String(status)}, ${runs} run(s)`);
-    } catch (error) {
-      checks.fail('sep-2848-never-executed-and-cancelled', 'cancelled, and never run', error);
-    } finally {
-      await run.close();
-    }
-    return checks.list;
+    });
   }
 }
 
@@ -160,17 +140,12 @@ export class ToolApprovalNoBackendArtifactsScenario implements ClientScenario {
   async run(serverUrl: string): Promise<ConformanceCheck[]> {
     const checks = new Checks();
     const run = new Run(serverUrl);
-    try {
+    return attempt(run, checks, 'sep-2848-no-backend-artifacts', 'no backend artifact in any answer', async () => {
       await decided(run, 'approve', nonce());
       const wanted = ['binding_token', 'evaluation_id', ...run.backendIds, ...run.fx.artifacts];
       const leaked = wanted.filter((item) => run.seen.some((text) => text.includes(item)));
       checks.add('sep-2848-no-backend-artifacts', 'no backend artifact in any answer', leaked.length ? `answers carried ${leaked.join(', ')}` : undefined, { searched: wanted.length, answers: run.seen.length });
       checks.add('sep-2848-retrieval-no-artifacts', 'result retrieval exposes no backend artifact', leaked.length ? `answers carried ${leaked.join(', ')}` : undefined);
-    } catch (error) {
-      checks.fail('sep-2848-no-backend-artifacts', 'no backend artifact in any answer', error);
-    } finally {
-      await run.close();
-    }
-    return checks.list;
+    });
   }
 }

@@ -319,6 +319,24 @@ function collect(shown: unknown, value: string, record: Json | undefined, found:
   }
 }
 
+/** Run a scenario's steps: an exception fails its main check (`id`); what it opened is cancelled. */
+export async function attempt(
+  run: Run,
+  checks: Checks,
+  id: string,
+  description: string,
+  steps: () => Promise<void>
+): Promise<ConformanceCheck[]> {
+  try {
+    await steps();
+  } catch (error) {
+    checks.fail(id, description, error);
+  } finally {
+    await run.close();
+  }
+  return checks.list;
+}
+
 /** The text content of a CallToolResult. */
 export function bodyText(result: Json | undefined): string {
   const content = Array.isArray(result?.content) ? (result?.content as Json[]) : [];

@@ -8,7 +8,7 @@
  */
 
 import { ClientScenario, ConformanceCheck } from '../../../types';
-import { Checks, DENIALS, ENVELOPE, Run, SOURCE, TASKS, TOOL_APPROVAL, bodyText, meta, nonce } from './helpers';
+import { Checks, DENIALS, ENVELOPE, Run, SOURCE, TASKS, TOOL_APPROVAL, attempt, bodyText, meta, nonce } from './helpers';
 
 export class ToolApprovalDeclaresExtensionsScenario implements ClientScenario {
   name = 'tool-approval-declares-extensions';
@@ -73,7 +73,7 @@ export class ToolApprovalRequestableDenialScenario implements ClientScenario {
     const checks = new Checks();
     const run = new Run(serverUrl);
     const value = nonce();
-    try {
+    return attempt(run, checks, 'sep-2848-requestable-returns-task-without-executing', 'a working task, and the tool did not run', async () => {
       const { reply, taskId } = await run.open(run.one, run.arguments(value));
       const read = taskId ? await run.one.get(taskId) : undefined;
       const runs = (await run.executions(value)).length;
@@ -86,12 +86,7 @@ export class ToolApprovalRequestableDenialScenario implements ClientScenario {
       checks.add('sep-2848-requestable-returns-task-without-executing', 'a working task, and the tool did not run', problem, { answer: reply.brief(), runs });
       checks.add('sep-2663-result-type-task-on-create', 'resultType task on the CreateTaskResult', created.resultType === 'task' ? undefined : `resultType ${String(created.resultType)}`);
       checks.add('sep-2663-readable-before-create-result', 'tasks/get right after the CreateTaskResult finds the task', read?.result ? undefined : `tasks/get answered ${read?.brief() ?? 'nothing'}`);
-    } catch (error) {
-      checks.fail('sep-2848-requestable-returns-task-without-executing', 'a working task, and the tool did not run', error);
-    } finally {
-      await run.close();
-    }
-    return checks.list;
+    });
   }
 }
 
@@ -110,7 +105,7 @@ export class ToolApprovalEnvelopeWhilePendingScenario implements ClientScenario 
       checks.skip('sep-2848-envelope-repeated-while-pending', description, `the server does not declare ${DENIALS}`);
       return checks.list;
     }
-    try {
+    return attempt(run, checks, 'sep-2848-envelope-repeated-while-pending', description, async () => {
       const { reply, taskId } = await run.open(run.one, run.arguments(nonce()));
       if (!taskId) throw new Error(`the gated call did not return a task: ${reply.brief()}`);
       const task = await run.status(taskId);
@@ -121,12 +116,7 @@ export class ToolApprovalEnvelopeWhilePendingScenario implements ClientScenario 
       const problem = wrong === undefined && task.status !== undefined ? undefined : `envelope ${JSON.stringify(wrong ?? null)}`;
       checks.add('sep-2848-envelope-repeated-while-pending', description, problem);
       checks.add('sep-2643-server-task-hint', 'the envelope has a task hint', problem);
-    } catch (error) {
-      checks.fail('sep-2848-envelope-repeated-while-pending', description, error);
-    } finally {
-      await run.close();
-    }
-    return checks.list;
+    });
   }
 }
 
@@ -139,7 +129,7 @@ export class ToolApprovalTaskAccessScenario implements ClientScenario {
     const checks = new Checks();
     const run = new Run(serverUrl);
     const description = "the other principal's tasks/get and tasks/cancel are refused; the task stays pending";
-    try {
+    return attempt(run, checks, 'sep-2848-task-access-by-origin', description, async () => {
       const { reply, taskId } = await run.open(run.one, run.arguments(nonce()));
       if (!taskId) throw new Error(`the gated call did not return a task: ${reply.brief()}`);
       const read = await run.other.get(taskId);
@@ -151,11 +141,6 @@ export class ToolApprovalTaskAccessScenario implements ClientScenario {
       else if (!['working', 'input_required'].includes(String(status))) problem = `the task is now ${String(status)}`;
       checks.add('sep-2848-task-access-by-origin', description, problem, { read: read.brief(), cancel: cancel.brief() });
       checks.add('sep-2663-task-access-by-principal', description, problem);
-    } catch (error) {
-      checks.fail('sep-2848-task-access-by-origin', description, error);
-    } finally {
-      await run.close();
-    }
-    return checks.list;
+    });
   }
 }

@@ -21,6 +21,7 @@ __all__ = [
     "StopRun",
     "exit_code",
     "format_result",
+    "format_summary",
     "line",
     "report_json",
 ]
@@ -120,6 +121,7 @@ def report_json(url: str, results: list[CheckResult], summary: RunSummary | None
         "skipped": counts["SKIP"],
         "verdict": summary.verdict,
         "not_run": list(summary.not_run),
+        "preflight": list(summary.preflight),
         "cleanup": list(summary.cleanup),
         "scenarios": [result.to_json() for result in results],
     }

@@ -17,6 +17,7 @@ from mcp_approval.protocol import (
     DENIALS_EXTENSION,
     DISPOSITION_DENIED_NOT_EXECUTED,
     META_AUTHORIZATION_CONTEXT_ID,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
     REMEDIATION_AVAILABLE,
     RESULT_TYPE_TASK,
 )
@@ -241,7 +242,7 @@ async def context_id_not_authorization(run: CheckRun, evidence: list[str], notes
         reply = await wire.request("tools/call", {"name": run.options.tool, "arguments": opened.arguments}, meta=meta)
         evidence.append(f"{who} echoing {echoed!r}: {reply.brief()}")
         await run.check_not_run(opened, f"a call echoing an authorizationContextId ({who})")
-        if reply.is_error and reply.error.get("code") != -32021 and who == "the owner":
+        if reply.is_error and reply.error.get("code") != MISSING_REQUIRED_CLIENT_CAPABILITY and who == "the owner":
             raise Failed(f"a retry with an unresolvable authorizationContextId was rejected: {reply.brief()}")
     return "the handle granted nothing, and an unknown one was not rejected"
 

@@ -5,7 +5,7 @@
  */
 
 import { ClientScenario, ConformanceCheck } from '../../../types';
-import { Checks, DENIALS, DISPOSITION, ENVELOPE, Run, SOURCE, attempt, bodyText, meta, nonce, sleep } from './helpers';
+import { Checks, DENIALS, DISPOSITION, ENVELOPE, Run, SOURCE, attempt, bodyText, meta, nonce, sleep } from './common';
 import { denialBodyProblem, executedBodyProblem } from './judge';
 
 type Json = Record<string, unknown>;

@@ -1,14 +1,14 @@
 /**
  * SEP-2848 Tool Approval — a call while its approval is pending.
  *
- * Required server fixtures (or `MCP_CONFORMANCE_TOOL_APPROVAL`, see helpers.ts): a tool whose call
+ * Required server fixtures (or `MCP_CONFORMANCE_TOOL_APPROVAL`, see common.ts): a tool whose call
  * is a requestable denial for both test principals, a witness tool listing its executions, and a
  * way to decide out of band. Each check is named by the statement id of `src/seps/sep-2848.yaml`
  * (and of SEP-2643's and SEP-2663's files).
  */
 
 import { ClientScenario, ConformanceCheck } from '../../../types';
-import { Checks, DENIALS, ENVELOPE, Run, SOURCE, TASKS, TOOL_APPROVAL, attempt, bodyText, meta, nonce } from './helpers';
+import { Checks, DENIALS, ENVELOPE, Run, SOURCE, TASKS, TOOL_APPROVAL, attempt, bodyText, meta, nonce } from './common';
 
 export class ToolApprovalDeclaresExtensionsScenario implements ClientScenario {
   name = 'tool-approval-declares-extensions';

@@ -39,9 +39,9 @@ from databases import DatabaseKind, Postgres, add_postgres_arguments, database_k
 from measure import Report, Row, exit_code_of, log, median, percentile, settle, throughput  # noqa: E402
 from sqlalchemy import Connection, func, select, update  # noqa: E402
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir  # noqa: E402
-from tests.support.wire import Wire  # noqa: E402
 
 from mcp_approval.approval.persistence.schema import approval_workflows_table  # noqa: E402
+from mcp_approval.checks.wire import Wire  # noqa: E402
 from mcp_approval.config import load_config  # noqa: E402
 from mcp_approval.server.local_backend import local_backend_from_config  # noqa: E402
 from mcp_approval.storage import open_database  # noqa: E402

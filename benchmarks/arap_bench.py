@@ -41,8 +41,8 @@ import httpx2  # noqa: E402
 from measure import Report, Row, exit_code_of, log, median, percentile, settle, throughput  # noqa: E402
 from tests.support.arap import ArapDeployment, arap_deployment  # noqa: E402
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir  # noqa: E402
-from tests.support.wire import Wire  # noqa: E402
 
+from mcp_approval.checks.wire import Wire  # noqa: E402
 from mcp_approval.policy import CedarPDP, Decision, EvaluationRequest, PolicyDecisionPoint, ToolCallMapper  # noqa: E402
 from mcp_approval.policy.http import HttpPDP  # noqa: E402
 

@@ -48,8 +48,8 @@ from databases import DatabaseKind, Postgres, add_postgres_arguments, database_k
 from measure import Report, Row, exit_code_of, log, median, settle, throughput  # noqa: E402
 from sqlalchemy import func, select  # noqa: E402
 from tests.support.treasury import TreasuryServer, deployment_dir  # noqa: E402
-from tests.support.wire import Wire  # noqa: E402
 
+from mcp_approval.checks.wire import Wire  # noqa: E402
 from mcp_approval.storage import open_database  # noqa: E402
 from mcp_approval.tasks.schema import tasks_table  # noqa: E402
 

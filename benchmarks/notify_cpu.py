@@ -28,7 +28,8 @@ import asyncpg  # type: ignore[import-untyped]
 from databases import Postgres
 from measure import Row, log, throughput
 from peers import CONNECTIONS, create_task, mcp_approval_subject, running
-from tests.support.wire import PROTOCOL, Wire, envelope
+
+from mcp_approval.checks.wire import PROTOCOL, Wire, envelope
 
 POLL_INTERVAL_S = 1.0  # the demo's --poll-interval: pollIntervalMs = 1000 (the product default is 2 s)
 CLIENT_CPU_WARN = 0.5  # client CPU-s/s above this may starve the server on a 2-core machine

@@ -46,8 +46,8 @@ if str(ROOT) not in sys.path:
 import httpx  # noqa: E402
 from databases import DEFAULT_POSTGRES_URL, Postgres  # noqa: E402
 from measure import exit_code_of, log, throughput  # noqa: E402
-from tests.support.wire import Reply, Wire  # noqa: E402
 
+from mcp_approval.checks.wire import Reply, Wire  # noqa: E402
 from mcp_approval.hosts import unused_loopback_port  # noqa: E402
 
 CONNECTIONS = 8

@@ -50,10 +50,10 @@ from databases import DatabaseKind, Postgres, add_postgres_arguments, database_k
 from measure import Report, Row, exit_code_of, log  # noqa: E402
 from sqlalchemy import Connection, Table, func, select  # noqa: E402
 from tests.support.treasury import TreasuryServer, deployment_dir  # noqa: E402
-from tests.support.wire import Wire  # noqa: E402
 
 from mcp_approval.approval.persistence.schema import approval_intents_table, approval_workflows_table  # noqa: E402
 from mcp_approval.backends.local.schema import approval_requests_table  # noqa: E402
+from mcp_approval.checks.wire import Wire  # noqa: E402
 from mcp_approval.storage import open_database  # noqa: E402
 from mcp_approval.storage.database import Database  # noqa: E402
 from mcp_approval.tasks.schema import tasks_table  # noqa: E402

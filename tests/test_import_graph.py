@@ -567,3 +567,22 @@ def test_each_approval_room_refuses_a_wrong_edge_through_each_closed_door() -> N
             wrong = {**graph, inside[-1]: graph[inside[-1]] | {target}}
             found = layer_violations(wrong, PACKAGE, LAYERS, side=side, rooms=APPROVAL_ROOMS)
             assert f"{inside[-1]} -> {target} ({_relative(inside[-1], PACKAGE)} may not import " in "\n".join(found)
+
+
+def test_the_conformance_kit_imports_nothing_but_itself_and_the_foundation() -> None:
+    """The kit is a black-box client of the server it checks: beside itself it may import rung 0 only."""
+    graph = import_graph(SOURCE, PACKAGE)
+    (_, foundation), *_ = LAYERS[0]
+
+    def allowed(target: str) -> bool:
+        relative = _relative(target, PACKAGE)
+        return _matches(relative, "checks") or any(_matches(relative, prefix) for prefix in foundation)
+
+    reaching = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if _matches(_relative(module, PACKAGE), "checks")
+        for target in targets
+        if not allowed(target)
+    )
+    assert reaching == [], "the conformance kit imports beyond the foundation:\n" + "\n".join(reaching)

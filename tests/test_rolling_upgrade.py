@@ -42,10 +42,10 @@ from typing import Any
 import httpx
 import pytest
 
+from mcp_approval.checks.wire import Wire
 from tests.support import forkserver
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.support.upgrade_step import seal_requests
-from tests.support.wire import Wire
 from tests.treasury.helpers import approval_for, assert_approved_executed, assert_denied_not_executed, settled, shown
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres, pytest.mark.slow]

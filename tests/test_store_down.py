@@ -8,6 +8,7 @@ import asyncpg
 import httpx
 import pytest
 
+from mcp_approval.checks.wire import Wire
 from mcp_approval.clock import ManualClock
 from mcp_approval.storage import StoreUnavailableError
 from mcp_approval.tasks import NewTask, SqlTaskStore, TaskOptions, TaskStatus
@@ -15,7 +16,6 @@ from mcp_approval.tasks.models import new_task_id
 from mcp_approval.tasks.runtime import TaskRuntime
 from tests.support.polling import eventually
 from tests.support.process import running
-from tests.support.wire import Wire
 
 pytestmark = pytest.mark.anyio
 

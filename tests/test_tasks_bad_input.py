@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from mcp_approval.checks.wire import envelope
 from tests.support.polling import eventually
-from tests.support.wire import envelope
 
 pytestmark = pytest.mark.anyio
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from mcp_approval.checks.wire import Wire
 from tests.support.listen import listening
 from tests.support.process import running
-from tests.support.wire import Wire
 
 pytestmark = pytest.mark.anyio
 

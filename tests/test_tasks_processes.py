@@ -5,9 +5,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from mcp_approval.checks.wire import Wire
 from tests.support.polling import eventually
 from tests.support.process import running
-from tests.support.wire import Wire
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -13,9 +13,9 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
+from mcp_approval.checks.wire import Wire
 from tests.support.polling import eventually
 from tests.support.process import running
-from tests.support.wire import Wire
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.redis]
 

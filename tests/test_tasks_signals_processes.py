@@ -12,10 +12,10 @@ import time
 import httpx
 import pytest
 
+from mcp_approval.checks.wire import Wire
 from tests.support.listen import listening
 from tests.support.polling import eventually
 from tests.support.process import running
-from tests.support.wire import Wire
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
+from mcp_approval.checks.wire import TASKS, envelope
 from tests.support.polling import eventually
-from tests.support.wire import TASKS, envelope
 
 pytestmark = pytest.mark.anyio
 

@@ -18,13 +18,13 @@ import httpx
 
 from mcp_approval.approval.engine.dependencies import PrincipalCheck
 from mcp_approval.backends import ApprovalBackend
+from mcp_approval.checks.wire import Wire
 from mcp_approval.clock import Clock
 from mcp_approval.config import load_config
 from mcp_approval.policy import Decision, EvaluationRequest, EvaluationsSemantic, PolicyDecisionPoint
 from mcp_approval.server.arap_backend import pdp_from_config
 from mcp_approval.server.deployment import Deployment, build_deployment, deployment_app
 from tests.support.treasury import Reviewer, deployment_dir, principals
-from tests.support.wire import Wire
 
 BASE_URL = "http://127.0.0.1:8000"
 

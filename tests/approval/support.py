@@ -12,9 +12,9 @@ import httpx
 from mcp.server.mcpserver import MCPServer
 
 from mcp_approval.approval import PolicyGate
+from mcp_approval.checks.wire import Wire
 from mcp_approval.policy import CedarPDP, Decision, EvaluationRequest, EvaluationsSemantic, PolicyDecisionPoint
 from mcp_approval.server.auth import StaticTokenVerifier, local_auth_settings
-from tests.support.wire import Wire
 
 BASE_URL = "http://127.0.0.1:8000"
 POLICY = Path(__file__).with_name("policy.cedar")

@@ -11,10 +11,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from sqlalchemy import update
 
 from mcp_approval.approval.persistence.schema import approval_workflows_table
+from mcp_approval.checks.wire import envelope
 from mcp_approval.clock import ManualClock
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.support.polling import eventually
-from tests.support.wire import envelope
 from tests.treasury.helpers import (
     AUTHORIZATION,
     DISPOSITION,

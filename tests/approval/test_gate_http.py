@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from mcp_approval.approval import GatedCall
+from mcp_approval.checks.wire import CLIENT_INFO, envelope
 from mcp_approval.client.denials import AuthorizationDenial, read_denial
 from mcp_approval.denials import Remediation
 from mcp_approval.policy import Decision, HttpPDP
 from mcp_approval.protocol import META_AUTHORIZATION, META_AUTHORIZATION_CONTEXT_ID
 from tests.approval.support import FixedPDP, build_gated_server, cedar_pdp, http_wire
-from tests.support.wire import envelope
 
 pytestmark = pytest.mark.anyio
 
@@ -85,7 +85,7 @@ async def test_the_subject_is_the_authenticated_principal_and_the_call_is_mapped
     assert (alice.subject.type, alice.subject.id, bob.subject.id) == ("user", "alice", "bob")
     assert alice.action.name == "tools/call"
     assert (alice.resource.type, alice.resource.id) == ("tool", "echo")
-    assert alice.context == {"arguments": {"text": "a"}, "client": {"name": "tests", "version": "1"}}
+    assert alice.context == {"arguments": {"text": "a"}, "client": CLIENT_INFO}
 
 
 async def test_an_anonymous_caller_is_denied_unless_an_anonymous_subject_is_configured():

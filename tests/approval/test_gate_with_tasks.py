@@ -9,13 +9,13 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 
 from mcp_approval.approval import PolicyGate
+from mcp_approval.checks.wire import envelope
 from mcp_approval.client.denials import read_denial
 from mcp_approval.denials import Remediation
 from mcp_approval.tasks import TaskOptions, TasksExtension, store_from_url
 from tests.approval.support import FixedPDP, cedar_pdp, http_wire
 from tests.support.polling import eventually
 from tests.support.store_leg import leg_store_url
-from tests.support.wire import envelope
 
 pytestmark = pytest.mark.anyio
 

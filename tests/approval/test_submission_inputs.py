@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from mcp_approval.checks.wire import envelope
 from tests.approval.inprocess import Harness, inprocess_treasury
-from tests.support.wire import envelope
 from tests.treasury.helpers import AUTHORIZATION, approval_for, assert_approved_executed, settled, text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.sep_check("sep-2848-submission-input-channel")]

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from mcp.server.mcpserver import MCPServer
 
+from mcp_approval.checks.wire import envelope
 from mcp_approval.protocol import META_AUTHORIZATION
 from tests.approval.inprocess import inprocess_treasury
 from tests.approval.support import http_wire
-from tests.support.wire import envelope
 from tests.treasury.helpers import AUTHORIZATION, text_of
 
 pytestmark = pytest.mark.anyio

@@ -16,11 +16,11 @@ from sqlalchemy import delete
 
 from mcp_approval.approval.persistence.states import Phase
 from mcp_approval.approval.without_tasks import answers as without_tasks
+from mcp_approval.checks.wire import Wire, envelope
 from mcp_approval.protocol import STRUCTURED_TOOL_APPROVAL
 from mcp_approval.tasks.schema import tasks_table
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.support.polling import eventually
-from tests.support.wire import Wire, envelope
 from tests.treasury.helpers import AUTHORIZATION, DISPOSITION, approval_for, text_of
 
 pytestmark = pytest.mark.anyio

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from mcp_approval.approval.without_tasks.links import PAGE_INPUT_KEY
+from mcp_approval.checks.wire import LegacySession, Reply, envelope
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.approval.test_without_tasks import assert_pending, ended, reference_of, transfers
-from tests.support.wire import LegacySession, Reply, envelope
 from tests.treasury.helpers import AUTHORIZATION, DISPOSITION, approval_for
 
 pytestmark = pytest.mark.anyio

@@ -27,12 +27,12 @@ from typing import Any
 import httpx
 import pytest
 
+from mcp_approval.checks.wire import Wire
 from mcp_approval.hosts import unused_loopback_port
 from mcp_approval.metrics import ApprovalMetrics
 from mcp_approval.storage import AuditLog, open_database
 from tests.support.arap import arap_deployment
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals, store_rows
-from tests.support.wire import Wire
 from tests.treasury.helpers import approval_for, assert_denied_not_executed, settled, shown
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

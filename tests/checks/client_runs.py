@@ -1,8 +1,10 @@
 """Clients for ``mcp-approval check-client``: ``python -m tests.checks.client_runs URL MODE``.
 
 ``tasks``: this project's client, declaring tasks and answering input through its input handler.
-``none``: the same client without tasks. ``careless``: raw JSON-RPC that breaks the client
-statements on purpose (no ``Mcp-Name``, polls without waiting, answers twice, calls again).
+``none``: the same client without tasks. ``payees``: the same client without tasks paying two
+different accounts (two calls, neither a retry). ``careless``: raw JSON-RPC that breaks the client
+statements on purpose (no ``Mcp-Name``, polls without waiting, answers twice, calls again the same
+call with its arguments in another order, then with a changed amount).
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ ARGUMENTS = {"to": "acct-1", "amount": 100}
 ANSWER = {"action": "accept", "content": {"justification": "Invoice 7"}}
 
 
-async def sdk_client(url: str, *, tasks: bool) -> None:
+async def sdk_client(url: str, *, tasks: bool, payees: tuple[str, ...] = ("acct-1",)) -> None:
     async def answer(request: Any) -> dict[str, Any]:
         return ANSWER
 
     async with mcp_client(url, tasks=tasks, input_handler=answer, task_wait_s=30) as client:
-        result = await client.call_tool("transfer", ARGUMENTS)
-        print(result.is_error, result.content[0].text if result.content else "")
+        for payee in payees:
+            result = await client.call_tool("transfer", {**ARGUMENTS, "to": payee})
+            print(result.is_error, result.content[0].text if result.content else "")
 
 
 async def careless(url: str) -> None:
@@ -46,14 +49,22 @@ async def careless(url: str) -> None:
         task_id = created["taskId"]
         for _ in range(2):  # the same answer twice
             await send("tasks/update", {"taskId": task_id, "inputResponses": {"justification": ANSWER}})
-        await send("tools/call", {"name": "transfer", "arguments": ARGUMENTS})  # a second task for the same call
+        # The same call again (its keys in another order, its amount spelled 100.0): a second task for it.
+        await send("tools/call", {"name": "transfer", "arguments": {"amount": 100.0, "to": "acct-1"}})
+        # A changed amount: a new call of its own, which the harness flags as such.
+        await send("tools/call", {"name": "transfer", "arguments": {"to": "acct-1", "amount": 250}})
         while (await send("tasks/get", {"taskId": task_id}))["status"] != "completed":
             pass  # no pause: pollIntervalMs is ignored
 
 
 def main() -> None:
     url, mode = sys.argv[1], sys.argv[2]
-    asyncio.run(careless(url) if mode == "careless" else sdk_client(url, tasks=mode == "tasks"))
+    if mode == "careless":
+        asyncio.run(careless(url))
+    elif mode == "payees":
+        asyncio.run(sdk_client(url, tasks=False, payees=("acct-1", "acct-2")))
+    else:
+        asyncio.run(sdk_client(url, tasks=mode == "tasks"))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = {
     "tasks": {"client-handles-degraded-answer": "SKIP"},
     "none": {scenario: "SKIP" for scenario, *_ in CLIENT_SCENARIOS if scenario != "client-handles-degraded-answer"},
+    # Two different payees: two calls, neither a retry of the other.
+    "payees": {scenario: "SKIP" for scenario, *_ in CLIENT_SCENARIOS if scenario != "client-handles-degraded-answer"},
     "careless": {
         "client-sends-mcp-name": "FAIL",
         "client-honours-poll-interval": "FAIL",
@@ -76,3 +78,12 @@ def test_the_harness_judges_what_the_client_did(mode: str, tmp_path: Path) -> No
     expected = {scenario: EXPECTED[mode].get(scenario, "PASS") for scenario, *_ in CLIENT_SCENARIOS}
     assert outcomes == expected, out + err
     assert harness.returncode == (1 if "FAIL" in expected.values() else 0), out + err
+    notes = {item["scenario"]: item["notes"] for item in json.loads(report.read_text())["scenarios"]}
+    if mode == "careless":  # the same call with its keys reordered counted as the same; the changed one flagged
+        assert "the client called transfer again 1 time(s)" in out, out
+        (flag,) = notes["client-never-recreates-task"]
+        assert flag.startswith("called transfer again with changed arguments (amount: 100 -> 250)"), flag
+    if mode == "payees":
+        assert notes["client-handles-degraded-answer"] == [
+            "2 different calls got the degraded answer: each a call of its own, not a retry"
+        ]

@@ -16,6 +16,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 
+from mcp_approval.checks.wire import Wire
 from mcp_approval.denials import (
     AuthorizationReferences,
     AuthorizationRemediation,
@@ -37,7 +38,6 @@ from mcp_approval.denials import (
     url_interaction,
 )
 from mcp_approval.denials.builders import EnvelopeAfterExecutionError
-from tests.support.wire import Wire
 
 BASE_URL = "http://127.0.0.1:8000"
 RESOURCE_URL = f"{BASE_URL}/mcp"

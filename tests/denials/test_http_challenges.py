@@ -9,10 +9,10 @@ import httpx
 import pytest
 from mcp.client.auth.utils import extract_resource_metadata_from_www_auth, extract_scope_from_www_auth
 
+from mcp_approval.checks.wire import envelope
 from mcp_approval.client.denials import read_challenge
 from mcp_approval.denials import decode_remediation
 from tests.denials.support import PAY_123, RESOURCE_METADATA, build_resource_server, http_wire, payment_details
-from tests.support.wire import envelope
 
 pytestmark = pytest.mark.anyio
 

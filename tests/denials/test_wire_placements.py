@@ -7,10 +7,10 @@ import logging
 import pytest
 from mcp.server.mcpserver import MCPServer
 
+from mcp_approval.checks.wire import envelope
 from mcp_approval.client.denials import read_denial
 from mcp_approval.denials import context_correlation_middleware
 from tests.denials.support import PAY_123, ServerState, build_denials_server, http_wire, payment_details
-from tests.support.wire import envelope
 
 pytestmark = pytest.mark.anyio
 

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mcp_approval.checks.wire import PROTOCOL
 from tests.fuzz.conftest import FUZZ_CASES, REQUEST_TIMEOUT_S, TALLY, assert_healthy
 from tests.support.treasury import TreasuryServer
-from tests.support.wire import PROTOCOL
 
 pytestmark = pytest.mark.fuzz
 

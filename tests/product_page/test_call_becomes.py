@@ -21,10 +21,10 @@ import mcp_types as types
 import pytest
 from mcp.server.mcpserver import Context, MCPServer
 
+from mcp_approval.checks.wire import Wire
 from mcp_approval.tasks import TaskOptions, TasksExtension, store_from_url, task_routing_middleware
 from tests.approval.inprocess import inprocess_treasury
 from tests.support.polling import eventually
-from tests.support.wire import Wire
 
 pytestmark = pytest.mark.anyio
 BASE_URL = "http://127.0.0.1:8000"

@@ -17,11 +17,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from mcp_approval.checks.wire import Wire
 from mcp_approval.tasks.states import TaskStatus
 from tests.approval.inprocess import inprocess_treasury
 from tests.support.polling import eventually
 from tests.support.treasury import TreasuryServer, deployment_dir, principals
-from tests.support.wire import Wire
 from tests.treasury.helpers import AUTHORIZATION, settled, text_of
 
 pytestmark = pytest.mark.anyio

@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
+from mcp_approval.checks.wire import Wire, envelope
 from tests.product_page.conftest import approval_link
 from tests.support.treasury import Reviewer, TreasuryServer, principals
-from tests.support.wire import Wire, envelope
 from tests.treasury.helpers import (
     approval_for,
     assert_approved_executed,

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.wire import PROTOCOL, envelope
+from mcp_approval.checks.wire import PROTOCOL, envelope
 
 Frame = dict[str, Any]
 

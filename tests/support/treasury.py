@@ -22,10 +22,10 @@ from typing import Any
 
 import httpx
 
+from mcp_approval.checks.wire import Reply, Wire
 from mcp_approval.hosts import unused_loopback_port
 from tests.support import forkserver
 from tests.support.store_leg import postgres_leg, store_url_for
-from tests.support.wire import Reply, Wire
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "treasury"
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import httpx
 
+from mcp_approval.checks.wire import Wire
 from tests.support.polling import eventually
 from tests.support.treasury import Reviewer, TreasuryServer
-from tests.support.wire import Wire
 
 DISPOSITION = "io.modelcontextprotocol/tool-approval-disposition"
 AUTHORIZATION = "io.modelcontextprotocol/authorization"

@@ -16,11 +16,11 @@ from typing import Any
 import httpx
 import pytest
 
+from mcp_approval.checks.wire import Wire, envelope
 from mcp_approval.clock import parse_iso8601
 from mcp_approval.protocol import META_TOOL_APPROVAL_DEADLINE
 from tests.support.arap import ARS_CLIENT_TOKEN, ars_view
 from tests.support.treasury import Reviewer, TreasuryServer, principals
-from tests.support.wire import Wire, envelope
 from tests.treasury.conftest import Scenario
 from tests.treasury.helpers import (
     AUTHORIZATION,

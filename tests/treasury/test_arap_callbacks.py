@@ -19,10 +19,10 @@ import pytest
 
 from mcp_approval.backends.arap_wire import callback_state, encode_handle
 from mcp_approval.backends.callbacks import CALLBACK_PATH, SIGNATURE_HEADER, sign_callback
+from mcp_approval.checks.wire import Wire
 from tests.support.arap import ArapDeployment, arap_deployment, handle_of, serve_store
 from tests.support.polling import eventually
 from tests.support.treasury import Reviewer, principals, store_rows
-from tests.support.wire import Wire
 from tests.treasury.helpers import approval_for, assert_approved_executed, settled, transfers_to
 
 pytestmark = pytest.mark.anyio

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from mcp_approval.checks.wire import Wire
 from tests.support.arap import (
     ARS_CLIENT_TOKEN,
     ArapDeployment,
@@ -32,7 +33,6 @@ from tests.support.arap import (
 from tests.support.fault_proxy import Fault, FaultProxy
 from tests.support.polling import eventually
 from tests.support.treasury import Reviewer, TreasuryServer, principals, store_rows
-from tests.support.wire import Wire
 from tests.treasury.helpers import (
     approval_for,
     assert_approved_executed,

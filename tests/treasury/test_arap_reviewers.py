@@ -16,11 +16,11 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from mcp_approval.checks.wire import Wire
 from mcp_approval.cli.main import app
 from tests.console.conftest import CSRF
 from tests.support.arap import ArapDeployment, arap_deployment, ars_store
 from tests.support.treasury import Reviewer, principals, rewrite_request_arguments, to_toml
-from tests.support.wire import Wire
 from tests.treasury.helpers import (
     approval_for,
     assert_approved_executed,

@@ -21,10 +21,10 @@ from typing import Any
 import httpx
 import pytest
 
+from mcp_approval.checks.wire import envelope
 from tests.support.polling import eventually
 from tests.support.receivers import WEBHOOK_SECRET, WebhookReceiver
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
-from tests.support.wire import envelope
 from tests.treasury.helpers import DISPOSITION, IMMEDIATE, console_page, settled, text_of
 
 pytestmark = pytest.mark.anyio

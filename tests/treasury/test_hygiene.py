@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
+from mcp_approval.checks.wire import PROTOCOL, envelope
 from tests.support.polling import eventually
 from tests.support.treasury import Reviewer, TreasuryServer, principals
-from tests.support.wire import PROTOCOL, envelope
 from tests.treasury.conftest import Scenario
 from tests.treasury.helpers import approval_for, assert_approved_executed, settled, transfers_to
 

@@ -21,9 +21,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from jwt.algorithms import ECAlgorithm
 
+from mcp_approval.checks.wire import Wire
 from mcp_approval.config import ConfigError, load_config
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, to_toml
-from tests.support.wire import Wire
 from tests.treasury.helpers import approval_for, assert_approved_executed, settled
 
 pytestmark = pytest.mark.anyio

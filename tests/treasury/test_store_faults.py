@@ -29,11 +29,11 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
+from mcp_approval.checks.wire import Reply, Wire
 from tests.support.polling import eventually
 from tests.support.store_points import Point, fault_points, transactions
 from tests.support.store_proxy import Statement, StoreFault, StoreProxy
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals, store_rows
-from tests.support.wire import Reply, Wire
 from tests.treasury.helpers import DISPOSITION, approval_for, settled, transfers_to
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]

@@ -16,9 +16,9 @@ import httpx
 import pytest
 
 from mcp_approval.approval.without_tasks.links import PAGE_INPUT_KEY
+from mcp_approval.checks.wire import Wire, envelope
 from tests.support.polling import eventually
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir
-from tests.support.wire import Wire, envelope
 from tests.treasury.helpers import DISPOSITION, approval_for
 
 pytestmark = pytest.mark.anyio

@@ -20,10 +20,10 @@ from typing import Any
 import httpx
 import pytest
 
+from mcp_approval.checks.wire import Wire, envelope
 from mcp_approval.crashpoints import CRASH_ENV, ONE_TRANSACTION_CRASH_POINTS
 from tests.support.polling import eventually
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, deployment_store, principals
-from tests.support.wire import Wire, envelope
 from tests.treasury.helpers import AUTHORIZATION, DISPOSITION, approval_for, text_of
 from tests.treasury.test_crash_points import CALL_TIMEOUT_S, CREATION_POINTS, PARALLEL, RUNS, orphans
 

@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import rfc8785
+
+from mcp_approval.checks.judge import member
 from mcp_approval.protocol import (
     DISPOSITION_APPROVED_EXECUTED,
     HEADER_MCP_NAME,
@@ -36,7 +39,7 @@ from mcp_approval.protocol import (
     UNKNOWN_TASK_MESSAGE,
 )
 
-__all__ = ["GATED_TOOL", "INPUT_KEY", "POLL_INTERVAL_MS", "Harness", "Request", "TaskState"]
+__all__ = ["GATED_TOOL", "INPUT_KEY", "POLL_INTERVAL_MS", "Harness", "Request", "TaskState", "canonical"]
 
 GATED_TOOL = "transfer"
 INPUT_KEY = "justification"
@@ -69,6 +72,15 @@ _TOOLS = [
 ]
 
 
+def canonical(arguments: Any) -> str:
+    """A call's arguments in canonical JSON (RFC 8785): two calls are identical when these are equal
+    (key order and number spelling aside: ``{"a": 1.0, "b": 2}`` and ``{"b": 2, "a": 1}`` are one call)."""
+    try:
+        return rfc8785.dumps(arguments if arguments is not None else {}).decode()
+    except (rfc8785.CanonicalizationError, TypeError, ValueError):  # not JSON a canonical form exists for
+        return json.dumps(arguments, sort_keys=True, default=str)
+
+
 @dataclass
 class Request:
     """One JSON-RPC request the client sent, as the harness saw it (``at`` it arrived, ``answered`` the
@@ -83,7 +95,7 @@ class Request:
     @property
     def declares_tasks(self) -> bool:
         """Whether the request's ``_meta`` declared the tasks extension."""
-        capabilities = (self.params.get("_meta") or {}).get(META_CLIENT_CAPABILITIES) or {}
+        capabilities = member(self.params, "_meta").get(META_CLIENT_CAPABILITIES) or {}
         return TASKS_EXTENSION in (capabilities.get("extensions") or {})
 
     @property
@@ -113,7 +125,8 @@ class Harness:
     def __init__(self) -> None:
         self.requests: list[Request] = []
         self.tasks: dict[str, TaskState] = {}
-        self.degraded_at: list[float] = []
+        #: When each degraded answer was given, and the canonical form of the call it answered.
+        self.degraded: list[tuple[float, str]] = []
         #: Set when the client has what it came for (a terminal result read, or a degraded answer).
         self.finished = asyncio.Event()
 
@@ -156,7 +169,7 @@ class Harness:
             return {"content": [{"type": "text", "text": f"Unknown tool: {params.get('name')}"}], "isError": True}
         declared = self.requests[-1].declares_tasks
         if not declared:
-            self.degraded_at.append(time.monotonic())
+            self.degraded.append((time.monotonic(), canonical(self.requests[-1].params.get("arguments"))))
             self.finished.set()
             text = (
                 f"{GATED_TOOL} did not run: it needs approval, and approval needs a client that declares"

@@ -6,17 +6,26 @@ import asyncio
 import contextlib
 import itertools
 from collections.abc import Callable
+from typing import Any
 
-from mcp_approval.checks.client_harness import GATED_TOOL, INPUT_KEY, POLL_INTERVAL_MS, Harness, Request, TaskState
+from mcp_approval.checks.client_harness import (
+    GATED_TOOL,
+    INPUT_KEY,
+    POLL_INTERVAL_MS,
+    Harness,
+    Request,
+    TaskState,
+    canonical,
+)
 from mcp_approval.checks.options import CheckInputError
-from mcp_approval.checks.report import Failed, Outcome, ScenarioResult, Skipped
+from mcp_approval.checks.report import CheckResult, Failed, Outcome, Skipped
 
 __all__ = ["CLIENT_SCENARIOS", "judge", "serve_harness"]
 
 #: A poll this much sooner than ``pollIntervalMs`` still honours it (timer and scheduling jitter).
 _POLL_SLACK_S = 0.05
 
-Judge = Callable[[Harness, list[str]], str]
+Judge = Callable[[Harness, list[str], list[str]], str]
 
 
 def _first_task(harness: Harness) -> TaskState:
@@ -29,7 +38,7 @@ def _task_requests(harness: Harness, task: TaskState, method: str | None = None)
     return [r for r in harness.requests if r.task_id == task.task_id and (method is None or r.method == method)]
 
 
-def declares_tasks(harness: Harness, evidence: list[str]) -> str:
+def declares_tasks(harness: Harness, evidence: list[str], notes: list[str]) -> str:
     calls = [r for r in harness.requests if r.method == "tools/call" and r.params.get("name") == GATED_TOOL]
     evidence.append(f"{len(calls)} tools/call of {GATED_TOOL}; declaring tasks: {[c.declares_tasks for c in calls]}")
     if not calls[0].declares_tasks:
@@ -37,7 +46,7 @@ def declares_tasks(harness: Harness, evidence: list[str]) -> str:
     return "the call declared io.modelcontextprotocol/tasks in its _meta"
 
 
-def polls_its_task(harness: Harness, evidence: list[str]) -> str:
+def polls_its_task(harness: Harness, evidence: list[str], notes: list[str]) -> str:
     task = _first_task(harness)
     gets = _task_requests(harness, task, "tasks/get")
     others = [r.task_id for r in harness.requests if r.method.startswith("tasks/") and r.task_id != task.task_id]
@@ -53,7 +62,7 @@ def polls_its_task(harness: Harness, evidence: list[str]) -> str:
     return "polled the task id until it read the completed result"
 
 
-def sends_mcp_name(harness: Harness, evidence: list[str]) -> str:
+def sends_mcp_name(harness: Harness, evidence: list[str], notes: list[str]) -> str:
     task = _first_task(harness)
     sent = _task_requests(harness, task)
     wrong = [(r.method, r.mcp_name) for r in sent if r.mcp_name != task.task_id]
@@ -63,7 +72,7 @@ def sends_mcp_name(harness: Harness, evidence: list[str]) -> str:
     return "every tasks/* request named the task in Mcp-Name"
 
 
-def honours_poll_interval(harness: Harness, evidence: list[str]) -> str:
+def honours_poll_interval(harness: Harness, evidence: list[str], notes: list[str]) -> str:
     task = _first_task(harness)
     sent = _task_requests(harness, task)
     # From the moment the harness had answered one poll to the arrival of the next: a loaded
@@ -82,7 +91,7 @@ def honours_poll_interval(harness: Harness, evidence: list[str]) -> str:
     return f"the shortest gap was {shortest * 1000:.0f} ms"
 
 
-def answers_through_update(harness: Harness, evidence: list[str]) -> str:
+def answers_through_update(harness: Harness, evidence: list[str], notes: list[str]) -> str:
     task = _first_task(harness)
     evidence.append(f"tasks/update inputResponses: {[sorted(a) for a in task.answers]}")
     keys = [key for answer in task.answers for key in answer]
@@ -95,29 +104,46 @@ def answers_through_update(harness: Harness, evidence: list[str]) -> str:
     return "answered the outstanding key once, with tasks/update"
 
 
-def never_recreates(harness: Harness, evidence: list[str]) -> str:
+def _gated_calls(harness: Harness) -> list[Request]:
+    return [r for r in harness.requests if r.method == "tools/call" and r.params.get("name") == GATED_TOOL]
+
+
+def never_recreates(harness: Harness, evidence: list[str], notes: list[str]) -> str:
     task = _first_task(harness)
-    again = [
-        r
-        for r in harness.requests
-        if r.method == "tools/call"
-        and r.params.get("name") == GATED_TOOL
-        and r.params.get("arguments") == task.arguments
-    ]
-    evidence.append(f"tools/call of {GATED_TOOL} with the task's arguments: {len(again)}")
+    key = canonical(task.arguments)
+    calls = _gated_calls(harness)
+    again = [r for r in calls if canonical(r.params.get("arguments")) == key]
+    evidence.append(f"tools/call of {GATED_TOOL} with the task's arguments (canonical JSON {key}): {len(again)}")
+    changed = [r for r in calls if canonical(r.params.get("arguments")) != key and r.at > again[0].at]
+    for resend in changed:
+        notes.append(
+            f"called {GATED_TOOL} again with changed arguments ({_changes(task.arguments, resend.params)}) after"
+            " the pending answer: that is a new call, which needs an approval of its own, not a retry of the task"
+        )
     if len(again) > 1:
         raise Failed(f"the client called {GATED_TOOL} again {len(again) - 1} time(s) instead of polling its task")
-    return "one call, one task"
+    return "one call, one task" + (f"; {len(changed)} call(s) with changed arguments (new calls)" if changed else "")
 
 
-def handles_degraded(harness: Harness, evidence: list[str]) -> str:
-    if not harness.degraded_at:
+def _changes(first: dict[str, Any], params: dict[str, Any]) -> str:
+    arguments = params.get("arguments")
+    later: dict[str, Any] = arguments if isinstance(arguments, dict) else {}
+    keys = sorted(set(first) | set(later))
+    return ", ".join(f"{k}: {first.get(k)!r} -> {later.get(k)!r}" for k in keys if first.get(k) != later.get(k))
+
+
+def handles_degraded(harness: Harness, evidence: list[str], notes: list[str]) -> str:
+    if not harness.degraded:
         raise Skipped("the client declared tasks and never got the degraded answer")
-    evidence.append(f"degraded answers given: {len(harness.degraded_at)}")
-    if len(harness.degraded_at) > 1:
-        again = len(harness.degraded_at) - 1
+    keys = [key for _, key in harness.degraded]
+    evidence.append(f"degraded answers given: {len(keys)}, for {len(set(keys))} distinct call(s)")
+    repeated = {key: keys.count(key) for key in keys if keys.count(key) > 1}
+    if repeated:
+        again = sum(count - 1 for count in repeated.values())
         raise Failed(f"after the degraded (undisclosed) answer the client called again unchanged {again} time(s)")
-    return "the client took the degraded answer and did not retry unchanged"
+    if len(set(keys)) > 1:
+        notes.append(f"{len(set(keys))} different calls got the degraded answer: each a call of its own, not a retry")
+    return "the client took the degraded answer and did not retry it unchanged"
 
 
 CLIENT_SCENARIOS: tuple[tuple[str, tuple[str, ...], str, Judge], ...] = (
@@ -134,27 +160,30 @@ CLIENT_SCENARIOS: tuple[tuple[str, tuple[str, ...], str, Judge], ...] = (
      ("sep-2663-client-answers-outstanding-keys-once", "sep-2848-submission-input-channel"),
      "The client answers input_required through tasks/update, each outstanding key once.", answers_through_update),
     ("client-never-recreates-task", ("sep-2848-client-persists-task-ids",),
-     "The client never calls the tool again for a call it already has a task for.", never_recreates),
+     "The client never calls the tool again with the same arguments (canonical JSON) for a call it already has a"
+     " task for; a call with changed arguments is flagged as the new call it is.", never_recreates),
     ("client-handles-degraded-answer", ("sep-2643-client-undisclosed-not-final",),
-     "A client without tasks takes the degraded answer and does not retry the call unchanged.", handles_degraded),
+     "A client without tasks takes the degraded answer and does not retry the same call (canonical arguments)"
+     " unchanged.", handles_degraded),
 )  # fmt: skip
 
 
-def judge(harness: Harness) -> list[ScenarioResult]:
+def judge(harness: Harness) -> list[CheckResult]:
     """Each client scenario's result, from what the harness recorded."""
     if not any(r.method == "tools/call" and r.params.get("name") == GATED_TOOL for r in harness.requests):
         raise CheckInputError(f"no client called {GATED_TOOL} before the timeout")
-    results: list[ScenarioResult] = []
+    results: list[CheckResult] = []
     for scenario, checks, statement, run in CLIENT_SCENARIOS:
         evidence: list[str] = []
+        notes: list[str] = []
         outcome: Outcome
         try:
-            detail, outcome = run(harness, evidence), "PASS"
+            detail, outcome = run(harness, evidence, notes), "PASS"
         except Failed as exc:
             detail, outcome = str(exc), "FAIL"
         except Skipped as exc:
             detail, outcome = str(exc), "SKIP"
-        results.append(ScenarioResult(scenario, checks, statement, outcome, detail, evidence))
+        results.append(CheckResult(scenario, checks, statement, outcome, detail, evidence, notes))
     return results
 
 

@@ -1,8 +1,13 @@
-"""What the kit does out of band: decide an approval request, and read the gated tool's effects.
+"""What the kit does out of band: decide a request, change policy, and read what the gated tool did.
 
-A decider is told the decision and enough to find the request (tool, arguments, the nonce, the
-task id); whatever identifiers it prints on stdout are the backend's, and must never reach the
-client. The witness shows the effects of the gated tool; the kit counts a call's nonce in it.
+Commands run without a shell. The values they are told (the decision, the tool, the call's
+arguments, the server's task id) fill words of their own in the command (``{task_id}``) and are
+in its environment (``MCP_CHECK_TASK_ID``), so nothing a server sends reaches a shell string. What
+a command prints is read up to :data:`MAX_OUTPUT_BYTES`, and it runs for at most the kit's
+``--timeout``.
+
+A decider prints, one per line, the backend's identifiers of the request it decided: no answer of
+the run may carry them. The witness shows the gated tool's executions (see :mod:`witness`).
 """
 
 from __future__ import annotations
@@ -10,25 +15,40 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Sequence
+import secrets
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from mcp_approval.checks.options import CheckOptions
-from mcp_approval.checks.wire import Wire
+from mcp_approval.checks.options import CheckInputError, CheckOptions
+from mcp_approval.checks.witness import Executions, executions_in
 
-__all__ = ["NOT_YET_EXIT", "Decided", "decide", "executions"]
+__all__ = [
+    "MAX_OUTPUT_BYTES",
+    "NOT_YET_EXIT",
+    "Decided",
+    "PolicyAction",
+    "change_policy",
+    "decide",
+    "preflight",
+    "run_command",
+]
 
 Decision = Literal["approve", "deny"]
+#: ``deny-call``: the pending call's next evaluation denies; ``revoke-principal``: the principal of
+#: ``--token`` is no longer valid; ``restore``: undo both.
+PolicyAction = Literal["deny-call", "revoke-principal", "restore"]
 #: The pause between two tries of a decider that found nothing to decide yet.
 _RETRY_S = 0.2
 #: The exit status of a decide command that found no such pending request (yet): ``EX_TEMPFAIL``.
 NOT_YET_EXIT = 75
+#: The most of a command's output the kit reads (the rest is discarded).
+MAX_OUTPUT_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
 class Decided:
-    """How a decision went: ``ok``, the backend identifiers the decider named, and what it said."""
+    """How a decision (or a policy change) went: ``ok``, the backend identifiers named, and what was said."""
 
     ok: bool
     backend_ids: tuple[str, ...]
@@ -37,38 +57,71 @@ class Decided:
     not_yet: bool = False
 
 
-async def _run(argv: Sequence[str], env: dict[str, str], timeout_s: float) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        *argv,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **env},
-    )
+@dataclass(frozen=True)
+class Ran:
+    """A finished command: its exit status and what it printed (each at most the cap)."""
+
+    code: int
+    out: str
+    err: str
+
+
+async def _read_capped(stream: asyncio.StreamReader | None) -> bytes:
+    """Everything ``stream`` yields, of which the first :data:`MAX_OUTPUT_BYTES` are kept."""
+    kept = bytearray()
+    while stream is not None and (chunk := await stream.read(65536)):
+        kept.extend(chunk[: max(0, MAX_OUTPUT_BYTES - len(kept))])
+    return bytes(kept)
+
+
+async def run_command(argv: Sequence[str], env: dict[str, str], timeout_s: float) -> Ran:
+    """Run ``argv`` (no shell) with ``env`` added to the kit's environment, for at most ``timeout_s``."""
     try:
-        out, err = await asyncio.wait_for(process.communicate(), timeout_s)
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, **env},
+        )
+    except OSError as exc:
+        return Ran(-1, "", f"cannot run {argv[0]}: {exc.strerror or exc}")
+    reading = asyncio.gather(_read_capped(process.stdout), _read_capped(process.stderr), process.wait())
+    try:
+        out, err, code = await asyncio.wait_for(reading, timeout_s)
     except TimeoutError:
-        process.kill()
-        await process.wait()
-        return -1, "", f"{argv[0]} did not finish within {timeout_s:g}s"
-    assert process.returncode is not None
-    return process.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+        return Ran(-1, "", f"{argv[0]} did not finish within {timeout_s:g}s")
+    finally:
+        if process.returncode is None:  # timed out, or the run was cancelled: never leave it running
+            process.kill()
+            await asyncio.shield(process.wait())
+    return Ran(code, out.decode(errors="replace"), err.decode(errors="replace"))
+
+
+def _filled(argv: Sequence[str], values: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The command with each ``{name}`` word replaced by its value, and the ``MCP_CHECK_*`` environment."""
+    words = [values.get(word[1:-1], word) if word.startswith("{") and word.endswith("}") else word for word in argv]
+    return words, {f"MCP_CHECK_{key.upper()}": value for key, value in values.items()}
 
 
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
+    return lines[-1][:300] if lines else ""
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a decider or the policy hook is told of one call."""
+
+    arguments: dict[str, Any]
+    nonce: str
+    task_id: str = ""
 
 
 async def decide(
-    options: CheckOptions,
-    decision: Decision,
-    arguments: dict[str, Any],
-    nonce: str,
-    task_id: str,
-    *,
-    retry: bool = True,
+    options: CheckOptions, decision: Decision, call: Call, *, comment: str = "", retry: bool = True
 ) -> Decided:
-    """Record ``decision`` on the approval request of the call with ``arguments``.
+    """Record ``decision`` on the approval request of ``call``, with ``comment``.
 
     With ``retry``, a decider that found no such pending request is tried again until
     ``timeout_s``: a server may submit the request a moment after it answered (e.g. once the
@@ -76,37 +129,37 @@ async def decide(
     """
     deadline = asyncio.get_running_loop().time() + options.timeout_s
     while True:
-        decided = await _decide_once(options, decision, arguments, nonce, task_id)
+        decided = await _decide_once(options, decision, call, comment)
         if not decided.not_yet or not retry or asyncio.get_running_loop().time() > deadline:
             return decided
         await asyncio.sleep(_RETRY_S)
 
 
-async def _decide_once(
-    options: CheckOptions, decision: Decision, arguments: dict[str, Any], nonce: str, task_id: str
-) -> Decided:
+async def _decide_once(options: CheckOptions, decision: Decision, call: Call, comment: str) -> Decided:
     if options.review_config is not None:
-        return await _decide_by_review(options, decision, arguments)
+        return await _decide_by_review(options, decision, call.arguments, comment)
     assert options.decide_command is not None
     values = {
         "decision": decision,
         "tool": options.tool,
-        "arguments": json.dumps(arguments, sort_keys=True),
-        "nonce": nonce,
-        "task_id": task_id,
+        "arguments": json.dumps(call.arguments, sort_keys=True),
+        "nonce": call.nonce,
+        "task_id": call.task_id,
+        "comment": comment,
+        "reviewer": options.reviewer or "",
     }
-    argv = [part.format_map(values) for part in options.decide_command]
-    env = {f"MCP_CHECK_{key.upper()}": value for key, value in values.items()}
-    code, out, err = await _run(argv, env, options.timeout_s)
-    ids = tuple(line.strip() for line in out.splitlines() if line.strip())
-    if code != 0:
-        said = _last_line(err) or _last_line(out)
-        return Decided(False, ids, f"decider exited {code}: {said}", not_yet=code == NOT_YET_EXIT)
+    ran = await run_command(*_filled(options.decide_command, values), options.timeout_s)
+    ids = tuple(line.strip() for line in ran.out.splitlines() if line.strip())
+    if ran.code != 0:
+        said = _last_line(ran.err) or _last_line(ran.out)
+        return Decided(False, ids, f"decider exited {ran.code}: {said}", not_yet=ran.code == NOT_YET_EXIT)
     done = "approved" if decision == "approve" else "denied"
     return Decided(True, ids, f"decider {done} the request" + (f" {ids[-1]}" if ids else ""))
 
 
-async def _decide_by_review(options: CheckOptions, decision: Decision, arguments: dict[str, Any]) -> Decided:
+async def _decide_by_review(
+    options: CheckOptions, decision: Decision, arguments: dict[str, Any], comment: str
+) -> Decided:
     """What ``mcp-approval review list`` then ``review approve|deny ID`` do, run in this process.
 
     In this process rather than as two commands per decision: each would load the configuration
@@ -117,7 +170,7 @@ async def _decide_by_review(options: CheckOptions, decision: Decision, arguments
     assert reviewer is not None
     assert decider is not None
     try:
-        found = await asyncio.to_thread(decider, config, options.tool, arguments, reviewer, decision)
+        found = await asyncio.to_thread(decider, config, options.tool, arguments, reviewer, decision, comment)
     except RuntimeError as exc:
         return Decided(False, (), str(exc))
     if found is None:
@@ -126,20 +179,66 @@ async def _decide_by_review(options: CheckOptions, decision: Decision, arguments
     return Decided(True, (found,), f"mcp-approval review {decision} {found} --as {reviewer}")
 
 
-async def executions(options: CheckOptions, wire: Wire, nonce: str) -> int:
-    """How many times the witness shows an execution carrying ``nonce``."""
-    if options.witness_tool is not None:
-        answer = await wire.call(options.witness_tool, {})
-        result = answer.result or {}
-        if answer.error is not None or result.get("isError"):
-            raise RuntimeError(f"the witness tool {options.witness_tool} failed: {answer.brief()}")
-        # structuredContent when there is one: the content usually repeats it as text.
-        shown = result.get("structuredContent")
-        if shown is None:
-            shown = [item.get("text", "") for item in result.get("content", []) if isinstance(item, dict)]
-        return json.dumps(shown).count(nonce)
+async def change_policy(options: CheckOptions, action: PolicyAction, call: Call | None = None) -> Decided:
+    """Run ``--policy-command`` for ``action`` (on ``call``, for the principal of ``--token``)."""
+    assert options.policy_command is not None
+    values = {
+        "action": action,
+        "tool": options.tool,
+        "token": options.token,
+        "arguments": "{}",
+        "nonce": "",
+        "task_id": "",
+    }
+    if call is not None:
+        values.update(arguments=json.dumps(call.arguments, sort_keys=True), nonce=call.nonce, task_id=call.task_id)
+    ran = await run_command(*_filled(options.policy_command, values), options.timeout_s)
+    if ran.code != 0:
+        said = _last_line(ran.err) or _last_line(ran.out)
+        return Decided(False, (), f"policy command {action} exited {ran.code}: {said}")
+    return Decided(True, (), f"policy command: {action}")
+
+
+async def witness_command(options: CheckOptions, nonce: str) -> Executions:
+    """The executions ``--witness-command`` shows for ``nonce``.
+
+    Raises:
+        RuntimeError: the command failed.
+    """
     assert options.witness_command is not None
-    code, out, err = await _run(options.witness_command, {"MCP_CHECK_NONCE": nonce}, options.timeout_s)
-    if code != 0:
-        raise RuntimeError(f"the witness command exited {code}: {_last_line(err)}")
-    return out.count(nonce)
+    ran = await run_command(*_filled(options.witness_command, {"nonce": nonce}), options.timeout_s)
+    if ran.code != 0:
+        raise RuntimeError(f"the witness command exited {ran.code}: {_last_line(ran.err)}")
+    return executions_in(ran.out, nonce)
+
+
+async def preflight(options: CheckOptions, witness: Callable[[str], Awaitable[Executions]]) -> list[str]:
+    """Try the decider, the witness and the policy hook once on a call never made: bad input otherwise.
+
+    ``witness(nonce)`` reads the witness. A decider must answer "no such request" (exit 75);
+    the witness must show no execution; the policy hook must ``restore``.
+
+    Raises:
+        CheckInputError: one of them failed (one line naming it).
+    """
+    nonce = "chk" + secrets.token_hex(6)
+    try:
+        shown = await witness(nonce)
+    except (RuntimeError, OSError) as exc:
+        option = "--witness-tool" if options.witness_tool else "--witness-command"
+        raise CheckInputError(f"{option} failed before the run: {exc}") from None
+    if shown.count:
+        raise CheckInputError(f"the witness shows {shown.count} execution(s) of a call never made (nonce {nonce})")
+    never_made = Call(options.arguments, nonce)
+    decided = await decide(options, "deny", never_made, retry=False)
+    if not decided.not_yet:
+        option = "--review-config" if options.review_config else "--decide"
+        why = "it claimed to decide a request for a call never made" if decided.ok else decided.detail
+        raise CheckInputError(f"{option} failed before the run: {why}")
+    checked = ["witness: answers, and shows no execution of a call never made", "decider: answers 'no such request'"]
+    if options.policy_command is not None:
+        restored = await change_policy(options, "restore")
+        if not restored.ok:
+            raise CheckInputError(f"--policy-command failed before the run: {restored.detail}")
+        checked.append("policy command: restore succeeds")
+    return checked

@@ -32,7 +32,7 @@ def check_client(
 
     from mcp_approval.checks import CheckInputError, report_json
     from mcp_approval.checks.client_scenarios import judge, serve_harness
-    from mcp_approval.checks.report import exit_code, format_result
+    from mcp_approval.checks.report import exit_code, format_result, line
 
     def ready(url: str) -> None:
         typer.echo(f"serving {url}: call the tool transfer from your client", err=True)
@@ -41,7 +41,7 @@ def check_client(
         harness = asyncio.run(serve_harness(port, timeout_s=timeout_s, grace_s=grace_s, on_ready=ready))
         results = judge(harness)
     except CheckInputError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {line(str(exc))}", err=True)
         raise typer.Exit(2) from None
     document = report_json(f"http://127.0.0.1:{port}/mcp", results)
     if report is not None:

@@ -167,10 +167,16 @@ def _deciding(
 
 
 def decide_matching(
-    config: Path, tool: str, arguments: Mapping[str, object], reviewer: str, decision: Literal["approve", "deny"]
+    config: Path,
+    tool: str,
+    arguments: Mapping[str, object],
+    reviewer: str,
+    decision: Literal["approve", "deny"],
+    *,
+    comment: str | None = None,
 ) -> str | None:
-    """``review list`` then ``review approve|deny ID --as REVIEWER``, for the one pending request of
-    ``tool`` with exactly ``arguments``: its id, or ``None`` when no such request is pending.
+    """``review list`` then ``review approve|deny ID --as REVIEWER [--comment TEXT]``, for the one pending
+    request of ``tool`` with exactly ``arguments``: its id, or ``None`` when no such request is pending.
 
     For ``mcp-approval check --review-config``, which decides many requests in one run. A refused
     decision is reported as the command reports it (one line on stderr, :class:`typer.Exit`).
@@ -186,7 +192,7 @@ def decide_matching(
         ]
         if len(found) != 1:
             return None
-        await backend.decide(found[0], reviewer, decision, None)
+        await backend.decide(found[0], reviewer, decision, comment)
         return found[0]
 
     return on_local_backend(config, None, find_and_decide)

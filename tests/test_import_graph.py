@@ -267,13 +267,13 @@ LAYERS: tuple[Rung, ...] = (
         (
             "foundation",
             (
-                *("_background", "_lazy", "clock", "crashpoints", "hosts", "json_body", "openapi", "protocol"),
-                *("safe_text", "tracing"),
+                *("_background", "_lazy", "clock", "crashpoints", "hosts", "json_shape", "openapi", "protocol"),
+                *("keyring", "safe_text", "tracing", "worker_thread"),
             ),
         ),
     ),
     (("storage", ("storage",)),),
-    (("tasks", ("tasks",)),),
+    (("tasks", ("tasks",)), ("web guards", ("web",))),
     (("denials", ("denials",)), ("policy", ("policy",))),
     (("backends", ("backends",)),),
     (("approval", ("approval",)), ("reviewers", ("reviewers",))),

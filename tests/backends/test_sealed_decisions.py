@@ -12,11 +12,11 @@ import secrets
 import pytest
 from sqlalchemy import select, update
 
-from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.backends import ApprovalStatus, RequestIntegrityError, ReviewError, UnverifiedRequestError
 from mcp_approval.backends.local.schema import approval_decisions_table, approval_requests_table
 from mcp_approval.backends.local.seals import sealed_content
 from mcp_approval.clock import ManualClock
+from mcp_approval.keyring import BindingCipher
 from mcp_approval.storage import Database
 from tests.backends.conftest import TEMPLATES, BackendFactory, submission
 

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 from mcp_approval._lazy import lazy_getattr
 
 if TYPE_CHECKING:
-    from mcp_approval.approval.binding import BindingCipher, CallBinding
+    from mcp_approval.approval.binding import CallBinding
     from mcp_approval.approval.gate import DegradedRequestable, GatedCall, PolicyGate, RequestableHandler, token_subject
     from mcp_approval.approval.options import ApprovalOptions
     from mcp_approval.approval.persistence.outcomes import WorkflowOutcomes
@@ -55,7 +55,6 @@ if TYPE_CHECKING:
 _LAZY = {
     "APPROVAL_HANDLER": "mcp_approval.approval.service",
     "ApprovalOptions": "mcp_approval.approval.options",
-    "BindingCipher": "mcp_approval.approval.binding",
     "CallBinding": "mcp_approval.approval.binding",
     "DegradedRequestable": "mcp_approval.approval.gate",
     "Disposition": "mcp_approval.approval.persistence.states",
@@ -75,7 +74,6 @@ _LAZY = {
 __all__ = [
     "APPROVAL_HANDLER",
     "ApprovalOptions",
-    "BindingCipher",
     "CallBinding",
     "DegradedRequestable",
     "Disposition",

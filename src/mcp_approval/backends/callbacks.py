@@ -29,9 +29,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from mcp_approval.clock import Clock, SystemClock
-from mcp_approval.json_body import BodyTooLargeError, read_body
 from mcp_approval.openapi import problem_response
-from mcp_approval.storage.shared import MemoryOnceGuard, OnceGuard
+from mcp_approval.storage.worker_guards import MemoryOnceGuard, OnceGuard
+from mcp_approval.web.bodies import BodyTooLargeError, read_body
 
 __all__ = [
     "CALLBACK_PATH",

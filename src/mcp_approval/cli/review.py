@@ -19,12 +19,12 @@ from typing import Literal, TypeVar
 
 import typer
 
-from mcp_approval.approval.options import ApprovalOptions, binding_cipher
 from mcp_approval.backends import ApprovalRecord, ApprovalTemplate, LocalApprovalBackend, ReviewError
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.cli._table import render_table
 from mcp_approval.config import ConfigError, load_config
+from mcp_approval.keyring import binding_cipher
 from mcp_approval.reviewers.limits import MAX_PAGE_SIZE
 from mcp_approval.server.local_backend import local_backend_from_config
 from mcp_approval.storage import Database, StoreUnavailableError, migrate, open_database
@@ -129,7 +129,7 @@ def _reviewed(
         held = {principal: frozenset(names) for principal, names in roles.items()}
         rules = {name: ApprovalTemplate() for name in templates}
         try:
-            seal = None if key_file is None else binding_cipher(ApprovalOptions(binding_key_file=key_file))
+            seal = None if key_file is None else binding_cipher({}, key_file=key_file)
         except ValueError as exc:
             raise ConfigError(f"--binding-key-file: {exc}") from None
         return db, lambda database: LocalApprovalBackend(

@@ -31,9 +31,10 @@ from mcp_approval.client import (
     TaskPendingError,
     TasksClient,
 )
-from mcp_approval.hosts import KEEP_ALIVE_S, unused_loopback_port
+from mcp_approval.hosts import unused_loopback_port
 from mcp_approval.tasks import TaskOptions, store_from_url
 from mcp_approval.testing.tasks_demo import DEMO_MODES, DEMO_TOKENS, build_tasks_demo_server
+from mcp_approval.web.proxies import KEEP_ALIVE_S
 
 __all__ = ["SCENARIOS", "Scenario", "ScenarioResult", "run_tasks_demo"]
 

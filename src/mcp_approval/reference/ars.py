@@ -49,7 +49,7 @@ from mcp_approval.reference.ars_submission import ArapError, BoundDenial, Denial
 from mcp_approval.reference.config import ArapSection
 from mcp_approval.reference.signing import KeySet
 from mcp_approval.storage.audit import AuditLog
-from mcp_approval.storage.shared import EventWindow, MemoryEventWindow
+from mcp_approval.storage.worker_guards import EventWindow, MemoryEventWindow
 
 __all__ = ["AccessRequestService", "Answer"]
 

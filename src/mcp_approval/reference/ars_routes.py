@@ -21,11 +21,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from mcp_approval.json_body import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
 from mcp_approval.reference.ars import AccessRequestService, Answer
 from mcp_approval.reference.ars_submission import ArapError, parse_submission
 from mcp_approval.reference.signing import KeySet
-from mcp_approval.reviewers.throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
+from mcp_approval.web.bodies import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
+from mcp_approval.web.throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
 
 __all__ = ["JWKS_PATH", "MAX_BODY_BYTES", "REQUESTS_PATH", "ars_routes", "jwks_route", "token_authenticator"]
 

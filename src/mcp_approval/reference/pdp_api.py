@@ -47,7 +47,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp_approval.json_body import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
 from mcp_approval.policy.http import EVALUATION_PATH, EVALUATIONS_PATH, REQUEST_ID_HEADER, WELL_KNOWN
 from mcp_approval.policy.models import (
     BatchItemError,
@@ -58,6 +57,7 @@ from mcp_approval.policy.models import (
 )
 from mcp_approval.policy.pdp import PolicyDecisionPoint, decide_resolved
 from mcp_approval.protocol import ARAP_CAPABILITY
+from mcp_approval.web.bodies import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
 
 __all__ = [
     "ACCESS_REQUEST_CAPABILITY",

@@ -28,7 +28,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from mcp_approval.approval.binding import BindingIntegrityError, CallBinding
+from mcp_approval.approval.binding import CallBinding
 from mcp_approval.approval.call import inputs as submission_inputs
 from mcp_approval.approval.engine.dependencies import ApprovalDependencies
 from mcp_approval.approval.engine.execution import Executor
@@ -60,7 +60,7 @@ from mcp_approval.backends import (
     UnknownRequestError,
 )
 from mcp_approval.clock import parse_iso8601
-from mcp_approval.json_body import off_loop
+from mcp_approval.keyring import BindingIntegrityError
 from mcp_approval.policy import Decision, EvaluationRequest, NextAction
 from mcp_approval.policy.mapping import ToolMappingError
 from mcp_approval.policy.models import REASON_PDP_ERROR, REASON_PDP_INVALID_RESPONSE, REASON_PDP_UNAVAILABLE
@@ -68,6 +68,7 @@ from mcp_approval.protocol import INTERNAL_ERROR
 from mcp_approval.tasks.models import error_document
 from mcp_approval.tasks.states import TaskStatus
 from mcp_approval.tracing import span
+from mcp_approval.worker_thread import off_loop
 
 __all__ = ["CheckPass", "WorkflowCheck"]
 

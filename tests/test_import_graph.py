@@ -267,7 +267,7 @@ LAYERS: tuple[Rung, ...] = (
         (
             "foundation",
             (
-                *("_background", "_lazy", "clock", "crashpoints", "hosts", "json_shape", "openapi", "protocol"),
+                *("_background", "_lazy", "_sdk", "clock", "crashpoints", "hosts", "json_shape", "openapi", "protocol"),
                 *("keyring", "safe_text", "tracing", "worker_thread"),
             ),
         ),

@@ -17,6 +17,7 @@ from mcp.server.request_state import RequestStateSecurity
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
+from mcp_approval._sdk import registered_tool
 from mcp_approval.approval.call.limits import McpBodyLimit
 from mcp_approval.approval.engine.dependencies import ApprovalDependencies, PrincipalCheck, always_valid
 from mcp_approval.approval.engine.driver import WorkflowDriver
@@ -335,7 +336,7 @@ class Approvals:
         if not self._status_tool:
             yield
             return
-        if server._tool_manager.get_tool(APPROVAL_STATUS_TOOL) is not None:  # the SDK has no public lookup
+        if registered_tool(server, APPROVAL_STATUS_TOOL) is not None:
             raise ValueError(
                 f"approval.without_tasks = 'request' adds a tool named {APPROVAL_STATUS_TOOL!r}; "
                 "the server already has one"

@@ -89,7 +89,9 @@ def test_names_that_moved_to_the_reviewer_surface_still_import_from_backends_wit
         assert name not in backends.__all__
 
 
-def test_the_principal_lookup_has_one_definition_under_both_names() -> None:
+def test_the_principal_lookup_has_one_definition_and_one_name() -> None:
     approval = importlib.import_module("mcp_approval.approval")
     tasks_options = importlib.import_module("mcp_approval.tasks.options")
-    assert approval.PrincipalLookup is tasks_options.PrincipalLookup is approval.PrincipalResolver
+    assert approval.PrincipalLookup is tasks_options.PrincipalLookup
+    for module in (approval, tasks_options):
+        assert not hasattr(module, "PrincipalResolver")

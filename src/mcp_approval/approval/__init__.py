@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from mcp_approval.approval.persistence.states import Disposition
     from mcp_approval.approval.service import APPROVAL_HANDLER, ToolApproval, ToolApprovalExtension
     from mcp_approval.approval.tools import ServerTools, ToolInvoker
-    from mcp_approval.tasks.options import PrincipalLookup, PrincipalResolver
+    from mcp_approval.tasks.options import PrincipalLookup
 
 # Name -> the module that defines it.
 _LAZY = {
@@ -61,7 +61,6 @@ _LAZY = {
     "GatedCall": "mcp_approval.approval.gate",
     "PolicyGate": "mcp_approval.approval.gate",
     "PrincipalLookup": "mcp_approval.tasks.options",
-    "PrincipalResolver": "mcp_approval.tasks.options",
     "RequestableHandler": "mcp_approval.approval.gate",
     "ServerTools": "mcp_approval.approval.tools",
     "ToolApproval": "mcp_approval.approval.service",
@@ -80,7 +79,6 @@ __all__ = [
     "GatedCall",
     "PolicyGate",
     "PrincipalLookup",
-    "PrincipalResolver",
     "RequestableHandler",
     "ServerTools",
     "ToolApproval",

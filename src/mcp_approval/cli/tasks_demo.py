@@ -36,11 +36,11 @@ from mcp_approval.tasks import TaskOptions, store_from_url
 from mcp_approval.testing.tasks_demo import DEMO_MODES, DEMO_TOKENS, build_tasks_demo_server
 from mcp_approval.web.proxies import KEEP_ALIVE_S
 
-__all__ = ["SCENARIOS", "Scenario", "ScenarioResult", "run_tasks_demo"]
+__all__ = ["SCENARIOS", "Scenario", "TasksDemoResult", "run_tasks_demo"]
 
 
 @dataclass
-class ScenarioResult:
+class TasksDemoResult:
     """What one scenario did and whether it behaved."""
 
     scenario: str
@@ -183,7 +183,7 @@ async def run_tasks_demo(*, db_url: str | None, as_json: bool, console: Console)
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="mcp-approval-demo-") as scratch:
         url = db_url or f"sqlite:///{Path(scratch) / 'tasks.db'}"
-        results: list[ScenarioResult] = []
+        results: list[TasksDemoResult] = []
         async with _serve(url, unused_loopback_port()) as base_url:
             if not as_json:
                 console.print(f"[bold]mcp-approval tasks demo[/] server at {base_url}/mcp, store {url}")
@@ -195,7 +195,7 @@ async def run_tasks_demo(*, db_url: str | None, as_json: bool, console: Console)
                     outcome = f"error: {type(exc).__name__}: {exc}"
                 ms = round((time.perf_counter() - started) * 1000)
                 ok = outcome == expected
-                results.append(ScenarioResult(name, expected, outcome, ok, ms))
+                results.append(TasksDemoResult(name, expected, outcome, ok, ms))
                 if not as_json:
                     mark = "[green]✓[/]" if ok else "[red]✗[/]"
                     console.print(f"{mark} {name}: {outcome} [dim]({ms} ms)[/]")
@@ -206,7 +206,7 @@ async def run_tasks_demo(*, db_url: str | None, as_json: bool, console: Console)
     return 0 if all(r.ok for r in results) else 1
 
 
-def _summary(results: list[ScenarioResult]) -> Table:
+def _summary(results: list[TasksDemoResult]) -> Table:
     table = Table(title="tasks demo")
     for column in ("scenario", "outcome", "ms", "ok"):
         table.add_column(column)

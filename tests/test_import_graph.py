@@ -267,8 +267,8 @@ LAYERS: tuple[Rung, ...] = (
         (
             "foundation",
             (
-                *("_background", "_lazy", "_sdk", "clock", "crashpoints", "hosts", "json_shape", "openapi", "protocol"),
-                *("keyring", "safe_text", "tracing", "worker_thread"),
+                *("_background", "_lazy", "_sdk", "clock", "crashpoints", "errors", "hosts", "json_shape"),
+                *("keyring", "openapi", "protocol", "safe_text", "tracing", "worker_thread"),
             ),
         ),
     ),
@@ -290,7 +290,7 @@ LAYERS: tuple[Rung, ...] = (
 # framework adapters belong to it (they build on the client).
 CLIENT_LAYER: Layer = ("client", ("client", "agents"))
 CLIENT_MAY_IMPORT = (
-    *("client", "agents", "_lazy", "clock", "hosts", "protocol", "denials"),
+    *("client", "agents", "_lazy", "clock", "errors", "hosts", "protocol", "denials"),
     *("tasks.models", "tasks.states"),
 )
 # Below the client in the table of rungs: who may import the client.

@@ -3,14 +3,18 @@ are importable from their package."""
 
 from __future__ import annotations
 
+import ast
+import builtins
 import importlib
 import importlib.util
 import pkgutil
+from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 import mcp_approval
+from mcp_approval.errors import MCPApprovalError
 
 #: Modules that import an optional framework (the ``agents`` extra), checked where it is installed.
 OPTIONAL = {
@@ -95,3 +99,89 @@ def test_the_principal_lookup_has_one_definition_and_one_name() -> None:
     assert approval.PrincipalLookup is tasks_options.PrincipalLookup
     for module in (approval, tasks_options):
         assert not hasattr(module, "PrincipalResolver")
+
+
+# -- one exception root -------------------------------------------------------------------------
+#
+# No private control-flow exception is exempt: those raised and caught inside a module derive from
+# the root too, so the allow-list below holds only what other branches are still editing.
+
+#: TEMPORARY, remove at the merge of the branches editing these folders: exceptions whose base
+#: their folder's branch changes to MCPApprovalError. The test fails once one of them derives from
+#: the root, so the list shrinks with each merge until it is gone.
+NOT_YET_ROOTED = {
+    # src/mcp_approval/checks/ (the conformance kit)
+    "mcp_approval.checks.options.CheckInputError",
+    "mcp_approval.checks.report.Failed",
+    "mcp_approval.checks.report.Skipped",
+    # src/mcp_approval/client/
+    "mcp_approval.client.authorization.AuthorizationDenied",
+    "mcp_approval.client.connect.CallInDoubtError",
+    "mcp_approval.client.connect.ClientUsageError",
+    "mcp_approval.client.errors.ServerAccessError",
+    "mcp_approval.client.errors.ServerAuthenticationError",
+    "mcp_approval.client.errors.ServerAuthorizationError",
+    "mcp_approval.client.errors.ServerConnectionError",
+    "mcp_approval.client.redirect.AuthorizationResponseError",
+    "mcp_approval.client.tasks.TaskCancelledError",
+    "mcp_approval.client.tasks.TaskError",
+    "mcp_approval.client.tasks.TaskExpiredError",
+    "mcp_approval.client.tasks.TaskFailedError",
+    "mcp_approval.client.tasks.TaskInputRequiredError",
+    "mcp_approval.client.tasks.TaskPendingError",
+    # src/mcp_approval/agents/: none today.
+    # src/mcp_approval/backends/local/ (its seals are being reworked)
+    "mcp_approval.backends.local.errors.AlreadyDecidedError",
+    "mcp_approval.backends.local.errors.NotEligibleError",
+    "mcp_approval.backends.local.errors.RequestExpiredError",
+    "mcp_approval.backends.local.errors.ReviewError",
+    "mcp_approval.backends.local.errors.UnverifiedRequestError",
+    "mcp_approval.backends.local.rows.StaleError",
+}
+_BUILTIN_EXCEPTIONS = {
+    name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
+}
+
+
+def _exceptions(module: ModuleType) -> list[type[BaseException]]:
+    return [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == module.__name__
+    ]
+
+
+def test_every_exception_the_package_defines_derives_from_the_root() -> None:
+    defined = [cls for module in MODULES for cls in _exceptions(module) if cls is not MCPApprovalError]
+    assert len(defined) > 50, "the package's exceptions were not found"
+    unrooted = {f"{cls.__module__}.{cls.__qualname__}" for cls in defined if not issubclass(cls, MCPApprovalError)}
+    assert sorted(unrooted - NOT_YET_ROOTED) == [], "derive these from mcp_approval.MCPApprovalError"
+    assert sorted(NOT_YET_ROOTED - unrooted) == [], "these derive from the root now: take them off NOT_YET_ROOTED"
+
+
+@pytest.mark.parametrize("module", sorted(OPTIONAL), ids=str)
+def test_a_module_of_an_optional_framework_defines_no_exception_outside_the_root(module: str) -> None:
+    """Read, not imported (its framework may be missing): no class derives from a builtin exception directly."""
+    path = Path(mcp_approval.__file__).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    direct = [
+        node.name
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef)
+        and any(isinstance(base, ast.Name) and base.id in _BUILTIN_EXCEPTIONS for base in node.bases)
+        and not any(isinstance(base, ast.Name) and base.id == "MCPApprovalError" for base in node.bases)
+    ]
+    assert direct == []
+
+
+def test_errors_keep_the_builtin_base_callers_catch() -> None:
+    from mcp_approval.config import ConfigError
+    from mcp_approval.policy.mapping import ToolMappingError
+    from mcp_approval.storage import SchemaTooNewError, StoreUnavailableError
+    from mcp_approval.web import BodyTooLargeError, JsonBodyError
+
+    for value_error in (ConfigError, ToolMappingError, JsonBodyError, BodyTooLargeError):
+        assert issubclass(value_error, ValueError)
+    for runtime_error in (StoreUnavailableError, SchemaTooNewError):
+        assert issubclass(runtime_error, RuntimeError)
+    assert mcp_approval.MCPApprovalError is MCPApprovalError
+    assert "MCPApprovalError" in mcp_approval.__all__

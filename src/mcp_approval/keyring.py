@@ -28,6 +28,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from mcp_approval.errors import MCPApprovalError
+
 __all__ = [
     "EPHEMERAL_KEY_ID",
     "BindingCipher",
@@ -51,7 +53,7 @@ class _Secret(Protocol):
 EPHEMERAL_KEY_ID = "ephemeral"
 
 
-class BindingIntegrityError(Exception):
+class BindingIntegrityError(MCPApprovalError):
     """A sealed record could not be opened: unknown key id, tampering, or the wrong record."""
 
 

@@ -24,6 +24,7 @@ from starlette.routing import BaseRoute, Route
 from mcp_approval.backends import NotEligibleError, ReviewError, SupportsReview
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.outcomes import OutcomeReader
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS, MAX_DECISION_BYTES, MAX_PAGE_SIZE, STORE_RETRY_AFTER_S
 from mcp_approval.storage.database import StoreUnavailableError
 from mcp_approval.web.bodies import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
@@ -53,7 +54,7 @@ _TITLES = {
 }
 
 
-class _Problem(Exception):
+class _Problem(MCPApprovalError):
     def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(detail)
         self.status = status

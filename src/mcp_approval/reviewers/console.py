@@ -48,6 +48,7 @@ from mcp_approval.backends import (
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.reviewers.api import Authenticator
 from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS, STORE_RETRY_AFTER_S
 from mcp_approval.reviewers.sessions import Session, SessionStore
@@ -132,7 +133,7 @@ def console_routes(
     return _Console(backend, authenticate, audit, clock, prefix, sessions, throttle, outcomes).routes()
 
 
-class _Refused(Exception):
+class _Refused(MCPApprovalError):
     """A request answered with an error page."""
 
     def __init__(self, status: int, message: str) -> None:

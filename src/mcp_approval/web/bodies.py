@@ -13,17 +13,19 @@ from typing import Any, Final
 
 from starlette.requests import Request
 
+from mcp_approval.errors import MCPApprovalError
+
 __all__ = ["MAX_JSON_DEPTH", "BodyTooLargeError", "JsonBodyError", "parse_json_body", "read_body"]
 
 #: The deepest nesting of objects and arrays accepted in a request body (``{}`` is depth 1).
 MAX_JSON_DEPTH: Final = 64
 
 
-class JsonBodyError(ValueError):
+class JsonBodyError(MCPApprovalError, ValueError):
     """A request body that is not acceptable JSON; the message says why without quoting the body."""
 
 
-class BodyTooLargeError(ValueError):
+class BodyTooLargeError(MCPApprovalError, ValueError):
     """A request body longer than its endpoint accepts (answered ``413``)."""
 
 

@@ -51,6 +51,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.storage.database import StoreUnavailableError
 from mcp_approval.storage.worker_guards import EventWindow, KeyListing, MemoryEventWindow
 
@@ -218,7 +219,7 @@ class FailedLoginThrottle:
         return f"{self._scope}:{key}"
 
 
-class TooManyFailuresError(Exception):
+class TooManyFailuresError(MCPApprovalError):
     """The client is over its limit of failed authentications: its token was not checked."""
 
     def __init__(self, retry_after_s: int) -> None:

@@ -4,6 +4,8 @@ The package is layered; each subpackage depends only on the ones below it:
 
 - :mod:`mcp_approval.storage` - database engines, schema and migrations.
 - :mod:`mcp_approval.tasks` - the SEP-2663 tasks runtime (server extension, store contract).
+- :mod:`mcp_approval.web` - the HTTP guards every server shares (failed sign-ins, forwarded
+  addresses, request bodies).
 - :mod:`mcp_approval.denials` - SEP-2643 structured authorization denials.
 - :mod:`mcp_approval.policy` - AuthZEN models, the Cedar and HTTP PDPs, the tool-call mapping.
 - :mod:`mcp_approval.backends` - approval backends (local, ARAP), automatic resolvers, callback signing.

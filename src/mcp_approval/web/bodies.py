@@ -1,6 +1,7 @@
 """Reading request bodies sent by anyone: bounded length, strict JSON, bounded nesting.
 
-Python's parser accepts ``NaN`` and ``Infinity`` and nests as deep as the interpreter's recursion
+:func:`read_body` stops reading once a body passes its endpoint's limit (:class:`BodyTooLargeError`,
+answered 413). Python's parser accepts ``NaN`` and ``Infinity`` and nests as deep as the interpreter's recursion
 limit allows, failing past it with a ``RecursionError`` (an HTTP 500 if nobody expects it). The
 HTTP endpoints parse bodies with :func:`parse_json_body` instead, so either case is a plain
 :class:`JsonBodyError` they answer with a 400.

@@ -34,9 +34,9 @@ from sqlalchemy import event
 from mcp_approval.approval.tools import ServerTools
 from mcp_approval.clock import ManualClock
 from mcp_approval.config import load_config
-from mcp_approval.reviewers.throttle import FailedLoginThrottle
 from mcp_approval.server.deployment import build_deployment
 from mcp_approval.storage import SHARED_MIGRATIONS, Database, SqlEventWindow, migrate, open_database
+from mcp_approval.web.throttle import FailedLoginThrottle
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "treasury"
 

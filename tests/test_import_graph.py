@@ -20,6 +20,8 @@ import ast
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import pytest
+
 SOURCE = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = "mcp_approval"
 
@@ -267,13 +269,13 @@ LAYERS: tuple[Rung, ...] = (
         (
             "foundation",
             (
-                *("_background", "_lazy", "clock", "crashpoints", "hosts", "json_body", "openapi", "protocol"),
-                *("safe_text", "tracing"),
+                *("_background", "_lazy", "_sdk", "clock", "crashpoints", "errors", "hosts", "json_shape"),
+                *("keyring", "openapi", "protocol", "safe_text", "tracing", "worker_thread"),
             ),
         ),
     ),
     (("storage", ("storage",)),),
-    (("tasks", ("tasks",)),),
+    (("tasks", ("tasks",)), ("web guards", ("web",))),
     (("denials", ("denials",)), ("policy", ("policy",))),
     (("backends", ("backends",)),),
     (("approval", ("approval",)), ("reviewers", ("reviewers",))),
@@ -290,7 +292,7 @@ LAYERS: tuple[Rung, ...] = (
 # framework adapters belong to it (they build on the client).
 CLIENT_LAYER: Layer = ("client", ("client", "agents"))
 CLIENT_MAY_IMPORT = (
-    *("client", "agents", "_lazy", "clock", "hosts", "protocol", "denials"),
+    *("client", "agents", "_lazy", "clock", "errors", "hosts", "protocol", "denials"),
     *("tasks.models", "tasks.states"),
 )
 # Below the client in the table of rungs: who may import the client.
@@ -586,3 +588,39 @@ def test_the_conformance_kit_imports_nothing_but_itself_and_the_foundation() -> 
         if not allowed(target)
     )
     assert reaching == [], "the conformance kit imports beyond the foundation:\n" + "\n".join(reaching)
+
+
+@pytest.fixture(scope="module")
+def package_graph() -> Graph:
+    return import_graph(SOURCE, PACKAGE)
+
+
+@pytest.mark.parametrize(
+    ("importer", "imported", "why"),
+    [
+        # The HTTP guards sit on storage, beside the tasks runtime: neither may import them.
+        ("storage.worker_guards", "web.throttle", "storage imports web guards, a layer above it"),
+        ("tasks.server", "web.bodies", "tasks imports web guards, beside it"),
+        ("web.proxies", "reviewers.console", "web guards imports reviewers, a layer above it"),
+        # The helpers of rung 0 import nothing of the package above rung 0.
+        ("keyring", "approval.binding", "foundation imports approval, a layer above it"),
+        ("errors", "storage.database", "foundation imports storage, a layer above it"),
+        ("worker_thread", "tasks.runtime", "foundation imports tasks, a layer above it"),
+        ("json_shape", "web.bodies", "foundation imports web guards, a layer above it"),
+        ("_sdk", "approval.tools", "foundation imports approval, a layer above it"),
+        # The agent side may take the exception root, not the key ring.
+        ("client.tasks", "keyring", "client imports outside what it may"),
+    ],
+)
+def test_the_table_refuses_a_wrong_edge_into_and_out_of_each_new_module(
+    package_graph: Graph, importer: str, imported: str, why: str
+) -> None:
+    graph = package_graph
+    source, target = f"{PACKAGE}.{importer}", f"{PACKAGE}.{imported}"
+    assert source in graph, "a module of the table was not found"
+    assert target in graph, "a module of the table was not found"
+    side = (CLIENT_LAYER, CLIENT_MAY_IMPORT, CLIENT_IMPORTERS)
+    wrong = {**graph, source: graph[source] | {target}}
+    found = layer_violations(wrong, PACKAGE, LAYERS, side=side, rooms=APPROVAL_ROOMS)
+    assert f"{source} -> {target} ({why})" in found
+    assert f"{source} -> {target}" not in "\n".join(layer_violations(graph, PACKAGE, LAYERS, side=side))

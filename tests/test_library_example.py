@@ -19,7 +19,7 @@ import pytest
 
 from mcp_approval.checks.wire import Wire
 from mcp_approval.hosts import unused_loopback_port
-from mcp_approval.reviewers.throttle import DEFAULT_MAX_FAILURES
+from mcp_approval.web.throttle import DEFAULT_MAX_FAILURES
 from tests.support.treasury import Reviewer, rewrite_request_arguments
 from tests.treasury.helpers import approval_for, assert_approved_executed, assert_denied_not_executed, settled
 

@@ -18,7 +18,7 @@ from mcp_approval.reference.ars_schema import ARS_MIGRATIONS
 from mcp_approval.reference.ars_schema import metadata as ars_metadata
 from mcp_approval.storage import AUDIT_MIGRATIONS, SHARED_MIGRATIONS, SchemaTooNewError, migrate, open_database
 from mcp_approval.storage.audit import audit_events_table
-from mcp_approval.storage.shared import metadata as shared_metadata
+from mcp_approval.storage.worker_guards import metadata as shared_metadata
 from mcp_approval.tasks.schema import TASKS_MIGRATIONS
 from mcp_approval.tasks.schema import metadata as tasks_metadata
 from tests.support.arap import arap_deployment

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,23 @@ def test_notification_secrets_never_appear_in_the_printed_config(tmp_path: Path)
     for text in printed:
         assert webhook_secret not in text
         assert "TIiajkdnlazkcOXrIdevi7FQ" not in text
+
+
+@pytest.mark.parametrize(("mode", "warned"), [(0o640, True), (0o604, True), (0o600, False), (0o400, False)])
+def test_a_binding_key_file_others_may_read_draws_one_warning_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, mode: int, warned: bool
+) -> None:
+    directory = deployment_dir(tmp_path, {"approval": {"binding_keys": {}, "binding_key_file": "keys.toml"}})
+    key_file = directory / "keys.toml"
+    key_file.write_text(f'k1 = "{KEY}"\n', encoding="utf-8")
+    key_file.chmod(mode)
+    config = load_config(directory / "config.toml")
+    with caplog.at_level(logging.WARNING):
+        deployment = build_deployment(config, base_url="http://127.0.0.1:8000")
+    assert deployment.approval.options.binding_key_file == key_file  # read from that file, and started
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and "secret file" in r.message]
+    expected = [
+        f"approval.binding_key_file: the secret file {key_file} is readable by group or others "
+        f"(mode {mode:04o}); chmod 600 it"
+    ]
+    assert warnings == (expected if warned else [])

@@ -3,14 +3,18 @@ are importable from their package."""
 
 from __future__ import annotations
 
+import ast
+import builtins
 import importlib
 import importlib.util
 import pkgutil
+from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 import mcp_approval
+from mcp_approval.errors import MCPApprovalError
 
 #: Modules that import an optional framework (the ``agents`` extra), checked where it is installed.
 OPTIONAL = {
@@ -91,7 +95,62 @@ def test_names_that_moved_to_the_reviewer_surface_still_import_from_backends_wit
         assert name not in backends.__all__
 
 
-def test_the_principal_lookup_has_one_definition_under_both_names() -> None:
+def test_the_principal_lookup_has_one_definition_and_one_name() -> None:
     approval = importlib.import_module("mcp_approval.approval")
     tasks_options = importlib.import_module("mcp_approval.tasks.options")
-    assert approval.PrincipalLookup is tasks_options.PrincipalLookup is approval.PrincipalResolver
+    assert approval.PrincipalLookup is tasks_options.PrincipalLookup
+    for module in (approval, tasks_options):
+        assert not hasattr(module, "PrincipalResolver")
+
+
+# -- one exception root -------------------------------------------------------------------------
+#
+# No exception is exempt: private control-flow exceptions, raised and caught inside a module, derive
+# from the root too.
+
+_BUILTIN_EXCEPTIONS = {
+    name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
+}
+
+
+def _exceptions(module: ModuleType) -> list[type[BaseException]]:
+    return [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == module.__name__
+    ]
+
+
+def test_every_exception_the_package_defines_derives_from_the_root() -> None:
+    defined = [cls for module in MODULES for cls in _exceptions(module) if cls is not MCPApprovalError]
+    assert len(defined) > 50, "the package's exceptions were not found"
+    unrooted = {f"{cls.__module__}.{cls.__qualname__}" for cls in defined if not issubclass(cls, MCPApprovalError)}
+    assert sorted(unrooted) == [], "derive these from mcp_approval.MCPApprovalError"
+
+
+@pytest.mark.parametrize("module", sorted(OPTIONAL), ids=str)
+def test_a_module_of_an_optional_framework_defines_no_exception_outside_the_root(module: str) -> None:
+    """Read, not imported (its framework may be missing): no class derives from a builtin exception directly."""
+    path = Path(mcp_approval.__file__).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    direct = [
+        node.name
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef)
+        and any(isinstance(base, ast.Name) and base.id in _BUILTIN_EXCEPTIONS for base in node.bases)
+        and not any(isinstance(base, ast.Name) and base.id == "MCPApprovalError" for base in node.bases)
+    ]
+    assert direct == []
+
+
+def test_errors_keep_the_builtin_base_callers_catch() -> None:
+    from mcp_approval.config import ConfigError
+    from mcp_approval.policy.mapping import ToolMappingError
+    from mcp_approval.storage import SchemaTooNewError, StoreUnavailableError
+    from mcp_approval.web import BodyTooLargeError, JsonBodyError
+
+    for value_error in (ConfigError, ToolMappingError, JsonBodyError, BodyTooLargeError):
+        assert issubclass(value_error, ValueError)
+    for runtime_error in (StoreUnavailableError, SchemaTooNewError):
+        assert issubclass(runtime_error, RuntimeError)
+    assert mcp_approval.MCPApprovalError is MCPApprovalError
+    assert "MCPApprovalError" in mcp_approval.__all__

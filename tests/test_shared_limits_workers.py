@@ -18,8 +18,8 @@ from sqlalchemy import text
 
 from mcp_approval.backends.arap_wire import callback_state
 from mcp_approval.backends.callbacks import CALLBACK_PATH, SIGNATURE_HEADER, sign_callback
-from mcp_approval.reviewers.throttle import DEFAULT_MAX_FAILURES
 from mcp_approval.storage import Database, open_database
+from mcp_approval.web.throttle import DEFAULT_MAX_FAILURES
 from tests.support.arap import arap_deployment
 from tests.support.polling import eventually
 from tests.support.treasury import TreasuryServer, deployment_dir, principals

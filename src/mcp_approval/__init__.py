@@ -4,6 +4,8 @@ The package is layered; each subpackage depends only on the ones below it:
 
 - :mod:`mcp_approval.storage` - database engines, schema and migrations.
 - :mod:`mcp_approval.tasks` - the SEP-2663 tasks runtime (server extension, store contract).
+- :mod:`mcp_approval.web` - the HTTP guards every server shares (failed sign-ins, forwarded
+  addresses, request bodies).
 - :mod:`mcp_approval.denials` - SEP-2643 structured authorization denials.
 - :mod:`mcp_approval.policy` - AuthZEN models, the Cedar and HTTP PDPs, the tool-call mapping.
 - :mod:`mcp_approval.backends` - approval backends (local, ARAP), automatic resolvers, callback signing.
@@ -20,7 +22,8 @@ The package is layered; each subpackage depends only on the ones below it:
 
 Each subpackage's ``__all__`` is its public surface; a module's ``__all__`` is what it offers to
 the rest of the package. The names most programs start from are also importable from here,
-loaded on first access so that ``import mcp_approval`` stays cheap.
+loaded on first access so that ``import mcp_approval`` stays cheap. Every exception the package
+raises on purpose derives from :class:`MCPApprovalError` (``mcp_approval.errors``).
 """
 
 from importlib import import_module
@@ -29,10 +32,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mcp_approval.backends import ArapBackend, LocalApprovalBackend
     from mcp_approval.client import TasksClient
+    from mcp_approval.errors import MCPApprovalError
     from mcp_approval.policy import CedarPDP, HttpPDP, PolicyDecisionPoint
     from mcp_approval.server import Approvals, JwtTokenVerifier, StaticTokenVerifier
 
-# Name -> the subpackage that defines it.
+# Name -> the subpackage (or module) that defines it.
 _LAZY = {
     "Approvals": "mcp_approval.server",
     "ArapBackend": "mcp_approval.backends",
@@ -40,6 +44,7 @@ _LAZY = {
     "HttpPDP": "mcp_approval.policy",
     "JwtTokenVerifier": "mcp_approval.server",
     "LocalApprovalBackend": "mcp_approval.backends",
+    "MCPApprovalError": "mcp_approval.errors",
     "PolicyDecisionPoint": "mcp_approval.policy",
     "StaticTokenVerifier": "mcp_approval.server",
     "TasksClient": "mcp_approval.client",
@@ -52,6 +57,7 @@ __all__ = [
     "HttpPDP",
     "JwtTokenVerifier",
     "LocalApprovalBackend",
+    "MCPApprovalError",
     "PolicyDecisionPoint",
     "StaticTokenVerifier",
     "TasksClient",

@@ -53,6 +53,7 @@ from pydantic import (
 from mcp_approval.approval.options import ApprovalOptions, valid_approval_url
 from mcp_approval.backends import ApprovalTemplate, ResolverRule
 from mcp_approval.backends.arap_settings import ArapSettings
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.hosts import is_safe_transport
 from mcp_approval.metrics.options import MetricsOptions
 from mcp_approval.notify.options import AnchorOptions, NotificationOptions
@@ -82,7 +83,7 @@ __all__ = [
 ]
 
 
-class ConfigError(ValueError):
+class ConfigError(MCPApprovalError, ValueError):
     """The configuration file is missing, unreadable or invalid; the message names file and field."""
 
 

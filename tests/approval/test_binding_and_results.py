@@ -8,8 +8,9 @@ import os
 import mcp_types as types
 import pytest
 
-from mcp_approval.approval.binding import BindingCipher, BindingIntegrityError, CallBinding, arguments_digest
+from mcp_approval.approval.binding import CallBinding, arguments_digest
 from mcp_approval.approval.results import denied_result, executed_result, outcome_unknown_result, sanitize_model_text
+from mcp_approval.keyring import BindingCipher, BindingIntegrityError
 from mcp_approval.protocol import STRUCTURED_TOOL_APPROVAL
 
 AUTHORIZATION = "io.modelcontextprotocol/authorization"

@@ -35,7 +35,7 @@ async def post_callback(
 
 
 async def pending_transfer(harness: Harness, account: str) -> tuple[str, str]:
-    """(task id, backend handle) of a fresh pending transfer, after the resolver's first look."""
+    """(task id, backend handle) of a fresh pending transfer, after the workflow driver's first look."""
     created = (await harness.alice.call_tool("wire_transfer", {"to": account, "amount": 30_000})).result
     store = harness.deployment.approval.store
 
@@ -60,7 +60,7 @@ async def decide_elsewhere(harness: Harness, account: str, decision: str) -> Non
 
 
 @pytest.mark.sep_check("sep-2848-callback-authenticated-then-fetch")
-async def test_a_signed_callback_wakes_the_resolver_which_then_reads_the_status(tmp_path: Path) -> None:
+async def test_a_signed_callback_wakes_the_workflow_driver_which_then_reads_the_status(tmp_path: Path) -> None:
     async with inprocess_treasury(tmp_path, SLOW_POLL) as harness:
         task_id, handle = await pending_transfer(harness, "acct-cb")
         assert (await post_callback(harness, handle)).status_code == 202  # nothing decided yet: a no-op

@@ -1,7 +1,7 @@
-"""The resolver follows the local backend's change feed instead of polling every pending request.
+"""The workflow driver follows the local backend's change feed instead of polling every pending request.
 
 A decision recorded through a second backend instance (as another process or the review CLI
-would record it) reaches the task within a resolver pass although the server polls pending
+would record it) reaches the task within a driver pass although the server polls pending
 requests only every 30 s; a request still pending is then looked at again only after
 ``fallback_poll_interval_s``, so a pass costs what changed, not what is pending.
 """

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from mcp_approval.approval.binding import BindingCipher, CallBinding
+from mcp_approval.approval.binding import CallBinding
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.persistence.records import Intent, TaskOutcome
 from mcp_approval.approval.persistence.states import IntentState
@@ -22,6 +22,7 @@ from mcp_approval.approval.without_tasks.links import RequesterLinks
 from mcp_approval.backends.contract import ApprovalSubmission, EarlierCall
 from mcp_approval.backends.local.records import record_from_rows
 from mcp_approval.clock import ManualClock
+from mcp_approval.keyring import BindingCipher
 from mcp_approval.tasks.states import TaskStatus
 from tests.approval.test_admission_counts import _workflow
 

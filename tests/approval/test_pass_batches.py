@@ -1,4 +1,4 @@
-"""The store steps a resolver pass over many pending approvals is made of.
+"""The store steps a workflow driver pass over many pending approvals is made of.
 
 A pass reads due workflows without leasing them and writes "look again later" for the requests
 still pending as a compare-and-set: it must never touch a workflow that was leased, decided,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from mcp_approval.approval.binding import BindingCipher, BindingIntegrityError, CallBinding
+from mcp_approval.approval.binding import CallBinding
 from mcp_approval.approval.engine.requests import (
     new_intent,
     new_workflow,
@@ -18,6 +18,7 @@ from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.persistence.states import IntentState
 from mcp_approval.backends import ApprovalSubmission
 from mcp_approval.clock import iso8601
+from mcp_approval.keyring import BindingCipher, BindingIntegrityError
 from mcp_approval.policy import Decision, EvaluationRequest, ToolCallMapper
 from mcp_approval.policy.mapping import ToolRule
 from mcp_approval.protocol import META_AUTHORIZATION, META_TOOL_APPROVAL_DEADLINE

@@ -8,6 +8,7 @@ import mcp_types as types
 import pytest
 from mcp.server.mcpserver import MCPServer
 
+from mcp_approval._sdk import registered_tool
 from mcp_approval.approval.tools import ServerTools
 
 pytestmark = pytest.mark.anyio
@@ -60,7 +61,7 @@ async def test_a_changed_description_changes_the_fingerprint() -> None:
     server = treasury()
     tools = ServerTools(server)
     before = await tools.fingerprint("wire_transfer")
-    registered = server._tool_manager.get_tool("wire_transfer")
+    registered = registered_tool(server, "wire_transfer")
     assert registered is not None
     registered.description = "Send money, now with a fee."
     changed = await tools.fingerprint("wire_transfer")
@@ -72,7 +73,7 @@ async def test_a_schema_changed_in_place_changes_the_fingerprint_and_the_schema(
     server = treasury()
     tools = ServerTools(server)
     before = await tools.fingerprint("wire_transfer")
-    registered = server._tool_manager.get_tool("wire_transfer")
+    registered = registered_tool(server, "wire_transfer")
     assert registered is not None
     registered.parameters["properties"]["amount"]["maximum"] = 1_000_000
     assert await tools.fingerprint("wire_transfer") != before

@@ -18,12 +18,13 @@ import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from mcp_approval.approval.binding import BindingCipher, CallBinding
+from mcp_approval.approval.binding import CallBinding
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.without_tasks.links import INVALID_STATE_MESSAGE, PAGE_INPUT_KEY, RequesterLinks
 from mcp_approval.checks.wire import LegacySession, Reply, Wire, envelope
 from mcp_approval.clock import iso8601
 from mcp_approval.config import ConfigError, load_config
+from mcp_approval.keyring import BindingCipher
 from mcp_approval.protocol import URL_ELICITATION_REQUIRED
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.approval.test_without_tasks import ended, transfers

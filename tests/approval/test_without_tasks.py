@@ -88,7 +88,7 @@ async def call(wire: Wire, to: str, amount: int = 30_000, meta: dict[str, Any] |
 
 
 async def ended(harness: Harness, task_id: str) -> None:
-    """Wait until the workflow left ``pending``/``claimed`` (the resolver decided and ran it)."""
+    """Wait until the workflow left ``pending``/``claimed`` (the workflow driver decided and ran it)."""
 
     async def phase() -> Phase | None:
         workflow = await harness.deployment.approval.store.get(task_id)

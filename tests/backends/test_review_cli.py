@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from mcp_approval.approval.options import ApprovalOptions, binding_cipher
 from mcp_approval.backends import ApprovalTemplate, LocalApprovalBackend
 from mcp_approval.backends.contract import ApprovalStatus, ApprovalSubmission
 from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.cli.main import app
 from mcp_approval.config import load_config
+from mcp_approval.keyring import binding_cipher
 from mcp_approval.server.local_backend import local_backend_from_config
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, migrate, open_database
 from tests.backends.conftest import submission
@@ -221,7 +221,7 @@ def test_a_library_deployment_is_decided_from_the_cli_by_the_rules_stored_with_e
         database = open_database(db_url)
         try:
             await migrate(database, AUDIT_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS)
-            seal = binding_cipher(ApprovalOptions(binding_key_file=key_file))
+            seal = binding_cipher({}, key_file=key_file)
             backend = LocalApprovalBackend(database, templates=templates, roles=lambda _: frozenset(), seal=seal)
             return await backend.submit(secrets.token_urlsafe(32), submission(requester="dave", template="payouts"))
         finally:

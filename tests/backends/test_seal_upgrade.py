@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, select, update
 
-from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.backends import (
     ApprovalStatus,
     LocalApprovalBackend,
@@ -30,6 +29,7 @@ from mcp_approval.backends.local.schema import (
 )
 from mcp_approval.backends.local.seals import sealed_content
 from mcp_approval.clock import ManualClock
+from mcp_approval.keyring import BindingCipher
 from mcp_approval.storage import AuditLog, Database
 from tests.backends.conftest import TEMPLATES, BackendFactory, submission
 

@@ -13,10 +13,10 @@ import secrets
 import pytest
 from sqlalchemy import update
 
-from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.backends import ApprovalStatus, RequestIntegrityError, ReviewError, UnverifiedRequestError
 from mcp_approval.backends.local.schema import approval_decisions_table, approval_requests_table
 from mcp_approval.clock import ManualClock
+from mcp_approval.keyring import BindingCipher
 from mcp_approval.storage import Database
 from tests.backends.conftest import BackendFactory, submission
 

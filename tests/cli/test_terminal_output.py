@@ -26,7 +26,6 @@ from rich.console import Console
 from sqlalchemy import Connection, select, update
 from typer.testing import CliRunner
 
-from mcp_approval.approval.options import ApprovalOptions, binding_cipher
 from mcp_approval.backends import ApprovalTemplate, LocalApprovalBackend
 from mcp_approval.backends.contract import ApprovalSubmission
 from mcp_approval.backends.local.schema import (
@@ -35,7 +34,8 @@ from mcp_approval.backends.local.schema import (
     approval_requests_table,
 )
 from mcp_approval.cli.main import app
-from mcp_approval.cli.tasks_demo import ScenarioResult, _summary, print_result
+from mcp_approval.cli.tasks_demo import TasksDemoResult, _summary, print_result
+from mcp_approval.keyring import binding_cipher
 from mcp_approval.storage import AUDIT_MIGRATIONS, migrate, open_database
 from mcp_approval.storage.migrations import Migrations
 from tests.support.arap import arap_deployment
@@ -109,7 +109,7 @@ def _key_file(tmp_path: Path) -> Path:
 async def _stored(db_url: str, tmp_path: Path, history: tuple[Migrations, ...]) -> Store:
     text = hostile(db_url, "H")
     key_file = _key_file(tmp_path)
-    seal = binding_cipher(ApprovalOptions(binding_key_file=key_file))
+    seal = binding_cipher({}, key_file=key_file)
     database = open_database(db_url)
     try:
         await migrate(database, *history)
@@ -327,7 +327,7 @@ def test_arap_server_start_up_lines_show_stored_ids_escaped(db_url: str, tmp_pat
 def test_tasks_demo_lines_show_outcomes_escaped_and_markup_as_text() -> None:
     """An outcome quotes what a server or client said (an error's text): shown, never obeyed."""
     text = hostile("sqlite://", "H")
-    result = ScenarioResult("quick call " + MARKUP, "inline result", f"error: RuntimeError: {text}", False, 12)
+    result = TasksDemoResult("quick call " + MARKUP, "inline result", f"error: RuntimeError: {text}", False, 12)
     out = io.StringIO()
     console = Console(file=out, width=4000, color_system=None, force_terminal=False)
     print_result(console, result)

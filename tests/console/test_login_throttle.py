@@ -14,12 +14,12 @@ from starlette.applications import Starlette
 from mcp_approval.clock import ManualClock
 from mcp_approval.reviewers.api import reviewer_routes
 from mcp_approval.reviewers.console import console_routes
-from mcp_approval.reviewers.throttle import (
+from mcp_approval.storage import SHARED_MIGRATIONS, EventWindow, SqlEventWindow, migrate, open_database
+from mcp_approval.web.throttle import (
     DEFAULT_MAX_FAILURES,
     DEFAULT_WINDOW_S,
     FailedLoginThrottle,
 )
-from mcp_approval.storage import SHARED_MIGRATIONS, EventWindow, SqlEventWindow, migrate, open_database
 from tests.approval.inprocess import inprocess_treasury
 from tests.console.conftest import Console
 from tests.support.store_leg import leg_store_url

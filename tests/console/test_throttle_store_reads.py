@@ -17,13 +17,13 @@ import pytest
 from sqlalchemy import event
 
 from mcp_approval.clock import ManualClock
-from mcp_approval.reviewers.throttle import (
+from mcp_approval.storage import SHARED_MIGRATIONS, Database, SqlEventWindow, migrate, open_database
+from mcp_approval.web.throttle import (
     DEFAULT_MAX_FAILURES,
     DEFAULT_REFRESH_S,
     DEFAULT_WINDOW_S,
     FailedLoginThrottle,
 )
-from mcp_approval.storage import SHARED_MIGRATIONS, Database, SqlEventWindow, migrate, open_database
 from tests.approval.inprocess import inprocess_treasury
 
 pytestmark = pytest.mark.anyio

@@ -125,7 +125,7 @@ async def test_tasks_update_never_approves_whatever_it_says(
     record = await approval_record(http, approval["id"])
     assert record["status"] == "pending"
     assert record["decisions"] == []
-    # The resolver checks the store for this task when the answer arrives; only a reviewer moves it.
+    # The workflow driver checks the store for this task when the answer arrives; only a reviewer moves it.
     assert (await Reviewer(http, "carol-token").decide(approval["id"], "deny")).status_code == 200
     assert_denied_not_executed(await settled(alice, created["taskId"]))
     assert transfers_to(linked, account) == []

@@ -25,7 +25,8 @@ from starlette.routing import Route
 from mcp_approval.approval.binding import arguments_digest
 from mcp_approval.backends.callbacks import verify_callback
 from mcp_approval.reference.arap_callbacks import callback_problem
-from mcp_approval.reference.server import check_base_url
+from mcp_approval.reference.config import load_arap_config
+from mcp_approval.reference.server import build_arap_server, check_base_url
 from mcp_approval.storage import AuditLog, open_database
 from tests.reference.arap_support import Harness, arap_dir, running_arap, submission, tool_call, transfer
 from tests.support.oauth_server import bound_socket, origin, serve_app
@@ -219,6 +220,21 @@ def test_http_on_loopback_needs_dev_mode_and_warns(caplog: pytest.LogCaptureFixt
     with caplog.at_level(logging.WARNING, logger="mcp_approval.reference"):
         assert check_base_url("http://127.0.0.1:8181", dev_mode=True) == "http://127.0.0.1:8181"
     assert any(r.levelno == logging.WARNING and "deviation" in r.message for r in caplog.records)
+
+
+@pytest.mark.parametrize(("mode", "warned"), [(0o644, True), (0o600, False)])
+def test_a_signing_key_file_others_may_read_draws_one_warning_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, mode: int, warned: bool
+):
+    directory = arap_dir(tmp_path)
+    key_file = directory / "arap-dev-signing-key.pem"
+    key_file.chmod(mode)
+    with caplog.at_level(logging.WARNING):
+        server = build_arap_server(load_arap_config(directory / "arap-server.toml"), base_url="http://127.0.0.1:8181")
+    assert server.base_url == "http://127.0.0.1:8181"  # it starts all the same
+    warnings = [r.getMessage() for r in caplog.records if "secret file" in r.getMessage()]
+    expected = f"arap.signing_key_file: the secret file {key_file} is readable by group or others (mode {mode:04o})"
+    assert [w.removesuffix("; chmod 600 it") for w in warnings] == ([expected] if warned else [])
 
 
 def test_the_cli_refuses_plain_http_without_dev_mode(tmp_path: Path):

@@ -29,7 +29,7 @@ from mcp_approval.clock import SystemClock
 from mcp_approval.hosts import unused_loopback_port
 from mcp_approval.reference.ars_outbox import CallbackOutbox, CallbackRow, callback_rows, queue_callback
 from mcp_approval.reference.ars_schema import ARS_MIGRATIONS
-from mcp_approval.reference.ars_store import ArapStore, TaskRecord
+from mcp_approval.reference.ars_store import ArapStore, ArsTaskRecord
 from mcp_approval.storage import AUDIT_MIGRATIONS, SHARED_MIGRATIONS, migrate, open_database
 from tests.reference.arap_support import (
     CLIENT_TOKEN,
@@ -235,7 +235,7 @@ async def _owe_callbacks(store_url: str, receiver: Receiver, count: int) -> None
         await migrate(database, AUDIT_MIGRATIONS, SHARED_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS, ARS_MIGRATIONS)
         store = ArapStore(database)
         for index in range(count):
-            task = TaskRecord(
+            task = ArsTaskRecord(
                 f"arq_{index:03d}", "treasury-mcp", None, "0" * 64, f"apr_{index:03d}", "0" * 64, ["arguments"],
                 None, receiver.url, f"state-{index}", 1, 2, 3,
             )  # fmt: skip

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from mcp_approval.reviewers.throttle import DEFAULT_MAX_FAILURES
+from mcp_approval.web.throttle import DEFAULT_MAX_FAILURES
 from tests.support.treasury import TreasuryServer, deployment_dir
 
 INITIALIZE = {

@@ -85,7 +85,7 @@ async def test_a_task_created_on_one_worker_is_decided_executed_and_cancelled_th
             late = await Reviewer(reviewer_http, "carol-token").decide(approval["id"], "approve")
             assert late.status_code == 409, late.text
 
-        # A later approval round trip through both workers shows both resolvers have run since.
+        # A later approval round trip through both workers shows both workflow drivers have run since.
         marker_id = await gated_transfer(http_b, "acct-pg-marker")
         await approve(http_a, "acct-pg-marker")
         assert_approved_executed(await settled(alice_a, marker_id))
@@ -114,7 +114,7 @@ async def test_a_worker_killed_while_pending_leaves_the_task_to_the_other(tmp_pa
         async with httpx.AsyncClient(base_url=a.base_url, timeout=20) as http_a:
             alice_a = principals(http_a)["alice"]
             assert (await alice_a.get(task_id)).result == completed
-            # A full approval round trip on the restarted worker: its resolver has run by now.
+            # A full approval round trip on the restarted worker: its workflow driver has run by now.
             marker_id = await gated_transfer(http_a, "acct-pg-restart-marker")
             await approve(http_a, "acct-pg-restart-marker")
             assert_approved_executed(await settled(alice_a, marker_id))

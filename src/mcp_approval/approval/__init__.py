@@ -42,27 +42,25 @@ from typing import TYPE_CHECKING
 from mcp_approval._lazy import lazy_getattr
 
 if TYPE_CHECKING:
-    from mcp_approval.approval.binding import BindingCipher, CallBinding
+    from mcp_approval.approval.binding import CallBinding
     from mcp_approval.approval.gate import DegradedRequestable, GatedCall, PolicyGate, RequestableHandler, token_subject
     from mcp_approval.approval.options import ApprovalOptions
     from mcp_approval.approval.persistence.outcomes import WorkflowOutcomes
     from mcp_approval.approval.persistence.states import Disposition
     from mcp_approval.approval.service import APPROVAL_HANDLER, ToolApproval, ToolApprovalExtension
     from mcp_approval.approval.tools import ServerTools, ToolInvoker
-    from mcp_approval.tasks.options import PrincipalLookup, PrincipalResolver
+    from mcp_approval.tasks.options import PrincipalLookup
 
 # Name -> the module that defines it.
 _LAZY = {
     "APPROVAL_HANDLER": "mcp_approval.approval.service",
     "ApprovalOptions": "mcp_approval.approval.options",
-    "BindingCipher": "mcp_approval.approval.binding",
     "CallBinding": "mcp_approval.approval.binding",
     "DegradedRequestable": "mcp_approval.approval.gate",
     "Disposition": "mcp_approval.approval.persistence.states",
     "GatedCall": "mcp_approval.approval.gate",
     "PolicyGate": "mcp_approval.approval.gate",
     "PrincipalLookup": "mcp_approval.tasks.options",
-    "PrincipalResolver": "mcp_approval.tasks.options",
     "RequestableHandler": "mcp_approval.approval.gate",
     "ServerTools": "mcp_approval.approval.tools",
     "ToolApproval": "mcp_approval.approval.service",
@@ -75,14 +73,12 @@ _LAZY = {
 __all__ = [
     "APPROVAL_HANDLER",
     "ApprovalOptions",
-    "BindingCipher",
     "CallBinding",
     "DegradedRequestable",
     "Disposition",
     "GatedCall",
     "PolicyGate",
     "PrincipalLookup",
-    "PrincipalResolver",
     "RequestableHandler",
     "ServerTools",
     "ToolApproval",

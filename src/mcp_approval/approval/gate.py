@@ -54,13 +54,14 @@ from mcp_approval.denials import (
     remediation_for,
     shortfall_result,
 )
-from mcp_approval.json_body import large_json, off_loop
+from mcp_approval.json_shape import large_json
 from mcp_approval.policy import Decision, EvaluationRequest, NextAction, PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.policy.mapping import ToolMappingError, unrepresentable_argument
 from mcp_approval.protocol import DENIALS_EXTENSION, INVALID_PARAMS, META_CLIENT_INFO
 from mcp_approval.tasks.options import PrincipalLookup
 from mcp_approval.tasks.server import LOCAL_PRINCIPAL
 from mcp_approval.tracing import Span, span
+from mcp_approval.worker_thread import off_loop
 
 __all__ = [
     "ANONYMOUS_MESSAGE",
@@ -127,7 +128,7 @@ class GatedCall:
         request_state: on an MRTR retry, the (SDK-verified) state the last round carried.
         client: the client info (``name``, ``version``) the request was mapped with.
         large: whether the arguments have more than
-            :data:`~mcp_approval.json_body.LARGE_JSON_MEMBERS` members, so that mapping,
+            :data:`~mcp_approval.json_shape.LARGE_JSON_MEMBERS` members, so that mapping,
             canonicalizing and sealing them runs on a worker thread.
     """
 

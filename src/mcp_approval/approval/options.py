@@ -8,29 +8,24 @@ Secrets (``binding_keys``, ``callback_secret``) are :class:`~pydantic.SecretStr`
 
 from __future__ import annotations
 
-import logging
-import tomllib
 from pathlib import Path
 from typing import Literal
 from urllib.parse import quote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.hosts import is_loopback_host
+from mcp_approval.keyring import BindingCipher
 
 __all__ = [
     "APPROVAL_ID_PLACEHOLDER",
     "REQUEST_TOKEN_PLACEHOLDER",
     "ApprovalOptions",
-    "binding_cipher",
     "check_approval_url",
     "valid_approval_url",
     "valid_requester_url",
 ]
 
-
-logger = logging.getLogger(__name__)
 
 #: Where the approval's id goes in ``ApprovalOptions.approval_url``.
 APPROVAL_ID_PLACEHOLDER = "{approval_id}"
@@ -195,33 +190,3 @@ class ApprovalOptions(BaseModel):
         if self.requester_url is None:
             return None
         return self.requester_url.replace(REQUEST_TOKEN_PLACEHOLDER, quote(token, safe=""))
-
-
-def binding_cipher(options: ApprovalOptions) -> BindingCipher:
-    """The call-binding cipher ``options`` describe (inline keys, then the key file's).
-
-    Raises:
-        ValueError: the key file cannot be read or holds a bad key, or there is no key and
-            ``ephemeral_binding_key`` is off (naming the option).
-    """
-    keys = {key_id: key.get_secret_value() for key_id, key in options.binding_keys.items()}
-    if options.binding_key_file is not None:
-        path = options.binding_key_file
-        try:
-            keys.update(tomllib.loads(path.read_text(encoding="utf-8")))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ValueError(f"approval.binding_key_file: cannot read {path} ({exc})") from None
-    if keys:
-        try:
-            return BindingCipher.from_base64(keys)
-        except ValueError as exc:
-            raise ValueError(f"approval.binding_keys: {exc}") from None
-    if not options.ephemeral_binding_key:
-        raise ValueError(
-            "approval.binding_keys: a key is required to encrypt stored tool calls (set binding_keys or "
-            "binding_key_file, or ephemeral_binding_key = true (server.dev_mode = true) for development)"
-        )
-    logger.warning(
-        "dev mode: call bindings are sealed with a per-process key; pending approvals will not survive a restart"
-    )
-    return BindingCipher.ephemeral()

@@ -15,6 +15,8 @@ import rfc8785
 from mcp.server.mcpserver import MCPServer
 from pydantic import ValidationError
 
+from mcp_approval._sdk import registered_tool
+
 __all__ = ["ServerTools", "ToolInvoker"]
 
 logger = logging.getLogger("mcp_approval.approval")
@@ -101,7 +103,7 @@ class ServerTools:
         """
         if self._server is None:
             return True
-        return self._server._tool_manager.get_tool(tool) is not None  # the SDK has no public lookup
+        return registered_tool(self._server, tool) is not None
 
     async def fingerprint(self, tool: str) -> str | None:
         """SHA-256 over the canonical JSON of the tool's name, description and schemas."""
@@ -135,7 +137,7 @@ class ServerTools:
 
     def _signature(self, tool: str) -> str | None:
         """The registered definition of ``tool`` as JSON (``None``: no such tool, or not JSON)."""
-        registered = self.server._tool_manager.get_tool(tool)  # the SDK has no public lookup
+        registered = registered_tool(self.server, tool)
         if registered is None:
             return None
         definition = [registered.name, registered.description, registered.parameters, registered.output_schema]
@@ -160,7 +162,7 @@ class ServerTools:
     async def refuses_arguments(self, tool: str, arguments: dict[str, Any]) -> bool:
         """Whether the SDK's validation of ``arguments`` (the tool's own, stricter than its listed
         schema, e.g. custom validators) fails, so calling it would not start the tool."""
-        registered = self.server._tool_manager.get_tool(tool)  # the SDK has no public lookup
+        registered = registered_tool(self.server, tool)
         if registered is None:
             return False
         try:

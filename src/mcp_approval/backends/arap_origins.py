@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.hosts import is_loopback_host
 
 __all__ = ["Origin", "OriginPolicy", "UntrustedURLError", "origin_of"]
@@ -22,7 +23,7 @@ Origin = tuple[str, str, int]
 _DEFAULT_PORTS = {"https": 443, "http": 80}
 
 
-class UntrustedURLError(ValueError):
+class UntrustedURLError(MCPApprovalError, ValueError):
     """A URL the backend must not contact (wrong scheme, or an origin neither trusted nor allowlisted)."""
 
 

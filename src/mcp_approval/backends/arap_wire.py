@@ -29,6 +29,7 @@ import rfc8785
 
 from mcp_approval.backends.contract import ApprovalState, ApprovalStatus, ApprovalSubmission
 from mcp_approval.clock import parse_iso8601
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.protocol import ARAP_ERROR_PREFIX, ARAP_MODE_REEVALUATE
 
 __all__ = [
@@ -51,7 +52,7 @@ _STATUSES: Final = {status.value: status for status in ApprovalStatus}
 _STATE_LABEL: Final = b"mcp-approval arap callback state\x00"
 
 
-class ArapProtocolError(ValueError):
+class ArapProtocolError(MCPApprovalError, ValueError):
     """A response that does not follow the ARAP wire (missing task, wrong types, no id)."""
 
 

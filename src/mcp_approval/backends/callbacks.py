@@ -12,7 +12,7 @@ shape: a ``{"handle": ...}`` body is refused with 400, as it would skip the chec
 the signature, the task must be one this server submitted (its id and status endpoint rebuild a
 stored handle), ``state`` must be exactly what was sent with that submission, and a signature is
 accepted once (a replay within the freshness window is refused with 409). Only then is the
-resolver woken, which GETs the status.
+workflow driver woken, which GETs the status.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from mcp_approval.clock import Clock, SystemClock
-from mcp_approval.json_body import BodyTooLargeError, read_body
 from mcp_approval.openapi import problem_response
-from mcp_approval.storage.shared import MemoryOnceGuard, OnceGuard
+from mcp_approval.storage.worker_guards import MemoryOnceGuard, OnceGuard
+from mcp_approval.web.bodies import BodyTooLargeError, read_body
 
 __all__ = [
     "CALLBACK_PATH",

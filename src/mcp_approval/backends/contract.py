@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import rfc8785
 
 from mcp_approval.clock import iso8601
+from mcp_approval.errors import MCPApprovalError
 
 __all__ = [
     "ApprovalBackend",
@@ -356,7 +357,7 @@ class SealedRequest:
     call_digest: str
 
 
-class ApprovalBackendError(Exception):
+class ApprovalBackendError(MCPApprovalError):
     """The backend could not be reached or answered unusably; the operation may be retried."""
 
 
@@ -379,7 +380,7 @@ class SubmissionRejectedError(ApprovalBackendError):
     """
 
 
-class RequestIntegrityError(Exception):
+class RequestIntegrityError(MCPApprovalError):
     """A backend's stored request does not match its seals: nothing may run on it.
 
     Not an :class:`ApprovalBackendError`: asking again cannot help.

@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 import anyio
 
+from mcp_approval.errors import MCPApprovalError
+
 __all__ = [
     "MAX_ANSWER_BYTES",
     "AnswerTooLarge",
@@ -30,7 +32,7 @@ __all__ = [
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
 
 
-class LimitExceeded(Exception):
+class LimitExceeded(MCPApprovalError):
     """The server's answer broke a limit of the exchange (its size, or its wall-clock time)."""
 
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from mcp_approval.errors import MCPApprovalError
+
 __all__ = [
     "COMMAND_VALUES",
     "CheckInputError",
@@ -36,7 +38,7 @@ _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 ReviewDecider = Callable[[Path, str, Mapping[str, object], str, Literal["approve", "deny"], str], "str | None"]
 
 
-class CheckInputError(Exception):
+class CheckInputError(MCPApprovalError):
     """Bad input to the kit (unreachable server, unknown tool, refused token, a failing decider): one line."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.safe_text import terminal_text
 
 __all__ = [
@@ -29,11 +30,11 @@ __all__ = [
 Outcome = Literal["PASS", "FAIL", "SKIP"]
 
 
-class Failed(Exception):
+class Failed(MCPApprovalError):
     """The server broke the scenario's statement; the message says how."""
 
 
-class Skipped(Exception):
+class Skipped(MCPApprovalError):
     """The scenario does not apply to this server or run; the message says why."""
 
 

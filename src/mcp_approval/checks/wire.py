@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mcp_approval.checks.bounded import MAX_ANSWER_BYTES, HttpClient, exchange
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.protocol import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
@@ -83,7 +84,7 @@ def request_headers(method: str, token: str | None) -> dict[str, str]:
     return headers
 
 
-class MissingMember(LookupError):
+class MissingMember(MCPApprovalError, LookupError):
     """The answer lacks the member asked for (a ``result`` where an ``error`` came, or none at all)."""
 
 

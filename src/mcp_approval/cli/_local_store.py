@@ -16,12 +16,12 @@ from typing import TypeVar
 
 import typer
 
-from mcp_approval.approval.options import ApprovalOptions, binding_cipher
 from mcp_approval.backends import ApprovalTemplate, LocalApprovalBackend, ReviewError
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.cli._terminal import shown
 from mcp_approval.config import ConfigError, load_config
+from mcp_approval.keyring import binding_cipher
 from mcp_approval.server.local_backend import local_backend_from_config
 from mcp_approval.storage import AUDIT_MIGRATIONS, Database, StoreUnavailableError, migrate, open_database
 from mcp_approval.storage.postgres_url import StoreURLError
@@ -97,7 +97,7 @@ def _backend(
         held = {principal: frozenset(names) for principal, names in roles.items()}
         rules = {name: ApprovalTemplate() for name in templates}
         try:
-            seal = None if key_file is None else binding_cipher(ApprovalOptions(binding_key_file=key_file))
+            seal = None if key_file is None else binding_cipher({}, key_file=key_file)
         except ValueError as exc:
             raise ConfigError(f"--binding-key-file: {exc}") from None
         return db, lambda database: LocalApprovalBackend(

@@ -41,12 +41,12 @@ def arap_server(
     from mcp_approval.cli._terminal import configure_logging, shown_lines
     from mcp_approval.cli.preflight import shown_store_url, store_problem
     from mcp_approval.config import ConfigError
-    from mcp_approval.hosts import http_server_settings
     from mcp_approval.policy.source import PolicyLoadError, TextSource
     from mcp_approval.reference.config import load_arap_config
     from mcp_approval.reference.server import build_arap_server
     from mcp_approval.server.validation import check_requestable_templates
     from mcp_approval.storage.postgres_url import StoreURLError
+    from mcp_approval.web.proxies import http_server_settings
 
     configure_logging(log_level)  # each line escaped: a line may quote what the store holds
     sock = _bind(host, port)

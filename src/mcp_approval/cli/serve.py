@@ -26,10 +26,10 @@ def serve(
     from mcp_approval.cli._terminal import configure_logging, shown_lines
     from mcp_approval.cli.preflight import shown_store_url, store_problem
     from mcp_approval.config import ConfigError, load_config
-    from mcp_approval.hosts import http_server_settings
     from mcp_approval.policy.source import PolicyLoadError
     from mcp_approval.server.deployment import build_deployment, deployment_app
     from mcp_approval.storage.postgres_url import StoreURLError
+    from mcp_approval.web.proxies import http_server_settings
 
     # Logs go to stderr (on --stdio, stdout carries the protocol), each line escaped for the terminal:
     # a line may quote what the store holds (a request id, an integrity failure).

@@ -33,15 +33,16 @@ from mcp_approval.client import (
     TaskPendingError,
     TasksClient,
 )
-from mcp_approval.hosts import KEEP_ALIVE_S, unused_loopback_port
+from mcp_approval.hosts import unused_loopback_port
 from mcp_approval.tasks import TaskOptions, store_from_url
 from mcp_approval.testing.tasks_demo import DEMO_MODES, DEMO_TOKENS, build_tasks_demo_server
+from mcp_approval.web.proxies import KEEP_ALIVE_S
 
-__all__ = ["SCENARIOS", "Scenario", "ScenarioResult", "print_result", "run_tasks_demo"]
+__all__ = ["SCENARIOS", "Scenario", "TasksDemoResult", "print_result", "run_tasks_demo"]
 
 
 @dataclass
-class ScenarioResult:
+class TasksDemoResult:
     """What one scenario did and whether it behaved."""
 
     scenario: str
@@ -184,7 +185,7 @@ async def run_tasks_demo(*, db_url: str | None, as_json: bool, console: Console)
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="mcp-approval-demo-") as scratch:
         url = db_url or f"sqlite:///{Path(scratch) / 'tasks.db'}"
-        results: list[ScenarioResult] = []
+        results: list[TasksDemoResult] = []
         async with _serve(url, unused_loopback_port()) as base_url:
             if not as_json:
                 where = f"server at {base_url}/mcp, store {shown_store_url(url)}"
@@ -197,7 +198,7 @@ async def run_tasks_demo(*, db_url: str | None, as_json: bool, console: Console)
                     outcome = f"error: {type(exc).__name__}: {exc}"
                 ms = round((time.perf_counter() - started) * 1000)
                 ok = outcome == expected
-                results.append(ScenarioResult(name, expected, outcome, ok, ms))
+                results.append(TasksDemoResult(name, expected, outcome, ok, ms))
                 if not as_json:
                     print_result(console, results[-1])
     if as_json:
@@ -207,14 +208,14 @@ async def run_tasks_demo(*, db_url: str | None, as_json: bool, console: Console)
     return 0 if all(r.ok for r in results) else 1
 
 
-def print_result(console: Console, result: ScenarioResult) -> None:
+def print_result(console: Console, result: TasksDemoResult) -> None:
     """One scenario's line. Its outcome quotes what the server and client said (an error's text):
     escaped for the terminal and for rich's markup, so it is shown, never obeyed."""
     mark = "[green]✓[/]" if result.ok else "[red]✗[/]"
     console.print(f"{mark} {markup_free(result.scenario)}: {markup_free(result.outcome)} [dim]({result.ms} ms)[/]")
 
 
-def _summary(results: list[ScenarioResult]) -> Table:
+def _summary(results: list[TasksDemoResult]) -> Table:
     table = Table(title="tasks demo")
     for column in ("scenario", "outcome", "ms", "ok"):
         table.add_column(column)

@@ -66,6 +66,7 @@ from pydantic import ValidationError
 from mcp_approval.client.denials import AuthorizationDenial, DenialReading, read_denial
 from mcp_approval.client.inputs import answer_through_callbacks
 from mcp_approval.denials.models import AuthorizationRemediationHint
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.protocol import METHOD_TOOLS_CALL
 
 __all__ = ["AuthorizationDenied", "AuthorizingCaller", "CredentialRemediator"]
@@ -80,7 +81,7 @@ up, it raises; the exception propagates from :meth:`AuthorizingCaller.call_tool`
 """
 
 
-class AuthorizationDenied(Exception):
+class AuthorizationDenied(MCPApprovalError):
     """A tool call the server refused on authorization grounds, and which this client did not (or could not) remedy.
 
     Attributes:

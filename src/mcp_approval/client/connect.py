@@ -50,6 +50,7 @@ from mcp_approval.client.errors import (
     access_error,
 )
 from mcp_approval.client.tasks import InputHandler, TaskCancelledError, TaskFailedError, TasksClient
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.hosts import is_safe_transport
 
 __all__ = [
@@ -78,12 +79,12 @@ def default_call_journal_path() -> Path:
     return Path(platformdirs.user_data_dir(_DATA_DIRECTORY, appauthor=False)) / DEFAULT_CALL_JOURNAL
 
 
-class ClientUsageError(ValueError):
+class ClientUsageError(MCPApprovalError, ValueError):
     """:func:`mcp_client` was given options that cannot work together, or a ``call_key`` was reused for
     another call (the message says which); nothing was sent."""
 
 
-class CallInDoubtError(Exception):
+class CallInDoubtError(MCPApprovalError):
     """A keyed call was sent but neither a task id nor a result is on record for it.
 
     The tool may or may not have run; calling it again could run it twice, so the call is not

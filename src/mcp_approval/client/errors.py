@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import httpx2
 from mcp.shared.exceptions import MCPError
 
+from mcp_approval.errors import MCPApprovalError
+
 __all__ = [
     "ResponseWatch",
     "ServerAccessError",
@@ -36,7 +38,7 @@ _UNAUTHORIZED = 401
 _FORBIDDEN = 403
 
 
-class ServerAccessError(Exception):
+class ServerAccessError(MCPApprovalError):
     """The server at ``url`` could not be reached or refused this client; ``status`` is the HTTP status, if any."""
 
     def __init__(self, url: str, message: str, *, status: int | None = None) -> None:

@@ -31,6 +31,8 @@ from urllib.parse import parse_qs, urlsplit
 import anyio.to_thread
 from mcp.shared.auth import AuthorizationCodeResult
 
+from mcp_approval.errors import MCPApprovalError
+
 __all__ = [
     "DEFAULT_CONNECTION_TIMEOUT_S",
     "AuthorizationResponseError",
@@ -48,7 +50,7 @@ DEFAULT_CONNECTION_TIMEOUT_S = 5.0
 _DONE_PAGE = b"<!doctype html><title>Signed in</title><p>Authorization received. You can close this window.</p>"
 
 
-class AuthorizationResponseError(Exception):
+class AuthorizationResponseError(MCPApprovalError):
     """The redirect carried an OAuth error or no ``code``; ``error`` names which."""
 
     def __init__(self, error: str, description: str = "") -> None:

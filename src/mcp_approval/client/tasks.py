@@ -29,6 +29,7 @@ from mcp_approval.client.calls import note_task_created
 from mcp_approval.client.inputs import answer_through_callbacks
 from mcp_approval.client.journal import TaskJournal
 from mcp_approval.client.task_push import TaskPush
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.protocol import METHOD_TASKS_CANCEL, METHOD_TASKS_GET, METHOD_TASKS_UPDATE, TASKS_EXTENSION
 from mcp_approval.tasks.models import TaskIdParams, UpdateTaskParams  # the params the server validates
 from mcp_approval.tasks.states import TaskStatus
@@ -130,7 +131,7 @@ class CancelTaskRequest(types.Request[TaskIdParams, Literal["tasks/cancel"]]):
     name_param = "taskId"
 
 
-class TaskError(Exception):
+class TaskError(MCPApprovalError):
     """Base of the errors a task-resolving call raises; ``task_id`` names the task.
 
     ``remote_kind`` says how the remote task stands (``task_pending``, ``task_failed``,

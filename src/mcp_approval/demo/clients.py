@@ -17,6 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from mcp_approval.client import read_disposition
 from mcp_approval.client.denials import read_denial
+from mcp_approval.errors import MCPApprovalError
 
 __all__ = ["Reviewer", "disposition_of", "envelope_of", "mcp_client", "reviewer_http", "short", "text_of", "until"]
 
@@ -43,7 +44,7 @@ async def mcp_client(
             yield client
 
 
-class ReviewerError(Exception):
+class ReviewerError(MCPApprovalError):
     """The reviewer API answered something other than success."""
 
 
@@ -99,7 +100,7 @@ async def reviewer_http(base_url: str) -> AsyncIterator[httpx2.AsyncClient]:
         yield http
 
 
-class ConditionTimeout(Exception):
+class ConditionTimeout(MCPApprovalError):
     """A polled condition did not hold within its deadline."""
 
 

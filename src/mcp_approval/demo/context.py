@@ -28,6 +28,7 @@ from mcp_approval.demo.clients import (
 from mcp_approval.demo.narration import Narrator
 from mcp_approval.demo.servers import ServerProcess, count_ledger
 from mcp_approval.demo.webhooks import WebhookInbox
+from mcp_approval.errors import MCPApprovalError
 
 __all__ = ["METRICS_TOKEN", "TOKENS", "Demo", "ScenarioFailed", "ScenarioState", "describe", "is_task"]
 
@@ -41,7 +42,7 @@ _UNSETTLED = frozenset({"pending", "running"})
 OUTCOME_WAIT_S = 10.0
 
 
-class ScenarioFailed(Exception):
+class ScenarioFailed(MCPApprovalError):
     """An expectation of the scenario did not hold; the message says which."""
 
 

@@ -192,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Serve the credential server on 127.0.0.1."""
     import uvicorn
 
-    from mcp_approval.hosts import KEEP_ALIVE_S
+    from mcp_approval.web.proxies import KEEP_ALIVE_S
 
     parser = argparse.ArgumentParser(prog="python -m mcp_approval.demo.credentials")
     parser.add_argument("--port", type=int, required=True)

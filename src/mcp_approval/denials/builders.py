@@ -39,6 +39,7 @@ from mcp_approval.denials.models import (
     TaskHint,
     UrlHint,
 )
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.protocol import META_AUTHORIZATION, RESULT_TYPE_TASK
 from mcp_approval.tasks.states import TERMINAL
 
@@ -65,7 +66,7 @@ _EXECUTING: ContextVar[bool] = ContextVar("mcp_approval_operation_executing", de
 DEFAULT_INPUT_KEY = "authorization"
 
 
-class EnvelopeAfterExecutionError(RuntimeError):
+class EnvelopeAfterExecutionError(MCPApprovalError, RuntimeError):
     """A denial envelope was requested after the operation began; report an ordinary failure instead."""
 
 

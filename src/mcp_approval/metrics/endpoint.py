@@ -16,8 +16,8 @@ from starlette.routing import BaseRoute, Route
 from mcp_approval.approval.persistence.outcomes import WorkflowOutcomes
 from mcp_approval.metrics.options import MetricsOptions
 from mcp_approval.notify.outbox import CONSUMER_PREFIX
-from mcp_approval.reviewers.throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
 from mcp_approval.storage import AuditEvent, AuditLog, Database, all_cursors
+from mcp_approval.web.throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
 
 __all__ = ["ApprovalMetrics", "metrics_paths", "metrics_route"]
 

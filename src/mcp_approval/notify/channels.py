@@ -10,6 +10,7 @@ import httpx2
 from standardwebhooks import Webhook
 
 from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.notify.messages import Notification
 from mcp_approval.notify.options import AppriseChannelOptions, ChannelOptions, WebhookChannelOptions
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["AppriseChannel", "Channel", "DeliveryError", "WebhookChannel", "channel_from_options"]
 
 
-class DeliveryError(RuntimeError):
+class DeliveryError(MCPApprovalError, RuntimeError):
     """The receiver did not accept a notification (it is retried later)."""
 
 

@@ -48,7 +48,7 @@ from typing import Any, Protocol
 import cedarpy
 
 from mcp_approval.clock import Clock, SystemClock, iso8601, parse_iso8601
-from mcp_approval.json_body import large_json, off_loop
+from mcp_approval.json_shape import large_json
 from mcp_approval.policy.cedar_loading import (
     ANNOTATION_DEADLINE,
     ANNOTATION_DESCRIPTION,
@@ -82,6 +82,7 @@ from mcp_approval.policy.models import (
 )
 from mcp_approval.policy.pdp import evaluate_in_order
 from mcp_approval.policy.source import TextSource
+from mcp_approval.worker_thread import off_loop
 
 __all__ = [
     "ANNOTATION_DEADLINE",

@@ -30,6 +30,7 @@ import anyio
 import httpx2
 from pydantic import ValidationError
 
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.hosts import is_loopback_host
 from mcp_approval.policy.models import (
     REASON_PDP_ERROR,
@@ -62,7 +63,7 @@ REQUEST_ID_HEADER: Final = "X-Request-ID"
 _DEFAULTABLE = ("subject", "action", "resource", "context")
 
 
-class PDPError(Exception):
+class PDPError(MCPApprovalError):
     """A PDP exchange failed; ``reason`` is the decision-context reason code of the resulting deny."""
 
     def __init__(self, reason: str, detail: str) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.policy.models import Context, EvaluationRequest
 from mcp_approval.protocol import METHOD_TOOLS_CALL
 
@@ -29,7 +30,7 @@ TOOLS_CALL_ACTION: Final = METHOD_TOOLS_CALL  # the AuthZEN action names the MCP
 _MISSING: Final = object()
 
 
-class ToolMappingError(ValueError):
+class ToolMappingError(MCPApprovalError, ValueError):
     """A call cannot be mapped: an argument a rule reads is missing or of the wrong type.
 
     The caller must deny the call (there is nothing to authorize it against).

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+from mcp_approval.errors import MCPApprovalError
+
 __all__ = [
     "LoadIssue",
     "PolicyLoadError",
@@ -58,7 +60,7 @@ class LoadIssue:
         return f"{where}: policy {self.policy_id}: {self.detail}" if self.policy_id else f"{where}: {self.detail}"
 
 
-class PolicyLoadError(Exception):
+class PolicyLoadError(MCPApprovalError):
     """A policy set, entities file or schema could not be loaded.
 
     The message names the file and line (and the policy, when the problem is in one) of every

@@ -44,18 +44,18 @@ from mcp_approval.protocol import (
 )
 from mcp_approval.reference.arap_callbacks import callback_problem
 from mcp_approval.reference.ars_outbox import CallbackOutbox
-from mcp_approval.reference.ars_store import ApprovalRecord, ArapStore, TaskRecord
+from mcp_approval.reference.ars_store import ArapStore, ArsApprovalRecord, ArsTaskRecord
 from mcp_approval.reference.ars_submission import ArapError, BoundDenial, DenialChecker, Submission
-from mcp_approval.reference.config import ArapSection
+from mcp_approval.reference.config import ArapServerSection
 from mcp_approval.reference.signing import KeySet
 from mcp_approval.storage.audit import AuditLog
-from mcp_approval.storage.shared import EventWindow, MemoryEventWindow
+from mcp_approval.storage.worker_guards import EventWindow, MemoryEventWindow
 
-__all__ = ["AccessRequestService", "Answer"]
+__all__ = ["AccessRequestService", "ArsAnswer"]
 
 
 @dataclass(frozen=True)
-class Answer:
+class ArsAnswer:
     """An HTTP answer of the service: status code, JSON body, extra headers."""
 
     status: int
@@ -91,7 +91,7 @@ class AccessRequestService:
         keys: KeySet,
         pdp_id: str,
         endpoint: str,
-        settings: ArapSection,
+        settings: ArapServerSection,
         resolved_templates: frozenset[str],
         callbacks: CallbackOutbox | None,
         audit: AuditLog,
@@ -117,7 +117,7 @@ class AccessRequestService:
 
     # -- submission -------------------------------------------------------------------------------
 
-    async def submit(self, caller: str, key: str | None, submission: Submission) -> Answer:
+    async def submit(self, caller: str, key: str | None, submission: Submission) -> ArsAnswer:
         """Open (or, for an idempotent retry, find) the task for ``submission``."""
         self._authorize(caller, submission)
         digest = hashlib.sha256(submission.digest_input).hexdigest()
@@ -138,7 +138,7 @@ class AccessRequestService:
         request_id = await self._backend_request(scoped, approval_submission)
         row = await self.backend.get_request(request_id)
         expires_at = row.expires_at if row is not None and row.expires_at is not None else now
-        task = TaskRecord(
+        task = ArsTaskRecord(
             task_id="arq_" + secrets.token_urlsafe(24),
             caller=caller,
             idempotency_key=key,
@@ -183,12 +183,12 @@ class AccessRequestService:
             raise ArapError(None, "too many submissions; retry later", status=429, headers={"Retry-After": str(retry)})
         await self._submissions.add(key, now, forget_before_ms=now - 60_000)
 
-    async def _replayed(self, task: TaskRecord, digest: str) -> Answer:
+    async def _replayed(self, task: ArsTaskRecord, digest: str) -> ArsAnswer:
         if task.body_digest != digest:
             raise ArapError(ARAP_DUPLICATE_REQUEST, "this Idempotency-Key was used with a different request body")
         return await self._task_answer(task, created=True)
 
-    async def _lost_race(self, caller: str, key: str | None, digest: str, request_id: str) -> Answer:
+    async def _lost_race(self, caller: str, key: str | None, digest: str, request_id: str) -> ArsAnswer:
         existing = await self.store.task_by_key(caller, key) if key is not None else None
         if existing is not None and existing.request_id == request_id:
             return await self._replayed(existing, digest)
@@ -252,11 +252,11 @@ class AccessRequestService:
 
     # -- status and cancel ------------------------------------------------------------------------
 
-    async def status(self, caller: str, task_id: str) -> Answer:
+    async def status(self, caller: str, task_id: str) -> ArsAnswer:
         """The task's current state (``Retry-After`` while pending, ``result`` once approved)."""
         return await self._task_answer(await self._visible(caller, task_id), created=False)
 
-    async def cancel(self, caller: str, task_id: str) -> Answer:
+    async def cancel(self, caller: str, task_id: str) -> ArsAnswer:
         """Cancel a pending task; a terminal one is ``invalid_task_state``."""
         task = await self._visible(caller, task_id)
         state = await self.backend.status(task.request_id)
@@ -265,11 +265,11 @@ class AccessRequestService:
             self._wake_callbacks()
             state = await self.backend.status(task.request_id)
             if state.status is ApprovalStatus.CANCELLED:
-                return Answer(200, {"task": self._task_json(task, state)}, {})
+                return ArsAnswer(200, {"task": self._task_json(task, state)}, {})
         # Already terminal (a second cancel included), or a decision won the race.
         raise ArapError(ARAP_INVALID_TASK_STATE, f"the task is already {state.status.value}")
 
-    async def _visible(self, caller: str, task_id: str) -> TaskRecord:
+    async def _visible(self, caller: str, task_id: str) -> ArsTaskRecord:
         task = await self.store.task(task_id)
         if task is None or task.caller != caller:
             # Another client's task is indistinguishable from an unknown one.
@@ -278,7 +278,7 @@ class AccessRequestService:
             raise ArapError(ARAP_TASK_EXPIRED, "the task handle has expired")
         return task
 
-    async def _task_answer(self, task: TaskRecord, *, created: bool) -> Answer:
+    async def _task_answer(self, task: ArsTaskRecord, *, created: bool) -> ArsAnswer:
         state = await self.backend.status(task.request_id)
         body: dict[str, Any] = {"task": self._task_json(task, state)}
         headers: dict[str, str] = {}
@@ -289,10 +289,10 @@ class AccessRequestService:
             body["result"] = {"mode": ARAP_MODE_REEVALUATE, "approval": _approval_json(approval)}
         if created:
             headers["Location"] = body["task"]["status_endpoint"]
-            return Answer(202 if state.status is ApprovalStatus.PENDING else 201, body, headers)
-        return Answer(200, body, headers)
+            return ArsAnswer(202 if state.status is ApprovalStatus.PENDING else 201, body, headers)
+        return ArsAnswer(200, body, headers)
 
-    def _task_json(self, task: TaskRecord, state: ApprovalState) -> dict[str, Any]:
+    def _task_json(self, task: ArsTaskRecord, state: ApprovalState) -> dict[str, Any]:
         url = f"{self.endpoint}/{task.task_id}"
         body: dict[str, Any] = {"id": task.task_id, "status": state.status.value, "status_endpoint": url}
         body["expires_at"] = iso8601(task.expires_at)
@@ -300,7 +300,7 @@ class AccessRequestService:
             body["links"] = {"cancel": url + "/cancel"}
         return body
 
-    async def _issued(self, task: TaskRecord, state: ApprovalState) -> ApprovalRecord:
+    async def _issued(self, task: ArsTaskRecord, state: ApprovalState) -> ArsApprovalRecord:
         existing = await self.store.approval_for_task(task.task_id)
         if existing is not None:
             return existing
@@ -318,7 +318,7 @@ class AccessRequestService:
             "binding_hash": task.binding_hash,
             "binding_context_members": task.members,
         }
-        record = ApprovalRecord(
+        record = ArsApprovalRecord(
             approval_id,
             task.task_id,
             task.binding_hash,
@@ -378,7 +378,7 @@ def _callback_state(callback: Any) -> str | None:
     return None
 
 
-def _approval_json(record: ApprovalRecord) -> dict[str, Any]:
+def _approval_json(record: ArsApprovalRecord) -> dict[str, Any]:
     return {
         "id": record.approval_id,
         "approved_at": iso8601(record.approved_at),

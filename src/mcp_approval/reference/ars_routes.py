@@ -21,11 +21,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from mcp_approval.json_body import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
-from mcp_approval.reference.ars import AccessRequestService, Answer
+from mcp_approval.reference.ars import AccessRequestService, ArsAnswer
 from mcp_approval.reference.ars_submission import ArapError, parse_submission
 from mcp_approval.reference.signing import KeySet
-from mcp_approval.reviewers.throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
+from mcp_approval.web.bodies import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
+from mcp_approval.web.throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
 
 __all__ = ["JWKS_PATH", "MAX_BODY_BYTES", "REQUESTS_PATH", "ars_routes", "jwks_route", "token_authenticator"]
 
@@ -74,17 +74,17 @@ def ars_routes(
             raise ArapError(None, "a valid client bearer token is required", status=401)
         return caller
 
-    async def submit(request: Request) -> Answer:
+    async def submit(request: Request) -> ArsAnswer:
         caller = await caller_of(request)
         key = request.headers.get("idempotency-key")
         if key is not None and not 0 < len(key) <= _MAX_KEY_CHARS:
             raise ArapError(None, f"Idempotency-Key must be 1 to {_MAX_KEY_CHARS} characters")
         return await service.submit(caller, key, parse_submission(await _json_body(request)))
 
-    async def status(request: Request) -> Answer:
+    async def status(request: Request) -> ArsAnswer:
         return await service.status(await caller_of(request), request.path_params["task_id"])
 
-    async def cancel(request: Request) -> Answer:
+    async def cancel(request: Request) -> ArsAnswer:
         caller = await caller_of(request)
         return await service.cancel(caller, request.path_params["task_id"])
 
@@ -105,7 +105,7 @@ def jwks_route(keys: KeySet, *, prefix: str) -> Route:
     return Route(prefix + JWKS_PATH, jwks, methods=["GET"])
 
 
-def _answering(handler: Callable[[Request], Awaitable[Answer]]) -> Callable[[Request], Awaitable[Response]]:
+def _answering(handler: Callable[[Request], Awaitable[ArsAnswer]]) -> Callable[[Request], Awaitable[Response]]:
     async def handle(request: Request) -> Response:
         try:
             answer = await handler(request)

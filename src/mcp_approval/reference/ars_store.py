@@ -25,7 +25,7 @@ from mcp_approval.reference.ars_schema import (
 )
 from mcp_approval.storage.database import Database
 
-__all__ = ["ApprovalRecord", "ArapStore", "EvaluationRecord", "TaskRecord"]
+__all__ = ["ArapStore", "ArsApprovalRecord", "ArsTaskRecord", "EvaluationRecord"]
 
 _E, _T, _A, _J = arap_evaluations_table, arap_tasks_table, arap_approvals_table, arap_jti_table
 _R = approval_requests_table
@@ -44,7 +44,7 @@ class EvaluationRecord:
 
 
 @dataclass(frozen=True)
-class TaskRecord:
+class ArsTaskRecord:
     """An Access Request task; its status lives in the local backend's ``approval_requests`` row."""
 
     task_id: str
@@ -63,7 +63,7 @@ class TaskRecord:
 
 
 @dataclass(frozen=True)
-class ApprovalRecord:
+class ArsApprovalRecord:
     """An approval the ARS issued for an approved task."""
 
     approval_id: str
@@ -116,15 +116,15 @@ class ArapStore:
 
     # -- tasks ------------------------------------------------------------------------------------
 
-    async def task(self, task_id: str) -> TaskRecord | None:
+    async def task(self, task_id: str) -> ArsTaskRecord | None:
         """A task by id."""
         return await self._one_task(select(_T).where(_T.c.task_id == task_id))
 
-    async def task_by_key(self, caller: str, key: str) -> TaskRecord | None:
+    async def task_by_key(self, caller: str, key: str) -> ArsTaskRecord | None:
         """The task ``caller`` submitted under Idempotency-Key ``key``."""
         return await self._one_task(select(_T).where(_T.c.caller == caller, _T.c.idempotency_key == key))
 
-    async def task_by_request(self, request_id: str) -> TaskRecord | None:
+    async def task_by_request(self, request_id: str) -> ArsTaskRecord | None:
         """The task carried by a local approval request."""
         return await self._one_task(select(_T).where(_T.c.request_id == request_id))
 
@@ -133,7 +133,7 @@ class ArapStore:
         query = select(_J.c.jti).where(_J.c.jti == jti, _J.c.expires_at >= now)
         return await self.database.read(lambda conn: conn.execute(query).first() is not None)
 
-    async def insert_task(self, task: TaskRecord, jti: tuple[str, int] | None, now: int) -> None:
+    async def insert_task(self, task: ArsTaskRecord, jti: tuple[str, int] | None, now: int) -> None:
         """Insert the task and (atomically) mark its token's ``jti`` used.
 
         Raises:
@@ -154,21 +154,21 @@ class ArapStore:
 
         await self.database.write(write)
 
-    async def _one_task(self, query: Any) -> TaskRecord | None:
+    async def _one_task(self, query: Any) -> ArsTaskRecord | None:
         row = await self.database.read(lambda conn: conn.execute(query).mappings().first())
         return None if row is None else _task(dict(row))
 
     # -- approvals --------------------------------------------------------------------------------
 
-    async def approval_for_task(self, task_id: str) -> ApprovalRecord | None:
+    async def approval_for_task(self, task_id: str) -> ArsApprovalRecord | None:
         """The approval issued for a task, if any."""
         return await self._one_approval(select(_A).where(_A.c.task_id == task_id))
 
-    async def approval(self, approval_id: str) -> ApprovalRecord | None:
+    async def approval(self, approval_id: str) -> ArsApprovalRecord | None:
         """An issued approval by id."""
         return await self._one_approval(select(_A).where(_A.c.approval_id == approval_id))
 
-    async def insert_approval(self, record: ApprovalRecord) -> ApprovalRecord:
+    async def insert_approval(self, record: ArsApprovalRecord) -> ArsApprovalRecord:
         """Store ``record`` unless the task already has an approval; answer the one that is stored."""
 
         def write(conn: Connection) -> Mapping[str, Any]:
@@ -214,25 +214,25 @@ class ArapStore:
 
         return await self.database.write(write)
 
-    async def _one_approval(self, query: Any) -> ApprovalRecord | None:
+    async def _one_approval(self, query: Any) -> ArsApprovalRecord | None:
         row = await self.database.read(lambda conn: conn.execute(query).mappings().first())
         return None if row is None else _approval(dict(row))
 
 
-def _task_values(task: TaskRecord) -> dict[str, Any]:
+def _task_values(task: ArsTaskRecord) -> dict[str, Any]:
     values = dict(task.__dict__)
     values["members_json"] = json.dumps(values.pop("members"))
     return values
 
 
-def _task(row: Mapping[str, Any]) -> TaskRecord:
+def _task(row: Mapping[str, Any]) -> ArsTaskRecord:
     values = {key: row[key] for key in row if key != "members_json"}
-    return TaskRecord(**values, members=_members(row["members_json"]))
+    return ArsTaskRecord(**values, members=_members(row["members_json"]))
 
 
-def _approval(row: Mapping[str, Any]) -> ApprovalRecord:
+def _approval(row: Mapping[str, Any]) -> ArsApprovalRecord:
     values = {key: row[key] for key in row if key != "members_json"}
-    return ApprovalRecord(**values, members=_members(row["members_json"]))
+    return ArsApprovalRecord(**values, members=_members(row["members_json"]))
 
 
 def _members(text: str) -> list[str]:

@@ -16,6 +16,7 @@ import rfc8785
 from pydantic import ValidationError
 
 from mcp_approval.clock import Clock, parse_iso8601
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.policy.models import Action, Resource, Subject
 from mcp_approval.protocol import (
     ARAP_ERROR_PREFIX,
@@ -31,7 +32,7 @@ from mcp_approval.reference.signing import KeySet, TokenError
 __all__ = ["ArapError", "BoundDenial", "DenialChecker", "Submission", "parse_submission"]
 
 
-class ArapError(Exception):
+class ArapError(MCPApprovalError):
     """An ARAP error answered as ``application/problem+json`` (``code`` = ``about:blank`` for plain 4xx)."""
 
     def __init__(

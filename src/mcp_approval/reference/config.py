@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from mcp_approval.config import ApprovalSection, ConfigFile, PolicySection, load_config_file
 from mcp_approval.hosts import callback_url_problem
 
-__all__ = ["ArapSection", "ArapServerConfig", "ClientEntry", "load_arap_config"]
+__all__ = ["ArapServerConfig", "ArapServerSection", "ClientEntry", "load_arap_config"]
 
 
 class _Section(BaseModel):
@@ -58,7 +58,7 @@ class ClientEntry(_Section):
     resource_types: list[str] | None = None
 
 
-class ArapSection(_Section):
+class ArapServerSection(_Section):
     """``[arap]``: the reference PDP and Access Request Service."""
 
     #: The PDP identifier (``policy_decision_point``); ``https`` unless ``dev_mode`` (loopback only).
@@ -125,7 +125,7 @@ class ArapServerConfig(ConfigFile):
 
     policy: PolicySection
     approval: ApprovalSection = Field(default_factory=ApprovalSection)
-    arap: ArapSection = Field(default_factory=ArapSection)
+    arap: ArapServerSection = Field(default_factory=ArapServerSection)
 
     @model_validator(mode="after")
     def _client_tokens_are_not_principal_tokens(self) -> ArapServerConfig:

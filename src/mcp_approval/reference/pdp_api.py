@@ -47,7 +47,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp_approval.json_body import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.policy.http import EVALUATION_PATH, EVALUATIONS_PATH, REQUEST_ID_HEADER, WELL_KNOWN
 from mcp_approval.policy.models import (
     BatchItemError,
@@ -58,6 +58,7 @@ from mcp_approval.policy.models import (
 )
 from mcp_approval.policy.pdp import PolicyDecisionPoint, decide_resolved
 from mcp_approval.protocol import ARAP_CAPABILITY
+from mcp_approval.web.bodies import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
 
 __all__ = [
     "ACCESS_REQUEST_CAPABILITY",
@@ -82,7 +83,7 @@ _TITLES: Final = {400: "Bad Request", 413: "Content Too Large", 500: "Internal S
 _REQUEST_ID_BYTES: Final = REQUEST_ID_HEADER.lower().encode("latin-1")
 
 
-class _Problem(Exception):
+class _Problem(MCPApprovalError):
     def __init__(self, status: int, detail: str) -> None:
         super().__init__(detail)
         self.status = status

@@ -30,11 +30,11 @@ from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
 from mcp_approval._background import finish_or_cancel, pause_unless_stopping
-from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.backends import AutoResolver, LocalApprovalBackend, RequestSeal, resolvers_from_config
 from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.hosts import is_loopback_host
+from mcp_approval.keyring import BindingCipher, warn_if_readable_by_others
 from mcp_approval.openapi import openapi_document, openapi_route
 from mcp_approval.policy import CedarPDP, EntityMapping
 from mcp_approval.reference.arap_pdp import BindingPDP, IssuedApprovalVerifier
@@ -49,7 +49,6 @@ from mcp_approval.reference.openapi_paths import ars_paths, pdp_paths
 from mcp_approval.reference.pdp_api import EchoRequestIdMiddleware, pdp_routes
 from mcp_approval.reference.signing import KeySet, load_key_set
 from mcp_approval.reviewers import console_paths, reviewer_paths, reviewer_surface
-from mcp_approval.reviewers.throttle import FailedLoginThrottle
 from mcp_approval.storage import (
     AUDIT_MIGRATIONS,
     SHARED_MIGRATIONS,
@@ -60,6 +59,7 @@ from mcp_approval.storage import (
     open_database,
 )
 from mcp_approval.storage.audit_linker import AuditLinker
+from mcp_approval.web.throttle import FailedLoginThrottle
 
 __all__ = [
     "ArapServer",
@@ -241,11 +241,10 @@ def build_arap_server(
     prefix = urlsplit(base).path
     endpoint = base + REQUESTS_PATH
     time = clock or SystemClock()
-    keys = load_key_set(
-        config.resolve(settings.signing_key_file) if settings.signing_key_file else None,
-        settings.key_id,
-        dev_mode=settings.dev_mode,
-    )
+    key_file = config.resolve(settings.signing_key_file) if settings.signing_key_file else None
+    if key_file is not None:
+        warn_if_readable_by_others(key_file, setting="arap.signing_key_file")
+    keys = load_key_set(key_file, settings.key_id, dev_mode=settings.dev_mode)
     database = open_database(store_url or config.store_url())
     store = ArapStore(database)
     audit = AuditLog(database, time)

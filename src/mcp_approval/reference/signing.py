@@ -22,6 +22,8 @@ from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from jwt.algorithms import ECAlgorithm
 
+from mcp_approval.errors import MCPApprovalError
+
 __all__ = ["ALGORITHM", "KeySet", "SigningKey", "TokenError", "load_key_set"]
 
 logger = logging.getLogger("mcp_approval.reference")
@@ -29,7 +31,7 @@ logger = logging.getLogger("mcp_approval.reference")
 ALGORITHM: Final = "ES256"
 
 
-class TokenError(Exception):
+class TokenError(MCPApprovalError):
     """A compact JWS that does not verify; ``expired`` tells a lapsed but genuine token apart."""
 
     def __init__(self, message: str, *, expired: bool = False) -> None:

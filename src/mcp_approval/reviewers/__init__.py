@@ -7,10 +7,10 @@ work: through the JSON API (:func:`reviewer_routes`, ``/approvals``), the consol
 in the store, so every worker on it shares both.
 
 Modules: ``api`` (the reviewer API), ``console`` (the pages), ``views`` (what the pages show),
-``sessions`` and ``session_table`` (console sessions in memory or in the store), ``throttle``
-(failed sign-ins per client address, also used for ``/mcp`` and ``/metrics``), ``limits``
+``sessions`` and ``session_table`` (console sessions in memory or in the store), ``limits``
 (page and body sizes, for the API and the command line alike), ``openapi_paths``
-(the OpenAPI path items of both).
+(the OpenAPI path items of both). The limit on failed sign-ins is
+:class:`mcp_approval.web.FailedLoginThrottle`, shared with ``/mcp`` and ``/metrics``.
 
 This package sits beside :mod:`mcp_approval.backends`, above it: it imports the backend
 contract, the local backend and storage, never the approval engine or the composition.
@@ -25,13 +25,10 @@ if TYPE_CHECKING:
     from mcp_approval.reviewers.console import console_routes
     from mcp_approval.reviewers.openapi_paths import console_paths, reviewer_paths
     from mcp_approval.reviewers.surface import reviewer_surface
-    from mcp_approval.reviewers.throttle import FailedLoginThrottle, TooManyFailuresError
 
-# Name -> the module that defines it, imported on first access (the throttle alone loads no page).
+# Name -> the module that defines it, imported on first access.
 _LAZY = {
     "Authenticator": "mcp_approval.reviewers.api",
-    "FailedLoginThrottle": "mcp_approval.reviewers.throttle",
-    "TooManyFailuresError": "mcp_approval.reviewers.throttle",
     "console_paths": "mcp_approval.reviewers.openapi_paths",
     "console_routes": "mcp_approval.reviewers.console",
     "reviewer_paths": "mcp_approval.reviewers.openapi_paths",
@@ -41,8 +38,6 @@ _LAZY = {
 
 __all__ = [
     "Authenticator",
-    "FailedLoginThrottle",
-    "TooManyFailuresError",
     "console_paths",
     "console_routes",
     "reviewer_paths",

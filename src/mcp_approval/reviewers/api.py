@@ -6,7 +6,7 @@
 each reads only what :meth:`~mcp_approval.backends.LocalApprovalBackend.get_request` shows
 it (a request it may not see is a 404; deciding one is refused, 403). Errors are RFC 9457
 ``application/problem+json``.
-A client whose missing or wrong tokens pass the :class:`~mcp_approval.reviewers.throttle.FailedLoginThrottle`
+A client whose missing or wrong tokens pass the :class:`~mcp_approval.web.throttle.FailedLoginThrottle`
 limit is answered 429 with ``Retry-After`` until the limit lets it try again. While the store
 cannot be reached every request is answered 503 with ``Retry-After``: nothing was read or
 decided, and the same request may be sent again.
@@ -24,10 +24,11 @@ from starlette.routing import BaseRoute, Route
 from mcp_approval.backends import NotEligibleError, ReviewError, SupportsReview
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.outcomes import OutcomeReader
-from mcp_approval.json_body import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS, MAX_DECISION_BYTES, MAX_PAGE_SIZE, STORE_RETRY_AFTER_S
-from mcp_approval.reviewers.throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
 from mcp_approval.storage.database import StoreUnavailableError
+from mcp_approval.web.bodies import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
+from mcp_approval.web.throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
 
 __all__ = [
     "MAX_COMMENT_CHARS",
@@ -53,7 +54,7 @@ _TITLES = {
 }
 
 
-class _Problem(Exception):
+class _Problem(MCPApprovalError):
     def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(detail)
         self.status = status

@@ -21,7 +21,7 @@ cookie is HttpOnly, SameSite=Strict, scoped to the console's path and Secure ove
 form carries the session's CSRF token, checked in constant time, and a POST whose ``Origin``
 or ``Sec-Fetch-Site`` names another site is refused before anything is read. Pages are
 autoescaped and served with a Content-Security-Policy that allows no script at all. Failed
-sign-ins are limited per client address (:mod:`mcp_approval.reviewers.throttle`): over the
+sign-ins are limited per client address (:mod:`mcp_approval.web.throttle`): over the
 limit, ``POST /login`` answers 429 with ``Retry-After`` and does not look at the token. While the
 store cannot be reached, a page that needs it is a 503 page with ``Retry-After``, never a 500.
 """
@@ -48,13 +48,14 @@ from mcp_approval.backends import (
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.reviewers.api import Authenticator
 from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS, STORE_RETRY_AFTER_S
 from mcp_approval.reviewers.sessions import Session, SessionStore
-from mcp_approval.reviewers.throttle import FailedLoginThrottle, client_key
 from mcp_approval.reviewers.views import EventView, RequestView, environment
 from mcp_approval.storage.audit import AuditEvent
 from mcp_approval.storage.database import StoreUnavailableError
+from mcp_approval.web.throttle import FailedLoginThrottle, client_key
 
 __all__ = ["COOKIE", "PAGE_SIZE", "AuditReader", "console_routes"]
 
@@ -132,7 +133,7 @@ def console_routes(
     return _Console(backend, authenticate, audit, clock, prefix, sessions, throttle, outcomes).routes()
 
 
-class _Refused(Exception):
+class _Refused(MCPApprovalError):
     """A request answered with an error page."""
 
     def __init__(self, status: int, message: str) -> None:

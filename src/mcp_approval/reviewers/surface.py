@@ -11,8 +11,8 @@ from mcp_approval.reviewers.api import Authenticator, reviewer_routes
 from mcp_approval.reviewers.console import AuditReader, console_routes
 from mcp_approval.reviewers.session_table import SqlSessionTable
 from mcp_approval.reviewers.sessions import SessionStore
-from mcp_approval.reviewers.throttle import FailedLoginThrottle
 from mcp_approval.storage.database import Database
+from mcp_approval.web.throttle import FailedLoginThrottle
 
 __all__ = ["reviewer_surface"]
 

@@ -17,11 +17,12 @@ from mcp.server.request_state import RequestStateSecurity
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
+from mcp_approval._sdk import registered_tool
 from mcp_approval.approval.call.limits import McpBodyLimit
 from mcp_approval.approval.engine.dependencies import ApprovalDependencies, PrincipalCheck, always_valid
 from mcp_approval.approval.engine.driver import WorkflowDriver
 from mcp_approval.approval.gate import PolicyGate
-from mcp_approval.approval.options import ApprovalOptions, binding_cipher
+from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.persistence.outcomes import WorkflowOutcomes
 from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS
 from mcp_approval.approval.persistence.store import ApprovalStore
@@ -33,7 +34,7 @@ from mcp_approval.backends import ApprovalBackend, SupportsReview, SupportsSeali
 from mcp_approval.backends.arap import ArapBackend
 from mcp_approval.backends.callbacks import callback_paths, callback_route
 from mcp_approval.clock import Clock, SystemClock
-from mcp_approval.hosts import UntrustedForwardedFor, http_server_settings
+from mcp_approval.keyring import binding_cipher, warn_if_readable_by_others
 from mcp_approval.metrics import ApprovalMetrics, MetricsOptions, metrics_paths, metrics_route
 from mcp_approval.notify import NotificationOptions, notification_outbox
 from mcp_approval.notify.anchors import AnchorOptions, AuditAnchors
@@ -41,7 +42,6 @@ from mcp_approval.openapi import openapi_document, openapi_route
 from mcp_approval.policy import PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.policy.http import HttpPDP
 from mcp_approval.reviewers import console_paths, reviewer_paths, reviewer_surface
-from mcp_approval.reviewers.throttle import FailedAuthenticationLimit, FailedLoginThrottle
 from mcp_approval.server.validation import check_library_templates, check_library_tools
 from mcp_approval.storage import (
     AUDIT_MIGRATIONS,
@@ -57,6 +57,8 @@ from mcp_approval.storage.audit_linker import AuditLinker
 from mcp_approval.tasks import TASKS_MIGRATIONS, TaskOptions, TasksExtension, task_routing_middleware
 from mcp_approval.tasks.options import PrincipalLookup
 from mcp_approval.tasks.sql_store import SqlTaskStore
+from mcp_approval.web.proxies import UntrustedForwardedFor, http_server_settings
+from mcp_approval.web.throttle import FailedAuthenticationLimit, FailedLoginThrottle
 
 __all__ = ["Approvals", "ReviewerAuthenticator", "ServerOptions"]
 
@@ -201,7 +203,11 @@ class Approvals:
         self._database = database
         # The tables beside the tasks' that these approvals use (an ARAP backend keeps its requests elsewhere).
         self._histories: tuple[Migrations, ...] = (AUDIT_MIGRATIONS, SHARED_MIGRATIONS, APPROVAL_MIGRATIONS)
-        cipher = binding_cipher(options)
+        if options.binding_key_file is not None:
+            warn_if_readable_by_others(options.binding_key_file, setting="approval.binding_key_file")
+        cipher = binding_cipher(
+            options.binding_keys, key_file=options.binding_key_file, ephemeral=options.ephemeral_binding_key
+        )
         # A policy template no backend template decides would only fail at the first call.
         check_library_templates(policy, backend)
         if isinstance(backend, SupportsTables):
@@ -330,7 +336,7 @@ class Approvals:
         if not self._status_tool:
             yield
             return
-        if server._tool_manager.get_tool(APPROVAL_STATUS_TOOL) is not None:  # the SDK has no public lookup
+        if registered_tool(server, APPROVAL_STATUS_TOOL) is not None:
             raise ValueError(
                 f"approval.without_tasks = 'request' adds a tool named {APPROVAL_STATUS_TOOL!r}; "
                 "the server already has one"

@@ -37,6 +37,7 @@ import jwt
 from mcp.server.auth.provider import AccessToken
 
 from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.errors import MCPApprovalError
 
 __all__ = [
     "ACCESS_TOKEN_TYPES",
@@ -61,7 +62,7 @@ ACCESS_TOKEN_TYPES: Final = ("at+jwt", "application/at+jwt")
 _KEY_TYPES: Final = {"ES": "EC", "RS": "RSA", "PS": "RSA", "Ed": "OKP"}
 
 
-class JwksError(Exception):
+class JwksError(MCPApprovalError):
     """A key set that cannot be read or holds no usable key; the message names where it came from."""
 
 

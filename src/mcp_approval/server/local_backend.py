@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from mcp_approval.approval.binding import BindingCipher
-from mcp_approval.approval.options import binding_cipher
 from mcp_approval.backends import LocalApprovalBackend, RequestSeal, resolvers_from_config
 from mcp_approval.clock import Clock
 from mcp_approval.config import DeploymentConfig
+from mcp_approval.keyring import BindingCipher, binding_cipher
 from mcp_approval.storage.audit import AuditLog
 from mcp_approval.storage.database import Database
 
@@ -46,5 +45,6 @@ def _request_seal(config: DeploymentConfig, *, serving: bool) -> RequestSeal | N
     """The configured binding keys, else a process key for a server (a restart re-seals what is pending)."""
     options = config.approval
     if options.binding_keys or options.binding_key_file is not None:
-        return binding_cipher(options)
+        key_file = config.resolve(options.binding_key_file) if options.binding_key_file is not None else None
+        return binding_cipher(options.binding_keys, key_file=key_file)  # the file relative to the config's
     return BindingCipher.ephemeral() if serving else None

@@ -24,7 +24,7 @@ from mcp_approval.storage.database import (
     open_database,
 )
 from mcp_approval.storage.migrations import Migrations, SchemaTooNewError, migrate
-from mcp_approval.storage.shared import (
+from mcp_approval.storage.worker_guards import (
     SHARED_MIGRATIONS,
     EventWindow,
     MemoryEventWindow,

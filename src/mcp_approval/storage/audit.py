@@ -51,6 +51,7 @@ from sqlalchemy import (
 )
 
 from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.storage.audit_chain import (
     GENESIS_HASH,
     LINK_BATCH,
@@ -457,7 +458,7 @@ def _stored_page(conn: Connection, after: int, through: int) -> list[tuple[Audit
     return page
 
 
-class _DuplicateKeyError(ValueError):
+class _DuplicateKeyError(MCPApprovalError, ValueError):
     """A JSON object names one key twice: readers disagree on which value it holds."""
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_approval.clock import iso8601
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.storage.audit import AuditLog
 from mcp_approval.storage.audit_chain import GENESIS_HASH
 
@@ -48,7 +49,7 @@ ALERT_KIND = "audit.anchor.alert"
 _TAIL_CHUNK = 4096
 
 
-class AnchorFormatError(ValueError):
+class AnchorFormatError(MCPApprovalError, ValueError):
     """A line that is not an anchor: a JSON object with ``seq`` (a position) and ``hash`` (64 hex digits)."""
 
 

@@ -30,6 +30,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.storage.postgres_url import AsyncpgTarget, asyncpg_target
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ T = TypeVar("T")
 Operation = Callable[[Connection], T]
 
 
-class StoreUnavailableError(RuntimeError):
+class StoreUnavailableError(MCPApprovalError, RuntimeError):
     """The database could not be reached, or failed in a way the caller cannot correct."""
 
 

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, inspect, text
 
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.storage.database import Database
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ _ALEMBIC_LOGGER = "alembic"
 _PG_MIGRATION_LOCK = 0x6D6370_61707072
 
 
-class SchemaTooNewError(RuntimeError):
+class SchemaTooNewError(MCPApprovalError, RuntimeError):
     """The database was migrated by a newer mcp-approval than this one (a downgrade is never applied)."""
 
 

@@ -15,6 +15,8 @@ from urllib.parse import urlencode
 
 from sqlalchemy.engine import URL, make_url
 
+from mcp_approval.errors import MCPApprovalError
+
 __all__ = ["LIBPQ_PARAMETERS", "AsyncpgTarget", "StoreURLError", "asyncpg_target", "shown_url"]
 
 #: libpq parameters that asyncpg reads from the DSN itself (``application_name`` and ``options``
@@ -66,7 +68,7 @@ def shown_url(url: str | URL) -> str:
     return f"{shown}?{urlencode(masked, doseq=True, safe='*/')}"
 
 
-class StoreURLError(ValueError):
+class StoreURLError(MCPApprovalError, ValueError):
     """A store URL the PostgreSQL driver cannot use, said in one line naming the store and the parameter."""
 
     def __init__(self, url: URL, reason: str) -> None:

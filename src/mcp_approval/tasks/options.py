@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["PrincipalLookup", "PrincipalResolver", "TaskMode", "TaskOptions"]
+__all__ = ["PrincipalLookup", "TaskMode", "TaskOptions"]
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -37,15 +37,12 @@ The policy gate asks it for the AuthZEN subject and the tasks extension for the 
 both see one identity per request.
 """
 
-PrincipalResolver = PrincipalLookup
-"""The former name of :data:`PrincipalLookup`, kept for existing imports."""
-
 
 class TaskOptions(BaseModel):
     """Options of :class:`~mcp_approval.tasks.TasksExtension`: the ``[tasks]`` section of a deployment file.
 
     One model serves code and file alike, validated by the same rules with the same message.
-    The store and the principal resolver are runtime objects, not options: they are
+    The store and the principal lookup are runtime objects, not options: they are
     ``TasksExtension``'s own arguments.
     """
 

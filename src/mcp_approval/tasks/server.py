@@ -35,8 +35,8 @@ from mcp_approval.tasks.models import (
     detailed_task,
     principal_digest,
 )
-from mcp_approval.tasks.notifications import TaskNotifier
 from mcp_approval.tasks.options import PrincipalLookup, TaskMode, TaskOptions
+from mcp_approval.tasks.push import TaskNotifier
 from mcp_approval.tasks.runtime import TaskRuntime
 from mcp_approval.tasks.signals import SignalKind, TaskSignals
 from mcp_approval.tasks.sql_store import SqlTaskStore

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.tasks.models import TaskRecord
 from mcp_approval.tasks.states import TaskStatus
 
@@ -41,7 +42,7 @@ class NewTask:
     meta: dict[str, Any] | None = None
 
 
-class TaskLimitReachedError(Exception):
+class TaskLimitReachedError(MCPApprovalError):
     """Creating the task would exceed ``limit`` (``max_tasks`` or ``max_per_principal``)."""
 
     def __init__(self, limit: str, active: int) -> None:

@@ -17,7 +17,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
 from mcp_approval.clock import Clock
-from mcp_approval.hosts import KEEP_ALIVE_S
 from mcp_approval.server.auth import StaticTokenVerifier, local_auth_settings
 from mcp_approval.tasks import (
     TaskMode,
@@ -29,6 +28,7 @@ from mcp_approval.tasks import (
     store_from_url,
     task_routing_middleware,
 )
+from mcp_approval.web.proxies import KEEP_ALIVE_S
 
 __all__ = ["DEMO_MODES", "DEMO_TOKENS", "build_tasks_demo_server", "main"]
 

@@ -10,8 +10,9 @@ bounded, both from :class:`~mcp_approval.approval.options.ApprovalOptions`:
 - :func:`argument_limit_problem`, checked first by the policy gate: arguments with more
   members, deeper nesting or more bytes than allowed are ``-32602`` naming the limit.
 
-Arguments still large within those limits (:func:`~mcp_approval.json_body.large_json`) are mapped,
-decided and sealed on a worker thread (:func:`~mcp_approval.json_body.off_loop`), so other callers keep being answered.
+Arguments still large within those limits (:func:`~mcp_approval.json_shape.large_json`) are
+mapped, decided and sealed on a worker thread (:func:`~mcp_approval.worker_thread.off_loop`), so
+other callers keep being answered.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_approval.approval.options import ApprovalOptions
-from mcp_approval.json_body import json_shape
+from mcp_approval.json_shape import json_shape
 
 __all__ = ["McpBodyLimit", "argument_limit_problem"]
 

@@ -28,7 +28,6 @@ from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from mcp_approval.approval import url_approval
-from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.approval.call import inputs as submission_inputs
 from mcp_approval.approval.creation.answers import CreationAnswers, task_limits
 from mcp_approval.approval.creation.requestable import RequestableCall
@@ -51,11 +50,12 @@ from mcp_approval.backends import (
 )
 from mcp_approval.clock import Clock
 from mcp_approval.crashpoints import crash_point
-from mcp_approval.json_body import off_loop
+from mcp_approval.keyring import BindingCipher
 from mcp_approval.protocol import INTERNAL_ERROR
 from mcp_approval.tasks.models import new_task_id
 from mcp_approval.tasks.server import TasksExtension
 from mcp_approval.tracing import span
+from mcp_approval.worker_thread import off_loop
 
 __all__ = ["Draft", "TaskCreation"]
 

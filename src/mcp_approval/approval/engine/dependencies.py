@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.persistence.store import ApprovalStore
 from mcp_approval.approval.tools import ToolInvoker
 from mcp_approval.backends import ApprovalBackend
 from mcp_approval.clock import Clock
+from mcp_approval.keyring import BindingCipher
 from mcp_approval.policy import PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.tasks.store import TaskStore
 

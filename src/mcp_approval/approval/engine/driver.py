@@ -3,7 +3,7 @@
 Each worker runs one. It decides when a workflow is looked at: pass after pass, it reads the due
 workflows in batches (their backend states in one call where the backend offers it), writes a
 later look for a request still pending as the workflow knows it, and leases the rest for a full
-check (:class:`~mcp_approval.approval.engine.checks.WorkflowCheck`, whose table says what each
+look (:class:`~mcp_approval.approval.engine.progress.WorkflowProgress`, whose table says what each
 backend state leads to). A backend's wake-up checks its workflow at once. Now and then it
 reconciles what a crash left in flight.
 """
@@ -18,10 +18,10 @@ from collections.abc import Mapping
 
 from mcp_approval._background import finish_or_cancel, pause_unless_stopping
 from mcp_approval.approval.engine.changes import ChangeFollower
-from mcp_approval.approval.engine.checks import CheckPass, WorkflowCheck
 from mcp_approval.approval.engine.dependencies import ApprovalDependencies
-from mcp_approval.approval.engine.execution import Executor
+from mcp_approval.approval.engine.progress import DriverPass, WorkflowProgress
 from mcp_approval.approval.engine.resubmission import Resubmission, withdraw
+from mcp_approval.approval.engine.run_once import Executor
 from mcp_approval.approval.persistence.states import IN_FLIGHT_INTENTS, IntentState, Phase
 from mcp_approval.approval.persistence.store import DueCheck, Intent, Reschedule, TaskOutcome, Workflow
 from mcp_approval.backends import ApprovalBackendError, ApprovalState, ApprovalStatus, SupportsStatusMany
@@ -98,7 +98,7 @@ class WorkflowDriver:
         )
         # A still-pending request is polled this often (rarely, when the backend's feed reports changes).
         self._pending_poll_ms = round((fallback_s if self.changes.active else options.poll_interval_s) * 1000)
-        self._checks = WorkflowCheck(
+        self._progress = WorkflowProgress(
             deps,
             executor=self.executor,
             resubmission=self._resubmission,
@@ -216,7 +216,7 @@ class WorkflowDriver:
 
     async def _check_batch(self, due: list[Workflow], states: Mapping[str, ApprovalState]) -> None:
         """Check leased workflows together, with the batch's states read up front; one reschedule write."""
-        batch = CheckPass.batch(states)
+        batch = DriverPass.batch(states)
         await asyncio.gather(*(self._guarded(workflow, batch) for workflow in due))
         await self.deps.store.reschedule_many(batch.deferred or [])
 
@@ -294,7 +294,7 @@ class WorkflowDriver:
             self._missed_checks.add(task_id)
             return
         for workflow in leased:
-            await self._guarded(workflow, CheckPass())
+            await self._guarded(workflow, DriverPass())
 
     def _resolve_doubtful_claims(self) -> None:
         """In the background, read back the claims whose answer the store lost (see :class:`Executor`)."""
@@ -320,14 +320,14 @@ class WorkflowDriver:
         for task_id in self._missed_checks - self._checking:
             self.nudge(task_id)
 
-    async def _guarded(self, workflow: Workflow, batch: CheckPass) -> None:
+    async def _guarded(self, workflow: Workflow, batch: DriverPass) -> None:
         task_id = workflow.task_id
         if task_id in self._checking:
             return
         self._checking.add(task_id)
         try:
             async with self._limit:
-                await self._checks.check(workflow, batch)
+                await self._progress.advance(workflow, batch)
             self._missed_checks.discard(task_id)
         except StoreUnavailableError:
             self._missed_checks.add(task_id)  # a decision may be waiting: again on the next pass

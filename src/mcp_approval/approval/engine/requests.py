@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import secrets
 
-from mcp_approval.approval.binding import BindingCipher, CallBinding
+from mcp_approval.approval.binding import CallBinding
 from mcp_approval.approval.messages import DEADLINE_TEXT, PENDING_TEXT
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.persistence.records import Intent, NewWorkflow
@@ -18,6 +18,7 @@ from mcp_approval.approval.results import sanitize_model_text
 from mcp_approval.backends import ApprovalSubmission, DeniedEvaluation
 from mcp_approval.clock import iso8601, parse_iso8601
 from mcp_approval.denials import Remediation, TaskHint, denial_envelope
+from mcp_approval.keyring import BindingCipher
 from mcp_approval.policy import Decision, EvaluationRequest
 from mcp_approval.protocol import META_TOOL_APPROVAL_DEADLINE
 

@@ -11,7 +11,6 @@ import contextlib
 import logging
 from collections.abc import Iterator
 
-from mcp_approval.approval.binding import BindingCipher
 from mcp_approval.approval.messages import BACKEND_FAILED
 from mcp_approval.approval.persistence.states import UNSETTLED_INTENTS, IntentState, Phase
 from mcp_approval.approval.persistence.store import DriverStore, Intent, Reschedule, TaskOutcome
@@ -23,6 +22,7 @@ from mcp_approval.backends import (
     SupportsFindSubmitted,
 )
 from mcp_approval.clock import Clock
+from mcp_approval.keyring import BindingCipher
 from mcp_approval.protocol import INTERNAL_ERROR
 from mcp_approval.tasks.models import error_document
 from mcp_approval.tasks.states import TaskStatus

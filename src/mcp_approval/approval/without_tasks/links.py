@@ -34,13 +34,14 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from mcp_approval.approval.binding import BindingCipher, BindingIntegrityError, CallBinding
+from mcp_approval.approval.binding import CallBinding
 from mcp_approval.approval.messages import earlier_call_text
 from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.approval.results import sanitize_model_text
 from mcp_approval.backends.contract import EarlierCall
 from mcp_approval.clock import iso8601
 from mcp_approval.denials import new_context_id, url_interaction
+from mcp_approval.keyring import BindingCipher, BindingIntegrityError
 from mcp_approval.protocol import INVALID_PARAMS, URL_ELICITATION_REQUIRED
 
 __all__ = [

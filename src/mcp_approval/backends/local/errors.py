@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mcp_approval.errors import MCPApprovalError
+
 __all__ = [
     "AlreadyDecidedError",
     "NotEligibleError",
@@ -11,7 +13,7 @@ __all__ = [
 ]
 
 
-class ReviewError(Exception):
+class ReviewError(MCPApprovalError):
     """A reviewer operation was refused."""
 
 

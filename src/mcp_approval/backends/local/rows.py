@@ -17,6 +17,7 @@ from mcp_approval.backends.local.errors import AlreadyDecidedError
 from mcp_approval.backends.local.schema import approval_decisions_table, approval_requests_table
 from mcp_approval.backends.local.seals import RequestSeal, seal_decision
 from mcp_approval.clock import iso8601
+from mcp_approval.errors import MCPApprovalError
 
 __all__ = [
     "STATE_COLUMNS",
@@ -39,7 +40,7 @@ _D = approval_decisions_table
 Row = Mapping[str, Any]
 
 
-class StaleError(Exception):
+class StaleError(MCPApprovalError):
     """A compare-and-set lost to a concurrent write; the transaction is rolled back and retried."""
 
 

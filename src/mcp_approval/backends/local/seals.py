@@ -52,7 +52,7 @@ NO_SEALED_RULES = "the stored request carries no sealed rules"
 
 
 class RequestSeal(Protocol):
-    """Keyed sealing of a document to one record (:class:`~mcp_approval.approval.BindingCipher` is one).
+    """Keyed sealing of a document to one record (:class:`~mcp_approval.keyring.BindingCipher` is one).
 
     :meth:`open` raises on a ciphertext that does not authenticate for ``record``.
     """

@@ -8,10 +8,10 @@ from typing import Any
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 
-from mcp_approval.hosts import KEEP_ALIVE_S
 from mcp_approval.tasks import TaskMode, TaskOptions, TasksExtension, store_from_url, task_routing_middleware
 from mcp_approval.testing.conformance import catalog, content, diagnostics, legacy, mrtr, tasks_fixtures
 from mcp_approval.testing.conformance.events import MemoryEventStore
+from mcp_approval.web.proxies import KEEP_ALIVE_S
 
 __all__ = ["SERVER_NAME", "build_conformance_server", "run_conformance_server", "task_modes", "task_options"]
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer, UserMessage
 from mcp.server.mcpserver.prompts import Prompt
 
+from mcp_approval._sdk import add_request_handler
 from mcp_approval.testing.conformance._common import PNG_BASE64, text
 
 __all__ = ["register"]
@@ -81,11 +81,15 @@ def _register_prompts(server: MCPServer[Any]) -> None:
     server.add_prompt(Prompt.from_function(test_prompt_with_image))
 
 
-async def _complete(ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams) -> types.CompleteResult:
+async def _complete(
+    ref: types.PromptReference | types.ResourceTemplateReference,
+    argument: types.CompletionArgument,
+    context: types.CompletionContext | None,
+) -> types.Completion:
     """Completion for prompt and template arguments: values starting with what was typed."""
-    candidates = ["paris", "park", "party"] if params.argument.name == "arg1" else []
-    values = [value for value in candidates if value.startswith(params.argument.value)]
-    return types.CompleteResult(completion=types.Completion(values=values, total=len(values), has_more=False))
+    candidates = ["paris", "park", "party"] if argument.name == "arg1" else []
+    values = [value for value in candidates if value.startswith(argument.value)]
+    return types.Completion(values=values, total=len(values), has_more=False)
 
 
 async def _set_level(ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> types.EmptyResult:
@@ -105,17 +109,17 @@ async def _unsubscribe(
     return types.EmptyResult()
 
 
-def _register_protocol_handlers(lowlevel: Server[Any]) -> None:
-    # MCPServer exposes no typed registration for these spec methods; the runner already answers
-    # -32601 for the three 2025-only ones on a 2026-07-28 request, so registering them is era-safe.
-    lowlevel.add_request_handler("completion/complete", types.CompleteRequestParams, _complete)
-    lowlevel.add_request_handler("logging/setLevel", types.SetLevelRequestParams, _set_level)
-    lowlevel.add_request_handler("resources/subscribe", types.SubscribeRequestParams, _subscribe)
-    lowlevel.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, _unsubscribe)
+def _register_protocol_handlers(server: MCPServer[Any]) -> None:
+    server.completion()(_complete)  # type: ignore[no-untyped-call]  # public, but the SDK leaves it unannotated
+    # MCPServer has no decorator for these spec methods; the runner already answers -32601 for these
+    # 2025-only ones on a 2026-07-28 request, so registering them is era-safe.
+    add_request_handler(server, "logging/setLevel", types.SetLevelRequestParams, _set_level)
+    add_request_handler(server, "resources/subscribe", types.SubscribeRequestParams, _subscribe)
+    add_request_handler(server, "resources/unsubscribe", types.UnsubscribeRequestParams, _unsubscribe)
 
 
 def register(server: MCPServer[Any]) -> None:
     """Register the resources, prompts, completion and 2025-era protocol handlers."""
     _register_resources(server)
     _register_prompts(server)
-    _register_protocol_handlers(server._lowlevel_server)
+    _register_protocol_handlers(server)

@@ -1,7 +1,7 @@
-"""One check of a leased workflow: its backend state, and what follows (SEP-2848 §Lifecycle, §Completion).
+"""A leased workflow moved forward: its backend state, and what follows (SEP-2848 §Lifecycle, §Completion).
 
 The :class:`~mcp_approval.approval.engine.driver.WorkflowDriver` decides when a workflow is
-checked; :class:`WorkflowCheck` fetches the backend's authoritative status (callbacks only wake
+looked at; :class:`WorkflowProgress` fetches the backend's authoritative status (callbacks only wake
 the driver up) and acts on it:
 
 =======================  ====================================================================
@@ -28,13 +28,13 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from mcp_approval.approval.binding import BindingIntegrityError, CallBinding
+from mcp_approval.approval.binding import CallBinding
 from mcp_approval.approval.call import inputs as submission_inputs
 from mcp_approval.approval.engine.dependencies import ApprovalDependencies
-from mcp_approval.approval.engine.execution import Executor
 from mcp_approval.approval.engine.integrity import link_failure
 from mcp_approval.approval.engine.requests import new_intent, submission_for
 from mcp_approval.approval.engine.resubmission import Resubmission
+from mcp_approval.approval.engine.run_once import Executor
 from mcp_approval.approval.messages import (
     APPROVAL_EXPIRED,
     ARGUMENTS_REFUSED,
@@ -60,7 +60,7 @@ from mcp_approval.backends import (
     UnknownRequestError,
 )
 from mcp_approval.clock import parse_iso8601
-from mcp_approval.json_body import off_loop
+from mcp_approval.keyring import BindingIntegrityError
 from mcp_approval.policy import Decision, EvaluationRequest, NextAction
 from mcp_approval.policy.mapping import ToolMappingError
 from mcp_approval.policy.models import REASON_PDP_ERROR, REASON_PDP_INVALID_RESPONSE, REASON_PDP_UNAVAILABLE
@@ -68,8 +68,9 @@ from mcp_approval.protocol import INTERNAL_ERROR
 from mcp_approval.tasks.models import error_document
 from mcp_approval.tasks.states import TaskStatus
 from mcp_approval.tracing import span
+from mcp_approval.worker_thread import off_loop
 
-__all__ = ["CheckPass", "WorkflowCheck"]
+__all__ = ["DriverPass", "WorkflowProgress"]
 
 logger = logging.getLogger("mcp_approval.approval")
 
@@ -80,12 +81,12 @@ _PDP_FAILURES = frozenset({REASON_PDP_UNAVAILABLE, REASON_PDP_ERROR, REASON_PDP_
 
 
 @dataclass(frozen=True)
-class CheckPass:
-    """What the checks of one driver pass share.
+class DriverPass:
+    """What the workflows advanced in one driver pass share.
 
     A pass over a leased batch (:meth:`batch`) reads the backend states of the whole batch at
     once (when the backend offers :class:`SupportsStatusMany`) and writes its "look again later"
-    decisions together at its end; ``CheckPass()``, for a single check (a wake-up), asks the
+    decisions together at its end; ``DriverPass()``, for a single workflow (a wake-up), asks the
     backend and writes each decision at once.
     """
 
@@ -95,16 +96,16 @@ class CheckPass:
     """The pass's reschedules, written together at its end; ``None``: each is written as decided."""
 
     @classmethod
-    def batch(cls, states: Mapping[str, ApprovalState]) -> CheckPass:
+    def batch(cls, states: Mapping[str, ApprovalState]) -> DriverPass:
         """A pass over a batch: ``states`` read up front, reschedules collected for one write."""
         return cls(states, [])
 
 
-class WorkflowCheck:
+class WorkflowProgress:
     """Checks leased workflows and acts on their backend state (see the module docstring).
 
     Args:
-        deps: the store, backend, policy and the rest a check works with.
+        deps: the store, backend, policy and the rest it works with.
         executor: claims and runs an approved call, once.
         resubmission: submits a chained request (a new generation).
         pending_poll_ms: how long a request still pending waits for its next look, unless the
@@ -128,10 +129,10 @@ class WorkflowCheck:
         self._pending_poll_ms = pending_poll_ms
         self._lease_ms = lease_ms
 
-    async def check(self, workflow: Workflow, batch: CheckPass) -> None:
+    async def advance(self, workflow: Workflow, batch: DriverPass) -> None:
         """Fetch the backend's status for a leased workflow and act on it, as part of ``batch``.
 
-        ``CheckPass()`` checks it on its own: the backend is asked, and the next check written at once.
+        ``DriverPass()`` advances it on its own: the backend is asked, and the next check written at once.
         """
         now = self.deps.clock.now_ms()
         if workflow.handle is None:
@@ -161,7 +162,7 @@ class WorkflowCheck:
             traced.set("status", state.status.value)
             return state
 
-    async def _unsubmitted(self, workflow: Workflow, now: int, batch: CheckPass) -> None:
+    async def _unsubmitted(self, workflow: Workflow, now: int, batch: DriverPass) -> None:
         """A workflow with nothing at the backend yet: waiting for its inputs, or mid-chain."""
         if workflow.request_deadline is not None and now >= workflow.request_deadline:
             await self._deny(workflow, EXPIRED)
@@ -170,7 +171,7 @@ class WorkflowCheck:
         else:  # a chained request still being submitted: reconciliation resubmits it
             await self._later(workflow, batch, now + self._lease_ms)
 
-    async def _submit_with_inputs(self, workflow: Workflow, now: int, batch: CheckPass) -> None:
+    async def _submit_with_inputs(self, workflow: Workflow, now: int, batch: DriverPass) -> None:
         """Submit a task that waited for its inputs, once ``tasks/update`` supplied them."""
         deps = self.deps
         record = await deps.task_store.get(workflow.task_id)
@@ -194,7 +195,7 @@ class WorkflowCheck:
         if await deps.store.chain(workflow.task_id, 0, intent):
             await self._resubmission.submit_chained(intent, submission.deadline_ms)
 
-    async def _act(self, workflow: Workflow, state: ApprovalState, now: int, batch: CheckPass) -> None:
+    async def _act(self, workflow: Workflow, state: ApprovalState, now: int, batch: DriverPass) -> None:
         status = state.status
         if status is ApprovalStatus.PENDING:
             await self._still_pending(workflow, state, now, batch)
@@ -211,7 +212,7 @@ class WorkflowCheck:
         else:
             await self._fail(workflow)
 
-    async def _still_pending(self, workflow: Workflow, state: ApprovalState, now: int, batch: CheckPass) -> None:
+    async def _still_pending(self, workflow: Workflow, state: ApprovalState, now: int, batch: DriverPass) -> None:
         deadline = workflow.request_deadline
         if state.deadline_ms is not None:
             longest = workflow.created_at + round(self.deps.options.max_pending_s * 1000)
@@ -231,7 +232,7 @@ class WorkflowCheck:
             min_ttl_end=deadline + self.deps.store.result_retention_ms if moved and deadline else None,
         )
 
-    async def _approved(self, workflow: Workflow, state: ApprovalState, now: int, batch: CheckPass) -> None:
+    async def _approved(self, workflow: Workflow, state: ApprovalState, now: int, batch: DriverPass) -> None:
         until = state.approved_until_ms
         if until is not None and now >= until:
             await self._deny(workflow, APPROVAL_EXPIRED)
@@ -301,7 +302,7 @@ class WorkflowCheck:
         return None
 
     async def _retry(
-        self, workflow: Workflow, batch: CheckPass, until: int | None, retry_after: int | None, now: int
+        self, workflow: Workflow, batch: DriverPass, until: int | None, retry_after: int | None, now: int
     ) -> None:
         """``retry``: wait, then re-evaluate; never past the approval's expiry (it then ends as expired)."""
         wait = retry_after * 1000 if retry_after is not None else self._backoff_ms(workflow.attempts)
@@ -356,7 +357,7 @@ class WorkflowCheck:
         outcome = TaskOutcome(TaskStatus.FAILED, BACKEND_FAILED, error=error_document(INTERNAL_ERROR, BACKEND_FAILED))
         await self.deps.store.fence(workflow.task_id, outcome, generation=workflow.generation)
 
-    async def _later(self, workflow: Workflow, batch: CheckPass, next_check_at: int, **changes: int | None) -> None:
+    async def _later(self, workflow: Workflow, batch: DriverPass, next_check_at: int, **changes: int | None) -> None:
         item = Reschedule(workflow.task_id, workflow.generation, next_check_at, **changes)
         if batch.deferred is not None:
             batch.deferred.append(item)  # written with the rest of the pass

@@ -51,8 +51,9 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.errors import MCPApprovalError
 from mcp_approval.storage.database import StoreUnavailableError
-from mcp_approval.storage.shared import EventWindow, KeyListing, MemoryEventWindow
+from mcp_approval.storage.worker_guards import EventWindow, KeyListing, MemoryEventWindow
 
 __all__ = [
     "DEFAULT_MAX_CLIENTS",
@@ -75,7 +76,7 @@ DEFAULT_MAX_CLIENTS = 10_000
 #: How stale this process's view of the clients that failed on other workers may get, in seconds.
 DEFAULT_REFRESH_S = 1.0
 
-logger = logging.getLogger("mcp_approval.reviewers")
+logger = logging.getLogger("mcp_approval.web")
 
 
 def client_key(request: Request) -> str:
@@ -218,7 +219,7 @@ class FailedLoginThrottle:
         return f"{self._scope}:{key}"
 
 
-class TooManyFailuresError(Exception):
+class TooManyFailuresError(MCPApprovalError):
     """The client is over its limit of failed authentications: its token was not checked."""
 
     def __init__(self, retry_after_s: int) -> None:

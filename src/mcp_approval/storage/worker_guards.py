@@ -1,4 +1,4 @@
-"""State that several workers of one deployment must share: sliding-window events and once-only tokens.
+"""Guards every worker of one deployment shares: event windows (rate limits) and once-guards (replays).
 
 Two small interfaces, each with an in-memory implementation (one process: library defaults and
 tests) and a database one (every worker on the same store sees the same rows):
@@ -8,8 +8,9 @@ tests) and a database one (every worker on the same store sees the same rows):
 - :class:`OnceGuard`: a token accepted once until it expires (a callback signature), atomically,
   so a replay to another worker is refused as it is to the first.
 
-The tables are this layer's ``shared`` history (``shared_schema_versions/``); the objects here
-describe its head revision.
+The tables are this layer's ``shared`` history (``shared_schema_versions/``, named as when the
+module was ``storage/shared.py``: the name is recorded in every store's migration table); the
+objects here describe its head revision.
 """
 
 from __future__ import annotations

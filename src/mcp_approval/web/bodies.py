@@ -1,6 +1,7 @@
-"""Parsing JSON request bodies sent by anyone: strict JSON, bounded nesting.
+"""Reading request bodies sent by anyone: bounded length, strict JSON, bounded nesting.
 
-Python's parser accepts ``NaN`` and ``Infinity`` and nests as deep as the interpreter's recursion
+:func:`read_body` stops reading once a body passes its endpoint's limit (:class:`BodyTooLargeError`,
+answered 413). Python's parser accepts ``NaN`` and ``Infinity`` and nests as deep as the interpreter's recursion
 limit allows, failing past it with a ``RecursionError`` (an HTTP 500 if nobody expects it). The
 HTTP endpoints parse bodies with :func:`parse_json_body` instead, so either case is a plain
 :class:`JsonBodyError` they answer with a 400.
@@ -8,41 +9,24 @@ HTTP endpoints parse bodies with :func:`parse_json_body` instead, so either case
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
-import anyio.to_thread
 from starlette.requests import Request
 
-__all__ = [
-    "LARGE_JSON_MEMBERS",
-    "MAX_JSON_DEPTH",
-    "BodyTooLargeError",
-    "JsonBodyError",
-    "JsonShape",
-    "json_shape",
-    "large_json",
-    "off_loop",
-    "parse_json_body",
-    "read_body",
-]
+from mcp_approval.errors import MCPApprovalError
+
+__all__ = ["MAX_JSON_DEPTH", "BodyTooLargeError", "JsonBodyError", "parse_json_body", "read_body"]
 
 #: The deepest nesting of objects and arrays accepted in a request body (``{}`` is depth 1).
 MAX_JSON_DEPTH: Final = 64
-#: Values with more members than this are processed off the event loop (:func:`off_loop`).
-LARGE_JSON_MEMBERS: Final = 512
-
-_T = TypeVar("_T")
 
 
-class JsonBodyError(ValueError):
+class JsonBodyError(MCPApprovalError, ValueError):
     """A request body that is not acceptable JSON; the message says why without quoting the body."""
 
 
-class BodyTooLargeError(ValueError):
+class BodyTooLargeError(MCPApprovalError, ValueError):
     """A request body longer than its endpoint accepts (answered ``413``)."""
 
 
@@ -100,50 +84,3 @@ def _deeper_than(value: Any, limit: int) -> bool:
             return True
         pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return False
-
-
-@dataclass(frozen=True)
-class JsonShape:
-    """How big a parsed JSON value is, as far as :func:`json_shape` looked.
-
-    Attributes:
-        members: object members plus array items, at every level.
-        depth: the deepest nesting of objects and arrays (``{}`` is 1, a scalar 0).
-        complete: ``False`` when the walk stopped early because a budget was exceeded.
-    """
-
-    members: int
-    depth: int
-    complete: bool = True
-
-
-def json_shape(value: Any, *, max_members: int | None = None, max_depth: int | None = None) -> JsonShape:
-    """Count the members and the depth of ``value`` iteratively, stopping once past either budget.
-
-    The walk costs at most ``max_members`` steps, so a caller can size up an attacker's value
-    before doing anything expensive with it.
-    """
-    members = 0
-    deepest = 0
-    pending: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
-    while pending:
-        item, depth = pending.pop()
-        deepest = max(deepest, depth)
-        children = item.values() if isinstance(item, dict) else item
-        members += len(children)
-        if (max_members is not None and members > max_members) or (max_depth is not None and depth > max_depth):
-            return JsonShape(members, deepest, complete=False)
-        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return JsonShape(members, deepest)
-
-
-def large_json(value: Any) -> bool:
-    """Whether ``value`` has more than :data:`LARGE_JSON_MEMBERS` members (a bounded look)."""
-    return not json_shape(value, max_members=LARGE_JSON_MEMBERS).complete
-
-
-async def off_loop(large: bool, function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-    """``function(*args, **kwargs)``: on a worker thread when ``large``, else inline (a thread hop costs more)."""
-    if not large:
-        return function(*args, **kwargs)
-    return await anyio.to_thread.run_sync(functools.partial(function, *args, **kwargs))

@@ -1,0 +1,59 @@
+"""HTTP guards every server of the package shares: failed sign-ins, forwarded addresses, request bodies.
+
+Modules: ``throttle`` (a limit on failed authentications per client address, the
+:class:`FailedLoginThrottle` the reviewer API, the console, ``/mcp``, ``/metrics`` and the
+reference services count against), ``proxies`` (which ``X-Forwarded-For`` to believe, and the
+uvicorn settings every server runs with), ``bodies`` (request bodies read with a length limit and
+parsed as strict JSON with bounded nesting).
+
+This package sits on storage (the throttle counts in its shared event window) and beside the tasks
+runtime; every layer above may import it.
+"""
+
+from typing import TYPE_CHECKING
+
+from mcp_approval._lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from mcp_approval.web.bodies import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
+    from mcp_approval.web.proxies import KEEP_ALIVE_S, UntrustedForwardedFor, http_server_settings
+    from mcp_approval.web.throttle import (
+        FailedAuthenticationLimit,
+        FailedLoginThrottle,
+        TooManyFailuresError,
+        bearer_caller,
+        client_key,
+    )
+
+# Name -> the module that defines it, imported on first access (reading a body loads no store).
+_LAZY = {
+    "KEEP_ALIVE_S": "mcp_approval.web.proxies",
+    "BodyTooLargeError": "mcp_approval.web.bodies",
+    "FailedAuthenticationLimit": "mcp_approval.web.throttle",
+    "FailedLoginThrottle": "mcp_approval.web.throttle",
+    "JsonBodyError": "mcp_approval.web.bodies",
+    "TooManyFailuresError": "mcp_approval.web.throttle",
+    "UntrustedForwardedFor": "mcp_approval.web.proxies",
+    "bearer_caller": "mcp_approval.web.throttle",
+    "client_key": "mcp_approval.web.throttle",
+    "http_server_settings": "mcp_approval.web.proxies",
+    "parse_json_body": "mcp_approval.web.bodies",
+    "read_body": "mcp_approval.web.bodies",
+}
+
+__all__ = [
+    "KEEP_ALIVE_S",
+    "BodyTooLargeError",
+    "FailedAuthenticationLimit",
+    "FailedLoginThrottle",
+    "JsonBodyError",
+    "TooManyFailuresError",
+    "UntrustedForwardedFor",
+    "bearer_caller",
+    "client_key",
+    "http_server_settings",
+    "parse_json_body",
+    "read_body",
+]
+
+__getattr__ = lazy_getattr(__name__, _LAZY)

@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from tests.support.timing import scaled
+
 # The module, and the most modules of the package its import may load.
 CHEAP = [
     ("mcp_approval.crashpoints", 4),
@@ -54,7 +56,9 @@ NOT_FOR_REVIEW = (
 def loaded_by(module: str, prefix: str = "mcp_approval") -> list[str]:
     """The modules named ``prefix...`` a fresh interpreter has loaded after importing ``module``."""
     probe = PROBE.format(module=module, prefix=prefix)
-    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True, timeout=60).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", probe], check=True, capture_output=True, text=True, timeout=scaled(60)
+    ).stdout
     return list(json.loads(out))
 
 

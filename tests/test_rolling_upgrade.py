@@ -35,6 +35,7 @@ import httpx
 import pytest
 
 from tests.support import forkserver
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.support.wire import Wire
 from tests.treasury.helpers import approval_for, assert_approved_executed, assert_denied_not_executed, settled, shown
@@ -85,7 +86,7 @@ class ReleaseServer(TreasuryServer):
                 cwd=self.directory,
             )
 
-    def stop(self, timeout_s: float = 30.0) -> int:
+    def stop(self, timeout_s: float | None = None) -> int:
         """SIGTERM, as an operator stops a worker, and its exit status."""
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
@@ -118,7 +119,7 @@ async def test_a_rolling_upgrade_from_6854340_runs_every_call_once(
     try:
         # Before: the old worker alone, on a database it migrates itself.
         old.start()
-        async with httpx.AsyncClient(base_url=old.base_url, timeout=20) as old_http:
+        async with httpx.AsyncClient(base_url=old.base_url, timeout=scaled(20)) as old_http:
             on_old = principals(old_http)
             carol_on_old = Reviewer(old_http, "carol-token")
             early = await call(on_old["alice"], "wire_transfer", {"to": "acct-early", "amount": 26_000})
@@ -129,7 +130,7 @@ async def test_a_rolling_upgrade_from_6854340_runs_every_call_once(
 
             # 1, 2. A new worker on a copy of the deployment joins: it migrates and seals the two open requests.
             new.start()
-            async with httpx.AsyncClient(base_url=new.base_url, timeout=20) as new_http:
+            async with httpx.AsyncClient(base_url=new.base_url, timeout=scaled(20)) as new_http:
                 await _both_serve(old, new, old_http, new_http)
                 migrated = next(line for line in new.log().splitlines() if "schema migrated: " in line)
                 assert "audit audit_0003 -> audit_0004" in migrated
@@ -159,8 +160,8 @@ async def test_a_rolling_upgrade_from_6854340_runs_every_call_once(
         # the two approved on step 3 (a request stays approved once its call ran).
         assert "sealed 3 open approval requests" in replacement.log()
         async with (
-            httpx.AsyncClient(base_url=new.base_url, timeout=20) as new_http,
-            httpx.AsyncClient(base_url=replacement.base_url, timeout=20) as replacement_http,
+            httpx.AsyncClient(base_url=new.base_url, timeout=scaled(20)) as new_http,
+            httpx.AsyncClient(base_url=replacement.base_url, timeout=scaled(20)) as replacement_http,
         ):
             on_new, on_replacement = principals(new_http), principals(replacement_http)
             carol, dave = Reviewer(replacement_http, "carol-token"), Reviewer(new_http, "dave-token")
@@ -190,7 +191,7 @@ async def test_a_rolling_upgrade_from_6854340_runs_every_call_once(
         [sys.executable, "-m", "mcp_approval", "audit", "verify", "--db", postgres_url, "--json"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
         check=False,
     )
     assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -20,10 +20,12 @@ from typing import Any
 
 import httpx
 
+from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "agents"
-RUN_TIMEOUT_S = 60.0
+#: How long one run of an example may take before it counts as hung.
+RUN_TIMEOUT_S = scaled(60.0)
 
 
 class Example:
@@ -59,7 +61,7 @@ class Example:
             assert process.poll() is None
         finally:
             process.send_signal(signal.SIGKILL)
-            process.wait(10)
+            process.wait(scaled(10))
         assert process.returncode == -signal.SIGKILL
 
     def finished_messages(self) -> str:
@@ -87,7 +89,9 @@ def transfers_to(treasury: TreasuryServer, account: str) -> int:
 
 def decide(treasury: TreasuryServer, account: str, decision: str) -> dict[str, Any]:
     """The reviewer (carol) decides the one pending request for a transfer to ``account``."""
-    with httpx.Client(base_url=treasury.base_url, headers={"Authorization": "Bearer carol-token"}, timeout=20) as http:
+    with httpx.Client(
+        base_url=treasury.base_url, headers={"Authorization": "Bearer carol-token"}, timeout=scaled(20)
+    ) as http:
         listing = http.get("/approvals", params={"status": "pending"}).json()["approvals"]
         mine = [r for r in listing if r["tool"] == "wire_transfer" and r["arguments"].get("to") == account]
         assert len(mine) == 1, f"{len(mine)} pending requests for {account}"

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from mcp_approval.client import mcp_client
+from tests.support.timing import scaled
 
 ARGUMENTS = {"to": "acct-1", "amount": 100}
 ANSWER = {"action": "accept", "content": {"justification": "Invoice 7"}}
@@ -24,7 +25,7 @@ async def sdk_client(url: str, *, tasks: bool) -> None:
     async def answer(request: Any) -> dict[str, Any]:
         return ANSWER
 
-    async with mcp_client(url, tasks=tasks, input_handler=answer, task_wait_s=30) as client:
+    async with mcp_client(url, tasks=tasks, input_handler=answer, task_wait_s=scaled(30)) as client:
         result = await client.call_tool("transfer", ARGUMENTS)
         print(result.is_error, result.content[0].text if result.content else "")
 
@@ -35,7 +36,7 @@ async def careless(url: str) -> None:
         "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
     }
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-    async with httpx.AsyncClient(timeout=10) as http:
+    async with httpx.AsyncClient(timeout=scaled(10)) as http:
 
         async def send(method: str, params: dict[str, Any]) -> dict[str, Any]:
             body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}

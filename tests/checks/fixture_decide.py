@@ -6,9 +6,14 @@ Standard library only, so each decision costs little more than an interpreter st
 """
 
 import json
+import os
 import sys
 import urllib.error
 import urllib.request
+
+# The suite's time scale, inherited from the test that runs this (tests/support/timing.py; not
+# imported: this file runs as a plain script).
+TIMEOUT_S = 30 * float(os.environ.get("MCP_APPROVAL_TEST_TIME_SCALE") or 1)
 
 
 def main() -> int:
@@ -16,7 +21,7 @@ def main() -> int:
     body = json.dumps({"decision": decision, "arguments": arguments}).encode()
     request = urllib.request.Request(f"{base}/decide", data=body, headers={"content-type": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
             print(json.loads(response.read())["request"])
     except urllib.error.HTTPError as exc:
         print(f"{exc.code}: {exc.read().decode(errors='replace')}", file=sys.stderr)

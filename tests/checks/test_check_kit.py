@@ -26,6 +26,7 @@ from mcp_approval.hosts import unused_loopback_port
 from tests.checks.fixture_server import EXPIRY_FLAW, FLAWS
 from tests.support import forkserver
 from tests.support.arap import arap_deployment
+from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer, deployment_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +48,7 @@ class Fixture:
             log_path=log_path,
         )
         self.log_path = log_path
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while True:
             if self.process.poll() is not None:
                 raise RuntimeError(f"fixture server exited: {log_path.read_text()[-2000:]}")
@@ -66,7 +67,7 @@ class Fixture:
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
-        self.process.wait(10)
+        self.process.wait(scaled(10))
 
 
 def fixture_arguments(base_url: str, **changes: str) -> list[str]:
@@ -105,7 +106,7 @@ def treasury_arguments(base_url: str, review_config: Path | None, *extra: str, r
 def kit(arguments: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     """``mcp-approval check ARGUMENTS`` as a subprocess."""
     command = [sys.executable, "-m", "mcp_approval", "check", *arguments]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=cwd, check=False)
+    return subprocess.run(command, capture_output=True, text=True, timeout=scaled(300), cwd=cwd, check=False)
 
 
 @pytest.fixture(scope="module")

@@ -34,6 +34,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+from tests.support.timing import scaled
+
 __all__ = ["Statement", "StoreFault", "StoreProxy"]
 
 T = TypeVar("T")
@@ -126,7 +128,7 @@ class StoreProxy:
         self._call(self._stop_listening)
         self._call(self._cut_all)
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
+        self._thread.join(scaled(10))
 
     def url(self, database_url: str) -> str:
         """``database_url`` (a PostgreSQL URL of the target) pointed at the proxy, without TLS."""
@@ -185,7 +187,7 @@ class StoreProxy:
     # -- the event loop side ---------------------------------------------------------------------
 
     def _call(self, function: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        return asyncio.run_coroutine_threadsafe(function(), self._loop).result(10)
+        return asyncio.run_coroutine_threadsafe(function(), self._loop).result(scaled(10))
 
     async def _listen(self) -> None:
         self._server = await asyncio.start_server(

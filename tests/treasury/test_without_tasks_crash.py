@@ -22,6 +22,7 @@ import pytest
 
 from mcp_approval.crashpoints import CRASH_ENV, ONE_TRANSACTION_CRASH_POINTS
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, deployment_store, principals
 from tests.support.wire import Wire, envelope
 from tests.treasury.helpers import AUTHORIZATION, DISPOSITION, approval_for, text_of
@@ -96,7 +97,7 @@ async def recover(point: str, directory: Path) -> None:
     server = TreasuryServer(directory)
     await asyncio.to_thread(server.start)
     try:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
             alice = principals(http)["alice"]
             await eventually(lambda: _orphans(directory), lambda found: found == NO_ORPHANS)
             if point in CREATION_POINTS:
@@ -140,7 +141,7 @@ async def test_a_request_without_tasks_survives_a_crash_at_each_point(point: str
 
 def review(*args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "mcp_approval", "review", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(command, capture_output=True, text=True, timeout=scaled(60), check=False)
 
 
 async def test_killed_after_opening_and_approved_while_down_the_retry_runs_it_once(tmp_path: Path) -> None:
@@ -149,7 +150,7 @@ async def test_killed_after_opening_and_approved_while_down_the_retry_runs_it_on
         first = TreasuryServer(directory)
         await asyncio.to_thread(first.start)
         try:
-            async with httpx.AsyncClient(base_url=first.base_url, timeout=20) as http:
+            async with httpx.AsyncClient(base_url=first.base_url, timeout=scaled(20)) as http:
                 assert_pending(await call(principals(http)["alice"]))
                 pending = await approval_for(Reviewer(http, "carol-token"), "wire_transfer", to=ARGUMENTS["to"])
         finally:
@@ -161,7 +162,7 @@ async def test_killed_after_opening_and_approved_while_down_the_retry_runs_it_on
         second = TreasuryServer(directory)
         await asyncio.to_thread(second.start)
         try:
-            async with httpx.AsyncClient(base_url=second.base_url, timeout=20) as http:
+            async with httpx.AsyncClient(base_url=second.base_url, timeout=scaled(20)) as http:
                 alice = principals(http)["alice"]
                 result = await outcome(alice)
                 assert result["_meta"][DISPOSITION] == "approved-executed"

@@ -16,8 +16,8 @@ from tests.support.timing import scaled
 # The module, and the most modules of the package its import may load.
 CHEAP = [
     ("mcp_approval.crashpoints", 4),
-    ("mcp_approval.backends.callbacks", 16),
-    ("mcp_approval.approval.persistence.schema", 16),
+    ("mcp_approval.backends.callbacks", 17),
+    ("mcp_approval.approval.persistence.schema", 17),
     ("mcp_approval.approval.persistence.states", 8),
     ("mcp_approval.approval.persistence.outcomes", 22),
     ("mcp_approval.reviewers.throttle", 16),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +48,25 @@ class Reply:
     def error(self) -> dict[str, Any]:
         assert "error" in self.body, f"expected an error, got {self.body}"
         return self.body["error"]  # type: ignore[no-any-return]
+
+    @property
+    def retry_after_s(self) -> float | None:
+        """For a "store busy, try again" answer (``error.data.retryAfterMs``), the seconds to wait; else ``None``."""
+        data = self.body.get("error", {}).get("data")
+        return data["retryAfterMs"] / 1000 if isinstance(data, dict) and "retryAfterMs" in data else None
+
+
+async def until_served(send: Callable[[], Awaitable[Reply]]) -> Reply:
+    """``send()`` again, as a client told to, while the answer is that the store is busy; the first other answer.
+
+    An overloaded server (a burst of calls on a busy machine) may answer some calls that way instead
+    of serving them; the wait between tries is the one the answer asks for.
+    """
+    reply = await send()
+    while (retry_after_s := reply.retry_after_s) is not None:
+        await asyncio.sleep(retry_after_s)  # the server's own "try again in N s"
+        reply = await send()
+    return reply
 
 
 class Wire:

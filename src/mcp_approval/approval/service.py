@@ -38,8 +38,8 @@ from mcp_approval.approval.persistence.records import APPROVAL_HANDLER
 from mcp_approval.approval.without_tasks.flow import PendingAnswer, WithoutTasksFlow
 from mcp_approval.approval.without_tasks.links import RequesterLinks, url_revision
 from mcp_approval.policy import Decision
-from mcp_approval.protocol import INTERNAL_ERROR, TASKS_EXTENSION, TOOL_APPROVAL_EXTENSION
-from mcp_approval.storage import StoreUnavailableError
+from mcp_approval.protocol import TASKS_EXTENSION, TOOL_APPROVAL_EXTENSION
+from mcp_approval.storage import StoreUnavailableError, jsonrpc_error
 from mcp_approval.tasks.server import TasksExtension, declares_tasks
 
 __all__ = ["APPROVAL_HANDLER", "PrincipalCheck", "ToolApproval", "ToolApprovalExtension"]
@@ -143,7 +143,7 @@ class ToolApproval:
                 )
             return await self.creation.create_with_inputs(call, binding, decision, ctx, owner=owner, fields=fields)
         except StoreUnavailableError as exc:
-            raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
+            raise MCPError(**jsonrpc_error(exc, "Approval store")) from exc
 
     async def _binding_of(self, call: GatedCall) -> CallBinding:
         return CallBinding(
@@ -185,7 +185,7 @@ class ToolApproval:
                 return supplied
             return await flow.answer(binding, decision, owner, revision, None, inputs=supplied)
         except StoreUnavailableError as exc:
-            raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
+            raise MCPError(**jsonrpc_error(exc, "Approval store")) from exc
 
     async def request_status(self, reference: str, ctx: ServerRequestContext[Any, Any]) -> Any:
         """Where the caller's approval request ``reference`` stands (the ``approval_status`` tool).
@@ -196,7 +196,7 @@ class ToolApproval:
             owner = self.tasks.caller(ctx)
             return await self.without_tasks.status(reference, owner if isinstance(owner, str) else None)
         except StoreUnavailableError as exc:
-            raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
+            raise MCPError(**jsonrpc_error(exc, "Approval store")) from exc
 
     async def create(
         self,

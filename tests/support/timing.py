@@ -92,3 +92,7 @@ def _runnable_now(samples: int = 5, every_s: float = 0.05) -> float:
         counts.append(max(0, int(running) - 1))
         time.sleep(every_s)  # sampling the run queue over time, not waiting for anything
     return float(statistics.median(counts))
+
+
+if __name__ == "__main__":  # ``python -m tests.support.timing``: the scale a session started now would use
+    print(time_scale())

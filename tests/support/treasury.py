@@ -32,10 +32,13 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "treasury"
 
 #: Intervals that keep tests fast: polls every 50 ms, a lost worker noticed after 1 s, an intent
 #: without its task reconciled after 1 s (a shorter grace lets reconciliation withdraw calls that are
-#: only slow on a loaded host, which then answer -32603 instead of reaching a crash point).
+#: only slow on a loaded host, which then answer -32603 instead of reaching a crash point). The lease
+#: and the grace are scaled like the suite's wait limits: on a busy machine a worker that is alive
+#: but starved of CPU must not pass for lost (another worker would then settle its running call as
+#: outcome-unknown).
 FAST = {
     "tasks": {"poll_interval_s": 0.05, "threshold_s": 5.0},
-    "approval": {"poll_interval_s": 0.05, "lease_s": 1.0, "intent_grace_s": 1.0},
+    "approval": {"poll_interval_s": 0.05, "lease_s": scaled(1.0), "intent_grace_s": scaled(1.0)},
 }
 
 

@@ -47,7 +47,7 @@ def _notified_overrides(receiver: WebhookReceiver, **schedule: Any) -> dict[str,
     """The overrides of :func:`_notified`."""
     channel = {"kind": "webhook", "url": receiver.url, "secret": WEBHOOK_SECRET}
     notifications = {"channels": {"hook": channel}, "poll_interval_s": 0.05, "retry_initial_s": 0.05}
-    notifications |= {"retry_max_s": 0.2, "lease_s": 2.0, "timeout_s": 1.5} | schedule
+    notifications |= {"retry_max_s": 0.2, "lease_s": scaled(2.0), "timeout_s": scaled(1.5)} | schedule
     template = {"approvals_required": 1, "reviewer_role": "approver", "notify": ["hook"]}
     metrics = {"enabled": True, "bearer_token": SCRAPE_TOKEN}
     return {"notifications": notifications, "templates": {"treasury": template}, "metrics": metrics}

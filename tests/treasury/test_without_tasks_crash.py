@@ -32,7 +32,7 @@ pytestmark = pytest.mark.anyio
 
 # An intent grace that a loaded machine's submissions fit in (the suite's 0.2 s lets reconciliation
 # withdraw a live submission as an orphan when two cores serve several servers at once).
-REQUEST_MODE = {"approval": {"without_tasks": "request", "intent_grace_s": 2.0}}
+REQUEST_MODE = {"approval": {"without_tasks": "request", "intent_grace_s": scaled(2.0)}}
 ARGUMENTS = {"to": "acct-crash-nt", "amount": 30_000}
 NO_TASKS = envelope(tasks=False, elicitation=False)
 NO_ORPHANS = {"pending_without_task": 0, "intents_in_flight": 0}

@@ -69,7 +69,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     hang limit of ``pyproject.toml`` (pytest-timeout) is scaled like every other wait limit, unless
     ``--timeout`` or ``PYTEST_TIMEOUT`` names one for this run.
     """
-    hang_limit_s = float(config.getini("timeout") or 0)
+    hang_limit_s = float(config.getini("timeout") or 0) if config.pluginmanager.hasplugin("timeout") else 0.0
     if hang_limit_s and config.getoption("timeout", None) is None and "PYTEST_TIMEOUT" not in os.environ:
         for item in items:
             if item.get_closest_marker("timeout") is None:

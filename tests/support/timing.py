@@ -3,11 +3,13 @@
 A limit in a test (a server must listen within 30 s, a task must settle within 20 s, an HTTP answer
 must arrive within 20 s) is written for an idle machine and multiplied by :func:`time_scale`:
 ``server.start(timeout_s=scaled(30))``. The scale is measured once per test session, at its start,
-as the load per core (the one-minute load average, or the processes runnable right now if more:
-busy processes started a moment ago have not reached the average yet), at least 1 and at most
-:data:`MAX_SCALE`. The measuring process writes it to :data:`SCALE_VARIABLE`, so the pytest-xdist
-workers and every process a test starts inherit the same value instead of measuring again; set the
-variable yourself to override the measurement (``MCP_APPROVAL_TEST_TIME_SCALE=4``).
+as the load per core: the threads ready to run, sampled over half a second (their median), at least
+1 and at most :data:`MAX_SCALE`. Not the one-minute load average: it lags both ways, still counting
+a test run that ended a minute ago (CI's steps follow each other) and not yet counting busy
+processes started a moment ago (the load step's). The measuring process writes it to
+:data:`SCALE_VARIABLE`, so the pytest-xdist workers and every process a test starts inherit the same
+value instead of measuring again; set the variable yourself to override the measurement
+(``MCP_APPROVAL_TEST_TIME_SCALE=4``).
 
 A longer limit only delays the failure of a test that would fail anyway; a limit that is part of
 what a test asserts ("answered within 3 s") is not a wait limit and is not scaled.
@@ -26,7 +28,7 @@ __all__ = ["MAX_SCALE", "SCALE_VARIABLE", "describe", "machine_load", "scaled", 
 SCALE_VARIABLE = "MCP_APPROVAL_TEST_TIME_SCALE"
 #: The largest measured scale (30 s limits become 10 minutes): beyond it a run is not worth waiting for.
 MAX_SCALE = 20.0
-#: The load and cores this process measured the scale from (None when it read the variable).
+#: The load and cores this process measured the scale from (empty when it read the variable).
 _measured: list[tuple[float, int]] = []
 
 
@@ -62,9 +64,9 @@ def describe() -> str:
 
 
 def machine_load() -> tuple[float, int]:
-    """The load to scale by and the cores it shares: max(one-minute load average, runnable now), cores."""
+    """The load to scale by (threads ready to run now, this one aside) and the cores it shares."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(os.getloadavg()[0], _runnable_now()), cores
+    return _runnable_now(), cores
 
 
 def _parsed(raw: str) -> float:
@@ -77,10 +79,11 @@ def _parsed(raw: str) -> float:
     return scale
 
 
-def _runnable_now(samples: int = 5, every_s: float = 0.05) -> float:
-    """The median count of runnable threads but this one over a quarter second (0 where unknown).
+def _runnable_now(samples: int = 10, every_s: float = 0.05) -> float:
+    """The median count of runnable threads but this one over half a second.
 
-    The fourth field of ``/proc/loadavg`` is ``running/total``; five samples smooth a momentary spike.
+    The fourth field of ``/proc/loadavg`` is ``running/total``; the median of ten samples ignores a
+    momentary spike. Without ``/proc`` (not Linux), the one-minute load average.
     """
     counts: list[int] = []
     for _ in range(samples):
@@ -88,7 +91,7 @@ def _runnable_now(samples: int = 5, every_s: float = 0.05) -> float:
             with open("/proc/loadavg", encoding="ascii") as loadavg:
                 running = loadavg.read().split()[3].split("/")[0]
         except (OSError, IndexError):
-            return 0.0
+            return os.getloadavg()[0]
         counts.append(max(0, int(running) - 1))
         time.sleep(every_s)  # sampling the run queue over time, not waiting for anything
     return float(statistics.median(counts))

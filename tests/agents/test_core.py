@@ -92,8 +92,9 @@ async def test_a_denied_call_answers_that_it_did_not_run(treasury: TreasuryServe
 
 
 async def test_an_expired_request_answers_that_it_did_not_run(tmp_path: Path) -> None:
-    # Requests expire two seconds after they open; no one decides this one.
-    server = TreasuryServer(deployment_dir(tmp_path, {"approval": {"max_pending_s": 2.0}})).start()
+    # Requests expire two seconds (scaled: a busy machine must see it pending first) after they open;
+    # no one decides this one.
+    server = TreasuryServer(deployment_dir(tmp_path, {"approval": {"max_pending_s": scaled(2.0)}})).start()
     try:
         account = new_account("core-expire")
         async with mcp_client(

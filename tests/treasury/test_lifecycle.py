@@ -82,12 +82,13 @@ async def running(
 )
 async def test_unresolved_request_expires_as_denial(mode: str, tmp_path: Path) -> None:
     # Local: the server's pending window; ARAP: the ARS's task.expires_at (the PEP stops polling there).
+    # Scaled: the request must still be pending when a busy machine first lists it.
     async with (
         running(
             mode,
             tmp_path,
-            {"approval": {"max_pending_s": 1.0}} if mode == "local" else None,
-            ars_overrides={"arap": {"task_lifetime_s": 1.0}},
+            {"approval": {"max_pending_s": scaled(1.0)}} if mode == "local" else None,
+            ars_overrides={"arap": {"task_lifetime_s": scaled(1.0)}},
         ) as deployment,
         httpx.AsyncClient(base_url=deployment.server.base_url, timeout=scaled(20)) as http,
         httpx.AsyncClient(base_url=deployment.reviewer_url, timeout=scaled(20)) as reviewers,

@@ -8,7 +8,7 @@
 # (tests/support/timing.py); this step is where a limit that does not, or a timing assumption that
 # holds only on an idle machine (a lease, a grace, an asserted bound), shows.
 #
-# What runs, in one pass (about 9 minutes on 2 cores; CI's whole run must stay within 45):
+# What runs, in one pass (about 7 minutes on 2 cores; CI's whole run must stay within 45):
 #   SQLite (the deployments' default store)
 #     - the crash suites: a SIGKILL at every named point, then a restart (one run per point: CI's
 #       crash step runs each point 20 times on an unloaded machine);

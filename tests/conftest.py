@@ -18,7 +18,8 @@ from mcp_approval.clock import Clock
 from mcp_approval.hosts import PORT_SLICE_VARIABLE
 from mcp_approval.tasks import TaskOptions, TasksExtension, store_from_url
 from mcp_approval.testing.tasks_demo import DEMO_TOKENS, build_tasks_demo_server
-from tests.support import store_leg
+from tests.support import store_leg, timing
+from tests.support.timing import scaled
 
 #: Set in CI: a database test that cannot reach its server fails instead of skipping.
 REQUIRE_SERVICES = os.environ.get("MCP_APPROVAL_REQUIRE_SERVICES") == "1"
@@ -44,8 +45,16 @@ CHECK_PROPERTY = "sep-check"
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "postgres: needs PostgreSQL")
     config.addinivalue_line("markers", "sep_check(*ids): the SEP conformance check ids this test covers")
+    try:  # measured once, here in the controlling process; its workers inherit the variable
+        timing.time_scale()
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
     if not hasattr(config, "workerinput"):  # the controlling process, before xdist starts its workers
         store_leg.start_run()
+
+
+def pytest_report_header() -> str:
+    return timing.describe()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -53,11 +62,18 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         store_leg.drop_run_databases()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``@pytest.mark.sep_check(...)`` ids become ``sep-check`` properties of the JUnit XML record.
 
-    ``scripts/sep_matrix.py`` reads them back against ``conformance/sep-NNNN.yaml``.
+    ``scripts/sep_matrix.py`` reads them back against ``conformance/sep-NNNN.yaml``. The per-test
+    hang limit of ``pyproject.toml`` (pytest-timeout) is scaled like every other wait limit, unless
+    ``--timeout`` or ``PYTEST_TIMEOUT`` names one for this run.
     """
+    hang_limit_s = float(config.getini("timeout") or 0) if config.pluginmanager.hasplugin("timeout") else 0.0
+    if hang_limit_s and config.getoption("timeout", None) is None and "PYTEST_TIMEOUT" not in os.environ:
+        for item in items:
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(scaled(hang_limit_s)))
     for item in items:
         for marker in item.iter_markers("sep_check"):
             if not marker.args or not all(isinstance(arg, str) and arg for arg in marker.args):
@@ -77,7 +93,7 @@ def _postgres_database() -> Iterator[str]:
     name = f"mcpa_test_{secrets.token_hex(4)}"
 
     async def admin(statement: str) -> None:
-        conn = await asyncpg.connect(POSTGRES_ADMIN_URL, timeout=5)
+        conn = await asyncpg.connect(POSTGRES_ADMIN_URL, timeout=scaled(5))
         try:
             await conn.execute(statement)
         finally:
@@ -108,7 +124,7 @@ def postgres_url(postgres_database: str) -> str:
     import asyncpg
 
     async def reset() -> None:
-        conn = await asyncpg.connect(postgres_database.replace("postgresql://", "postgres://"), timeout=5)
+        conn = await asyncpg.connect(postgres_database.replace("postgresql://", "postgres://"), timeout=scaled(5))
         try:
             await conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public;")
         finally:
@@ -133,7 +149,7 @@ def _redis_store_url() -> Iterator[str]:
     except ImportError as exc:
         _unreachable(f"the redis package is not installed ({exc})", "pip install 'mcp-approval[redis]'")
     prefix = f"mcpa-test-{secrets.token_hex(4)}:"
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=5, socket_timeout=5)
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=scaled(5), socket_timeout=scaled(5))
     try:
         client.ping()
     except (OSError, redis.RedisError) as exc:

@@ -11,14 +11,17 @@ import sys
 
 import pytest
 
+from tests.support.timing import scaled
+
 # The module, and the most modules of the package its import may load (storage loads
-# ``mcp_approval.errors``, the exception root, and the callbacks' body reading is in ``web``).
+# ``mcp_approval.errors``, the exception root, and ``storage.errors``, its busy-or-down errors; the
+# callbacks' body reading is in ``web``).
 CHEAP = [
     ("mcp_approval.crashpoints", 4),
-    ("mcp_approval.backends.callbacks", 18),
-    ("mcp_approval.approval.persistence.schema", 17),
+    ("mcp_approval.backends.callbacks", 19),
+    ("mcp_approval.approval.persistence.schema", 18),
     ("mcp_approval.approval.persistence.states", 8),
-    ("mcp_approval.approval.persistence.outcomes", 22),
+    ("mcp_approval.approval.persistence.outcomes", 23),
     ("mcp_approval.web.throttle", 16),
     ("mcp_approval.client", 32),
     # The conformance kit is a black-box client: nothing of the server side, only the protocol constants.
@@ -55,7 +58,9 @@ NOT_FOR_REVIEW = (
 def loaded_by(module: str, prefix: str = "mcp_approval") -> list[str]:
     """The modules named ``prefix...`` a fresh interpreter has loaded after importing ``module``."""
     probe = PROBE.format(module=module, prefix=prefix)
-    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True, timeout=60).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", probe], check=True, capture_output=True, text=True, timeout=scaled(60)
+    ).stdout
     return list(json.loads(out))
 
 

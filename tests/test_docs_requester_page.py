@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir
 from tests.treasury.helpers import approval_for
 
@@ -59,18 +60,18 @@ async def test_the_snippets_send_the_requester_to_its_page_and_return_the_result
     )
     try:
         assert client.stdout is not None
-        first = (await asyncio.wait_for(client.stdout.readline(), timeout=60)).decode()
+        first = (await asyncio.wait_for(client.stdout.readline(), timeout=scaled(60))).decode()
         assert first.startswith("approval page: "), first
         link = first.removeprefix("approval page: ").strip()
         assert link.startswith(f"{server.base_url}/requests/")
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
             page = await http.get(urlsplit(link).path)
             assert page.status_code == 200
             assert "Waiting for a decision" in page.text
             carol = Reviewer(http, "carol-token")
             request = await approval_for(carol, "wire_transfer", to="acme")
             assert (await carol.decide(request["id"], "approve")).status_code == 200
-        out, err = await asyncio.wait_for(client.communicate(), timeout=120)
+        out, err = await asyncio.wait_for(client.communicate(), timeout=scaled(120))
         assert client.returncode == 0, err.decode()
         assert out.decode().strip() == "Transfer of $30,000.00 to acme completed."
         assert sum(1 for entry in server.ledger() if entry.get("to") == "acme") == 1

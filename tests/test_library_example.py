@@ -20,6 +20,7 @@ import pytest
 from mcp_approval.checks.wire import Wire
 from mcp_approval.hosts import unused_loopback_port
 from mcp_approval.web.throttle import DEFAULT_MAX_FAILURES
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, rewrite_request_arguments
 from tests.treasury.helpers import approval_for, assert_approved_executed, assert_denied_not_executed, settled
 
@@ -46,8 +47,9 @@ class LibraryServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def wait_listening(self, timeout_s: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout_s
+    def wait_listening(self) -> None:
+        limit_s = scaled(30)
+        deadline = time.monotonic() + limit_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the example exited with {self.process.returncode}: {self.log()}")
@@ -56,7 +58,7 @@ class LibraryServer:
                     return
             except OSError:
                 time.sleep(0.05)
-        raise RuntimeError(f"the example did not listen within {timeout_s}s: {self.log()}")
+        raise RuntimeError(f"the example did not listen within {limit_s:.0f}s: {self.log()}")
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
@@ -70,7 +72,7 @@ class LibraryServer:
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
-            self.process.wait(20)
+            self.process.wait(scaled(20))
 
 
 @pytest.fixture
@@ -86,11 +88,11 @@ def example(tmp_path: Path) -> Iterator[LibraryServer]:
 def review(*args: str) -> subprocess.CompletedProcess[str]:
     """``mcp-approval review ...`` as a subprocess."""
     command = [sys.executable, "-m", "mcp_approval", "review", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(command, capture_output=True, text=True, timeout=scaled(60), check=False)
 
 
 async def test_an_approved_payment_runs_once_and_a_denied_one_never(example: LibraryServer) -> None:
-    async with httpx.AsyncClient(base_url=example.base_url, timeout=20) as http:
+    async with httpx.AsyncClient(base_url=example.base_url, timeout=scaled(20)) as http:
         alice, carol = Wire(http, token="alice-token"), Reviewer(http, "carol-token")
         small = (await alice.call_tool("pay", {"to": "small", "amount": 50})).result
         assert small["isError"] is False
@@ -115,7 +117,7 @@ async def test_an_approved_payment_runs_once_and_a_denied_one_never(example: Lib
 
 
 async def test_the_review_cli_lists_and_decides_with_only_the_database(example: LibraryServer) -> None:
-    async with httpx.AsyncClient(base_url=example.base_url, timeout=20) as http:
+    async with httpx.AsyncClient(base_url=example.base_url, timeout=scaled(20)) as http:
         alice = Wire(http, token="alice-token")
         created = (await alice.call_tool("pay", {"to": "carl", "amount": 300})).result
         pending = await approval_for(Reviewer(http, "carol-token"), "pay", to="carl")
@@ -152,7 +154,7 @@ def test_the_quickstart_shows_the_example_verbatim(fence: str, name: str) -> Non
 
 async def test_an_edited_request_row_cannot_be_approved_and_nothing_runs(example: LibraryServer) -> None:
     """The library path seals what reviewers see as ``serve`` does: the attack of issue 16, item 1."""
-    async with httpx.AsyncClient(base_url=example.base_url, timeout=20) as http:
+    async with httpx.AsyncClient(base_url=example.base_url, timeout=scaled(20)) as http:
         alice, carol = Wire(http, token="alice-token"), Reviewer(http, "carol-token")
         created = (await alice.call_tool("pay", {"to": "attacker", "amount": 990})).result
         approval = await approval_for(carol, "pay", to="attacker")
@@ -201,7 +203,7 @@ WRONG = {"authorization": "Bearer not-a-token"}
 
 def _rotating_failures(base_url: str, path: str) -> list[int]:
     """Wrong tokens, each naming a fresh forwarded address, one more than the limit allows."""
-    with httpx.Client(base_url=base_url, timeout=20) as client:
+    with httpx.Client(base_url=base_url, timeout=scaled(20)) as client:
         return [
             client.get(path, headers={**WRONG, "x-forwarded-for": f"203.0.113.{n}"}).status_code
             for n in range(DEFAULT_MAX_FAILURES + 1)
@@ -210,7 +212,7 @@ def _rotating_failures(base_url: str, path: str) -> list[int]:
 
 def _named_address_is_not_locked_out(base_url: str) -> None:
     """Failures "from" 127.0.0.1 named in the header do not lock out the real 127.0.0.1."""
-    with httpx.Client(base_url=base_url, timeout=20) as client:
+    with httpx.Client(base_url=base_url, timeout=scaled(20)) as client:
         for _ in range(DEFAULT_MAX_FAILURES + 1):
             client.get("/approvals", headers={**WRONG, "x-forwarded-for": "127.0.0.1"})
         own = client.get("/approvals", headers={"authorization": "Bearer carol-token"})
@@ -244,7 +246,7 @@ def test_behind_a_trusted_proxy_each_forwarded_client_has_its_own_limit(tmp_path
     try:
         server.wait_listening()
         statuses = _rotating_failures(server.base_url, "/approvals")
-        with httpx.Client(base_url=server.base_url, timeout=20) as client:
+        with httpx.Client(base_url=server.base_url, timeout=scaled(20)) as client:
             repeated = [
                 client.get("/approvals", headers={**WRONG, "x-forwarded-for": "198.51.100.7"}).status_code
                 for _ in range(DEFAULT_MAX_FAILURES + 1)

@@ -35,6 +35,7 @@ from mcp_approval.notify.messages import markdown_escape
 from tests.conftest import REQUIRE_SERVICES
 from tests.support.polling import eventually
 from tests.support.receivers import WEBHOOK_SECRET, JsonReceiver, SmtpReceiver, WebhookReceiver
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -256,7 +257,7 @@ async def test_teams_gets_markdown_that_renders_no_caller_link_or_image() -> Non
 
 async def test_a_webhook_carries_the_arguments_as_json_data() -> None:
     receiver = WebhookReceiver().start()
-    channel = WebhookChannel(WebhookChannelOptions(url=receiver.url, secret=WEBHOOK_SECRET), timeout_s=5)
+    channel = WebhookChannel(WebhookChannelOptions(url=receiver.url, secret=WEBHOOK_SECRET), timeout_s=scaled(5))
     try:
         await channel.send(hostile())
     finally:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import mcp_approval
+from tests.support.timing import scaled
 
 HEAVY = ("mcp_approval.demo", "mcp_approval.reference", "mcp_approval.testing.conformance")
 # What the command line loads before it knows the command: no layer below it.
@@ -34,7 +35,7 @@ def _loaded_after(statement: str) -> list[str]:
     src = str(Path(mcp_approval.__file__).parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120, check=True
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=scaled(120), check=True
     )
     loaded: list[str] = json.loads(done.stdout.splitlines()[-1])
     return loaded

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir
 from tests.treasury.helpers import approval_for
 
@@ -51,16 +52,16 @@ async def test_the_client_snippet_resumes_a_pending_task_and_prints_the_outcome(
         sys.executable, str(script), stdout=PIPE, stderr=PIPE, env=environment
     )
     try:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
             carol = Reviewer(http, "carol-token")
             request = await approval_for(carol, "wire_transfer", to="acme")
             # Approve only once the first wait has ended, so that the snippet's resume is what ends.
             assert client.stdout is not None
-            first = await asyncio.wait_for(client.stdout.readline(), timeout=30)
+            first = await asyncio.wait_for(client.stdout.readline(), timeout=scaled(30))
             assert first.decode().startswith("still pending: "), first
             decided = await carol.decide(request["id"], "approve")
             assert decided.status_code == 200, decided.text
-        rest, errors = await asyncio.wait_for(client.communicate(), timeout=60)
+        rest, errors = await asyncio.wait_for(client.communicate(), timeout=scaled(60))
     finally:
         if client.returncode is None:
             client.kill()

@@ -44,6 +44,7 @@ import pytest
 
 from mcp_approval.checks.wire import Wire
 from tests.support import forkserver
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.support.upgrade_step import seal_requests
 from tests.treasury.helpers import approval_for, assert_approved_executed, assert_denied_not_executed, settled, shown
@@ -96,7 +97,7 @@ class ReleaseServer(TreasuryServer):
                 cwd=self.directory,
             )
 
-    def stop(self, timeout_s: float = 30.0) -> int:
+    def stop(self, timeout_s: float | None = None) -> int:
         """SIGTERM, as an operator stops a worker, and its exit status."""
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
@@ -129,7 +130,7 @@ async def test_a_rolling_upgrade_from_6854340_runs_every_call_once(
     try:
         # Before: the old worker alone, on a database it migrates itself.
         old.start()
-        async with httpx.AsyncClient(base_url=old.base_url, timeout=20) as old_http:
+        async with httpx.AsyncClient(base_url=old.base_url, timeout=scaled(20)) as old_http:
             on_old = principals(old_http)
             carol_on_old = Reviewer(old_http, "carol-token")
             early = await call(on_old["alice"], "wire_transfer", {"to": "acct-early", "amount": 26_000})
@@ -140,7 +141,7 @@ async def test_a_rolling_upgrade_from_6854340_runs_every_call_once(
 
             # 1, 2. A new worker on a copy of the deployment joins: it migrates and seals nothing.
             new.start()
-            async with httpx.AsyncClient(base_url=new.base_url, timeout=20) as new_http:
+            async with httpx.AsyncClient(base_url=new.base_url, timeout=scaled(20)) as new_http:
                 migrated = next(line for line in new.log().splitlines() if "schema migrated: " in line)
                 assert "audit audit_0003 -> audit_0004" in migrated
                 assert "local_backend local_0004 -> local_0006" in migrated
@@ -181,8 +182,8 @@ async def test_a_rolling_upgrade_from_6854340_runs_every_call_once(
         # The request the new code made and the old one denied (an unsealed decision) stays flagged.
         assert [entry["request_id"] for entry in manifest["left"]] == [made_on_old["denied_by_old"]]
         async with (
-            httpx.AsyncClient(base_url=new.base_url, timeout=20) as new_http,
-            httpx.AsyncClient(base_url=replacement.base_url, timeout=20) as replacement_http,
+            httpx.AsyncClient(base_url=new.base_url, timeout=scaled(20)) as new_http,
+            httpx.AsyncClient(base_url=replacement.base_url, timeout=scaled(20)) as replacement_http,
         ):
             on_new, on_replacement = principals(new_http), principals(replacement_http)
             carol, dave = Reviewer(replacement_http, "carol-token"), Reviewer(new_http, "dave-token")
@@ -213,7 +214,7 @@ async def test_a_rolling_upgrade_from_6854340_runs_every_call_once(
         [sys.executable, "-m", "mcp_approval", "audit", "verify", "--db", postgres_url, "--json"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
         check=False,
     )
     assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -19,6 +19,7 @@ from mcp_approval.tasks import TaskOptions
 from mcp_approval.tasks.runtime import TaskRuntime
 from mcp_approval.tasks.sql_store import SqlTaskStore
 from mcp_approval.tasks.store import TaskSignal
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -44,5 +45,5 @@ async def test_stop_ends_a_loop_whose_store_turned_the_cancellation_into_an_outa
     runtime = TaskRuntime(store, TaskOptions(poll_interval_s=0.05))
     await runtime.start()
     await store.heartbeat_started.wait()
-    with anyio.fail_after(10):  # a bound that fails the test, not a synchronization
+    with anyio.fail_after(scaled(10)):  # a bound that fails the test, not a synchronization
         await runtime.stop()

@@ -22,6 +22,7 @@ from mcp_approval.storage import Database, open_database
 from mcp_approval.web.throttle import DEFAULT_MAX_FAILURES
 from tests.support.arap import arap_deployment
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer, deployment_dir, principals
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres, pytest.mark.slow]
@@ -30,10 +31,10 @@ SECRET = "treasury-dev-callback-secret-0001"  # serve's (config-arap.toml)
 
 
 def two_workers(directory: Path, db_url: str) -> Iterator[tuple[TreasuryServer, TreasuryServer]]:
-    first = TreasuryServer(directory, db_url=db_url).start(timeout_s=90)
+    first = TreasuryServer(directory, db_url=db_url).start(timeout_s=scaled(90))
     second = TreasuryServer(directory, db_url=db_url)
     try:
-        second.start(timeout_s=90)
+        second.start(timeout_s=scaled(90))
         yield first, second
     finally:
         first.kill()
@@ -49,11 +50,11 @@ async def test_a_console_sign_in_on_one_worker_is_valid_on_the_other(
     workers: tuple[TreasuryServer, TreasuryServer],
 ) -> None:
     first, second = workers
-    async with httpx.AsyncClient(base_url=first.base_url, timeout=30) as one:
+    async with httpx.AsyncClient(base_url=first.base_url, timeout=scaled(30)) as one:
         signed_in = await one.post("/console/login", data={"token": "carol-token"})
         assert signed_in.status_code == 303, signed_in.text
         cookies = dict(one.cookies)
-    async with httpx.AsyncClient(base_url=second.base_url, timeout=30, cookies=cookies) as two:
+    async with httpx.AsyncClient(base_url=second.base_url, timeout=scaled(30), cookies=cookies) as two:
         page = await two.get("/console")
         assert page.status_code == 200, page.headers.get("location")
         assert "Nothing is waiting for a decision." in page.text
@@ -61,7 +62,7 @@ async def test_a_console_sign_in_on_one_worker_is_valid_on_the_other(
         csrf = page.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
         out = await two.post("/console/logout", data={"csrf": csrf}, headers={"origin": second.base_url})
         assert out.status_code == 303
-    async with httpx.AsyncClient(base_url=first.base_url, timeout=30, cookies=cookies) as one:
+    async with httpx.AsyncClient(base_url=first.base_url, timeout=scaled(30), cookies=cookies) as one:
         assert (await one.get("/console")).headers["location"] == "/console/login"
 
 
@@ -70,8 +71,8 @@ async def test_failed_sign_ins_on_both_workers_count_against_one_limit(
 ) -> None:
     first, second = workers
     async with (
-        httpx.AsyncClient(base_url=first.base_url, timeout=30) as one,
-        httpx.AsyncClient(base_url=second.base_url, timeout=30) as two,
+        httpx.AsyncClient(base_url=first.base_url, timeout=scaled(30)) as one,
+        httpx.AsyncClient(base_url=second.base_url, timeout=scaled(30)) as two,
     ):
         for attempt in range(DEFAULT_MAX_FAILURES):  # half on each worker
             client = one if attempt % 2 == 0 else two
@@ -91,8 +92,8 @@ async def test_failures_on_one_worker_lock_the_client_out_of_the_other_within_th
     # The second worker never sees this client fail: it learns of the lockout from the store alone.
     first, second = workers
     async with (
-        httpx.AsyncClient(base_url=first.base_url, timeout=30) as one,
-        httpx.AsyncClient(base_url=second.base_url, timeout=30) as two,
+        httpx.AsyncClient(base_url=first.base_url, timeout=scaled(30)) as one,
+        httpx.AsyncClient(base_url=second.base_url, timeout=scaled(30)) as two,
     ):
         for attempt in range(DEFAULT_MAX_FAILURES):
             wrong = await one.get("/approvals", headers={"authorization": f"Bearer wrong-{attempt}"})
@@ -103,7 +104,7 @@ async def test_failures_on_one_worker_lock_the_client_out_of_the_other_within_th
             return response.status_code
 
         # Bounded by DEFAULT_REFRESH_S (1 s); the polling bound only allows for a loaded machine.
-        await eventually(with_the_right_token, lambda status: status == 429, timeout_s=10)
+        await eventually(with_the_right_token, lambda status: status == 429, timeout_s=scaled(10))
 
 
 async def test_a_callback_replayed_to_another_worker_is_refused(tmp_path: Path, postgres_url: str) -> None:
@@ -111,28 +112,28 @@ async def test_a_callback_replayed_to_another_worker_is_refused(tmp_path: Path, 
         tmp_path,
         ars_overrides={"arap": {"retry_after_s": 30, "callback_secret": "an-ars-secret-serve-does-not-know"}},
     )
-    pair.ars.start(timeout_s=90)
+    pair.ars.start(timeout_s=scaled(90))
     first = TreasuryServer(pair.directory, db_url=postgres_url)
     second = TreasuryServer(pair.directory, db_url=postgres_url)
     try:
-        first.start(timeout_s=90)
-        async with httpx.AsyncClient(base_url=first.base_url, timeout=30) as http:
+        first.start(timeout_s=scaled(90))
+        async with httpx.AsyncClient(base_url=first.base_url, timeout=scaled(30)) as http:
             alice = principals(http)["alice"]
             created = await alice.call_tool("wire_transfer", {"to": "acct-w", "amount": 40_000})
         task_id = created.result["taskId"]
         database = open_database(postgres_url)
         try:
             found = await eventually(
-                lambda: _handle_and_key(database, task_id), lambda found: found is not None, timeout_s=30
+                lambda: _handle_and_key(database, task_id), lambda found: found is not None, timeout_s=scaled(30)
             )
         finally:
             await database.close()
         assert found is not None
         handle, key = found
-        second.start(timeout_s=90)  # once the task exists, so its start-up reconciliation has nothing to adopt
+        second.start(timeout_s=scaled(90))  # once the task exists, so its start-up reconciliation has nothing to adopt
         body = json.dumps({"state": callback_state(SECRET, key), "task": {**handle, "status": "pending"}}).encode()
         headers = {SIGNATURE_HEADER: sign_callback(SECRET, body, int(time.time()))}
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with httpx.AsyncClient(timeout=scaled(30)) as http:
             accepted = await http.post(first.base_url + CALLBACK_PATH, content=body, headers=headers)
             assert accepted.status_code == 202, accepted.text
             replayed = await http.post(second.base_url + CALLBACK_PATH, content=body, headers=headers)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.timing import scaled
 from tests.support.treasury import deployment_dir
 
 SERVE_PROBE = """
@@ -51,7 +52,7 @@ main()
 
 def probe(source: str, *args: str) -> dict[str, bool]:
     done = subprocess.run(
-        [sys.executable, "-c", source, *args], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", source, *args], capture_output=True, text=True, timeout=scaled(120), check=False
     )
     assert done.returncode == 0, done.stderr
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.arap import arap_deployment
+from tests.support.timing import scaled
 from tests.support.treasury import deployment_dir
 
 #: Port 1 on loopback: nothing listens there, so the connection is refused at once.
@@ -22,7 +23,7 @@ SHOWN = "postgresql://treasury:***@127.0.0.1:1/treasury"
 
 def _run(command: list[str]) -> subprocess.CompletedProcess[str]:
     environment = os.environ.copy()
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, env=environment)
+    return subprocess.run(command, capture_output=True, text=True, timeout=scaled(60), env=environment)
 
 
 def _assert_one_line_naming_the_store(done: subprocess.CompletedProcess[str], program: str, shown: str) -> None:

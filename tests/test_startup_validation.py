@@ -21,6 +21,7 @@ from mcp_approval.policy.source import TextSource
 from mcp_approval.server.deployment import build_deployment
 from mcp_approval.server.validation import call_register, check_policy_tools, check_requestable_templates
 from tests.approval.inprocess import inprocess_treasury
+from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer, deployment_dir
 from tests.treasury.helpers import AUTHORIZATION
 
@@ -30,7 +31,7 @@ BASE_URL = "http://127.0.0.1:8000"
 def serve_fails(directory: Path) -> str:
     """Run ``serve`` on the copy; it must exit 2 with one line on stderr and no traceback."""
     command = [sys.executable, "-m", "mcp_approval", "serve", "--config", str(directory / "config.toml"), "--port", "0"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    done = subprocess.run(command, capture_output=True, text=True, timeout=scaled(60), env=os.environ.copy())
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
@@ -168,7 +169,7 @@ def test_the_arap_server_refuses_a_requestable_template_it_does_not_configure(tm
     edit(policy, '@requestable("treasury")', '@requestable("treasurey")')
     config = directory / "arap-server.toml"
     command = [sys.executable, "-m", "mcp_approval", "arap-server", "--config", str(config), "--port", "0"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    done = subprocess.run(command, capture_output=True, text=True, timeout=scaled(60), env=os.environ.copy())
     assert done.returncode == 2, done.stderr
     where = f'{policy}:{line_of(policy, "treasurey")}: @requestable("treasurey"): no [templates.treasurey] in {config}'
     configured = "(configured: close_quarter, refund, treasury)"

@@ -16,6 +16,7 @@ from mcp_approval.tasks.models import new_task_id
 from mcp_approval.tasks.runtime import TaskRuntime
 from tests.support.polling import eventually
 from tests.support.process import running
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -25,7 +26,7 @@ UNAVAILABLE = {"code": -32603, "message": "Task store unavailable"}
 
 
 async def set_database_reachable(admin_url: str, database: str, reachable: bool) -> None:
-    conn = await asyncpg.connect(admin_url, timeout=5)
+    conn = await asyncpg.connect(admin_url, timeout=scaled(5))
     try:
         await conn.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS {str(reachable).lower()}')
         if not reachable:
@@ -38,7 +39,7 @@ async def set_database_reachable(admin_url: str, database: str, reachable: bool)
 
 
 async def stored_row(database_url: str, task_id: str) -> asyncpg.Record:
-    conn = await asyncpg.connect(database_url.replace("postgresql://", "postgres://"), timeout=5)
+    conn = await asyncpg.connect(database_url.replace("postgresql://", "postgres://"), timeout=scaled(5))
     try:
         return await conn.fetchrow("SELECT status, version, result_json, owner FROM tasks WHERE task_id = $1", task_id)
     finally:
@@ -82,8 +83,8 @@ async def test_the_owner_rides_out_an_outage_longer_than_its_lease(postgres_url,
 
     database = postgres_url.rsplit("/", 1)[1]
     with running(postgres_url, tmp_path, *FLAGS, name="a") as a, running(postgres_url, tmp_path, *FLAGS, name="b") as b:
-        on_a = Wire(httpx.AsyncClient(base_url=a.base_url, timeout=10), token="alice-token")
-        on_b = Wire(httpx.AsyncClient(base_url=b.base_url, timeout=10), token="alice-token")
+        on_a = Wire(httpx.AsyncClient(base_url=a.base_url, timeout=scaled(10)), token="alice-token")
+        on_b = Wire(httpx.AsyncClient(base_url=b.base_url, timeout=scaled(10)), token="alice-token")
         task_id = (await on_a.call_tool("slow_job", {"seconds": 3.0, "label": "outage"})).result["taskId"]
         await set_database_reachable(POSTGRES_ADMIN_URL, database, False)
         try:

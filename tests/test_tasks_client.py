@@ -23,6 +23,7 @@ from mcp_approval.client.tasks import GetTaskRequest
 from mcp_approval.tasks import TaskOptions, store_from_url
 from mcp_approval.tasks.models import TaskIdParams
 from mcp_approval.testing.tasks_demo import build_tasks_demo_server
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -50,7 +51,7 @@ async def elicitation_callback(context, params):
 @pytest.mark.sep_check("sep-2663-client-accepts-either-result", "sep-2663-client-answers-outstanding-keys-once")
 async def test_input_requests_go_through_the_clients_elicitation_callback():
     server, _ = demo_server()
-    tasks = TasksClient(task_wait_s=10)
+    tasks = TasksClient(task_wait_s=scaled(10))
     async with Client(server, extensions=[tasks], elicitation_callback=elicitation_callback) as client:
         result = await client.call_tool("ask_name", {})
     assert result.content[0].text == "Hello, Ada!"
@@ -58,7 +59,7 @@ async def test_input_requests_go_through_the_clients_elicitation_callback():
 
 async def test_an_explicit_input_handler_takes_precedence():
     server, _ = demo_server()
-    tasks = TasksClient(task_wait_s=10, input_handler=answer_name)
+    tasks = TasksClient(task_wait_s=scaled(10), input_handler=answer_name)
     async with Client(server, extensions=[tasks], elicitation_callback=elicitation_callback) as client:
         result = await client.call_tool("ask_name", {})
     assert result.content[0].text == "Hello, Grace!"
@@ -70,7 +71,7 @@ async def test_input_the_client_did_not_declare_is_missing_capability():
     The tool asks before the call became a task, so the call itself answers -32021.
     """
     server, tasks = demo_server()
-    async with Client(server, extensions=[TasksClient(task_wait_s=10)]) as client:
+    async with Client(server, extensions=[TasksClient(task_wait_s=scaled(10))]) as client:
         with pytest.raises(MCPError) as failed:
             await client.call_tool("ask_name", {})
         stored = await tasks.store.count_active()
@@ -84,7 +85,7 @@ async def test_input_the_client_declines_raises_naming_the_task():
         return types.ErrorData(code=-32600, message="no thanks")
 
     server, tasks = demo_server()
-    async with Client(server, extensions=[TasksClient(task_wait_s=10)], elicitation_callback=decline) as client:
+    async with Client(server, extensions=[TasksClient(task_wait_s=scaled(10))], elicitation_callback=decline) as client:
         with pytest.raises(TaskInputRequiredError) as raised:
             await client.call_tool("ask_name", {})
         row = await tasks.store.get(raised.value.task_id)
@@ -111,7 +112,7 @@ async def test_failed_and_cancelled_tasks_raise_typed_errors():
 @pytest.mark.sep_check("sep-2848-client-persists-task-ids")
 async def test_pending_task_is_journaled_and_resumed_by_a_new_client(tmp_path):
     server, _ = demo_server()
-    resumer = TasksClient(task_wait_s=10)
+    resumer = TasksClient(task_wait_s=scaled(10))
     async with Client(server, extensions=[resumer]) as later:  # the server stays up meanwhile
         journal = TaskJournal(tmp_path / "agent.db")
         async with Client(server, extensions=[TasksClient(task_wait_s=0.05, journal=journal)]) as client:
@@ -132,7 +133,7 @@ async def test_pending_task_is_journaled_and_resumed_by_a_new_client(tmp_path):
 async def test_resume_of_a_task_from_another_client_process_keeps_polling(tmp_path):
     server, _ = demo_server(store_url=f"sqlite:///{tmp_path / 'tasks.db'}")
     first = TasksClient(task_wait_s=0.05)
-    second = TasksClient(task_wait_s=10)
+    second = TasksClient(task_wait_s=scaled(10))
     async with Client(server, extensions=[first]) as c1, Client(server, extensions=[second]) as c2:
         with pytest.raises(TaskPendingError) as pending:
             await c1.call_tool("slow_job", {"seconds": 0.4, "label": "later"})

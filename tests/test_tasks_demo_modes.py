@@ -8,6 +8,7 @@ import pytest
 from mcp_approval.checks.wire import Wire
 from mcp_approval.testing.tasks_demo import main
 from tests.support.process import running
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -16,7 +17,7 @@ async def test_mode_overrides_change_how_a_tool_is_answered(tmp_path):
     db_url = f"sqlite:///{tmp_path / 'modes.db'}"
     flags = ("--threshold", "0", "--mode", "echo=required", "--mode", "slow_job=forbidden")
     with running(db_url, tmp_path, *flags) as server:
-        wire = Wire(httpx.AsyncClient(base_url=server.base_url, timeout=10))
+        wire = Wire(httpx.AsyncClient(base_url=server.base_url, timeout=scaled(10)))
         echoed = (await wire.call_tool("echo", {"text": "hi"})).result
         slow = (await wire.call_tool("slow_job", {"seconds": 0.2, "label": "inline"})).result
     assert echoed["resultType"] == "task"  # forbidden by default, required here

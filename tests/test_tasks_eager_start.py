@@ -16,6 +16,7 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_approval.client import TasksClient
 from mcp_approval.tasks import TaskOptions, TasksExtension, store_from_url, task_routing_middleware
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -51,8 +52,8 @@ def tasks_server() -> tuple[MCPServer, TasksExtension, list[asyncio.Task[object]
 
 async def test_a_call_that_outlasts_the_threshold_keeps_its_task_and_runs_once():
     server, tasks, seen = tasks_server()
-    with anyio.fail_after(30):  # a bound that fails the test, not a synchronization
-        async with Client(server, extensions=[TasksClient(task_wait_s=10)]) as client:
+    with anyio.fail_after(scaled(30)):  # a bound that fails the test, not a synchronization
+        async with Client(server, extensions=[TasksClient(task_wait_s=scaled(10))]) as client:
             result = await client.call_tool("scoped", {"seconds": 0.3})  # a task after 0.05 s
             stored = await tasks.store.count_active()
     assert result.content[0].text == "slept 0.3"
@@ -64,8 +65,8 @@ async def test_a_call_that_outlasts_the_threshold_keeps_its_task_and_runs_once()
 
 async def test_a_call_that_never_suspends_is_answered_inline_from_its_own_task():
     server, _, seen = tasks_server()
-    with anyio.fail_after(30):
-        async with Client(server, extensions=[TasksClient(task_wait_s=10)]) as client:
+    with anyio.fail_after(scaled(30)):
+        async with Client(server, extensions=[TasksClient(task_wait_s=scaled(10))]) as client:
             first = await client.call_tool("at_once", {})
             second = await client.call_tool("at_once", {})
     assert (first.content[0].text, second.content[0].text) == ("done", "done")

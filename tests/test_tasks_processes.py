@@ -8,6 +8,7 @@ import pytest
 from mcp_approval.checks.wire import Wire
 from tests.support.polling import eventually
 from tests.support.process import running
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -16,7 +17,7 @@ FLAGS = ("--tokens", "--threshold", "0", "--poll-interval", "0.1", "--lease-grac
 
 
 def wire_to(server, token: str = "alice-token") -> Wire:
-    return Wire(httpx.AsyncClient(base_url=server.base_url, timeout=10), token=token)
+    return Wire(httpx.AsyncClient(base_url=server.base_url, timeout=scaled(10)), token=token)
 
 
 def status_is(*statuses):

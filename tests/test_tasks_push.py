@@ -12,6 +12,7 @@ import pytest
 from mcp_approval.checks.wire import Wire
 from tests.support.listen import listening
 from tests.support.process import running
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -45,7 +46,7 @@ def token_server(module_store_url, tmp_path):
     "sep-2663-notification-subscription-id",
 )
 async def test_every_status_change_is_notified_in_order_and_the_last_equals_tasks_get(server):
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(10)) as http:
         wire = Wire(http)
         created = (await wire.call_tool("ask_name", {})).result
         task_id = created["taskId"]
@@ -76,7 +77,7 @@ async def test_every_status_change_is_notified_in_order_and_the_last_equals_task
 
 @pytest.mark.sep_check("sep-2663-notification-only-owned-ids")
 async def test_ids_of_another_principal_are_treated_like_unknown_ids(token_server):
-    async with httpx.AsyncClient(base_url=token_server.base_url, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=token_server.base_url, timeout=scaled(10)) as http:
         alice = Wire(http, token="alice-token")
         task_id = (await alice.call_tool("slow_job", {"seconds": 0.5})).result["taskId"]
         async with listening(token_server.base_url, [task_id, "unknown-id"], token="bob-token") as bobs:
@@ -90,7 +91,7 @@ async def test_ids_of_another_principal_are_treated_like_unknown_ids(token_serve
 
 
 async def test_only_the_requested_tasks_are_notified_and_core_filters_still_work(server):
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(10)) as http:
         wire = Wire(http)
         watched = (await wire.call_tool("slow_job", {"seconds": 0.3, "label": "watched"})).result["taskId"]
         other = (await wire.call_tool("slow_job", {"seconds": 0.1, "label": "other"})).result["taskId"]
@@ -104,7 +105,7 @@ async def test_only_the_requested_tasks_are_notified_and_core_filters_still_work
 
 
 async def test_a_cancelled_task_is_notified(server):
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(10)) as http:
         wire = Wire(http)
         task_id = (await wire.call_tool("slow_job", {"seconds": 30})).result["taskId"]
         async with listening(server.base_url, [task_id]) as stream:
@@ -115,7 +116,7 @@ async def test_a_cancelled_task_is_notified(server):
 
 
 async def test_a_listen_opened_again_after_a_dropped_stream_gets_the_current_state(server):
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(10)) as http:
         wire = Wire(http)
         task_id = (await wire.call_tool("slow_job", {"seconds": 0.4})).result["taskId"]
         async with listening(server.base_url, [task_id]) as first:
@@ -130,7 +131,7 @@ async def test_a_listen_opened_again_after_a_dropped_stream_gets_the_current_sta
 
 
 async def test_malformed_task_ids_are_invalid_params(server):
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(10)) as http:
         reply = await Wire(http).request("subscriptions/listen", {"notifications": {"taskIds": "abc"}})
     assert reply.error["code"] == -32602
     assert "taskIds" in reply.error["message"]
@@ -151,7 +152,7 @@ async def _call_slow_job(base_url: str, tasks_client) -> tuple[str, float]:
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    async with httpx2.AsyncClient(timeout=30) as http:
+    async with httpx2.AsyncClient(timeout=scaled(30)) as http:
         transport = streamable_http_client(f"{base_url}/mcp", http_client=http)
         async with Client(transport, extensions=[tasks_client]) as client:
             started = time.monotonic()
@@ -163,7 +164,7 @@ async def test_tasks_client_wakes_on_the_notification_instead_of_the_poll_interv
     """The server suggests polling every 5 s; the completion arrives by notification well before."""
     from mcp_approval.client import TasksClient
 
-    tasks_client = TasksClient(task_wait_s=30)
+    tasks_client = TasksClient(task_wait_s=scaled(30))
     text, elapsed = await _call_slow_job(slow_poll_server.base_url, tasks_client)
     assert text == "pushed finished after 0.3s"
     assert tasks_client.push is not None
@@ -174,7 +175,9 @@ async def test_tasks_client_wakes_on_the_notification_instead_of_the_poll_interv
 async def test_tasks_client_without_notifications_polls_at_the_interval(slow_poll_server):
     from mcp_approval.client import TasksClient
 
-    text, elapsed = await _call_slow_job(slow_poll_server.base_url, TasksClient(task_wait_s=30, notifications=False))
+    text, elapsed = await _call_slow_job(
+        slow_poll_server.base_url, TasksClient(task_wait_s=scaled(30), notifications=False)
+    )
     assert text == "pushed finished after 0.3s"
     assert elapsed >= 4.5  # one full poll interval: the figure the notification saves
 
@@ -188,7 +191,7 @@ async def test_the_listen_request_of_the_concepts_page_works_as_it_says(server):
     page = (Path(__file__).parents[1] / "docs" / "concepts" / "tasks.md").read_text(encoding="utf-8")
     section = page.split("## Notifications", 1)[1]
     request = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(10)) as http:
         task_id = (await Wire(http).call_tool("slow_job", {"seconds": 0.2})).result["taskId"]
     async with listening(server.base_url, [task_id], request_id=request["id"], method=request["method"]) as stream:
         await stream.wait_for(lambda _: ended(stream.statuses(task_id)))

@@ -16,6 +16,7 @@ import pytest
 from mcp_approval.checks.wire import Wire
 from tests.support.polling import eventually
 from tests.support.process import running
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.redis]
 
@@ -27,7 +28,7 @@ LOST_WORKER = "The worker running this task stopped responding"
 
 
 def wire_to(server, token: str = "alice-token") -> Wire:
-    return Wire(httpx.AsyncClient(base_url=server.base_url, timeout=10), token=token)
+    return Wire(httpx.AsyncClient(base_url=server.base_url, timeout=scaled(10)), token=token)
 
 
 def status_is(*statuses):
@@ -99,7 +100,9 @@ async def test_results_stay_until_ttl_then_leave_redis_and_the_caller_is_a_diges
         done = (await eventually(lambda: wire.get(created["taskId"]), status_is("completed"))).result
         stored = await client.hgetall(f"{prefix}task:{created['taskId']}")
         gone = await eventually(
-            lambda: wire.get(created["taskId"]), lambda r: "error" in r.body, timeout_s=done["ttlMs"] / 1000 + 10
+            lambda: wire.get(created["taskId"]),
+            lambda r: "error" in r.body,
+            timeout_s=done["ttlMs"] / 1000 + scaled(10),
         )
         leftovers = await eventually(
             lambda: _keys(client, prefix), lambda keys: not any(created["taskId"] in key for key in keys)

@@ -17,6 +17,7 @@ from mcp_approval.tasks.signals import (
     TaskSignals,
 )
 from mcp_approval.tasks.states import TaskStatus
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -33,8 +34,8 @@ class Inbox:
         self.changes.append(change)
         self._arrived.set()
 
-    async def wait_for(self, change: TaskChange, timeout_s: float = 5.0) -> None:
-        async with asyncio.timeout(timeout_s):
+    async def wait_for(self, change: TaskChange, timeout_s: float | None = None) -> None:
+        async with asyncio.timeout(scaled(5) if timeout_s is None else timeout_s):
             while change not in self.changes:
                 self._arrived.clear()
                 await self._arrived.wait()
@@ -98,7 +99,7 @@ async def test_postgres_notify_reaches_the_other_worker_and_survives_a_dropped_c
             await admin.close()
         assert isinstance(b, PostgresTaskSignals)
         again = TaskChange("task-2", SignalKind.INPUT)
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(scaled(10)):
             while again not in inbox_b.changes:
                 await b.reconnect_if_lost()
                 await a.publish(again)
@@ -114,7 +115,7 @@ async def test_redis_pubsub_reaches_the_other_worker(redis_url):
     async with pair(lambda: RedisTaskSignals(lambda: Redis.from_url(REDIS_URL), prefix="sig-test:")) as (a, b):
         inbox_b = Inbox(b)
         change = TaskChange("task-1", SignalKind.STATUS)
-        async with asyncio.timeout(10):  # the subscription is made in the background: publish until heard
+        async with asyncio.timeout(scaled(10)):  # the subscription is made in the background: publish until heard
             while change not in inbox_b.changes:
                 await a.publish(change)
                 await asyncio.sleep(0.05)

@@ -16,6 +16,7 @@ from mcp_approval.checks.wire import Wire
 from tests.support.listen import listening
 from tests.support.polling import eventually
 from tests.support.process import running
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -25,7 +26,7 @@ SIGNAL_BUDGET_S = 2.0
 
 
 def wire_to(server, token: str = "alice-token") -> Wire:
-    return Wire(httpx.AsyncClient(base_url=server.base_url, timeout=10), token=token)
+    return Wire(httpx.AsyncClient(base_url=server.base_url, timeout=scaled(10)), token=token)
 
 
 def status_is(*statuses):

@@ -9,6 +9,7 @@ import pytest
 
 from mcp_approval.checks.wire import TASKS, envelope
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -486,7 +487,7 @@ async def test_listen_acknowledges_only_known_task_ids(tmp_path):
     }
     with running(f"sqlite:///{tmp_path / 'tasks.db'}", tmp_path) as server:
         async with (
-            httpx.AsyncClient(base_url=server.base_url, timeout=10) as http,
+            httpx.AsyncClient(base_url=server.base_url, timeout=scaled(10)) as http,
             http.stream("POST", "/mcp", json=body, headers=headers) as response,
         ):
             first_event = ""
@@ -515,7 +516,7 @@ async def test_sdk_client_sends_mcp_name_on_tasks_requests():
     async with server.session_manager.run():
         http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1:8000")
         transport = streamable_http_client("http://127.0.0.1:8000/mcp", http_client=http)
-        async with Client(transport, extensions=[TasksClient(task_wait_s=10)]) as client:
+        async with Client(transport, extensions=[TasksClient(task_wait_s=scaled(10))]) as client:
             result = await client.call_tool("slow_job", {"seconds": 0.1, "label": "http"})
     assert result.content[0].text == "http finished after 0.1s"
 

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.support.timing import scaled
+
 ROOT = Path(__file__).resolve().parents[1]
 OPERATORS = ROOT / "docs" / "operators.md"
 # Long enough that a random 43-character task id or trace id cannot contain one by chance ("50" once did).
@@ -136,4 +138,4 @@ def _tracing_section() -> str:
 def _python(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     command = [sys.executable, *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, env=env, cwd=ROOT)
+    return subprocess.run(command, capture_output=True, text=True, timeout=scaled(300), check=False, env=env, cwd=ROOT)

@@ -38,6 +38,7 @@ from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.storage import AUDIT_MIGRATIONS, SHARED_MIGRATIONS, AuditLog, Database, migrate, open_database
 from mcp_approval.tasks.schema import TASKS_MIGRATIONS
 from tests.support.stored_schema import row_counts, version_heads
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.support.upgrade_step import seal_requests
 from tests.treasury.helpers import assert_approved_executed, settled, shown
@@ -213,7 +214,7 @@ async def test_the_pending_approvals_of_6854340_complete_once_after_the_operator
     directory = deployment_dir(tmp_path)
     server = TreasuryServer(directory, db_url=db_url).start()
     try:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
             wires = principals(http)
             carol, dave = Reviewer(http, "carol-token"), Reviewer(http, "dave-token")
             # Without the step: both pending requests flagged, and nobody may approve them.

@@ -29,6 +29,7 @@ from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, 
 from mcp_approval.storage.audit import GENESIS_HASH
 from mcp_approval.tasks.schema import TASKS_MIGRATIONS
 from tests.support.stored_schema import row_counts, version_heads
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.support.upgrade_step import seal_requests
 from tests.treasury.helpers import approval_for, assert_approved_executed, settled
@@ -156,7 +157,7 @@ async def test_a_pending_approval_of_the_release_completes_after_the_operator_se
     directory = deployment_dir(tmp_path)
     server = TreasuryServer(directory, db_url=db_url).start()
     try:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
             alice = principals(http)["alice"]
             task: dict[str, Any] = (await alice.get(task_id)).result
             assert task["status"] == "working"

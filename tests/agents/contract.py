@@ -20,10 +20,11 @@ from typing import Any
 
 import httpx
 
+from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "agents"
-RUN_TIMEOUT_S = 120.0  # one example process; a loaded 2-core machine takes seconds to import a framework
+RUN_TIMEOUT_S = scaled(120.0)  # one example process; a loaded 2-core machine takes seconds to import a framework
 
 
 class Example:
@@ -67,7 +68,7 @@ class Example:
             assert process.poll() is None
         finally:
             process.send_signal(signal.SIGKILL)
-            process.wait(10)
+            process.wait(scaled(10))
         assert process.returncode == -signal.SIGKILL
 
     def finished_messages(self) -> str:
@@ -95,7 +96,9 @@ def transfers_to(treasury: TreasuryServer, account: str) -> int:
 
 def pending_requests(treasury: TreasuryServer, account: str) -> list[dict[str, Any]]:
     """The pending approval requests for a transfer to ``account``, as the reviewer API lists them."""
-    with httpx.Client(base_url=treasury.base_url, headers={"Authorization": "Bearer carol-token"}, timeout=20) as http:
+    with httpx.Client(
+        base_url=treasury.base_url, headers={"Authorization": "Bearer carol-token"}, timeout=scaled(20)
+    ) as http:
         listing = http.get("/approvals", params={"status": "pending"}).json()["approvals"]
     return [r for r in listing if r["tool"] == "wire_transfer" and r["arguments"].get("to") == account]
 
@@ -104,7 +107,9 @@ def decide(treasury: TreasuryServer, account: str, decision: str) -> dict[str, A
     """The reviewer (carol) decides the one pending request for a transfer to ``account``."""
     mine = pending_requests(treasury, account)
     assert len(mine) == 1, f"{len(mine)} pending requests for {account}"
-    with httpx.Client(base_url=treasury.base_url, headers={"Authorization": "Bearer carol-token"}, timeout=20) as http:
+    with httpx.Client(
+        base_url=treasury.base_url, headers={"Authorization": "Bearer carol-token"}, timeout=scaled(20)
+    ) as http:
         decided = http.post(f"/approvals/{mine[0]['id']}/decide", json={"decision": decision, "comment": "test"})
         assert decided.status_code == 200, decided.text
         record: dict[str, Any] = decided.json()

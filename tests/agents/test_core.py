@@ -19,6 +19,7 @@ from mcp_approval.agents import (
 )
 from mcp_approval.client import ClientUsageError, TaskPendingError, mcp_client
 from tests.agents.contract import decide, new_account, transfers_to
+from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer, deployment_dir
 
 pytestmark = pytest.mark.anyio
@@ -48,8 +49,8 @@ async def test_a_gated_call_is_pending_then_resolves_once_in_a_new_client(
     decide(treasury, account, "approve")
     async with mcp_client(f"{treasury.base_url}/mcp", tasks=True, auth="alice-token", call_journal=journal) as client:
         gate = ApprovalTools(client)
-        result = await gate.wait_for_decision(PendingCall.from_dict(pending.as_dict()), timeout_s=30)
-        again = await gate.wait_for_decision(pending, timeout_s=30)  # the recorded outcome: nothing is called
+        result = await gate.wait_for_decision(PendingCall.from_dict(pending.as_dict()), timeout_s=scaled(30))
+        again = await gate.wait_for_decision(pending, timeout_s=scaled(30))  # the recorded outcome: nothing is called
     assert result.is_error is not True
     assert f"to {account} completed" in result_text(result)
     assert again == result
@@ -69,7 +70,7 @@ async def test_a_first_call_stays_brief_while_another_waits_for_its_decision_on_
         # The brief call starts first, the long wait right after it, before the brief one reaches its task.
         started = time.monotonic()
         briefly = asyncio.create_task(gate.call("wire_transfer", transfer(second), call_key="test/run-4/c2"))
-        decision = asyncio.create_task(gate.wait_for_decision(waiting, timeout_s=60))
+        decision = asyncio.create_task(gate.wait_for_decision(waiting, timeout_s=scaled(60)))
         brief = await briefly
         took = time.monotonic() - started
         assert isinstance(brief, PendingCall)
@@ -91,15 +92,16 @@ async def test_a_denied_call_answers_that_it_did_not_run(treasury: TreasuryServe
         pending = await gate.call("wire_transfer", transfer(account), call_key=key)
         assert isinstance(pending, PendingCall)
         decide(treasury, account, "deny")
-        result = await gate.wait_for_decision(pending, timeout_s=30)
+        result = await gate.wait_for_decision(pending, timeout_s=scaled(30))
     assert result.is_error is True
     assert "did not run" in result_text(result)
     assert transfers_to(treasury, account) == 0
 
 
 async def test_an_expired_request_answers_that_it_did_not_run(tmp_path: Path) -> None:
-    # Requests expire two seconds after they open; no one decides this one.
-    server = TreasuryServer(deployment_dir(tmp_path, {"approval": {"max_pending_s": 2.0}})).start()
+    # Requests expire two seconds (scaled: a busy machine must see it pending first) after they open;
+    # no one decides this one.
+    server = TreasuryServer(deployment_dir(tmp_path, {"approval": {"max_pending_s": scaled(2.0)}})).start()
     try:
         account = new_account("core-expire")
         async with mcp_client(
@@ -109,7 +111,7 @@ async def test_an_expired_request_answers_that_it_did_not_run(tmp_path: Path) ->
             pending = await gate.call("wire_transfer", transfer(account), call_key="test/run-5/c1")
             assert isinstance(pending, PendingCall)
             assert pending.deadline is not None
-            result = await gate.wait_for_decision(pending, timeout_s=60)
+            result = await gate.wait_for_decision(pending, timeout_s=scaled(60))
         assert result.is_error is True
         assert "expired" in result_text(result)
         assert "did not run" in result_text(result)

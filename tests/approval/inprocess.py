@@ -24,6 +24,7 @@ from mcp_approval.config import load_config
 from mcp_approval.policy import Decision, EvaluationRequest, EvaluationsSemantic, PolicyDecisionPoint
 from mcp_approval.server.arap_backend import pdp_from_config
 from mcp_approval.server.deployment import Deployment, build_deployment, deployment_app
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, deployment_dir, principals
 
 BASE_URL = "http://127.0.0.1:8000"
@@ -129,6 +130,6 @@ async def inprocess_treasury(
     transport = httpx.ASGITransport(app=app)
     async with (
         deployment.server.session_manager.run(),
-        httpx.AsyncClient(transport=transport, base_url=BASE_URL, timeout=20) as http,
+        httpx.AsyncClient(transport=transport, base_url=BASE_URL, timeout=scaled(20)) as http,
     ):
         yield Harness(deployment, http, directory, pdp)

@@ -26,6 +26,7 @@ from mcp_approval.approval.persistence.store import Admission, ApprovalStore, In
 from mcp_approval.storage import Database, StoreUnavailableError, migrate, open_database
 from mcp_approval.tasks.schema import TASKS_MIGRATIONS, tasks_table
 from mcp_approval.tasks.states import TaskStatus
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -298,7 +299,7 @@ def _run_workers(url: str, ids_file: Path) -> dict[str, dict[str, Any]]:
             assert process.stdout is not None
             line = process.stdout.readline()
             if line.strip() != "ready":
-                _, err = process.communicate(timeout=30)
+                _, err = process.communicate(timeout=scaled(30))
                 raise AssertionError(f"worker {role} did not get ready: {line!r}\n{err}")
         for process in workers.values():  # both are connected and blocked on stdin: release them together
             assert process.stdin is not None
@@ -306,7 +307,7 @@ def _run_workers(url: str, ids_file: Path) -> dict[str, dict[str, Any]]:
             process.stdin.flush()
         reports: dict[str, dict[str, Any]] = {}
         for role, process in workers.items():
-            out, err = process.communicate(timeout=120)
+            out, err = process.communicate(timeout=scaled(120))
             assert process.returncode == 0, f"worker {role} exited {process.returncode}\n{err}"
             reports[role] = json.loads(out.strip().splitlines()[-1])
         return reports

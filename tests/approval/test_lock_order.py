@@ -20,6 +20,7 @@ from mcp_approval.storage import migrate, open_database
 from mcp_approval.tasks.schema import TASKS_MIGRATIONS
 from tests.approval.test_claim_race import _create_one
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
@@ -43,10 +44,10 @@ async def test_a_reschedule_moving_the_retention_waits_behind_a_fence_instead_of
         await eventually(lambda: fence.fetchval(waiting, name), lambda count: count >= 1)
         # The fence goes on to its workflow: it must not wait for the reschedule, which waits for it.
         await asyncio.wait_for(
-            fence.execute("UPDATE approval_workflows SET version = version + 1 WHERE task_id = 'locked'"), 10
+            fence.execute("UPDATE approval_workflows SET version = version + 1 WHERE task_id = 'locked'"), scaled(10)
         )
         await transaction.commit()
-        assert await asyncio.wait_for(moving, 20)
+        assert await asyncio.wait_for(moving, scaled(20))
     finally:
         await fence.close()
         await database.close()

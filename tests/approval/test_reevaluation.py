@@ -18,6 +18,7 @@ from mcp_approval.policy import Decision
 from mcp_approval.policy.models import REASON_GRANT_PENDING, REASON_OUT_OF_SCOPE, REASON_POLICY_DENIED
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 from tests.treasury.helpers import approval_for, assert_approved_executed, assert_denied_not_executed, settled, text_of
 
 pytestmark = pytest.mark.anyio
@@ -80,7 +81,8 @@ async def test_an_approval_that_expires_during_its_re_evaluation_is_not_chained(
         await asyncio.sleep(max(left_s, 0) + 0.05)  # a PDP slower than what is left of the approval
         return request_again()
 
-    template = {"approvals_required": 1, "reviewer_role": "approver", "approval_valid_s": 1.0}
+    # Long enough for the re-evaluation to start before the approval runs out, on a busy machine too.
+    template = {"approvals_required": 1, "reviewer_role": "approver", "approval_valid_s": scaled(1.0)}
     overrides = {"templates": {"treasury": template}}
     async with inprocess_treasury(tmp_path, overrides) as harness:
         harness.pdp.script(answer_once_expired)

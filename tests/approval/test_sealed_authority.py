@@ -20,6 +20,7 @@ from mcp_approval.approval.persistence.schema import approval_intents_table, app
 from mcp_approval.backends.local.schema import approval_decisions_table, approval_requests_table
 from mcp_approval.metrics import ApprovalMetrics
 from tests.approval.inprocess import Harness, inprocess_treasury
+from tests.support.timing import scaled
 from tests.treasury.helpers import approval_for, assert_denied_not_executed, settled
 
 pytestmark = pytest.mark.anyio
@@ -77,7 +78,7 @@ async def test_approving_b_never_runs_a_after_their_links_were_swapped(tmp_path:
         )
         assert (await shown(harness, request_b["id"]))["integrity_failure"] is None  # B itself is intact
         assert (await harness.reviewer("carol").decide(request_b["id"], "approve")).status_code == 200
-        task = await settled(harness.alice, task_a, timeout_s=30)
+        task = await settled(harness.alice, task_a, timeout_s=scaled(30))
         assert_denied_not_executed(task)
         assert INTEGRITY_FAILED in task["result"]["content"][0]["text"]
         assert harness.ledger() == []
@@ -90,7 +91,7 @@ async def test_approving_b_never_runs_a_after_their_links_were_swapped(tmp_path:
         assert outcome["reason"] == INTEGRITY_FAILED
         # Approving A (the request B's task now follows) does not run B either.
         assert (await harness.reviewer("carol").decide(request_a["id"], "approve")).status_code == 200
-        assert_denied_not_executed(await settled(harness.alice, task_b, timeout_s=30))
+        assert_denied_not_executed(await settled(harness.alice, task_b, timeout_s=scaled(30)))
         assert harness.ledger() == []
         assert await integrity_metric(harness) == 2
         assert (await harness.deployment.audit.verify()).ok
@@ -103,7 +104,7 @@ async def test_a_status_flipped_to_approved_without_a_decision_runs_nothing(tmp_
         now = harness.deployment.approval.store.clock.now_ms()
         flip = update(_R).where(_R.c.request_id == approval["id"])
         await write(harness, flip.values(status="approved", decided_at=now, approved_until=now + 3_600_000, version=7))
-        assert_denied_not_executed(await settled(harness.alice, task_id, timeout_s=30))
+        assert_denied_not_executed(await settled(harness.alice, task_id, timeout_s=scaled(30)))
         assert harness.ledger() == []
         why = "the request is marked approved, but its decisions do not approve it under its rules"
         assert await integrity_events(harness, task_id) == [why]
@@ -127,7 +128,7 @@ async def test_a_forged_decision_row_approves_nothing(tmp_path: Path, db_url: st
             await forged_decision(approval["id"], "carol", now),
             flip.values(status="approved", decided_at=now, approved_until=now + 3_600_000, version=1),
         )
-        assert_denied_not_executed(await settled(harness.alice, task_id, timeout_s=30))
+        assert_denied_not_executed(await settled(harness.alice, task_id, timeout_s=scaled(30)))
         assert harness.ledger() == []
         assert await integrity_events(harness, task_id) == ["the decision of carol carries no seal"]
         assert (await shown(harness, approval["id"]))["integrity_failure"] == "the decision of carol carries no seal"
@@ -155,5 +156,5 @@ async def test_a_decision_copied_from_another_request_does_not_count(tmp_path: P
         now = harness.deployment.approval.store.clock.now_ms()
         flip = update(_R).where(_R.c.request_id == target["id"])
         await write(harness, flip.values(status="approved", decided_at=now, approved_until=now + 3_600_000))
-        assert_denied_not_executed(await settled(harness.alice, task_id, timeout_s=30))
+        assert_denied_not_executed(await settled(harness.alice, task_id, timeout_s=scaled(30)))
         assert harness.ledger() == []

@@ -20,6 +20,7 @@ from mcp_approval.checks.wire import Wire, envelope
 from mcp_approval.protocol import STRUCTURED_TOOL_APPROVAL
 from mcp_approval.tasks.schema import tasks_table
 from tests.approval.inprocess import Harness, inprocess_treasury
+from tests.support.busy import until_served
 from tests.support.polling import eventually
 from tests.treasury.helpers import AUTHORIZATION, DISPOSITION, approval_for, text_of
 
@@ -325,7 +326,9 @@ async def test_a_thousand_concurrent_identical_retries_after_one_approval_run_th
         await ended(harness, reference_of(first))
 
         async def retry() -> dict[str, Any]:
-            return (await harness.alice.call_tool("release_payment", arguments, meta=NO_TASKS)).result
+            return (
+                await until_served(lambda: harness.alice.call_tool("release_payment", arguments, meta=NO_TASKS))
+            ).result
 
         answers = await asyncio.gather(*(retry() for _ in range(RETRIES)))
         outcomes = [answer for answer in answers if DISPOSITION in answer.get("_meta", {})]

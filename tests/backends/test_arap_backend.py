@@ -32,6 +32,7 @@ from mcp_approval.policy.http import HttpPDP
 from tests.support.arap import ARS_CLIENT_TOKEN, ArapDeployment, arap_deployment
 from tests.support.fault_proxy import Fault, FaultProxy
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer
 
 pytestmark = pytest.mark.anyio
@@ -61,7 +62,7 @@ def proxy(ars: ArapDeployment) -> Iterator[FaultProxy]:
 
 @pytest.fixture
 async def pdp(ars: ArapDeployment) -> AsyncIterator[HttpPDP]:
-    async with HttpPDP(ars.ars_url, timeout_s=3.0) as client:
+    async with HttpPDP(ars.ars_url, timeout_s=scaled(3.0)) as client:
         yield client
 
 
@@ -75,7 +76,9 @@ async def backend(pdp: HttpPDP) -> AsyncIterator[ArapBackend]:
     async def listener(handle: str) -> None:
         woken.append(handle)
 
-    settings = ArapSettings(token=ARS_CLIENT_TOKEN, dev_insecure_loopback=True, poll_initial_s=0.05, timeout_s=1.0)
+    settings = ArapSettings(
+        token=ARS_CLIENT_TOKEN, dev_insecure_loopback=True, poll_initial_s=0.05, timeout_s=scaled(1.0)
+    )
     arap = ArapBackend(settings, access_request_endpoint=endpoint)
     await arap.start(listener)
     arap.woken = woken  # type: ignore[attr-defined]
@@ -87,7 +90,7 @@ async def backend(pdp: HttpPDP) -> AsyncIterator[ArapBackend]:
 
 @pytest.fixture
 async def reviewers(ars: ArapDeployment) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=ars.ars.base_url, timeout=20) as client:
+    async with httpx.AsyncClient(base_url=ars.ars.base_url, timeout=scaled(20)) as client:
         yield client
 
 
@@ -264,7 +267,7 @@ async def test_unknown_and_expired_tasks(backend: ArapBackend, proxy: FaultProxy
         Fault("status", code=500),
         Fault("status", code=503),
         Fault("garbage"),
-        Fault("hang", delay_s=1.5),
+        Fault("hang", delay_s=scaled(1.5)),  # past the backend's timeout (scaled(1.0))
         Fault("reset"),
         Fault("status", code=404, body=b"<html>not found</html>", content_type="text/html"),
         Fault("status", code=401, body=b'{"type":"about:blank"}'),
@@ -291,7 +294,7 @@ async def test_crafted_status_answers_are_not_approval(  # items 11, 12, 15
     handle = await backend.submit(key("b9"), submission_of(request, decision))
     await backend.status(handle)
     task_id, endpoint = json.loads(handle)["id"], json.loads(handle)["status_endpoint"]
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(timeout=scaled(20)) as client:
         real = (await client.get(endpoint, headers={"authorization": f"Bearer {ARS_CLIENT_TOKEN}"})).json()
     path = endpoint[len(proxy.base_url) :]
 

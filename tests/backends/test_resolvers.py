@@ -20,6 +20,7 @@ from mcp_approval.storage import AuditLog, Database
 from tests.backends import resolver_targets
 from tests.backends.conftest import BackendFactory, submission
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -101,7 +102,7 @@ class Wakeups:
         self._event.set()
 
     async def wait_for(self, handle: str) -> None:
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(scaled(10)):
             while handle not in self.handles:
                 self._event.clear()
                 await self._event.wait()

@@ -19,6 +19,7 @@ from mcp_approval.reviewers.api import reviewer_routes
 from mcp_approval.storage import Database
 from tests.backends.conftest import TEMPLATES, roles_of, submission
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -44,7 +45,7 @@ async def base_url(database: Database, clock: ManualClock) -> AsyncIterator[tupl
     app = Starlette(routes=reviewer_routes(contended, authenticate))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off"))
     serving = asyncio.create_task(server.serve())
-    await eventually(lambda: _started(server, serving), bool, timeout_s=10)
+    await eventually(lambda: _started(server, serving), bool, timeout_s=scaled(10))
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
         yield f"http://127.0.0.1:{port}", contended
@@ -64,7 +65,7 @@ async def test_a_decision_that_keeps_losing_its_retries_is_a_409(
 ) -> None:
     url, backend = base_url
     handle = await backend.submit(secrets.token_urlsafe(32), submission())
-    async with httpx.AsyncClient(base_url=url, timeout=20) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=scaled(20)) as http:
         response = await http.post(
             f"/approvals/{handle}/decide", json={"decision": "approve"}, headers={"authorization": "Bearer bob-token"}
         )

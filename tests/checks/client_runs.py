@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from mcp_approval.client import mcp_client
+from tests.support.timing import scaled
 
 ARGUMENTS = {"to": "acct-1", "amount": 100}
 ANSWER = {"action": "accept", "content": {"justification": "Invoice 7"}}
@@ -26,7 +27,7 @@ async def sdk_client(url: str, *, tasks: bool, payees: tuple[str, ...] = ("acct-
     async def answer(request: Any) -> dict[str, Any]:
         return ANSWER
 
-    async with mcp_client(url, tasks=tasks, input_handler=answer, task_wait_s=30) as client:
+    async with mcp_client(url, tasks=tasks, input_handler=answer, task_wait_s=scaled(30)) as client:
         for payee in payees:
             result = await client.call_tool("transfer", {**ARGUMENTS, "to": payee})
             print(result.is_error, result.content[0].text if result.content else "")
@@ -38,7 +39,7 @@ async def careless(url: str) -> None:
         "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
     }
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-    async with httpx.AsyncClient(timeout=10) as http:
+    async with httpx.AsyncClient(timeout=scaled(10)) as http:
 
         async def send(method: str, params: dict[str, Any]) -> dict[str, Any]:
             body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}

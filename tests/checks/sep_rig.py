@@ -14,6 +14,7 @@ from typing import Any
 from mcp_approval.checks import CheckOptions
 from mcp_approval.hosts import unused_loopback_port
 from tests.support import forkserver
+from tests.support.timing import scaled
 
 OUTSIDE = Path(__file__).with_name("fixture_outside.py")
 #: The kit's settle window against the SEP server, which acts on a decision at once.
@@ -29,7 +30,7 @@ class ServerProcess:
             [*module, "--port", str(self.port)], env=dict(os.environ), log_path=log_path
         )
         self.log_path = log_path
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while True:
             if self.process.poll() is not None:
                 raise RuntimeError(f"{module[0]} exited: {log_path.read_text()[-2000:]}")
@@ -49,7 +50,7 @@ class ServerProcess:
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
-        self.process.wait(10)
+        self.process.wait(scaled(10))
 
 
 class SepServer(ServerProcess):
@@ -65,7 +66,7 @@ class SepServer(ServerProcess):
             data=json.dumps(settings).encode(),
             headers={"content-type": "application/json"},
         )
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=scaled(10)) as response:
             return f"http://127.0.0.1:{self.port}/i/{json.loads(response.read())['id']}"
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from mcp_approval.checks.client_scenarios import CLIENT_SCENARIOS
 from mcp_approval.hosts import unused_loopback_port
+from tests.support.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,16 +33,17 @@ EXPECTED = {
 }
 
 
-def wait_listening(port: int, process: subprocess.Popen[str], timeout_s: float = 60) -> None:
-    """Return once 127.0.0.1:``port`` accepts connections (fail if the harness exits first)."""
-    deadline = time.monotonic() + timeout_s
+def wait_listening(port: int, process: subprocess.Popen[str], timeout_s: float | None = None) -> None:
+    """Return once 127.0.0.1:``port`` accepts connections (fail if the harness exits first; ``scaled(60)``)."""
+    limit_s = scaled(60) if timeout_s is None else timeout_s
+    deadline = time.monotonic() + limit_s
     while True:
         assert process.poll() is None, process.communicate()
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return
         except OSError:
-            assert time.monotonic() < deadline, f"the harness did not listen within {timeout_s}s"
+            assert time.monotonic() < deadline, f"the harness did not listen within {limit_s:.0f}s"
             time.sleep(0.05)
 
 
@@ -64,16 +66,16 @@ def test_the_harness_judges_what_the_client_did(mode: str, tmp_path: Path) -> No
             [sys.executable, "-m", "tests.checks.client_runs", url, mode],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=scaled(60),
             cwd=ROOT,
             check=False,
         )
         assert client.returncode == 0, client.stderr
-        out, err = harness.communicate(timeout=90)
+        out, err = harness.communicate(timeout=scaled(90))
     finally:
         if harness.poll() is None:
             harness.kill()
-            harness.wait(10)
+            harness.wait(scaled(10))
     outcomes = {item["scenario"]: item["outcome"] for item in json.loads(report.read_text())["scenarios"]}
     expected = {scenario: EXPECTED[mode].get(scenario, "PASS") for scenario, *_ in CLIENT_SCENARIOS}
     assert outcomes == expected, out + err

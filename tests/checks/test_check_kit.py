@@ -21,6 +21,7 @@ from mcp_approval.checks import SCENARIOS
 from mcp_approval.hosts import unused_loopback_port
 from tests.checks.sep_rig import SepServer, outside
 from tests.support.arap import arap_deployment
+from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer, deployment_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,13 +61,13 @@ def treasury_arguments(base_url: str, review_config: Path | None, *extra: str, r
 def kit(arguments: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     """``mcp-approval check ARGUMENTS`` as a subprocess."""
     command = [sys.executable, "-m", "mcp_approval", "check", *arguments]
-    return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=cwd, check=False)
+    return subprocess.run(command, capture_output=True, text=True, timeout=scaled(600), cwd=cwd, check=False)
 
 
 def pending_requests(config: Path) -> list[dict[str, Any]]:
     """The reviewers' queue: ``mcp-approval review list --json`` on ``config``."""
     command = [sys.executable, "-m", "mcp_approval", "review", "list", "--config", str(config), "--json"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT, check=True)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=scaled(120), cwd=ROOT, check=True)
     records: list[dict[str, Any]] = json.loads(done.stdout)["approvals"]
     return sorted(records, key=lambda record: str(record["id"]))
 
@@ -83,7 +84,7 @@ def seed_pending_request(base_url: str) -> None:
         return {key: {"action": "accept", "content": {"justification": "seeded"}} for key in requests}
 
     async def call() -> None:
-        async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=base_url, timeout=scaled(30)) as http:
             bob = Wire(http, token="bob-token")
             arguments = {"to": "acct-seed", "amount": 50000}
             reply = await bob.call_tool("wire_transfer", arguments)

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir
 from tests.treasury.helpers import approval_for
 
@@ -51,15 +52,15 @@ class Agent:
         async def read() -> str:
             return self.text()
 
-        await eventually(read, lambda text: words in text or self.process.poll() is not None, timeout_s=30)
+        await eventually(read, lambda text: words in text or self.process.poll() is not None, timeout_s=scaled(30))
         assert words in self.text(), self.text()
 
-    def finish(self, timeout_s: float = 30.0) -> int:
-        return self.process.wait(timeout_s)
+    def finish(self) -> int:
+        return self.process.wait(scaled(30))
 
 
 async def approve(server: TreasuryServer, account: str) -> None:
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
         carol = Reviewer(http, "carol-token")
         approval = await approval_for(carol, "wire_transfer", to=account)
         assert (await carol.decide(approval["id"], "approve")).status_code == 200

@@ -23,6 +23,7 @@ from mcp_approval.tasks import TaskOptions
 from mcp_approval.testing.tasks_demo import build_tasks_demo_server
 from tests.client.support import serving
 from tests.denials.support import BASE_URL, RESOURCE_METADATA, ServerState, build_denials_server, build_resource_server
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -203,6 +204,6 @@ async def test_a_task_result_is_finished_by_the_clients_tasks_extension():
     server, _ = build_tasks_demo_server(
         TaskOptions(modes={"required_job": "required"}, threshold_s=0.05, poll_interval_s=0.02)
     )
-    async with Client(server, extensions=[TasksClient(task_wait_s=10)]) as client:
+    async with Client(server, extensions=[TasksClient(task_wait_s=scaled(10))]) as client:
         result = await AuthorizingCaller(client).call_tool("required_job", {"label": "via caller"})
     assert result.content[0].text == "via caller done"  # type: ignore[union-attr]

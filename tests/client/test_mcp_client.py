@@ -24,6 +24,7 @@ from mcp_approval.client import (
 )
 from mcp_approval.tasks import TaskOptions, store_from_url
 from mcp_approval.testing.tasks_demo import build_tasks_demo_server
+from tests.support.timing import scaled
 from tests.support.treasury import deployment_dir
 
 pytestmark = pytest.mark.anyio
@@ -115,14 +116,16 @@ async def test_a_keyed_slow_task_is_polled_again_not_called_again(tmp_path: Path
     assert finished.outcome.task_id == record.task_id
 
     # A fresh server knows no task: the recorded outcome comes back without any call.
-    async with in_process(demo_server(), SQLiteCallJournal(tmp_path / "calls.sqlite3"), task_wait_s=10) as again:
+    async with in_process(
+        demo_server(), SQLiteCallJournal(tmp_path / "calls.sqlite3"), task_wait_s=scaled(10)
+    ) as again:
         replayed = await again.call_tool("slow_job", arguments, call_key="run-1/call-1")
     assert replayed == result
 
 
 async def test_a_failed_task_is_recorded_and_raised_again(tmp_path: Path) -> None:
     journal = SQLiteCallJournal(tmp_path / "calls.sqlite3")
-    async with in_process(demo_server(), journal, task_wait_s=10) as client:
+    async with in_process(demo_server(), journal, task_wait_s=scaled(10)) as client:
         with pytest.raises(TaskFailedError) as first:
             await client.call_tool("protocol_error_job", {}, call_key="k")
         with pytest.raises(TaskFailedError) as second:
@@ -138,7 +141,7 @@ async def test_a_call_sent_without_a_task_id_on_record_is_not_repeated(tmp_path:
     server = demo_server()
     # as a process killed before the server answered leaves it
     await journal.begin("lost", CallTarget.of(f"in-process:{server.name}", "slow_job", {"seconds": 0}))
-    async with in_process(server, journal, task_wait_s=10) as client:
+    async with in_process(server, journal, task_wait_s=scaled(10)) as client:
         with pytest.raises(CallInDoubtError) as doubt:
             await client.call_tool("slow_job", {"seconds": 0}, call_key="lost")
     assert doubt.value.call_key == "lost"
@@ -166,7 +169,7 @@ async def test_a_stdio_command(tmp_path: Path) -> None:
 async def test_a_journal_path_is_a_sqlite_file_that_outlives_the_client(tmp_path: Path) -> None:
     path = tmp_path / "journal" / "calls.sqlite3"
     path.parent.mkdir()
-    tasks = TasksClient(task_wait_s=10, default_poll_interval_s=0.02)
+    tasks = TasksClient(task_wait_s=scaled(10), default_poll_interval_s=0.02)
     async with AgentClient(demo_server(), tasks=tasks, extensions=[tasks], call_journal=str(path)) as client:
         result = await client.call_tool("slow_job", {"seconds": 0.2}, call_key="k")
     record = await SQLiteCallJournal(path).get("k")

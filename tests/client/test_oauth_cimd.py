@@ -39,10 +39,11 @@ from mcp_approval.client import (
 )
 from tests.client.test_oauth_step_up import PAY, READ, Deployment, deploy
 from tests.support.oauth_server import bound_socket, serve_authorization_server, serve_https, trusting
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
-TIMEOUT_S = 30
+TIMEOUT_S = scaled(30)
 DOCUMENT_PATH = "/clients/payments-agent.json"
 
 

@@ -47,13 +47,14 @@ from tests.support.oauth_server import (
     serve_app,
     serve_authorization_server,
 )
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
 READ = "mcp:read"
 PAY = "payments:write"
 REDIRECT_URI = "http://127.0.0.1:9/oauth/callback"  # never contacted: the browser reads the redirect
-TIMEOUT_S = 30
+TIMEOUT_S = scaled(30)
 
 
 @dataclass

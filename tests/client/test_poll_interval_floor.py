@@ -17,6 +17,7 @@ from mcp_approval.client import TasksClient
 from mcp_approval.client.tasks import MIN_POLL_INTERVAL_S
 from mcp_approval.tasks import TaskOptions, store_from_url
 from mcp_approval.testing.tasks_demo import build_tasks_demo_server
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -67,7 +68,7 @@ async def test_a_zero_poll_interval_is_held_to_the_floor() -> None:
     )
     server, _ = build_tasks_demo_server(options, store=store_from_url("sqlite://"))
     zeroing = ZeroPollInterval(server.streamable_http_app(json_response=True))
-    tasks = TasksClient(task_wait_s=30, notifications=False)
+    tasks = TasksClient(task_wait_s=scaled(30), notifications=False)
     async with (
         server.session_manager.run(),
         httpx2.AsyncClient(transport=httpx2.ASGITransport(app=zeroing), base_url=BASE_URL) as http,

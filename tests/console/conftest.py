@@ -21,6 +21,7 @@ from mcp_approval.reviewers.console import console_routes
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, migrate, open_database
 from tests.support.polling import eventually
 from tests.support.store_leg import leg_store_url
+from tests.support.timing import scaled
 
 ROLES = {
     "alice": frozenset({"approver", "treasurer"}),
@@ -87,7 +88,7 @@ async def console(tmp_path: Path) -> AsyncIterator[Console]:
     app = Starlette(routes=console_routes(backend, authenticate, audit, clock=clock))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off"))
     serving = asyncio.create_task(server.serve())
-    await eventually(lambda: _ready(server, serving), bool, timeout_s=10)
+    await eventually(lambda: _ready(server, serving), bool, timeout_s=scaled(10))
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
         yield Console(f"http://127.0.0.1:{port}", backend, audit, clock, tokens)
@@ -106,7 +107,7 @@ async def _ready(server: uvicorn.Server, serving: asyncio.Task[None]) -> bool:
 @pytest.fixture
 async def http(console: Console) -> AsyncIterator[httpx.AsyncClient]:
     """A browser-like client of the console (keeps cookies, does not follow redirects)."""
-    async with httpx.AsyncClient(base_url=console.base_url, timeout=20) as client:
+    async with httpx.AsyncClient(base_url=console.base_url, timeout=scaled(20)) as client:
         yield client
 
 

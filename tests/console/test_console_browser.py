@@ -28,6 +28,7 @@ from playwright.async_api import Dialog, Page, ViewportSize, async_playwright, e
 from mcp_approval.client import TaskPendingError, TasksClient
 from tests.conftest import REQUIRE_SERVICES
 from tests.support.outcomes import DENY_COMMENT, three_outcomes
+from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer, deployment_dir
 from tests.treasury.helpers import DISPOSITION
 
@@ -72,7 +73,7 @@ def treasury(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TreasuryServe
 async def treasurer(server: TreasuryServer, tasks: TasksClient) -> AsyncIterator[Client]:
     """An SDK client as alice over streamable HTTP, declaring only the tasks extension."""
     headers = {"Authorization": "Bearer alice-token"}
-    async with httpx2.AsyncClient(base_url=server.base_url, headers=headers, timeout=20) as http:
+    async with httpx2.AsyncClient(base_url=server.base_url, headers=headers, timeout=scaled(20)) as http:
         transport = streamable_http_client(f"{server.base_url}/mcp", http_client=http)
         async with Client(transport, extensions=[tasks]) as client:
             yield client

@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from mcp_approval.reviewers.console import COOKIE, console_routes
 from mcp_approval.reviewers.views import human_duration
 from tests.console.conftest import CSRF, Console, sign_in
+from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer, deployment_dir
 
 pytestmark = pytest.mark.anyio
@@ -257,7 +258,7 @@ async def test_a_decision_without_this_sessions_csrf_token_is_refused(
 ) -> None:
     request_id = await console.submit()
     if csrf == "other-session":
-        async with httpx.AsyncClient(base_url=console.base_url) as other:
+        async with httpx.AsyncClient(base_url=console.base_url, timeout=scaled(20)) as other:
             csrf = await sign_in(other, "carol")
     await sign_in(http, "bob")
     response = await http.post(f"/console/requests/{request_id}/decide", data=decide_form(csrf))
@@ -399,7 +400,7 @@ def test_csrf_pattern_matches_the_hidden_field() -> None:
 async def test_the_serve_app_mounts_the_console(tmp_path: Path) -> None:
     server = TreasuryServer(deployment_dir(tmp_path)).start()
     try:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
             assert (await http.get("/console")).headers["location"] == "/console/login"
             assert (await http.post("/console/login", data={"token": "carol-token"})).status_code == 303
             page = await http.get("/console")

@@ -20,6 +20,7 @@ import pytest
 
 from mcp_approval.demo import parse_only
 from mcp_approval.demo.context import METRICS_TOKEN
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.slow
 
@@ -46,15 +47,18 @@ EXPECTED: dict[int, tuple[str | None, int]] = {
 }
 
 
-def run_demo(*args: str, timeout_s: float = 180, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``mcp-approval demo ARGS`` to its end. One that overruns ``timeout_s`` is killed with the servers
-    it started (its process group), so a failed run leaves nothing behind to slow the next tests."""
+def run_demo(
+    *args: str, timeout_s: float | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``mcp-approval demo ARGS`` to its end. One that overruns ``timeout_s`` (by default ``scaled(180)``) is
+    killed with the servers it started (its process group), so a failed run leaves nothing behind to slow
+    the next tests."""
     command = [sys.executable, "-m", "mcp_approval", "demo", *args]
     with subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
     ) as demo:
         try:
-            stdout, stderr = demo.communicate(timeout=timeout_s)
+            stdout, stderr = demo.communicate(timeout=scaled(180) if timeout_s is None else timeout_s)
         except subprocess.TimeoutExpired:
             os.killpg(demo.pid, signal.SIGKILL)
             demo.communicate()
@@ -133,7 +137,7 @@ def test_parse_only_reads_a_selection() -> None:
 
 
 def test_a_bad_only_value_is_a_clear_cli_error() -> None:
-    completed = run_demo("--json", "--only", "2,x", timeout_s=60)
+    completed = run_demo("--json", "--only", "2,x", timeout_s=scaled(60))
     assert completed.returncode == 2
     assert completed.stdout == ""
     message = " ".join(completed.stderr.split())
@@ -180,24 +184,24 @@ def test_keep_running_serves_until_stopped_then_cleans_up(tmp_path: Path, stop: 
             [sys.executable, "-m", "mcp_approval", *review[1:], "--json"],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=scaled(60),
             check=False,
         )
         assert listed.returncode == 0, listed.stderr
         assert approval_id in listed.stdout  # the printed command shows the request left for the user
         demo.send_signal(stop)
         try:
-            stdout, _ = demo.communicate(timeout=60)
+            stdout, _ = demo.communicate(timeout=scaled(60))
         except subprocess.TimeoutExpired:  # show where it hangs: faulthandler dumps every thread on SIGABRT
             demo.send_signal(signal.SIGABRT)
-            _, threads = demo.communicate(timeout=10)
+            _, threads = demo.communicate(timeout=scaled(10))
             pytest.fail(f"the demo did not stop within 60 s of {stop.name}; its threads:\n{threads[-8000:]}")
     finally:
         if demo.poll() is None:
             demo.kill()
     assert demo.returncode == 0  # the scenarios' verdict, not the signal
     assert [r["scenario"] for r in json.loads(stdout)] == [1]
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + scaled(10)
     while processes_mentioning(str(tmp_path)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert processes_mentioning(str(tmp_path)) == []

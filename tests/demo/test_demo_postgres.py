@@ -20,6 +20,7 @@ import asyncpg
 import pytest
 
 from tests.demo.test_demo import EXPECTED, processes_mentioning, run_demo
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -37,7 +38,7 @@ def contents(url: str) -> list[tuple[str, str | None]]:
     """Every schema of the database with each relation in it (``None`` for an empty schema)."""
 
     async def read() -> list[tuple[str, str | None]]:
-        conn = await asyncpg.connect(url, timeout=5)
+        conn = await asyncpg.connect(url, timeout=scaled(5))
         try:
             return [(row[0], row[1]) for row in await conn.fetch(CONTENTS)]
         finally:
@@ -48,7 +49,7 @@ def contents(url: str) -> list[tuple[str, str | None]]:
 
 def test_every_scenario_behaves_on_postgresql_and_the_database_is_left_as_found(postgres_url: str) -> None:
     before = contents(postgres_url)
-    completed = run_demo("--json", "--db", postgres_url, timeout_s=360)  # every scenario: room for a loaded machine
+    completed = run_demo("--json", "--db", postgres_url, timeout_s=scaled(360))  # every scenario
     results = json.loads(completed.stdout)
     failures = [r for r in results if r["outcome"] != "pass"]
     assert not failures, json.dumps(failures, indent=2) + completed.stderr[-2000:]
@@ -90,7 +91,7 @@ def test_each_deployment_works_in_a_schema_of_the_run_dropped_when_interrupted(
         assert any(name.startswith("arap_") for name in tables[f"{run}_arap_server"])
         assert not [path for path in tmp_path.rglob("*.db")], "no server keeps a SQLite file"
         demo.send_signal(signal.SIGINT)
-        stdout, _ = demo.communicate(timeout=60)
+        stdout, _ = demo.communicate(timeout=scaled(60))
     finally:
         if demo.poll() is None:
             demo.kill()

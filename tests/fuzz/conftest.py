@@ -17,12 +17,13 @@ import pytest
 
 from mcp_approval.openapi import OPENAPI_PATH
 from tests.support.arap import ArapServerProcess, arap_deployment
+from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer, deployment_dir
 
 #: Generated cases per operation or test.
 FUZZ_CASES = int(os.environ.get("MCP_APPROVAL_FUZZ_CASES", "2"))
 #: The longest any one fuzz request may take before it counts as a hang.
-REQUEST_TIMEOUT_S = 30.0
+REQUEST_TIMEOUT_S = scaled(30.0)
 #: The local-mode ``serve`` fuzzed: reviewer API, console, signed callbacks and metrics all mounted.
 SERVE_OVERRIDES = {
     "approval": {"callback_secret": "fuzz-callback-secret-" + "x" * 16},
@@ -63,7 +64,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 def fuzzed_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TreasuryServer]:
     """``mcp-approval serve`` with the treasury example, local backend."""
     server = TreasuryServer(deployment_dir(tmp_path_factory.mktemp("fuzz-serve"), SERVE_OVERRIDES))
-    server.start(timeout_s=120)
+    server.start(timeout_s=scaled(120))
     try:
         yield server
     finally:
@@ -74,7 +75,7 @@ def fuzzed_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TreasuryS
 def fuzzed_arap_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ArapServerProcess]:
     """``mcp-approval arap-server``: the reference PDP, the Access Request Service, reviewers."""
     server = arap_deployment(tmp_path_factory.mktemp("fuzz-arap")).ars
-    server.start(timeout_s=120)
+    server.start(timeout_s=scaled(120))
     try:
         yield server
     finally:

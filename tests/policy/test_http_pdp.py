@@ -33,6 +33,7 @@ from mcp_approval.policy import (
 from mcp_approval.policy.http import batch_body
 from tests.policy.conftest import TODO_ENTITIES, TODO_POLICY, interop_decisions
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -351,7 +352,7 @@ async def real_server(server: AuthzenServer) -> AsyncIterator[str]:
     uvicorn_server = uvicorn.Server(config)
     task = asyncio.create_task(uvicorn_server.serve(sockets=[sock]))
     try:
-        await eventually(_started(uvicorn_server), bool, timeout_s=10)
+        await eventually(_started(uvicorn_server), bool, timeout_s=scaled(10))
         yield url
     finally:
         if server.released is not None:

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 
+from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer, deployment_dir
 
 #: The reviewers' page the deployment links (any https page; the tests never open it).
@@ -35,5 +36,5 @@ def linked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TreasuryServer]
 @pytest.fixture
 async def http(linked: TreasuryServer) -> AsyncIterator[httpx.AsyncClient]:
     """An HTTP client of the module's linked treasury server."""
-    async with httpx.AsyncClient(base_url=linked.base_url, timeout=20) as client:
+    async with httpx.AsyncClient(base_url=linked.base_url, timeout=scaled(20)) as client:
         yield client

@@ -21,6 +21,7 @@ from mcp_approval.checks.wire import Wire
 from mcp_approval.tasks.states import TaskStatus
 from tests.approval.inprocess import inprocess_treasury
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import AUTHORIZATION, settled, text_of
 
@@ -78,7 +79,7 @@ async def test_a_graceful_shutdown_cancels_running_tasks_and_keeps_pending_appro
     directory = slow_deployment(tmp_path)
     server = TreasuryServer(directory).start()
     try:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
             alice = principals(http)["alice"]
             running = (await alice.call_tool("slow_report", {"seconds": 120})).result
             pending = (await alice.call_tool("wire_transfer", {"to": "acct-shutdown", "amount": 30_000})).result
@@ -92,7 +93,7 @@ async def test_a_graceful_shutdown_cancels_running_tasks_and_keeps_pending_appro
         assert server.wait_exit(30) in (0, -signal.SIGTERM)
         restarted = TreasuryServer(directory).start()
         try:
-            async with httpx.AsyncClient(base_url=restarted.base_url, timeout=20) as http:
+            async with httpx.AsyncClient(base_url=restarted.base_url, timeout=scaled(20)) as http:
                 alice = principals(http)["alice"]
                 cancelled = await settled(alice, running["taskId"])
                 kept = (await alice.get(pending["taskId"])).result

@@ -20,6 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from mcp_approval.client import TaskPendingError, TasksClient
 from tests.product_page.conftest import approval_link
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer
 from tests.treasury.helpers import DISPOSITION, approval_for
 
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.anyio
 @asynccontextmanager
 async def alice_client(server: TreasuryServer, tasks: TasksClient, **client_options: Any) -> AsyncIterator[Client]:
     async with httpx2.AsyncClient(
-        base_url=server.base_url, headers={"Authorization": "Bearer alice-token"}, timeout=20
+        base_url=server.base_url, headers={"Authorization": "Bearer alice-token"}, timeout=scaled(20)
     ) as http:
         transport = streamable_http_client(f"{server.base_url}/mcp", http_client=http)
         async with Client(transport, extensions=[tasks], **client_options) as client:
@@ -44,7 +45,7 @@ async def pending_transfer(client: Client, tasks: TasksClient, account: str) -> 
 
 
 async def reviewer_approves(server: TreasuryServer, account: str) -> str:
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
         carol = Reviewer(http, "carol-token")
         approval = await approval_for(carol, "wire_transfer", to=account)
         assert (await carol.decide(approval["id"], "approve")).status_code == 200

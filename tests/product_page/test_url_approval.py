@@ -15,6 +15,7 @@ import pytest
 
 from mcp_approval.checks.wire import Wire, envelope
 from tests.product_page.conftest import approval_link
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, principals
 from tests.treasury.helpers import (
     approval_for,
@@ -165,7 +166,7 @@ async def test_a_client_without_url_elicitation_gets_a_plain_working_task(
     approval = await approval_for(Reviewer(http, "carol-token"), "wire_transfer", to=account)
     assert approval["id"] not in wire_text([created, polled])
     assert (await Reviewer(http, "carol-token").decide(approval["id"], "approve")).status_code == 200
-    assert_approved_executed(await settled(alice, created["taskId"], timeout_s=20))
+    assert_approved_executed(await settled(alice, created["taskId"], timeout_s=scaled(20)))
     assert len(transfers_to(linked, account)) == 1
 
 

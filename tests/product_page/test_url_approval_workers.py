@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tests.product_page.conftest import APPROVAL_URL, approval_link
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import approval_for, assert_approved_executed, settled
 
@@ -39,8 +40,8 @@ async def linked_workers(tmp_path: Path, postgres_url: str) -> AsyncIterator[tup
 async def test_any_worker_serves_the_link_and_only_the_store_decides(tmp_path: Path, postgres_url: str) -> None:
     async with (
         linked_workers(tmp_path, postgres_url) as (a, b),
-        httpx.AsyncClient(base_url=a.base_url, timeout=20) as http_a,
-        httpx.AsyncClient(base_url=b.base_url, timeout=20) as http_b,
+        httpx.AsyncClient(base_url=a.base_url, timeout=scaled(20)) as http_a,
+        httpx.AsyncClient(base_url=b.base_url, timeout=scaled(20)) as http_b,
     ):
         alice_a, alice_b = principals(http_a)["alice"], principals(http_b)["alice"]
         created = (await alice_a.call_tool("wire_transfer", {"to": "acct-pg-link", "amount": 30_000})).result

@@ -26,6 +26,7 @@ from mcp_approval.clock import Clock
 from mcp_approval.reference.config import load_arap_config
 from mcp_approval.reference.server import ArapServer, build_arap_server
 from tests.support.oauth_server import bound_socket, origin, serve_app
+from tests.support.timing import scaled
 from tests.support.treasury import to_toml
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "treasury"
@@ -149,7 +150,7 @@ def running_arap(
     server = build_arap_server(
         config, store_url=store_url, base_url=origin(sock), clock=clock, extra_routes=extra_routes
     )
-    with serve_app(server.app, sock) as url, httpx.Client(base_url=url, timeout=15) as http:
+    with serve_app(server.app, sock) as url, httpx.Client(base_url=url, timeout=scaled(15)) as http:
         yield Harness(url, http, server)
 
 
@@ -167,7 +168,8 @@ class ArapProcess:
         self.base_url = ""
         self.log_path = log_dir / "arap-server.log"
 
-    def start(self, timeout_s: float = 30.0) -> ArapProcess:
+    def start(self, timeout_s: float | None = None) -> ArapProcess:
+        """Start the server and read the line it prints once it listens (up to ``timeout_s``; ``scaled(30)``)."""
         command = [sys.executable, "-m", "mcp_approval", "arap-server", "--config"]
         command += [str(self.config), "--port", str(self.port)]
         if self.db_url:
@@ -176,7 +178,8 @@ class ArapProcess:
         log = self.log_path.open("a")
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True, env=dict(os.environ))
         assert self.process.stdout is not None
-        ready, _, _ = select.select([self.process.stdout], [], [], timeout_s)  # the startup line, or EOF
+        limit_s = scaled(30) if timeout_s is None else timeout_s
+        ready, _, _ = select.select([self.process.stdout], [], [], limit_s)  # the startup line, or EOF
         line = self.process.stdout.readline() if ready else ""
         if not line.startswith("arap-server listening on "):
             self.kill()
@@ -193,4 +196,4 @@ class ArapProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
         if self.process is not None:
-            self.process.wait(10)
+            self.process.wait(scaled(10))

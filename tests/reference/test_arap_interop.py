@@ -12,6 +12,7 @@ import pytest
 
 from tests.policy.conftest import interop_decisions
 from tests.reference.arap_support import ArapProcess
+from tests.support.timing import scaled
 
 TODO_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "todo" / "arap-server.toml"
 BETH = "CiRmZDM2MTRkMy1jMzlhLTQ3ODEtYjdiZC04Yjk2ZjVhNTEwMGQSBWxvY2Fs"  # viewer
@@ -24,7 +25,9 @@ def todo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     server = ArapProcess(TODO_CONFIG, directory, db_url=f"sqlite:///{directory / 'todo.db'}").start()
     try:
         # The WG runner sends `Authorization: undefined` when no API key is set.
-        with httpx.Client(base_url=server.base_url, timeout=15, headers={"Authorization": "undefined"}) as client:
+        with httpx.Client(
+            base_url=server.base_url, timeout=scaled(15), headers={"Authorization": "undefined"}
+        ) as client:
             yield client
     finally:
         server.kill()

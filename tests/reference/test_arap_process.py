@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from tests.reference.arap_support import CLIENT_TOKEN, ArapProcess, arap_dir, submission, transfer
+from tests.support.timing import scaled
 
 AUTH = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
 
@@ -39,7 +40,7 @@ def test_port_zero_prints_the_url_it_listens_on(tmp_path: Path):
     try:
         assert server.base_url == f"http://127.0.0.1:{server.port}"
         assert server.port > 0
-        document = httpx.get(server.base_url + "/.well-known/authzen-configuration", timeout=10).json()
+        document = httpx.get(server.base_url + "/.well-known/authzen-configuration", timeout=scaled(10)).json()
         assert document["policy_decision_point"] == server.base_url
         assert "dev mode" in server.log()  # the http deviation is logged as a WARNING
     finally:
@@ -52,7 +53,7 @@ def test_a_restart_loses_nothing(tmp_path: Path, db_url: str):
     server = ArapProcess(config, tmp_path, db_url=db_url).start()
     port = server.port
     try:
-        with httpx.Client(base_url=server.base_url, timeout=15) as http:
+        with httpx.Client(base_url=server.base_url, timeout=scaled(15)) as http:
             # Before the crash: one pending task, one approved task with its approval, one unsubmitted denial.
             pending_request = transfer(90_000)
             pending_body = submission(pending_request, evaluate(http, pending_request))
@@ -73,7 +74,7 @@ def test_a_restart_loses_nothing(tmp_path: Path, db_url: str):
         server.kill()
 
         server = ArapProcess(config, tmp_path, db_url=db_url, port=port).start()
-        with httpx.Client(base_url=server.base_url, timeout=15) as http:
+        with httpx.Client(base_url=server.base_url, timeout=scaled(15)) as http:
             status = http.get(pending.headers["location"], headers=AUTH)
             assert status.status_code == 200
             assert status.json()["task"]["status"] == "pending"
@@ -140,7 +141,7 @@ def test_https_without_dev_mode(tmp_path: Path):
     try:
         assert server.base_url.startswith("https://127.0.0.1:")
         with httpx.Client(
-            base_url=server.base_url, timeout=15, verify=ssl.create_default_context(cafile=str(cert))
+            base_url=server.base_url, timeout=scaled(15), verify=ssl.create_default_context(cafile=str(cert))
         ) as http:
             document = http.get("/.well-known/authzen-configuration").json()
             assert document["access_request_endpoint"] == server.base_url + "/access/v1/requests"

@@ -26,6 +26,7 @@ from tests.reference.arap_support import (
     tool_call,
     transfer,
 )
+from tests.support.timing import scaled
 
 CLOCK = ManualClock(start_ms=SystemClock().now_ms())
 
@@ -351,13 +352,13 @@ def test_an_idempotency_key_is_freed_by_the_sweep_after_its_window(tmp_path: Any
         clock.advance(61_000)  # the task expired, its key is still held
         assert h.server is not None
         swept_before = h.server.service.sweeps
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         while h.server.service.sweeps < swept_before + 2 and time.monotonic() < deadline:
             time.sleep(0.01)  # polling for two completed sweeps, bounded by the deadline
         assert h.server.service.sweeps >= swept_before + 2
         assert_problem(h.submit(other, key="window"), 409, "duplicate_request")
         clock.advance(60_000)  # past retain_until: the sweep frees the key
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         again = h.submit(other, key="window")
         while again.status_code != 202 and time.monotonic() < deadline:
             time.sleep(0.02)  # polling for the sweep's effect, bounded by the deadline

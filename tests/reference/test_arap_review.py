@@ -30,6 +30,7 @@ from mcp_approval.reference.server import build_arap_server, check_base_url
 from mcp_approval.storage import AuditLog, open_database
 from tests.reference.arap_support import Harness, arap_dir, running_arap, submission, tool_call, transfer
 from tests.support.oauth_server import bound_socket, origin, serve_app
+from tests.support.timing import scaled
 
 SECRET = "treasury-dev-callback-secret-0001"
 
@@ -127,12 +128,12 @@ def test_the_review_cli_decides_on_the_arap_server_store(tmp_path: Path):
         url = submit(h, transfer(80_003), "cli").headers["location"]
         listed = subprocess.run(
             [sys.executable, "-m", "mcp_approval", "review", "list", "--config", config, "--json"],
-            capture_output=True, text=True, timeout=60, check=True,
+            capture_output=True, text=True, timeout=scaled(60), check=True,
         )  # fmt: skip
         (item,) = json.loads(listed.stdout)["approvals"]
         subprocess.run(
             [sys.executable, "-m", "mcp_approval", "review", "approve", item["id"], "--config", config, "--as", "dave"],
-            capture_output=True, text=True, timeout=60, check=True,
+            capture_output=True, text=True, timeout=scaled(60), check=True,
         )  # fmt: skip
         assert h.status(url).json()["task"]["status"] == "approved"
 
@@ -161,7 +162,7 @@ def test_a_callback_is_signed_and_goes_only_to_an_allowlisted_endpoint(tmp_path:
             assert response.status_code == 202, response.text
             task = response.json()["task"]
             h.approve_only_pending()
-            deadline = time.monotonic() + 15
+            deadline = time.monotonic() + scaled(15)
             while not received and time.monotonic() < deadline:
                 time.sleep(0.02)  # polling the receiver for the delivery, bounded by the deadline
     (raw, signature), *more = received
@@ -240,7 +241,7 @@ def test_a_signing_key_file_others_may_read_draws_one_warning_at_start(
 def test_the_cli_refuses_plain_http_without_dev_mode(tmp_path: Path):
     directory = arap_dir(tmp_path, {"arap": {"dev_mode": False}})
     command = [sys.executable, "-m", "mcp_approval", "arap-server", "--config", str(directory / "arap-server.toml")]
-    result = subprocess.run([*command, "--port", "0"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([*command, "--port", "0"], capture_output=True, text=True, timeout=scaled(60))
     assert result.returncode == 2
     assert "https" in result.stderr
     assert "listening" not in result.stdout

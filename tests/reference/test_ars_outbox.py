@@ -41,6 +41,7 @@ from tests.reference.arap_support import (
     transfer,
 )
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 
 SECRET = "treasury-dev-callback-secret-0001"
 
@@ -71,7 +72,7 @@ class Receiver:
                 raw = self.rfile.read(int(self.headers.get("content-length", "0")))
                 receiver.received.append((json.loads(raw), raw, self.headers.get("x-approval-signature")))
                 if receiver.hold is not None:
-                    receiver.hold.wait(30)
+                    receiver.hold.wait(scaled(30))
                 self.send_response(receiver.status)
                 self.send_header("content-length", "0")
                 self.end_headers()
@@ -90,7 +91,7 @@ class Receiver:
         finally:
             server.shutdown()
             server.server_close()
-            thread.join(10)
+            thread.join(scaled(10))
 
     def statuses(self) -> list[tuple[str, str]]:
         return [(body["task"]["id"], body["task"]["status"]) for body, _, _ in self.received]
@@ -109,14 +110,14 @@ def rows(store_url: str) -> list[CallbackRow]:
 
 
 def wait_for_rows(store_url: str, accept: Callable[[list[CallbackRow]], bool]) -> None:
-    asyncio.run(eventually(lambda: read_rows(store_url), accept, timeout_s=30, every_s=0.05))
+    asyncio.run(eventually(lambda: read_rows(store_url), accept, timeout_s=scaled(30), every_s=0.05))
 
 
 def wait_for_received(receiver: Receiver, count: int) -> None:
     async def received() -> int:
         return len(receiver.received)
 
-    asyncio.run(eventually(received, lambda seen: seen >= count, timeout_s=30, every_s=0.02))
+    asyncio.run(eventually(received, lambda seen: seen >= count, timeout_s=scaled(30), every_s=0.02))
 
 
 def submit_with_callback(
@@ -172,7 +173,7 @@ def test_a_callback_owed_when_the_ars_is_killed_is_delivered_after_its_restart(t
     store_url = f"sqlite:///{tmp_path / 'ars.db'}"
     server = ArapProcess(directory / "arap-server.toml", tmp_path, db_url=store_url).start()
     try:
-        with httpx.Client(base_url=server.base_url, timeout=15) as http:
+        with httpx.Client(base_url=server.base_url, timeout=scaled(15)) as http:
             task = submit_with_callback(Harness(server.base_url, http), receiver, 80_101, "killed", state="s-2")
             Harness(server.base_url, http).approve_only_pending()
         wait_for_rows(store_url, lambda found: len(found) == 1 and found[0].attempts >= 1)

@@ -25,6 +25,7 @@ from mcp_approval.policy import (
 from mcp_approval.reference import ACCESS_REQUEST_CAPABILITY, pdp_app
 from tests.policy.conftest import INTEROP_DECISIONS, TODO_ENTITIES, TODO_POLICY, TODO_SCHEMA, interop_decisions
 from tests.support.oauth_server import bound_socket, origin, serve_app
+from tests.support.timing import scaled
 
 RICK = "CiRmZDA2MTRkMy1jMzlhLTQ3ODEtYjdiZC04Yjk2ZjVhNTEwMGQSBWxvY2Fs"  # admin, evil_genius
 MORTY = "CiRmZDE2MTRkMy1jMzlhLTQ3ODEtYjdiZC04Yjk2ZjVhNTEwMGQSBWxvY2Fs"  # editor
@@ -119,7 +120,7 @@ def base_url(serve: Serve, recorder: RecordingPDP) -> str:
 
 @pytest.fixture(scope="module")
 def http(base_url: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=base_url, timeout=10) as client:
+    with httpx.Client(base_url=base_url, timeout=scaled(10)) as client:
         yield client
 
 
@@ -149,7 +150,7 @@ def test_metadata_document(http: httpx.Client, base_url: str):
 def test_tenant_path_metadata_with_an_access_request_endpoint(serve: Serve):
     url = serve(todo_cedar(), "/tenant-a", access_request_endpoint=ARS)
     root = url.removesuffix("/tenant-a")
-    with httpx.Client(base_url=root, timeout=10) as client:
+    with httpx.Client(base_url=root, timeout=scaled(10)) as client:
         document = client.get("/.well-known/authzen-configuration/tenant-a").json()
         assert client.get("/.well-known/authzen-configuration").status_code == 404
         assert client.post(EVALUATION, json=request_body(RICK, "can_read_todos")).status_code == 404
@@ -420,7 +421,7 @@ async def test_a_failing_pdp_fails_closed_with_500(serve: Serve):
     url = serve(BrokenPDP())
     batch = {"subject": subject(BETH), "resource": todo(), "evaluations": [{"action": READ}, {"action": CREATE}]}
     mixed = {**batch, "evaluations": [{}, {"action": READ}]}  # an item error, then a PDP call
-    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+    async with httpx.AsyncClient(base_url=url, timeout=scaled(10)) as client:
         answers = [
             await client.post(EVALUATION, json=VALID, headers={"X-Request-ID": "r1"}),
             await client.post(EVALUATIONS, json=batch, headers={"X-Request-ID": "r2"}),
@@ -518,7 +519,7 @@ def case_id(case: dict[str, Any]) -> str:
 def interop_http(serve: Serve) -> Iterator[httpx.Client]:
     """The Todo PDP (with schema) as the WG runner calls it: ``Authorization: undefined`` when no key is set."""
     url = serve(todo_cedar(schema=True))
-    with httpx.Client(base_url=url, timeout=10, headers={"Authorization": "undefined"}) as client:
+    with httpx.Client(base_url=url, timeout=scaled(10), headers={"Authorization": "undefined"}) as client:
         yield client
 
 
@@ -548,7 +549,7 @@ def test_todo_interop_batch(interop_http: httpx.Client, case: dict[str, Any] | N
 def test_the_interop_check_can_fail(serve: Serve):
     """A PDP that permits everything, behind the same HTTP layer, fails the single decisions it should deny."""
     cases = interop_decisions()["evaluation"]
-    with httpx.Client(base_url=serve(CedarPDP("permit (principal, action, resource);")), timeout=10) as client:
+    with httpx.Client(base_url=serve(CedarPDP("permit (principal, action, resource);")), timeout=scaled(10)) as client:
         results = [client.post(EVALUATION, json=case["request"]).json()["decision"] for case in cases]
     wrong = sum(result != case["expected"] for result, case in zip(results, cases, strict=True))
     assert wrong == sum(1 for case in cases if not case["expected"]) > 0

@@ -20,6 +20,7 @@ from mcp_approval.storage.audit_chain import audit_events_table, link_batch
 from mcp_approval.storage.audit_linker import AuditLinker
 from tests.support.audit import on_audit_store as _with_database
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 
 _A = audit_events_table
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,7 +86,7 @@ def test_a_linker_killed_inside_its_transaction_loses_nothing(db_url: str) -> No
         assert child.stdout.readline().strip() == "linked 12"
     finally:
         child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
+        child.wait(timeout=scaled(30))
 
     async def check(database: Database) -> None:
         assert [seq for _, seq, _ in await database.read(_rows)] == [None] * 12
@@ -122,12 +123,12 @@ def test_writers_and_linkers_in_several_processes_extend_one_chain(db_url: str) 
         for child in children:
             assert child.stdout is not None
             assert child.stdout.readline().strip() == "done"
-            assert child.wait(timeout=120) == 0
+            assert child.wait(timeout=scaled(120)) == 0
     finally:
         for child in children:
             if child.poll() is None:
                 child.kill()
-                child.wait(timeout=30)
+                child.wait(timeout=scaled(30))
 
     async def check(database: Database) -> tuple[Any, list[tuple[int, int | None, str | None]]]:
         found = await AuditLog(database).verify()
@@ -183,12 +184,12 @@ def test_a_background_linker_leaves_the_batch_to_the_linker_at_work_and_a_reader
             transaction = holder.transaction()
             await transaction.start()
             await holder.execute("SELECT seq FROM audit_chain_head WHERE id = 1 FOR UPDATE")
-            assert await asyncio.wait_for(log.link(background=True), 5) == 0  # no wait: another links
+            assert await asyncio.wait_for(log.link(background=True), scaled(5)) == 0  # no wait: another links
             reader = asyncio.ensure_future(log.head())
             done, _ = await asyncio.wait({reader}, timeout=0.5)
             assert not done  # a reader waits for the head row
             await transaction.rollback()
-            assert (await asyncio.wait_for(reader, 20))[0] == 1
+            assert (await asyncio.wait_for(reader, scaled(20)))[0] == 1
         finally:
             await holder.close()
 

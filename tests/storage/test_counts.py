@@ -14,6 +14,7 @@ from sqlalchemy import Connection, MetaData, func, select, text
 from mcp_approval.storage import Database, open_database
 from mcp_approval.storage.counts import FOLD_AT, RECLAIM_AT, ScopedCounts, counts_table
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -111,7 +112,7 @@ async def test_reclaim_skips_a_table_another_worker_is_vacuuming(postgres: Datab
         async with other.transaction():
             # The lock a VACUUM of the table holds (and waits for): another worker reclaiming it.
             await other.execute("LOCK TABLE probe_counts IN SHARE UPDATE EXCLUSIVE MODE")
-            await asyncio.wait_for(COUNTS.reclaim(database), timeout=30)  # it returns: no wait
+            await asyncio.wait_for(COUNTS.reclaim(database), timeout=scaled(30))  # it returns: no wait
             assert await _dead_rows(database) >= RECLAIM_AT
     finally:
         await other.close()

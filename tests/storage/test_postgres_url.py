@@ -18,6 +18,7 @@ from sqlalchemy.engine import make_url
 from mcp_approval.storage import normalize_url, open_database
 from mcp_approval.storage.postgres_url import StoreURLError, asyncpg_target, shown_url
 from tests.support.arap import arap_deployment
+from tests.support.timing import scaled
 from tests.support.treasury import deployment_dir
 
 BASE = "postgresql://mcp:s3cret-pw@db.example:5432/mcp"
@@ -98,7 +99,7 @@ REASON = "the URL parameter 'keepalives' is not supported by the PostgreSQL driv
 
 def _run(*arguments: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "mcp_approval", *arguments]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    return subprocess.run(command, capture_output=True, text=True, timeout=scaled(60), env=os.environ.copy())
 
 
 def _assert_one_line(done: subprocess.CompletedProcess[str], prefix: str) -> None:

@@ -25,12 +25,14 @@ from mcp_approval.hosts import unused_loopback_port
 from tests.support import forkserver
 from tests.support.fault_proxy import FaultProxy
 from tests.support.store_leg import postgres_leg, store_url_for
+from tests.support.timing import scaled
 from tests.support.treasury import EXAMPLE, FAST, TreasuryServer, deployment_store, store_rows, to_toml
 
 #: Test pacing for the ARS: the shortest Retry-After it allows, auto-resolvers answered at once.
 ARS_FAST: dict[str, Any] = {"retry_after_s": 1, "sync_wait_s": 1.0}
-#: Test pacing for the PEP: polls back off from 50 ms (the ARS's Retry-After still wins).
-ARAP_FAST: dict[str, Any] = {"poll_initial_s": 0.05, "timeout_s": 10.0}
+#: Test pacing for the PEP: polls back off from 50 ms (the ARS's Retry-After still wins); its
+#: requests to the ARS wait as long as a busy machine needs.
+ARAP_FAST: dict[str, Any] = {"poll_initial_s": 0.05, "timeout_s": scaled(10.0)}
 ARS_CLIENT_TOKEN = "treasury-mcp-client-token-dev"
 
 
@@ -47,12 +49,14 @@ class ArapServerProcess:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, *, timeout_s: float = 30.0) -> ArapServerProcess:
+    def start(self, *, timeout_s: float | None = None) -> ArapServerProcess:
+        """Start the server and wait until it says it listens (up to ``timeout_s``; by default ``scaled(30)``)."""
         config = str(self.directory / "arap-server.toml")
         arguments = ["mcp_approval", "arap-server", "--config", config, "--port", str(self.port)]
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         self.process = forkserver.start_module(arguments, env=dict(os.environ), log_path=self.log_path)
-        deadline = time.monotonic() + timeout_s
+        limit_s = scaled(30) if timeout_s is None else timeout_s
+        deadline = time.monotonic() + limit_s
         announced = "arap-server listening on "
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -60,7 +64,7 @@ class ArapServerProcess:
             if announced in self.log()[offset:]:
                 return self
             time.sleep(0.05)
-        raise RuntimeError(f"arap-server did not listen within {timeout_s}s: {self.log()[-3000:]}")
+        raise RuntimeError(f"arap-server did not listen within {limit_s:.0f}s: {self.log()[-3000:]}")
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -70,7 +74,7 @@ class ArapServerProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
         if self.process is not None:
-            self.process.wait(10)
+            self.process.wait(scaled(10))
 
 
 @dataclass
@@ -186,21 +190,23 @@ def _stored_handle(directory: Path, task_id: str) -> tuple[bool, dict[str, str] 
     return True, (json.loads(rows[0][0]) if rows[0][0] else None)
 
 
-def handle_of(directory: Path, task_id: str, *, timeout_s: float = 15.0) -> dict[str, str]:
+def handle_of(directory: Path, task_id: str, *, timeout_s: float | None = None) -> dict[str, str]:
     """The ARAP handle ``serve`` stored for an MCP task (``{id, status_endpoint}``), read from its database.
 
-    Waits (up to ``timeout_s``) for it: the Access Request Service shows a request as soon as it is
-    submitted, and ``serve`` stores the handle only when the submission's answer reaches it.
+    Waits (up to ``timeout_s``; by default ``scaled(15)``) for it: the Access Request Service shows
+    a request as soon as it is submitted, and ``serve`` stores the handle only when the submission's
+    answer reaches it.
     """
     import time
 
-    deadline = time.monotonic() + timeout_s
+    limit_s = scaled(15) if timeout_s is None else timeout_s
+    deadline = time.monotonic() + limit_s
     exists, handle = _stored_handle(directory, task_id)
     while not handle and time.monotonic() < deadline:
         time.sleep(0.02)  # polling the database for the state, bounded by the deadline
         exists, handle = _stored_handle(directory, task_id)
     assert exists, f"no workflow for task {task_id}"
-    assert handle, f"no handle stored for task {task_id} within {timeout_s}s"
+    assert handle, f"no handle stored for task {task_id} within {limit_s:.0f}s"
     return handle
 
 
@@ -215,7 +221,7 @@ def ars_view(directory: Path, task_id: str) -> dict[str, Any]:
     import httpx
 
     endpoint = handle_of(directory, task_id)["status_endpoint"]
-    response = httpx.get(endpoint, headers={"authorization": f"Bearer {ARS_CLIENT_TOKEN}"}, timeout=10)
+    response = httpx.get(endpoint, headers={"authorization": f"Bearer {ARS_CLIENT_TOKEN}"}, timeout=scaled(10))
     assert response.status_code == 200, response.text
     document: dict[str, Any] = response.json()
     return document

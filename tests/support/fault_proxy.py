@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mcp_approval.hosts import unused_loopback_port
+from tests.support.timing import scaled
 
 _HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 
@@ -157,7 +158,7 @@ class FaultProxy:
         self, method: str, path: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, dict[str, str], bytes]:
         parts = urlsplit(self.target)
-        conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=30)
+        conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=scaled(30))
         try:
             sent = {k: v for k, v in headers.items() if k.lower() not in _HOP_HEADERS}
             conn.request(method, path, body=body or None, headers=sent)

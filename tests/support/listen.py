@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from mcp_approval.checks.wire import PROTOCOL, envelope
+from tests.support.timing import scaled
 
 Frame = dict[str, Any]
 
@@ -35,9 +36,9 @@ class ListenStream:
                 self.closed = True
                 self._arrived.notify_all()
 
-    async def wait_for(self, predicate: Callable[[list[Frame]], bool], timeout_s: float = 10.0) -> list[Frame]:
-        """Wait (up to ``timeout_s``) until ``predicate(frames)`` holds; returns the frames."""
-        async with asyncio.timeout(timeout_s), self._arrived:
+    async def wait_for(self, predicate: Callable[[list[Frame]], bool], timeout_s: float | None = None) -> list[Frame]:
+        """Wait (up to ``timeout_s``; by default ``scaled(10)``) until ``predicate(frames)`` holds; the frames."""
+        async with asyncio.timeout(scaled(10) if timeout_s is None else timeout_s), self._arrived:
             await self._arrived.wait_for(lambda: predicate(self.frames) or self.closed)
         assert predicate(self.frames), f"stream ended without the expected frames: {self.frames}"
         return self.frames
@@ -82,7 +83,7 @@ async def listening(
         headers["authorization"] = f"Bearer {token}"
     stream = ListenStream()
     async with (
-        httpx.AsyncClient(base_url=base_url, timeout=httpx.Timeout(30, read=None)) as http,
+        httpx.AsyncClient(base_url=base_url, timeout=httpx.Timeout(scaled(30), read=None)) as http,
         http.stream("POST", "/mcp", json=body, headers=headers) as response,
     ):
         collector = asyncio.create_task(stream._collect(response))

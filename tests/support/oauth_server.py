@@ -50,6 +50,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from mcp_approval.hosts import unused_loopback_port
+from tests.support.timing import scaled
 
 ACCESS_TOKEN_LIFETIME_S = 3600
 CODE_LIFETIME_S = 300
@@ -111,7 +112,7 @@ class MemoryAuthorizationServer(OAuthAuthorizationServerProvider[AuthorizationCo
 
     async def _client_from_document(self, client_id: str) -> OAuthClientInformationFull | None:
         """Fetch and check the client ID metadata document at ``client_id`` (the CIMD rules)."""
-        async with httpx.AsyncClient(verify=self.cimd_trust, timeout=10, follow_redirects=False) as http:
+        async with httpx.AsyncClient(verify=self.cimd_trust, timeout=scaled(10), follow_redirects=False) as http:
             response = await http.get(client_id)
         self.fetched_documents.append(client_id)
         try:
@@ -257,26 +258,27 @@ def origin(sock: socket.socket) -> str:
 
 @contextmanager
 def serve_app(
-    app: ASGIApp, sock: socket.socket, *, startup_timeout_s: float = 20.0, **config_options: Any
+    app: ASGIApp, sock: socket.socket, *, startup_timeout_s: float | None = None, **config_options: Any
 ) -> Iterator[str]:
     """Serve ``app`` with uvicorn in a background thread on ``sock``; yields its origin URL.
 
-    Returns once uvicorn has finished its startup (the app's lifespan included) and stops the
-    server on exit. ``config_options`` go to ``uvicorn.Config`` (``ssl_certfile``, for instance).
+    Returns once uvicorn has finished its startup (the app's lifespan included; up to
+    ``startup_timeout_s``, by default ``scaled(20)``) and stops the server on exit. ``config_options`` go to
+    ``uvicorn.Config`` (``ssl_certfile``, for instance).
     """
     config = uvicorn.Config(app, log_level="warning", lifespan="auto", timeout_graceful_shutdown=5, **config_options)
     server = _ThreadedServer(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn-{origin(sock)}")
     thread.start()
     try:
-        deadline = time.monotonic() + startup_timeout_s
+        deadline = time.monotonic() + (scaled(20) if startup_timeout_s is None else startup_timeout_s)
         while not server.ready.wait(0.05):  # an event wait, bounded so a failed startup is seen
             if not thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError(f"uvicorn did not start at {origin(sock)}")
         yield origin(sock)
     finally:
         server.should_exit = True
-        thread.join(15)
+        thread.join(scaled(15))
         sock.close()
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 
 from mcp_approval.crashpoints import CRASH_ENV
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, call_until_crash, deployment_dir, principals
 from tests.treasury.helpers import approval_for, settled
 
@@ -44,7 +45,7 @@ async def three_outcomes(tmp_path: Path) -> Outcomes:
     tasks: dict[str, dict[str, object]] = {}
     first = await asyncio.to_thread(TreasuryServer(directory).start)
     try:
-        async with httpx.AsyncClient(base_url=first.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=first.base_url, timeout=scaled(20)) as http:
             alice, carol = principals(http)["alice"], Reviewer(http, "carol-token")
             for account, decision, comment in (("acct-1001", "approve", None), ("acct-2002", "deny", DENY_COMMENT)):
                 task_id = (await alice.call_tool("wire_transfer", {"to": account, "amount": 30_000})).result["taskId"]
@@ -56,7 +57,7 @@ async def three_outcomes(tmp_path: Path) -> Outcomes:
         first.kill()
     crashing = await asyncio.to_thread(TreasuryServer(directory, env={CRASH_ENV: "after_claim"}).start)
     try:
-        async with httpx.AsyncClient(base_url=crashing.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=crashing.base_url, timeout=scaled(20)) as http:
             reply = await call_until_crash(crashing, principals(http)["alice"], "wire_transfer", _UNKNOWN)
             assert reply is not None
             unknown_task = reply.result["taskId"]
@@ -68,7 +69,7 @@ async def three_outcomes(tmp_path: Path) -> Outcomes:
     finally:
         crashing.kill()
     last = await asyncio.to_thread(TreasuryServer(directory).start)
-    async with httpx.AsyncClient(base_url=last.base_url, timeout=20) as http:
+    async with httpx.AsyncClient(base_url=last.base_url, timeout=scaled(20)) as http:
         tasks["unknown"] = await settled(principals(http)["alice"], unknown_task)
     return Outcomes(last, requests, tasks)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mcp_approval.hosts import unused_loopback_port
 from tests.support import forkserver
+from tests.support.timing import scaled
 
 
 class ServerProcess:
@@ -29,10 +30,12 @@ class ServerProcess:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout_s: float = 60.0) -> None:  # a loaded CI machine imports slowly
+    def start(self, timeout_s: float | None = None) -> None:
+        """Start the server and wait until it listens (up to ``timeout_s``; by default ``scaled(60)``)."""
         arguments = ["mcp_approval.testing.tasks_demo", "--port", str(self.port), "--db", self.db_url, *self.extra_args]
         self.process = forkserver.start_module(arguments, env=os.environ.copy(), log_path=self.log_path)
-        deadline = time.monotonic() + timeout_s
+        limit_s = scaled(60) if timeout_s is None else timeout_s
+        deadline = time.monotonic() + limit_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"server exited with {self.process.returncode}: {self.log_path.read_text()[-2000:]}")
@@ -41,20 +44,20 @@ class ServerProcess:
                     return
             except OSError:
                 time.sleep(0.05)
-        raise RuntimeError(f"server did not listen within {timeout_s}s: {self.log_path.read_text()[-2000:]}")
+        raise RuntimeError(f"server did not listen within {limit_s:.0f}s: {self.log_path.read_text()[-2000:]}")
 
     def kill(self) -> None:
         """SIGKILL: no shutdown code runs."""
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
-            self.process.wait(10)
+            self.process.wait(scaled(10))
 
     def terminate(self) -> int:
         """SIGTERM: a graceful shutdown; returns the exit code."""
         assert self.process is not None
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-            return self.process.wait(20)
+            return self.process.wait(scaled(20))
         return self.process.returncode
 
     def restart(self) -> None:

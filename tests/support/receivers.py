@@ -17,6 +17,7 @@ from aiosmtpd.controller import Controller
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from mcp_approval.hosts import unused_loopback_port
+from tests.support.timing import scaled
 
 #: A signing secret for tests: ``whsec_`` + base64 of 32 bytes.
 WEBHOOK_SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYo="
@@ -75,7 +76,7 @@ class WebhookReceiver:
                 headers = {key.lower(): value for key, value in self.headers.items()}
                 status = receiver.record(headers, body)
                 if receiver.hold is not None:
-                    receiver.hold.wait(30)
+                    receiver.hold.wait(scaled(30))
                 self.send_response(status)
                 self.end_headers()
 

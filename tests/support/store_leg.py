@@ -20,6 +20,8 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from tests.support.timing import scaled
+
 __all__ = ["LEG_VARIABLE", "drop_run_databases", "leg_store_url", "postgres_leg", "start_run", "store_url_for"]
 
 #: ``postgresql`` runs the leg; anything else (or unset) leaves the deployments on SQLite.
@@ -81,7 +83,7 @@ def _run_prefix() -> str:
 async def _drop_prefixed(prefix: str) -> None:
     import asyncpg
 
-    conn = await asyncpg.connect(_ADMIN_URL, timeout=10)
+    conn = await asyncpg.connect(_ADMIN_URL, timeout=scaled(10))
     try:
         rows = await conn.fetch("SELECT datname FROM pg_database WHERE starts_with(datname, $1)", prefix)
         for row in rows:
@@ -100,7 +102,7 @@ def _admin(statement: str) -> None:
 async def _admin_statement(statement: str) -> None:
     import asyncpg
 
-    conn = await asyncpg.connect(_ADMIN_URL, timeout=10)
+    conn = await asyncpg.connect(_ADMIN_URL, timeout=scaled(10))
     try:
         await conn.execute(statement)
     finally:
@@ -110,7 +112,7 @@ async def _admin_statement(statement: str) -> None:
 def _in_own_loop(coroutine: Coroutine[Any, Any, None]) -> None:
     # A fixture may be running inside an event loop already: its own thread gets a fresh one.
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        pool.submit(asyncio.run, coroutine).result(timeout=60)
+        pool.submit(asyncio.run, coroutine).result(timeout=scaled(60))
 
 
 def _drop_all() -> None:

@@ -18,6 +18,8 @@ same connection (the ``COMMIT`` of the transaction that wrote a given row, say):
 - ``stall``: that connection's statement (and what follows it) is held until :meth:`StoreProxy.release`.
 
 :meth:`StoreProxy.go_down` makes the store "gone" at any time: live connections cut, new ones refused.
+:meth:`StoreProxy.hold_new` makes it slow to connect to: a new connection is accepted but hears nothing
+(its start-up is held) until :meth:`StoreProxy.admit_new`, while the connections already made go on.
 Every statement is recorded (:attr:`StoreProxy.statements`), and so is every span of time the
 store was unreachable (:meth:`StoreProxy.unreachable_between`).
 """
@@ -33,6 +35,8 @@ import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
+
+from tests.support.timing import scaled
 
 __all__ = ["Statement", "StoreFault", "StoreProxy"]
 
@@ -112,6 +116,9 @@ class StoreProxy:
         self._server: asyncio.AbstractServer | None = None
         # Spans of time new connections were refused: (from, to or None while still down).
         self._outages: list[tuple[float, float | None]] = []
+        # While set, new connections wait for it before they reach the server.
+        self._admitted: asyncio.Event | None = None
+        self._held = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -126,7 +133,7 @@ class StoreProxy:
         self._call(self._stop_listening)
         self._call(self._cut_all)
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
+        self._thread.join(scaled(10))
 
     def url(self, database_url: str) -> str:
         """``database_url`` (a PostgreSQL URL of the target) pointed at the proxy, without TLS."""
@@ -161,6 +168,20 @@ class StoreProxy:
         """Let stalled statements through."""
         self._call(self._release_all)
 
+    def hold_new(self) -> None:
+        """New connections are accepted but reach the server only after :meth:`admit_new`."""
+        self._call(self._hold_new)
+
+    def admit_new(self) -> None:
+        """Held and new connections reach the server again."""
+        self._call(self._admit_new)
+
+    @property
+    def held(self) -> int:
+        """How many new connections are being held now."""
+        with self._lock:
+            return self._held
+
     @property
     def down(self) -> bool:
         """Whether new connections are refused now."""
@@ -185,7 +206,7 @@ class StoreProxy:
     # -- the event loop side ---------------------------------------------------------------------
 
     def _call(self, function: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        return asyncio.run_coroutine_threadsafe(function(), self._loop).result(10)
+        return asyncio.run_coroutine_threadsafe(function(), self._loop).result(scaled(10))
 
     async def _listen(self) -> None:
         self._server = await asyncio.start_server(
@@ -226,7 +247,24 @@ class StoreProxy:
         for connection in connections:
             connection.released.set()
 
+    async def _hold_new(self) -> None:
+        if self._admitted is None:
+            self._admitted = asyncio.Event()
+
+    async def _admit_new(self) -> None:
+        admitted, self._admitted = self._admitted, None
+        if admitted is not None:
+            admitted.set()
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._admitted is not None:
+            with self._lock:
+                self._held += 1
+            try:
+                await self._admitted.wait()
+            finally:
+                with self._lock:
+                    self._held -= 1
         try:
             upstream_reader, upstream_writer = await asyncio.open_connection(*self.target)
         except OSError:

@@ -26,15 +26,19 @@ from mcp_approval.checks.wire import Reply, Wire
 from mcp_approval.hosts import unused_loopback_port
 from tests.support import forkserver
 from tests.support.store_leg import postgres_leg, store_url_for
+from tests.support.timing import scaled
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "treasury"
 
 #: Intervals that keep tests fast: polls every 50 ms, a lost worker noticed after 1 s, an intent
 #: without its task reconciled after 1 s (a shorter grace lets reconciliation withdraw calls that are
-#: only slow on a loaded host, which then answer -32603 instead of reaching a crash point).
+#: only slow on a loaded host, which then answer -32603 instead of reaching a crash point). The lease
+#: and the grace are scaled like the suite's wait limits: on a busy machine a worker that is alive
+#: but starved of CPU must not pass for lost (another worker would then settle its running call as
+#: outcome-unknown).
 FAST = {
     "tasks": {"poll_interval_s": 0.05, "threshold_s": 5.0},
-    "approval": {"poll_interval_s": 0.05, "lease_s": 1.0, "intent_grace_s": 1.0},
+    "approval": {"poll_interval_s": 0.05, "lease_s": scaled(1.0), "intent_grace_s": scaled(1.0)},
 }
 
 
@@ -126,7 +130,8 @@ class TreasuryServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, *, env: dict[str, str] | None = None, timeout_s: float = 30.0) -> TreasuryServer:
+    def start(self, *, env: dict[str, str] | None = None, timeout_s: float | None = None) -> TreasuryServer:
+        """Start the server and wait until it listens (up to ``timeout_s``; by default ``scaled(30)``)."""
         # Through dump_on_signal, so a hung server can be asked where it waits (see wait_exit).
         arguments = ["mcp_approval", "serve", "--config", str(self.directory / "config.toml")]
         arguments += ["--port", str(self.port)]
@@ -134,7 +139,8 @@ class TreasuryServer:
             arguments += ["--db", self.db_url]
         environment = {**os.environ, **self.env, **(env or {})}
         self.process = self.launch(arguments, environment)
-        deadline = time.monotonic() + timeout_s
+        limit_s = scaled(30) if timeout_s is None else timeout_s
+        deadline = time.monotonic() + limit_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"server exited with {self.process.returncode}: {self.log()[-3000:]}")
@@ -143,7 +149,7 @@ class TreasuryServer:
                     return self
             except OSError:
                 time.sleep(0.05)
-        raise RuntimeError(f"server did not listen within {timeout_s}s: {self.log()[-3000:]}")
+        raise RuntimeError(f"server did not listen within {limit_s:.0f}s: {self.log()[-3000:]}")
 
     def launch(
         self, arguments: list[str], environment: dict[str, str]
@@ -159,21 +165,23 @@ class TreasuryServer:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
         if self.process is not None:
-            self.process.wait(10)
+            self.process.wait(scaled(10))
 
-    def wait_exit(self, timeout_s: float = 30.0) -> int:
+    def wait_exit(self, timeout_s: float | None = None) -> int:
         """Wait for the process to end by itself (e.g. at a crash point).
 
-        A process still running after ``timeout_s`` is killed, and the failure carries its log.
+        A process still running after ``timeout_s`` (by default ``scaled(30)``) is killed, and the
+        failure carries its log.
         """
         assert self.process is not None
+        limit_s = scaled(30) if timeout_s is None else timeout_s
         try:
-            return self.process.wait(timeout_s)
+            return self.process.wait(limit_s)
         except subprocess.TimeoutExpired:
             self.dump_stacks()
             self.kill()
             seen = "".join(f"\n  {note}" for note in self.notes) or " nothing"
-            message = f"server still running after {timeout_s}s; the test saw:{seen}\nits log:\n{self.log()[-12000:]}"
+            message = f"server still running after {limit_s:.0f}s; the test saw:{seen}\nits log:\n{self.log()[-12000:]}"
             raise AssertionError(message) from None
 
     def dump_stacks(self) -> None:
@@ -183,7 +191,7 @@ class TreasuryServer:
             self.process.send_signal(signum)
         # The dumps are written by the server itself; give it a moment (bounded) before it is killed.
         with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(3)
+            self.process.wait(scaled(3))
 
     def ledger(self) -> list[dict[str, Any]]:
         """The executed operations, read from the ledger file (works while the server is down)."""
@@ -223,7 +231,7 @@ def store_rows(store: str | Path, statement: str, parameters: dict[str, Any] | N
             await database.close()
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, once()).result(timeout=60)
+        return pool.submit(asyncio.run, once()).result(timeout=scaled(60))
 
 
 def rewrite_request_arguments(store: str | Path, approval_id: str, **arguments: object) -> None:

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tests.support.arap import ArapServerProcess, arap_deployment
+from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer, deployment_dir
 
 #: These modules check the degraded answer to clients without tasks; tests/approval/test_without_tasks.py
@@ -31,7 +32,7 @@ def treasury(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TreasuryServe
 @pytest.fixture
 async def http(treasury: TreasuryServer) -> AsyncIterator[httpx.AsyncClient]:
     """An HTTP client of the module's treasury server."""
-    async with httpx.AsyncClient(base_url=treasury.base_url, timeout=20) as client:
+    async with httpx.AsyncClient(base_url=treasury.base_url, timeout=scaled(20)) as client:
         yield client
 
 
@@ -72,5 +73,5 @@ def scenario(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 @pytest.fixture
 async def reviewers(scenario: Scenario) -> AsyncIterator[httpx.AsyncClient]:
     """An HTTP client of the reviewer API of the scenario's deployment."""
-    async with httpx.AsyncClient(base_url=scenario.reviewer_url, timeout=20) as client:
+    async with httpx.AsyncClient(base_url=scenario.reviewer_url, timeout=scaled(20)) as client:
         yield client

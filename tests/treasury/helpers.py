@@ -9,6 +9,7 @@ import httpx
 
 from mcp_approval.checks.wire import Wire
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer
 
 DISPOSITION = "io.modelcontextprotocol/tool-approval-disposition"
@@ -33,18 +34,20 @@ async def approval_for(reviewer: Reviewer, tool: str, *, ended_too: bool = False
             if item["tool"] == tool and all(item["arguments"].get(k) == v for k, v in arguments.items())
         ]
 
-    (found,) = await eventually(find, lambda items: len(items) == 1, timeout_s=60)
+    (found,) = await eventually(find, lambda items: len(items) == 1, timeout_s=scaled(60))
     return found
 
 
-async def settled(wire: Wire, task_id: str, *, timeout_s: float = 20.0) -> dict[str, Any]:
-    """``tasks/get`` once the task is terminal."""
+async def settled(wire: Wire, task_id: str, *, timeout_s: float | None = None) -> dict[str, Any]:
+    """``tasks/get`` once the task is terminal (waiting up to ``timeout_s``; by default ``scaled(20)``)."""
 
     async def get() -> dict[str, Any]:
         return (await wire.get(task_id)).result
 
     return await eventually(
-        get, lambda task: task["status"] in ("completed", "failed", "cancelled"), timeout_s=timeout_s
+        get,
+        lambda task: task["status"] in ("completed", "failed", "cancelled"),
+        timeout_s=scaled(20) if timeout_s is None else timeout_s,
     )
 
 

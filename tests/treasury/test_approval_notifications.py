@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.support.listen import listening
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import approval_for
 
@@ -23,7 +24,9 @@ pytestmark = pytest.mark.anyio
 def treasury(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TreasuryServer]:
     """The treasury server on each store approvals run on (a ``redis://`` store serves tasks only)."""
     db_url = None if request.param == "sqlite" else str(request.getfixturevalue("module_postgres_url"))
-    server = TreasuryServer(deployment_dir(tmp_path_factory.mktemp("treasury")), db_url=db_url).start(timeout_s=90)
+    server = TreasuryServer(deployment_dir(tmp_path_factory.mktemp("treasury")), db_url=db_url).start(
+        timeout_s=scaled(90)
+    )
     try:
         yield server
     finally:
@@ -84,16 +87,16 @@ async def test_a_decision_on_one_worker_is_notified_by_the_other(tmp_path: Path,
     a.log_path = directory / "server-a.log"
     b.log_path = directory / "server-b.log"
     try:
-        await asyncio.to_thread(a.start, timeout_s=90)  # one at a time: the first one migrates
-        await asyncio.to_thread(b.start, timeout_s=90)
+        await asyncio.to_thread(a.start, timeout_s=scaled(90))  # one at a time: the first one migrates
+        await asyncio.to_thread(b.start, timeout_s=scaled(90))
         async with (
-            httpx.AsyncClient(base_url=a.base_url, timeout=20) as on_a,
+            httpx.AsyncClient(base_url=a.base_url, timeout=scaled(20)) as on_a,
             listening(b.base_url, [task_id := await _created(on_a, "acct-notify-two")], token="alice-token") as stream,
         ):
             carol = Reviewer(on_a, "carol-token")
             approval = await approval_for(carol, "wire_transfer", to="acct-notify-two")
             assert (await carol.decide(approval["id"], "approve")).status_code == 200
-            await stream.wait_for(lambda _: ended(stream.statuses(task_id)), timeout_s=30)
+            await stream.wait_for(lambda _: ended(stream.statuses(task_id)), timeout_s=scaled(30))
     finally:
         a.kill()
         b.kill()

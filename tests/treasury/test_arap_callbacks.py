@@ -22,6 +22,7 @@ from mcp_approval.backends.callbacks import CALLBACK_PATH, SIGNATURE_HEADER, sig
 from mcp_approval.checks.wire import Wire
 from tests.support.arap import ArapDeployment, arap_deployment, handle_of, serve_store
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, principals, store_rows
 from tests.treasury.helpers import approval_for, assert_approved_executed, settled, transfers_to
 
@@ -44,13 +45,13 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ArapDeploym
 
 @pytest.fixture
 async def http(deployment: ArapDeployment) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=deployment.serve.base_url, timeout=20) as client:
+    async with httpx.AsyncClient(base_url=deployment.serve.base_url, timeout=scaled(20)) as client:
         yield client
 
 
 @pytest.fixture
 async def carol(deployment: ArapDeployment) -> AsyncIterator[Reviewer]:
-    async with httpx.AsyncClient(base_url=deployment.ars.base_url, timeout=20) as client:
+    async with httpx.AsyncClient(base_url=deployment.ars.base_url, timeout=scaled(20)) as client:
         yield Reviewer(client, "carol-token")
 
 
@@ -99,7 +100,7 @@ async def approved_but_asleep(
     await eventually(
         lambda: _async(deployment.serve.log().count("refused an unauthenticated approval callback")),
         lambda count: count > refused_before,
-        timeout_s=20,
+        timeout_s=scaled(20),
     )  # the ARS's own (mis-signed) callback was refused
     assert (await alice.get(created["taskId"])).result["status"] == "working"
     return alice, created["taskId"]

@@ -24,6 +24,7 @@ import pytest
 from mcp_approval.crashpoints import CRASH_ENV, CRASH_POINTS
 from tests.support.arap import ArapDeployment, arap_deployment, ars_store, serve_store
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, call_until_crash, principals, store_rows
 from tests.treasury.helpers import DISPOSITION, approval_for, assert_approved_executed, settled
 
@@ -64,8 +65,8 @@ async def one_run(point: str, pair: ArapDeployment) -> None:
     crashing.port = pair.serve.port  # the ARS's callback allowlist names this origin
     await asyncio.to_thread(crashing.start)
     async with (
-        httpx.AsyncClient(base_url=crashing.base_url, timeout=60) as http,
-        httpx.AsyncClient(base_url=pair.ars.base_url, timeout=20) as reviewers,
+        httpx.AsyncClient(base_url=crashing.base_url, timeout=scaled(60)) as http,
+        httpx.AsyncClient(base_url=pair.ars.base_url, timeout=scaled(20)) as reviewers,
     ):
         reply = await call_until_crash(crashing, principals(http)["alice"], "wire_transfer", ARGUMENTS)
         created = None if reply is None else reply.result
@@ -82,8 +83,8 @@ async def one_run(point: str, pair: ArapDeployment) -> None:
     pair.serve = restarted
     await asyncio.to_thread(restarted.start)
     async with (
-        httpx.AsyncClient(base_url=restarted.base_url, timeout=20) as http,
-        httpx.AsyncClient(base_url=pair.ars.base_url, timeout=20) as reviewers,
+        httpx.AsyncClient(base_url=restarted.base_url, timeout=scaled(20)) as http,
+        httpx.AsyncClient(base_url=pair.ars.base_url, timeout=scaled(20)) as reviewers,
     ):
         await check_recovery(point, pair, http, Reviewer(reviewers, "carol-token"), created)
 
@@ -97,7 +98,7 @@ async def check_recovery(
         return orphans(pair.directory)
 
     await eventually(
-        reconciled, lambda found: found == {"pending_without_task": 0, "intents_in_flight": 0}, timeout_s=30
+        reconciled, lambda found: found == {"pending_without_task": 0, "intents_in_flight": 0}, timeout_s=scaled(30)
     )
     if point in ("after_claim", "after_side_effect"):
         assert created is not None
@@ -109,7 +110,7 @@ async def check_recovery(
     assert retried["status"] == "working"
     approval = await approval_for(carol, "wire_transfer", to="acct-crash")
     assert (await carol.decide(approval["id"], "approve")).status_code == 200
-    assert_approved_executed(await settled(alice, retried["taskId"], timeout_s=30))
+    assert_approved_executed(await settled(alice, retried["taskId"], timeout_s=scaled(30)))
     assert len(pair.serve.ledger()) == 1
     assert orphans(pair.directory) == {"pending_without_task": 0, "intents_in_flight": 0}
 

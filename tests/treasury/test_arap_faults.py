@@ -32,6 +32,7 @@ from tests.support.arap import (
 )
 from tests.support.fault_proxy import Fault, FaultProxy
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, principals, store_rows
 from tests.treasury.helpers import (
     approval_for,
@@ -68,8 +69,8 @@ def deployments(tmp_path: Path) -> Iterator[Factory]:
 async def clients(deployment: ArapDeployment) -> AsyncIterator[tuple[Wire, Reviewer, httpx.AsyncClient]]:
     """(alice on serve, carol on the arap-server's reviewer API, the reviewer HTTP client)."""
     async with (
-        httpx.AsyncClient(base_url=deployment.serve.base_url, timeout=20) as http,
-        httpx.AsyncClient(base_url=deployment.ars.base_url, timeout=20) as reviewers,
+        httpx.AsyncClient(base_url=deployment.serve.base_url, timeout=scaled(20)) as http,
+        httpx.AsyncClient(base_url=deployment.ars.base_url, timeout=scaled(20)) as reviewers,
     ):
         yield principals(http)["alice"], Reviewer(reviewers, "carol-token"), reviewers
 
@@ -101,7 +102,7 @@ async def test_status_faults_delay_but_never_lose_or_fake_an_approval(deployment
         ):
             proxy.inject(Fault(fault.kind, path=REQUESTS + "/", method="GET", code=fault.code, delay_s=fault.delay_s))
         assert (await carol.decide(approval["id"], "approve")).status_code == 200
-        task = await settled(alice, created["taskId"], timeout_s=60)
+        task = await settled(alice, created["taskId"], timeout_s=scaled(60))
     assert_approved_executed(task)
     assert len(transfers_to(deployment.serve, "acct-f1")) == 1
     assert {"status", "garbage", "slow", "hang", "reset"} <= {s.fault for s in proxy.requests("GET", REQUESTS)}
@@ -160,7 +161,7 @@ async def test_a_pdp_outage_during_re_evaluation_is_retried_not_a_denial(deploym
         approval = await approval_for(carol, "wire_transfer", to="acct-f5")
         proxy.inject(Fault("status", path=EVALUATION, method="POST", code=503, count=3))
         assert (await carol.decide(approval["id"], "approve")).status_code == 200
-        task = await settled(alice, created["taskId"], timeout_s=60)
+        task = await settled(alice, created["taskId"], timeout_s=scaled(60))
     assert_approved_executed(task)
     assert len(transfers_to(deployment.serve, "acct-f5")) == 1
     assert [s.fault for s in proxy.requests("POST", EVALUATION)][-4:] == ["status", "status", "status", None]
@@ -173,11 +174,11 @@ async def test_the_ars_killed_and_restarted_mid_flow_loses_nothing(deployments: 
         await approval_for(carol, "wire_transfer", to="acct-f6")
         deployment.ars.kill()  # status polls now fail: connection refused
         assert (await alice.get(created["taskId"])).result["status"] == "working"
-        await eventually(lambda: _count_refused(deployment), lambda n: n >= 1, timeout_s=20)
+        await eventually(lambda: _count_refused(deployment), lambda n: n >= 1, timeout_s=scaled(20))
         deployment.ars.start()  # same port, same database
         approval = await approval_for(carol, "wire_transfer", to="acct-f6")
         assert (await carol.decide(approval["id"], "approve")).status_code == 200
-        task = await settled(alice, created["taskId"], timeout_s=60)
+        task = await settled(alice, created["taskId"], timeout_s=scaled(60))
     assert_approved_executed(task)
     assert len(transfers_to(deployment.serve, "acct-f6")) == 1
 
@@ -197,7 +198,7 @@ async def test_serve_killed_and_restarted_mid_flow_resumes_the_task(deployments:
         restarted.port = deployment.serve.port  # the ARS's callback allowlist names this origin
         deployment.serve = restarted.start()
     async with clients(deployment) as (alice, _, _):
-        task = await settled(alice, created["taskId"], timeout_s=60)
+        task = await settled(alice, created["taskId"], timeout_s=scaled(60))
     assert_approved_executed(task)
     assert len(transfers_to(deployment.serve, "acct-f7")) == 1
 
@@ -212,7 +213,7 @@ async def test_a_request_the_ars_lost_fails_the_task_before_any_claim(deployment
         for suffix in ("", "-wal", "-shm"):
             (deployment.directory / f"arap-server.db{suffix}").unlink(missing_ok=True)
         deployment.ars.start()  # a fresh store: the task is unknown_task now
-        task = await settled(alice, created["taskId"], timeout_s=60)
+        task = await settled(alice, created["taskId"], timeout_s=scaled(60))
     assert task["status"] == "failed"
     assert "did not run" in json.dumps(task)
     assert transfers_to(deployment.serve, "acct-f8") == []
@@ -237,7 +238,7 @@ async def test_a_fabricated_approved_status_never_executes(deployments: Factory)
         proxy.inject(
             Fault("status", path=path, method="GET", code=200, body=body, content_type="application/json", count=50)
         )
-        task = await settled(alice, created["taskId"], timeout_s=30)
+        task = await settled(alice, created["taskId"], timeout_s=scaled(30))
     assert_denied_not_executed(task)  # the PDP could not verify the approval: next_action none
     assert "re-checked" in text_of(task["result"])
     assert transfers_to(deployment.serve, "acct-f9") == []
@@ -264,7 +265,7 @@ async def test_a_revoked_approval_opens_a_new_request_with_fresh_binding(deploym
 
         await eventually(stored_handle, lambda handle: handle not in (None, first_task))
         assert (await carol.decide(second["id"], "approve")).status_code == 200
-        task = await settled(alice, created["taskId"], timeout_s=60)
+        task = await settled(alice, created["taskId"], timeout_s=scaled(60))
     assert_approved_executed(task)
     assert len(transfers_to(deployment.serve, "acct-f10")) == 1
     submissions = [json.loads(s.body) for s in proxy.requests("POST", REQUESTS) if not s.path.endswith("/cancel")]
@@ -346,7 +347,7 @@ async def test_retry_stops_when_the_approval_expires(deployments: Factory) -> No
         created = (await transfer(alice, "acct-f13"))["result"]
         approval = await approval_for(carol, "wire_transfer", to="acct-f13")
         assert (await carol.decide(approval["id"], "approve")).status_code == 200
-        task = await settled(alice, created["taskId"], timeout_s=30)
+        task = await settled(alice, created["taskId"], timeout_s=scaled(30))
     assert_denied_not_executed(task)
     assert "expired before the call could run" in text_of(task["result"])
     evaluations = [json.loads(s.body) for s in proxy.requests("POST", EVALUATION)]
@@ -372,7 +373,7 @@ async def test_a_permit_is_never_enforced_past_its_own_approval_expiry(deploymen
             Fault("status", path=EVALUATION, method="POST", code=200, body=permit, content_type="application/json")
         )
         assert (await carol.decide(approval["id"], "approve")).status_code == 200
-        task = await settled(alice, created["taskId"], timeout_s=30)
+        task = await settled(alice, created["taskId"], timeout_s=scaled(30))
     assert_denied_not_executed(task)
     assert "expired before the call could run" in text_of(task["result"])
     assert transfers_to(deployment.serve, "acct-f14") == []
@@ -386,10 +387,11 @@ async def test_ars_terminal_statuses_map_onto_task_outcomes(deployments: Factory
         withdrawn = (await transfer(alice, "acct-f15"))["result"]
         await approval_for(carol, "wire_transfer", to="acct-f15")
         cancel_link = ars_view(deployment.directory, withdrawn["taskId"])["task"]["links"]["cancel"]
-        async with httpx.AsyncClient() as other_pep:  # e.g. another worker of this PEP, with its token
+        # e.g. another worker of this PEP, with its token
+        async with httpx.AsyncClient(timeout=scaled(20)) as other_pep:
             headers = {"authorization": f"Bearer {ARS_CLIENT_TOKEN}"}
             assert (await other_pep.post(cancel_link, json={"reason": "test"}, headers=headers)).status_code == 200
-        cancelled = await settled(alice, withdrawn["taskId"], timeout_s=30)
+        cancelled = await settled(alice, withdrawn["taskId"], timeout_s=scaled(30))
         assert cancelled["status"] == "cancelled"
 
         broken = (await transfer(alice, "acct-f16"))["result"]
@@ -398,7 +400,7 @@ async def test_ars_terminal_statuses_map_onto_task_outcomes(deployments: Factory
         path = handle["status_endpoint"][len(proxy.base_url) :]
         body = json.dumps(failed).encode()
         proxy.inject(Fault("status", path=path, method="GET", code=200, body=body, content_type="application/json"))
-        ended = await settled(alice, broken["taskId"], timeout_s=30)
+        ended = await settled(alice, broken["taskId"], timeout_s=scaled(30))
         assert ended["status"] == "failed"
     assert transfers_to(deployment.serve, "acct-f15") == []
     assert transfers_to(deployment.serve, "acct-f16") == []

@@ -20,6 +20,7 @@ from mcp_approval.checks.wire import Wire
 from mcp_approval.cli.main import app
 from tests.console.conftest import CSRF
 from tests.support.arap import ArapDeployment, arap_deployment, ars_store
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, principals, rewrite_request_arguments, to_toml
 from tests.treasury.helpers import (
     approval_for,
@@ -52,14 +53,14 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ArapDeploym
 
 @pytest.fixture
 async def alice(deployment: ArapDeployment) -> AsyncIterator[Wire]:
-    async with httpx.AsyncClient(base_url=deployment.serve.base_url, timeout=20) as client:
+    async with httpx.AsyncClient(base_url=deployment.serve.base_url, timeout=scaled(20)) as client:
         yield principals(client)["alice"]
 
 
 @pytest.fixture
 async def ars(deployment: ArapDeployment) -> AsyncIterator[httpx.AsyncClient]:
     """A client of the arap-server's reviewer API and console."""
-    async with httpx.AsyncClient(base_url=deployment.ars.base_url, timeout=20) as client:
+    async with httpx.AsyncClient(base_url=deployment.ars.base_url, timeout=scaled(20)) as client:
         yield client
 
 
@@ -120,7 +121,7 @@ async def test_an_unedited_access_request_survives_a_restart_approvable(
     assert shown["integrity_failure"] is None
     assert shown["arguments"]["amount"] == 30_000
     assert (await carol.decide(approval["id"], "approve")).status_code == 200
-    assert_approved_executed(await settled(alice, created["taskId"], timeout_s=60))
+    assert_approved_executed(await settled(alice, created["taskId"], timeout_s=scaled(60)))
 
 
 async def test_each_principal_sees_what_it_may_decide_its_own_or_everything_as_auditor(

@@ -21,6 +21,7 @@ from mcp_approval.config import ConfigError, load_config
 from mcp_approval.storage import open_database
 from tests.support.polling import eventually
 from tests.support.receivers import WEBHOOK_SECRET, SmtpReceiver, WebhookReceiver
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import approval_for
 
@@ -58,7 +59,7 @@ async def run_and_stop(directory: Path, db_url: str) -> None:
     """Serve, make a few audited steps (two requests, one denied), then stop the server gracefully."""
     server = TreasuryServer(directory, db_url=db_url).start()
     try:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
             await transfers(http, "acct-anchor-1", "acct-anchor-2")
             carol = Reviewer(http, "carol-token")
             approval = await approval_for(carol, "wire_transfer", to="acct-anchor-1")

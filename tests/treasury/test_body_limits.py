@@ -20,12 +20,13 @@ from mcp_approval.reference.ars_routes import MAX_BODY_BYTES, REQUESTS_PATH
 from mcp_approval.reference.pdp_api import MAX_EVALUATION_BYTES
 from mcp_approval.reviewers.api import MAX_DECISION_BYTES
 from tests.support.arap import ARS_CLIENT_TOKEN, ArapDeployment, arap_deployment
+from tests.support.timing import scaled
 
 
 def status_of_unfinished_body(base_url: str, path: str, sent: int, *, headers: dict[str, str]) -> int:
     """POST ``sent`` bytes of a chunked JSON body that never ends; the status the server answers with."""
     parts = urlsplit(base_url)
-    with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), timeout=10) as conn:
+    with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), timeout=scaled(10)) as conn:
         lines = [f"POST {path} HTTP/1.1", f"Host: {parts.netloc}", "Content-Type: application/json"]
         lines += ["Transfer-Encoding: chunked", *(f"{name}: {value}" for name, value in headers.items())]
         conn.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
@@ -72,6 +73,6 @@ def test_the_callback_endpoint_refuses_a_body_past_its_limit(deployment: ArapDep
 
 
 def test_bounded_endpoints_still_answer_afterwards(deployment: ArapDeployment) -> None:
-    with socket.create_connection(("127.0.0.1", deployment.ars.port), timeout=10) as conn:
+    with socket.create_connection(("127.0.0.1", deployment.ars.port), timeout=scaled(10)) as conn:
         conn.sendall(b"GET /.well-known/authzen-configuration HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         assert conn.recv(64).startswith(b"HTTP/1.1 200")

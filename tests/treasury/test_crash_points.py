@@ -22,6 +22,7 @@ import pytest
 
 from mcp_approval.crashpoints import CRASH_ENV, ONE_TRANSACTION_CRASH_POINTS
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 from tests.support.treasury import (
     Reviewer,
     TreasuryServer,
@@ -37,7 +38,7 @@ pytestmark = pytest.mark.anyio
 
 RUNS = int(os.environ.get("MCP_APPROVAL_CRASH_RUNS", "2"))
 PARALLEL = 6
-CALL_TIMEOUT_S = 60
+CALL_TIMEOUT_S = scaled(60)
 #: Points reached while the tools/call is answered, before the client learns the task id. The
 #: example's local backend shares the server's database, so creation is one transaction: killed
 #: inside it, nothing of it holds; killed after its commit, the task is there for the retry.
@@ -66,7 +67,7 @@ async def one_run(point: str, directory: Path) -> None:
     restarted = TreasuryServer(directory)
     await asyncio.to_thread(restarted.start)
     try:
-        async with httpx.AsyncClient(base_url=restarted.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=restarted.base_url, timeout=scaled(20)) as http:
             await check_recovery(point, directory, restarted, http, created)
     finally:
         restarted.kill()

@@ -16,6 +16,7 @@ import httpx
 
 from mcp_approval.web.throttle import DEFAULT_MAX_FAILURES
 from tests.support.arap import ARS_CLIENT_TOKEN, arap_deployment
+from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer, deployment_dir
 
 METRICS_TOKEN = "scrape-token-of-some-length"
@@ -36,7 +37,7 @@ def test_wrong_metrics_tokens_are_throttled_and_the_limit_outlives_the_process(t
     directory = deployment_dir(tmp_path, {"metrics": {"enabled": True, "bearer_token": METRICS_TOKEN}})
     server = TreasuryServer(directory).start()
     try:
-        with httpx.Client(base_url=server.base_url, timeout=20) as client:
+        with httpx.Client(base_url=server.base_url, timeout=scaled(20)) as client:
 
             def scrape(token: str) -> httpx.Response:
                 return client.get("/metrics", headers={"authorization": f"Bearer {token}"})
@@ -54,7 +55,7 @@ def test_wrong_metrics_tokens_are_throttled_and_the_limit_outlives_the_process(t
 def test_wrong_client_tokens_at_the_access_request_service_are_throttled(tmp_path: Path) -> None:
     ars = arap_deployment(tmp_path).ars.start()
     try:
-        with httpx.Client(base_url=ars.base_url, timeout=20) as client:
+        with httpx.Client(base_url=ars.base_url, timeout=scaled(20)) as client:
 
             def look(token: str) -> httpx.Response:
                 # An unknown request of the caller is a 404 to a valid client; accept it as "let in".

@@ -24,6 +24,7 @@ import pytest
 from mcp_approval.checks.wire import envelope
 from tests.support.polling import eventually
 from tests.support.receivers import WEBHOOK_SECRET, WebhookReceiver
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import DISPOSITION, IMMEDIATE, console_page, settled, text_of
 
@@ -47,7 +48,7 @@ class Notified:
         command += ["--config", str(self.server.directory / "config.toml")]
         if self.db_url is not None:
             command += ["--db", self.db_url]
-        return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        return subprocess.run(command, capture_output=True, text=True, timeout=scaled(60), check=False)
 
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -61,7 +62,7 @@ def notified(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     overrides = {"notifications": notifications, "templates": {"treasury": template}}
     directory = deployment_dir(tmp_path_factory.mktemp("duplicates"), overrides)
     db_url = None if request.param == "sqlite" else str(request.getfixturevalue("module_postgres_url"))
-    server = TreasuryServer(directory, db_url=db_url).start(timeout_s=90)
+    server = TreasuryServer(directory, db_url=db_url).start(timeout_s=scaled(90))
     try:
         yield Notified(server, hook, db_url)
     finally:
@@ -71,7 +72,7 @@ def notified(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 @pytest.fixture
 async def http(notified: Notified) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=notified.server.base_url, timeout=20) as client:
+    async with httpx.AsyncClient(base_url=notified.server.base_url, timeout=scaled(20)) as client:
         yield client
 
 
@@ -88,7 +89,7 @@ async def pending_of(http: httpx.AsyncClient, requester: str, arguments: dict[st
             if item["requester"] == requester and item["arguments"] == arguments
         ]
 
-    (found,) = await eventually(find, lambda items: len(items) == 1, timeout_s=60)
+    (found,) = await eventually(find, lambda items: len(items) == 1, timeout_s=scaled(60))
     return found
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from mcp_approval.protocol import INVALID_PARAMS
 from tests.console.conftest import CSRF
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import approval_for
 
@@ -108,7 +109,7 @@ async def test_deeply_nested_json_on_decide_is_a_400(treasury: TreasuryServer, h
 
 
 async def _nul_checks(server: TreasuryServer) -> None:
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
         await principals(http)["alice"].call_tool("wire_transfer", {"to": "acct-nul", "amount": 40_000})
         carol = Reviewer(http, "carol-token")
         approval = await approval_for(carol, "wire_transfer", to="acct-nul")

@@ -22,6 +22,7 @@ from mcp_approval.approval.options import ApprovalOptions
 from mcp_approval.backends.local.records import LISTED_ARGUMENT_CHARS
 from mcp_approval.protocol import INVALID_PARAMS
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.test_body_limits import status_of_unfinished_body
 from tests.treasury.test_hostile_input import assert_clean_log
@@ -113,7 +114,7 @@ LARGE_KEYS = 100_000
 @pytest.fixture(scope="module")
 def raised(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TreasuryServer]:
     directory = deployment_dir(tmp_path_factory.mktemp("raised"), {"approval": RAISED})
-    server = TreasuryServer(directory).start(timeout_s=90)
+    server = TreasuryServer(directory).start(timeout_s=scaled(90))
     try:
         yield server
     finally:
@@ -122,7 +123,7 @@ def raised(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TreasuryServer]
 
 @pytest.fixture
 async def raised_http(raised: TreasuryServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=raised.base_url, timeout=120) as client:
+    async with httpx.AsyncClient(base_url=raised.base_url, timeout=scaled(120)) as client:
         yield client
 
 
@@ -135,7 +136,7 @@ async def test_a_small_request_is_answered_while_a_large_call_is_processed(
     started = time.monotonic()
     large = asyncio.ensure_future(wire.call_tool("refund", {"order": "o-large", "amount": 5, "note": note}))
     latencies: list[float] = []
-    async with httpx.AsyncClient(base_url=raised.base_url, timeout=120) as probe_http:
+    async with httpx.AsyncClient(base_url=raised.base_url, timeout=scaled(120)) as probe_http:
         probe = principals(probe_http)["bob"]
         while not large.done():
             sent = time.monotonic()
@@ -156,4 +157,4 @@ def test_the_limits_are_deployment_options(tmp_path: Path) -> None:
     directory = deployment_dir(tmp_path, {"approval": {"max_argument_members": 0}})
     server = TreasuryServer(directory)
     with pytest.raises(RuntimeError, match="max_argument_members"):
-        server.start(timeout_s=120)
+        server.start(timeout_s=scaled(120))

@@ -23,6 +23,7 @@ from jwt.algorithms import ECAlgorithm
 
 from mcp_approval.checks.wire import Wire
 from mcp_approval.config import ConfigError, load_config
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, to_toml
 from tests.treasury.helpers import approval_for, assert_approved_executed, settled
 
@@ -74,7 +75,7 @@ async def deployment(tmp_path: Path) -> AsyncIterator[tuple[TreasuryServer, Issu
 
 async def test_an_approval_flow_runs_on_jwt_access_tokens_alone(deployment):
     server, issuer = deployment
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(30)) as http:
         alice = Wire(http, token=issuer.token("alice"))
         small = (await alice.call_tool("wire_transfer", {"to": "acct-jwt-1", "amount": 10})).result
         assert small["isError"] is False, small
@@ -92,7 +93,7 @@ async def test_an_approval_flow_runs_on_jwt_access_tokens_alone(deployment):
 
 async def test_tasks_belong_to_the_token_subject(deployment):
     server, issuer = deployment
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(30)) as http:
         alice = Wire(http, token=issuer.token("alice"))
         created = (await alice.call_tool("wire_transfer", {"to": "acct-jwt-3", "amount": 30_000})).result
         stranger = Wire(http, token=issuer.token("bob"))
@@ -114,7 +115,7 @@ async def test_tokens_the_deployment_does_not_trust_get_401_with_the_resource_me
         "a static dev token": "alice-token",
         "another key": Issuer(issuer.audience).token("alice"),
     }[case]
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(30)) as http:
         headers = {"accept": "application/json, text/event-stream"}
         if presented is not None:
             headers["authorization"] = f"Bearer {presented}"

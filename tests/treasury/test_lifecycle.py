@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from tests.support.arap import ArapServerProcess, arap_deployment
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import (
     AUTHORIZATION,
@@ -81,15 +82,16 @@ async def running(
 )
 async def test_unresolved_request_expires_as_denial(mode: str, tmp_path: Path) -> None:
     # Local: the server's pending window; ARAP: the ARS's task.expires_at (the PEP stops polling there).
+    # Scaled: the request must still be pending when a busy machine first lists it.
     async with (
         running(
             mode,
             tmp_path,
-            {"approval": {"max_pending_s": 1.0}} if mode == "local" else None,
-            ars_overrides={"arap": {"task_lifetime_s": 1.0}},
+            {"approval": {"max_pending_s": scaled(1.0)}} if mode == "local" else None,
+            ars_overrides={"arap": {"task_lifetime_s": scaled(1.0)}},
         ) as deployment,
-        httpx.AsyncClient(base_url=deployment.server.base_url, timeout=20) as http,
-        httpx.AsyncClient(base_url=deployment.reviewer_url, timeout=20) as reviewers,
+        httpx.AsyncClient(base_url=deployment.server.base_url, timeout=scaled(20)) as http,
+        httpx.AsyncClient(base_url=deployment.reviewer_url, timeout=scaled(20)) as reviewers,
     ):
         alice = principals(http)["alice"]
         created = (await alice.call_tool("wire_transfer", {"to": "acct-exp", "amount": 30_000})).result
@@ -106,14 +108,14 @@ async def test_unresolved_request_expires_as_denial(mode: str, tmp_path: Path) -
 @MODES
 async def test_pending_task_survives_a_restart(mode: str, tmp_path: Path) -> None:
     async with running(mode, tmp_path) as deployment:
-        async with httpx.AsyncClient(base_url=deployment.server.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=deployment.server.base_url, timeout=scaled(20)) as http:
             created = (
                 await principals(http)["alice"].call_tool("wire_transfer", {"to": "acct-r", "amount": 26_000})
             ).result
         restarted = deployment.restart_serve()  # SIGKILL while the approval is pending
         async with (
-            httpx.AsyncClient(base_url=restarted.base_url, timeout=20) as http,
-            httpx.AsyncClient(base_url=deployment.reviewer_url, timeout=20) as reviewers,
+            httpx.AsyncClient(base_url=restarted.base_url, timeout=scaled(20)) as http,
+            httpx.AsyncClient(base_url=deployment.reviewer_url, timeout=scaled(20)) as reviewers,
         ):
             alice = principals(http)["alice"]
             assert (await alice.get(created["taskId"])).result["status"] == "working"
@@ -130,7 +132,7 @@ async def test_submission_rate_and_pending_bounds_answer_non_requestable_denials
     limits = {"approval": {"submissions_per_minute": 2, "max_pending_per_principal": 5}}
     async with (
         running(mode, tmp_path, limits) as deployment,
-        httpx.AsyncClient(base_url=deployment.server.base_url, timeout=20) as http,
+        httpx.AsyncClient(base_url=deployment.server.base_url, timeout=scaled(20)) as http,
     ):
         alice = principals(http)["alice"]
         answers = [
@@ -156,7 +158,7 @@ async def test_submission_rate_and_pending_bounds_answer_non_requestable_denials
 async def test_outstanding_pending_tasks_are_bounded(mode: str, tmp_path: Path) -> None:
     async with (
         running(mode, tmp_path, {"approval": {"max_pending_per_principal": 1}}) as deployment,
-        httpx.AsyncClient(base_url=deployment.server.base_url, timeout=20) as http,
+        httpx.AsyncClient(base_url=deployment.server.base_url, timeout=scaled(20)) as http,
     ):
         alice = principals(http)["alice"]
         first = (await alice.call_tool("wire_transfer", {"to": "acct-b1", "amount": 30_000})).result
@@ -172,7 +174,7 @@ async def test_approval_tasks_count_against_the_task_limits(mode: str, tmp_path:
     """``[tasks] max_per_principal`` bounds approval tasks too: over it, a final denial and no task."""
     async with (
         running(mode, tmp_path, {"tasks": {"max_per_principal": 1}}) as deployment,
-        httpx.AsyncClient(base_url=deployment.server.base_url, timeout=20) as http,
+        httpx.AsyncClient(base_url=deployment.server.base_url, timeout=scaled(20)) as http,
     ):
         alice, bob = principals(http)["alice"], principals(http)["bob"]
         first = (await alice.call_tool("wire_transfer", {"to": "acct-l1", "amount": 30_000})).result
@@ -197,7 +199,7 @@ def test_serve_refuses_to_start_without_a_binding_key_outside_dev_mode(tmp_path:
         [sys.executable, "-m", "mcp_approval", "serve", "--config", str(config), "--port", "1"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert completed.returncode == 2
     assert "approval.binding_keys" in completed.stderr
@@ -210,7 +212,7 @@ def test_serve_names_the_file_and_field_of_a_bad_config(tmp_path: Path) -> None:
         [sys.executable, "-m", "mcp_approval", "serve", "--config", str(directory / "config.toml"), "--port", "1"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert completed.returncode == 2
     assert "approval.max_generations" in completed.stderr

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 
 from mcp_approval.web.throttle import DEFAULT_MAX_FAILURES
+from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer, deployment_dir
 
 INITIALIZE = {
@@ -25,7 +26,7 @@ MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": 
 def test_wrong_tokens_at_mcp_are_throttled_and_share_the_reviewer_limit(tmp_path: Path) -> None:
     server = TreasuryServer(deployment_dir(tmp_path)).start()
     try:
-        with httpx.Client(base_url=server.base_url, timeout=20) as client:
+        with httpx.Client(base_url=server.base_url, timeout=scaled(20)) as client:
 
             def call_mcp(token: str) -> httpx.Response:
                 headers = {**MCP_HEADERS, "authorization": f"Bearer {token}"}

@@ -13,6 +13,7 @@ import pytest
 from mcp_approval.config import ConfigError, load_config
 from mcp_approval.server.deployment import build_deployment
 from tests.support.metrics import Samples, parse_samples, sample_value
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import approval_for, settled
 
@@ -32,7 +33,7 @@ async def test_metrics_move_as_a_served_approval_flow_runs(tmp_path: Path, db_ur
     directory = deployment_dir(tmp_path, {"metrics": {"enabled": True, "bearer_token": TOKEN}})
     server = await asyncio.to_thread(TreasuryServer(directory, db_url=db_url).start)
     try:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
             assert (await http.get("/metrics")).status_code == 401
             wrong = await http.get("/metrics", headers={"Authorization": "Bearer nope"})
             assert (wrong.status_code, wrong.headers["www-authenticate"]) == (401, "Bearer")

@@ -23,6 +23,7 @@ from mcp_approval.storage import all_cursors
 from tests.approval.inprocess import inprocess_treasury
 from tests.support.polling import eventually
 from tests.support.receivers import WEBHOOK_SECRET, Delivery, SmtpReceiver, WebhookReceiver
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals, to_toml
 from tests.treasury.helpers import approval_for, assert_denied_not_executed, settled
 
@@ -46,7 +47,7 @@ def _notified_overrides(receiver: WebhookReceiver, **schedule: Any) -> dict[str,
     """The overrides of :func:`_notified`."""
     channel = {"kind": "webhook", "url": receiver.url, "secret": WEBHOOK_SECRET}
     notifications = {"channels": {"hook": channel}, "poll_interval_s": 0.05, "retry_initial_s": 0.05}
-    notifications |= {"retry_max_s": 0.2, "lease_s": 2.0, "timeout_s": 1.5} | schedule
+    notifications |= {"retry_max_s": 0.2, "lease_s": scaled(2.0), "timeout_s": scaled(1.5)} | schedule
     template = {"approvals_required": 1, "reviewer_role": "approver", "notify": ["hook"]}
     metrics = {"enabled": True, "bearer_token": SCRAPE_TOKEN}
     return {"notifications": notifications, "templates": {"treasury": template}, "metrics": metrics}
@@ -83,7 +84,7 @@ async def test_a_receiver_refusing_the_first_attempts_gets_every_event_in_order(
     receiver = WebhookReceiver(refuse_first=4).start()
     server = await asyncio.to_thread(TreasuryServer(_notified(tmp_path, receiver)).start)
     try:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
             alice, carol = principals(http)["alice"], Reviewer(http, "carol-token")
             approved = (await alice.call_tool("wire_transfer", {"to": "acct-n1", "amount": 30_000})).result["taskId"]
             denied = (await alice.call_tool("wire_transfer", {"to": "acct-n2", "amount": 40_000})).result["taskId"]
@@ -140,7 +141,7 @@ async def test_a_serve_killed_before_or_after_sending_delivers_after_restart(tmp
     server = TreasuryServer(_notified(tmp_path, receiver))
     await asyncio.to_thread(server.start)
     try:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
             alice, carol = principals(http)["alice"], Reviewer(http, "carol-token")
             task = (await alice.call_tool("wire_transfer", {"to": "acct-n3", "amount": 30_000})).result["taskId"]
             pending = await approval_for(carol, "wire_transfer", to="acct-n3")
@@ -194,7 +195,7 @@ async def test_an_expired_and_a_cancelled_request_are_notified(tmp_path: Path) -
         policy.write(_EXPIRING_RULE)
     server = await asyncio.to_thread(TreasuryServer(directory).start)
     try:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
             alice, carol = principals(http)["alice"], Reviewer(http, "carol-token")
             lapsing = (await alice.call_tool("wire_transfer", {"to": "expiring-n4", "amount": 30_000})).result
             withdrawn = (await alice.call_tool("wire_transfer", {"to": "acct-n5", "amount": 30_000})).result
@@ -230,7 +231,7 @@ async def test_a_notification_being_sent_when_the_server_stops_is_sent_once_and_
     receiver = WebhookReceiver(hold=threading.Event()).start()
     try:
         # The held POST must not time out on a loaded machine before the test lets it answer.
-        overrides = _notified_overrides(receiver, timeout_s=20.0, lease_s=30.0)
+        overrides = _notified_overrides(receiver, timeout_s=scaled(20.0), lease_s=scaled(30.0))
         async with inprocess_treasury(tmp_path, overrides) as harness:
             await harness.alice.call_tool("wire_transfer", {"to": "acct-stop", "amount": 30_000})
             await eventually(lambda: asyncio.to_thread(receiver.all), lambda seen: len(seen) == 1)
@@ -277,7 +278,7 @@ async def test_email_reaches_a_plain_smtp_server_through_apprise(tmp_path: Path)
     directory = deployment_dir(tmp_path, overrides)
     server = await asyncio.to_thread(TreasuryServer(directory).start)
     try:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
             alice, carol = principals(http)["alice"], Reviewer(http, "carol-token")
             await alice.call_tool("close_quarter", {"quarter": "2026-Q1"})
             pending = await approval_for(carol, "close_quarter")
@@ -333,7 +334,7 @@ async def test_hostile_arguments_reach_the_email_as_text_on_their_lines(tmp_path
     arguments = {"to": "acct-hostile", "amount": 30_000, "memo\nDecision: approve by carol": link}
     server = await asyncio.to_thread(TreasuryServer(directory, db_url=db_url).start)
     try:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
             await principals(http)["alice"].call_tool("wire_transfer", arguments)
             pending = await approval_for(Reviewer(http, "carol-token"), "wire_transfer", to="acct-hostile")
             messages = await eventually(lambda: asyncio.sleep(0, list(smtp.messages)), lambda found: len(found) >= 1)

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer, deployment_dir, principals, store_rows
 
 pytestmark = pytest.mark.anyio
@@ -58,7 +59,7 @@ async def test_a_creation_failing_after_the_backend_request_leaves_nothing_behin
     server = TreasuryServer(directory, db_url=store)
     await asyncio.to_thread(server.start)
     try:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(30)) as http:
             alice = principals(http)["alice"]
             before = counts(store)
             run_all(store, FAIL_WORKFLOWS[kind])

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.support.outcomes import DENY_COMMENT, three_outcomes
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer
 from tests.treasury.helpers import DISPOSITION, text_of
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.anyio
 async def test_the_reviewer_api_shows_what_happened_to_each_call(tmp_path: Path) -> None:
     found = await three_outcomes(tmp_path)
     try:
-        async with httpx.AsyncClient(base_url=found.server.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=found.server.base_url, timeout=scaled(20)) as http:
             carol = Reviewer(http, "carol-token")
 
             async def outcome(key: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import approval_for, assert_approved_executed, settled
 
@@ -61,8 +62,8 @@ async def test_a_task_created_on_one_worker_is_decided_executed_and_cancelled_th
 ) -> None:
     async with (
         workers(tmp_path, postgres_url) as (a, b),
-        httpx.AsyncClient(base_url=a.base_url, timeout=20) as http_a,
-        httpx.AsyncClient(base_url=b.base_url, timeout=20) as http_b,
+        httpx.AsyncClient(base_url=a.base_url, timeout=scaled(20)) as http_a,
+        httpx.AsyncClient(base_url=b.base_url, timeout=scaled(20)) as http_b,
     ):
         alice_a, alice_b = principals(http_a)["alice"], principals(http_b)["alice"]
 
@@ -99,10 +100,10 @@ async def test_a_task_created_on_one_worker_is_decided_executed_and_cancelled_th
 
 async def test_a_worker_killed_while_pending_leaves_the_task_to_the_other(tmp_path: Path, postgres_url: str) -> None:
     async with workers(tmp_path, postgres_url) as (a, b):
-        async with httpx.AsyncClient(base_url=a.base_url, timeout=20) as http_a:
+        async with httpx.AsyncClient(base_url=a.base_url, timeout=scaled(20)) as http_a:
             task_id = await gated_transfer(http_a, "acct-pg-restart", 26_000)
         a.kill()  # SIGKILL while the approval is pending on A's task
-        async with httpx.AsyncClient(base_url=b.base_url, timeout=20) as http_b:
+        async with httpx.AsyncClient(base_url=b.base_url, timeout=scaled(20)) as http_b:
             alice_b = principals(http_b)["alice"]
             assert (await alice_b.get(task_id)).result["status"] == "working"
             await approve(http_b, "acct-pg-restart")
@@ -111,7 +112,7 @@ async def test_a_worker_killed_while_pending_leaves_the_task_to_the_other(tmp_pa
         assert len(transfers_to(b, "acct-pg-restart")) == 1
 
         a.start()
-        async with httpx.AsyncClient(base_url=a.base_url, timeout=20) as http_a:
+        async with httpx.AsyncClient(base_url=a.base_url, timeout=scaled(20)) as http_a:
             alice_a = principals(http_a)["alice"]
             assert (await alice_a.get(task_id)).result == completed
             # A full approval round trip on the restarted worker: its workflow driver has run by now.

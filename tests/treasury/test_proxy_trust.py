@@ -12,6 +12,7 @@ import httpx
 
 from mcp_approval.web.throttle import DEFAULT_MAX_FAILURES
 from tests.support.arap import arap_deployment
+from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer, deployment_dir
 
 WRONG = {"authorization": "Bearer not-a-token"}
@@ -24,7 +25,7 @@ def _fail_from(client: httpx.Client, forwarded_for: str) -> int:
 
 def _rotate_until_limit(base_url: str) -> list[int]:
     """Wrong tokens, each naming a fresh forwarded address, one more than the limit allows."""
-    with httpx.Client(base_url=base_url, timeout=20) as client:
+    with httpx.Client(base_url=base_url, timeout=scaled(20)) as client:
         return [_fail_from(client, f"203.0.113.{n}") for n in range(DEFAULT_MAX_FAILURES + 1)]
 
 
@@ -43,7 +44,7 @@ def test_serve_honours_forwarded_for_from_a_configured_proxy(tmp_path: Path) -> 
     server = TreasuryServer(directory).start()
     try:
         statuses = _rotate_until_limit(server.base_url)
-        with httpx.Client(base_url=server.base_url, timeout=20) as client:
+        with httpx.Client(base_url=server.base_url, timeout=scaled(20)) as client:
             repeated = [_fail_from(client, "198.51.100.7") for _ in range(DEFAULT_MAX_FAILURES + 1)]
     finally:
         server.kill()

@@ -19,6 +19,7 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 from mcp_approval.cli.main import app
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals, to_toml
 from tests.treasury.helpers import approval_for, console_page, listed_ids, shown
 
@@ -43,7 +44,7 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TreasuryServer
 
 @pytest.fixture
 async def http(audited: TreasuryServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=audited.base_url, timeout=20) as client:
+    async with httpx.AsyncClient(base_url=audited.base_url, timeout=scaled(20)) as client:
         yield client
 
 

@@ -19,6 +19,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp_approval.client import TaskPendingError, TasksClient
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer
 from tests.treasury.conftest import Scenario
 from tests.treasury.helpers import DISPOSITION, approval_for
@@ -36,7 +37,7 @@ def treasury(scenario: Scenario) -> TreasuryServer:
 async def tasks_only_client(treasury: TreasuryServer, tasks: TasksClient) -> AsyncIterator[Client]:
     """An SDK client over streamable HTTP as alice, with the tasks extension and nothing else."""
     async with httpx2.AsyncClient(
-        base_url=treasury.base_url, headers={"Authorization": "Bearer alice-token"}, timeout=20
+        base_url=treasury.base_url, headers={"Authorization": "Bearer alice-token"}, timeout=scaled(20)
     ) as http:
         transport = streamable_http_client(f"{treasury.base_url}/mcp", http_client=http)
         async with Client(transport, extensions=[tasks]) as client:
@@ -56,7 +57,7 @@ async def pending_transfer(client: Client, tasks: TasksClient, account: str) -> 
 
 
 async def decide(scenario: Scenario, account: str, decision: str) -> None:
-    async with httpx.AsyncClient(base_url=scenario.reviewer_url, timeout=20) as http:
+    async with httpx.AsyncClient(base_url=scenario.reviewer_url, timeout=scaled(20)) as http:
         carol = Reviewer(http, "carol-token")
         approval = await approval_for(carol, "wire_transfer", to=account)
         decided = await carol.decide(approval["id"], decision)

@@ -24,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from mcp_approval.client import read_disposition
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir
 from tests.treasury.helpers import AUTHORIZATION, approval_for
 
@@ -42,7 +43,7 @@ async def url_client(server: TreasuryServer, action: str, shown: list[str]) -> A
 
     headers = {"authorization": "Bearer alice-token"}
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        httpx2.AsyncClient(headers=headers, timeout=scaled(30)) as http,
         Client(
             streamable_http_client(f"{server.base_url}/mcp", http_client=http), elicitation_callback=elicit
         ) as client,
@@ -75,7 +76,7 @@ async def test_the_sdk_client_gets_the_pending_answer_after_the_page_then_the_re
     try:
         async with (
             url_client(server, action, shown) as client,
-            httpx.AsyncClient(base_url=server.base_url, timeout=20) as http,
+            httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http,
         ):
             first = await client.call_tool("wire_transfer", arguments)  # no InputRequiredRoundsExceededError
             assert first.is_error is True

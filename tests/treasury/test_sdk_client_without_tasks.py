@@ -21,6 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from mcp_approval.client import read_disposition
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir
 from tests.treasury.helpers import approval_for
 
@@ -44,7 +45,7 @@ async def sdk_client(server: TreasuryServer) -> AsyncIterator[Client]:
     """The SDK ``Client`` as alice, declaring no extension."""
     headers = {"authorization": "Bearer alice-token"}
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        httpx2.AsyncClient(headers=headers, timeout=scaled(30)) as http,
         Client(streamable_http_client(f"{server.base_url}/mcp", http_client=http)) as client,
     ):
         yield client
@@ -89,7 +90,7 @@ async def test_the_sdk_client_without_tasks_is_approved_or_denied_exactly_once(
 ) -> None:
     account = f"acct-sdk-{decision}"
     arguments = {"to": account, "amount": 30_000}
-    async with sdk_client(server) as client, httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+    async with sdk_client(server) as client, httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
         first = await client.call_tool("wire_transfer", arguments)
         assert_pending(first)
         again = await client.call_tool("wire_transfer", arguments)

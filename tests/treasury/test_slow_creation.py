@@ -20,6 +20,7 @@ import pytest
 
 from mcp_approval.crashpoints import PAUSE_ENV
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 from tests.support.treasury import FAST, Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import approval_for, assert_approved_executed, settled
 
@@ -42,7 +43,7 @@ async def leftovers(db_url: str) -> tuple[int, int]:
         with sqlite3.connect(db_url.removeprefix("sqlite:///")) as conn:
             found = conn.execute(LEFTOVERS).fetchone()
         return (found[0], found[1])
-    conn = await asyncpg.connect(db_url.replace("postgresql://", "postgres://"), timeout=5)
+    conn = await asyncpg.connect(db_url.replace("postgresql://", "postgres://"), timeout=scaled(5))
     try:
         row = await conn.fetchrow(LEFTOVERS)
     finally:
@@ -61,9 +62,11 @@ async def hold_stopped(server: TreasuryServer) -> None:
     """Wait until ``server`` stopped itself, keep it stopped for :data:`PAUSE_S`, then resume it."""
     assert server.process is not None
     pid = server.process.pid
-    await eventually(lambda: asyncio.to_thread(stopped, pid), bool, timeout_s=60)
+    await eventually(lambda: asyncio.to_thread(stopped, pid), bool, timeout_s=scaled(60))
     resume_at = time.monotonic() + PAUSE_S
-    await eventually(lambda: asyncio.to_thread(time.monotonic), lambda now: now >= resume_at, timeout_s=PAUSE_S + 5)
+    await eventually(
+        lambda: asyncio.to_thread(time.monotonic), lambda now: now >= resume_at, timeout_s=PAUSE_S + scaled(5)
+    )
     server.process.send_signal(signal.SIGCONT)
 
 
@@ -79,7 +82,7 @@ async def test_a_creation_stalled_past_the_grace_still_succeeds_exactly_once(
     server = TreasuryServer(directory, db_url=store_url, env={PAUSE_ENV: point})
     await asyncio.to_thread(server.start)
     try:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(60)) as http:
             alice = principals(http)["alice"]
             call = asyncio.create_task(alice.call_tool("wire_transfer", ARGUMENTS))
             await hold_stopped(server)

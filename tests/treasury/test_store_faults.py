@@ -33,6 +33,7 @@ from mcp_approval.checks.wire import Reply, Wire
 from tests.support.polling import eventually
 from tests.support.store_points import Point, fault_points, transactions
 from tests.support.store_proxy import Statement, StoreFault, StoreProxy
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals, store_rows
 from tests.treasury.helpers import DISPOSITION, approval_for, settled, transfers_to
 
@@ -78,7 +79,7 @@ def rig(module_postgres_url: str, tmp_path_factory: pytest.TempPathFactory) -> I
     settings = {**SETTINGS, "store": {"url": proxy.url(module_postgres_url)}}
     server = TreasuryServer(deployment_dir(tmp_path_factory.mktemp("faults"), settings))
     try:
-        server.start(timeout_s=60)
+        server.start(timeout_s=scaled(60))
         yield Rig(proxy, server, module_postgres_url)
     finally:
         server.kill()
@@ -127,7 +128,7 @@ async def decide(rig: Rig, carol: Reviewer, approval_id: str) -> httpx.Response:
 
 async def outcome(rig: Rig, alice: Wire, account: str, task_id: str) -> None:
     """The approved call ran exactly once: its task says so, and the ledger holds one transfer."""
-    task = await settled(alice, task_id, timeout_s=30)
+    task = await settled(alice, task_id, timeout_s=scaled(30))
     result = task.get("result", {})
     assert (task["status"], result.get("_meta", {}).get(DISPOSITION)) == ("completed", "approved-executed"), task
     assert len(transfers_to(rig.server, account)) == 1
@@ -147,7 +148,7 @@ async def no_orphans(rig: Rig) -> None:
         )
         return int(without_task), int(in_flight)
 
-    await eventually(found, lambda counts: counts == (0, 0), timeout_s=30)
+    await eventually(found, lambda counts: counts == (0, 0), timeout_s=scaled(30))
 
 
 # -- the recording run ------------------------------------------------------------------------
@@ -160,7 +161,7 @@ async def record(rig: Rig) -> dict[str, list[Point]]:
     decision found by a wake-up rather than by a pass) seldom shows in three runs, and would then
     often not come again when the faults are injected.
     """
-    async with httpx.AsyncClient(base_url=rig.server.base_url, timeout=60) as http:
+    async with httpx.AsyncClient(base_url=rig.server.base_url, timeout=scaled(60)) as http:
         background = await idle_statements(rig)
         runs = [await recorded_workflow(rig, http) for _ in range(3)]
         background |= await idle_statements(rig)
@@ -174,7 +175,9 @@ async def record(rig: Rig) -> dict[str, list[Point]]:
 async def idle_statements(rig: Rig, count: int = 300) -> set[str]:
     """The texts the server sends on its own (driver passes, heartbeats): its next ``count`` statements."""
     mark = rig.proxy.count()
-    await eventually(lambda: asyncio.sleep(0, rig.proxy.count()), lambda seen: seen >= mark + count, timeout_s=60)
+    await eventually(
+        lambda: asyncio.sleep(0, rig.proxy.count()), lambda seen: seen >= mark + count, timeout_s=scaled(60)
+    )
     return {statement.text for statement in rig.proxy.since(mark)}
 
 
@@ -249,7 +252,7 @@ async def test_a_broken_store_connection_loses_nothing_and_runs_the_call_at_most
     chosen = chosen_points(points[phase], kind)
     failures: list[str] = []
     unreached: list[Point] = []
-    async with httpx.AsyncClient(base_url=rig.server.base_url, timeout=60) as http:
+    async with httpx.AsyncClient(base_url=rig.server.base_url, timeout=scaled(60)) as http:
         for point in chosen:
             rig.wrongly_failed.clear()
             try:
@@ -324,7 +327,7 @@ async def broken_step(
             return fault.fired.is_set()
         return task_id is None or await asyncio.to_thread(task_status, rig, task_id) == "completed"
 
-    await eventually(ended, bool, timeout_s=60, every_s=0.05)
+    await eventually(ended, bool, timeout_s=scaled(60), every_s=0.05)
     rig.proxy.disarm()
     if not fault.fired.is_set():
         return await running, False

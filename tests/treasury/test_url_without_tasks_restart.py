@@ -18,6 +18,7 @@ import pytest
 from mcp_approval.approval.without_tasks.links import PAGE_INPUT_KEY
 from mcp_approval.checks.wire import Wire, envelope
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir
 from tests.treasury.helpers import DISPOSITION, approval_for
 
@@ -43,7 +44,7 @@ async def test_the_state_and_page_of_a_round_survive_a_restart(tmp_path: Path) -
     directory = deployment_dir(tmp_path, URL_MODE)
     first_server = TreasuryServer(directory).start()
     try:
-        async with httpx.AsyncClient(base_url=first_server.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=first_server.base_url, timeout=scaled(20)) as http:
             first = await call(Wire(http, token="alice-token"))
     finally:
         first_server.kill()
@@ -51,7 +52,7 @@ async def test_the_state_and_page_of_a_round_survive_a_restart(tmp_path: Path) -
     state, link = first["requestState"], first["inputRequests"][PAGE_INPUT_KEY]["params"]["url"]
     restarted = TreasuryServer(directory).start()
     try:
-        async with httpx.AsyncClient(base_url=restarted.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=restarted.base_url, timeout=scaled(20)) as http:
             alice = Wire(http, token="alice-token")
             still = await call(alice, state)  # the old state opens: the request is still open
             assert still["isError"] is True  # the pending answer (the page was given before the restart)

@@ -23,6 +23,7 @@ import pytest
 from mcp_approval.checks.wire import Wire, envelope
 from mcp_approval.crashpoints import CRASH_ENV, ONE_TRANSACTION_CRASH_POINTS
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, deployment_store, principals
 from tests.treasury.helpers import AUTHORIZATION, DISPOSITION, approval_for, text_of
 from tests.treasury.test_crash_points import CALL_TIMEOUT_S, CREATION_POINTS, PARALLEL, RUNS, orphans
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.anyio
 
 # An intent grace that a loaded machine's submissions fit in (the suite's 0.2 s lets reconciliation
 # withdraw a live submission as an orphan when two cores serve several servers at once).
-REQUEST_MODE = {"approval": {"without_tasks": "request", "intent_grace_s": 2.0}}
+REQUEST_MODE = {"approval": {"without_tasks": "request", "intent_grace_s": scaled(2.0)}}
 ARGUMENTS = {"to": "acct-crash-nt", "amount": 30_000}
 NO_TASKS = envelope(tasks=False, elicitation=False)
 NO_ORPHANS = {"pending_without_task": 0, "intents_in_flight": 0}
@@ -96,7 +97,7 @@ async def recover(point: str, directory: Path) -> None:
     server = TreasuryServer(directory)
     await asyncio.to_thread(server.start)
     try:
-        async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
             alice = principals(http)["alice"]
             await eventually(lambda: _orphans(directory), lambda found: found == NO_ORPHANS)
             if point in CREATION_POINTS:
@@ -140,7 +141,7 @@ async def test_a_request_without_tasks_survives_a_crash_at_each_point(point: str
 
 def review(*args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "mcp_approval", "review", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(command, capture_output=True, text=True, timeout=scaled(60), check=False)
 
 
 async def test_killed_after_opening_and_approved_while_down_the_retry_runs_it_once(tmp_path: Path) -> None:
@@ -149,7 +150,7 @@ async def test_killed_after_opening_and_approved_while_down_the_retry_runs_it_on
         first = TreasuryServer(directory)
         await asyncio.to_thread(first.start)
         try:
-            async with httpx.AsyncClient(base_url=first.base_url, timeout=20) as http:
+            async with httpx.AsyncClient(base_url=first.base_url, timeout=scaled(20)) as http:
                 assert_pending(await call(principals(http)["alice"]))
                 pending = await approval_for(Reviewer(http, "carol-token"), "wire_transfer", to=ARGUMENTS["to"])
         finally:
@@ -161,7 +162,7 @@ async def test_killed_after_opening_and_approved_while_down_the_retry_runs_it_on
         second = TreasuryServer(directory)
         await asyncio.to_thread(second.start)
         try:
-            async with httpx.AsyncClient(base_url=second.base_url, timeout=20) as http:
+            async with httpx.AsyncClient(base_url=second.base_url, timeout=scaled(20)) as http:
                 alice = principals(http)["alice"]
                 result = await outcome(alice)
                 assert result["_meta"][DISPOSITION] == "approved-executed"

@@ -39,8 +39,8 @@ from mcp_approval.approval.persistence.records import APPROVAL_HANDLER
 from mcp_approval.approval.without_tasks.flow import WithoutTasksFlow
 from mcp_approval.approval.without_tasks.links import RequesterLinks
 from mcp_approval.policy import Decision
-from mcp_approval.protocol import INTERNAL_ERROR, TASKS_EXTENSION, TOOL_APPROVAL_EXTENSION
-from mcp_approval.storage import StoreUnavailableError
+from mcp_approval.protocol import TASKS_EXTENSION, TOOL_APPROVAL_EXTENSION
+from mcp_approval.storage import StoreUnavailableError, jsonrpc_error
 from mcp_approval.tasks.server import TasksExtension, declares_tasks
 
 __all__ = ["APPROVAL_HANDLER", "PrincipalCheck", "ToolApproval", "ToolApprovalExtension"]
@@ -153,7 +153,7 @@ class ToolApproval:
         try:
             return await self.creation.approval_task(requestable, ctx)
         except StoreUnavailableError as exc:
-            raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
+            raise MCPError(**jsonrpc_error(exc, "Approval store")) from exc
 
     async def _without_tasks(
         self, call: GatedCall, decision: Decision, ctx: ServerRequestContext[Any, Any]
@@ -172,7 +172,7 @@ class ToolApproval:
         try:
             return await self.without_tasks.answer_call(requestable, ctx)
         except StoreUnavailableError as exc:
-            raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
+            raise MCPError(**jsonrpc_error(exc, "Approval store")) from exc
 
     async def _requestable(
         self, call: GatedCall, decision: Decision, owner: str, fields: tuple[str, ...]
@@ -196,7 +196,7 @@ class ToolApproval:
             owner = self.tasks.caller(ctx)
             return await self.without_tasks.status(reference, owner if isinstance(owner, str) else None)
         except StoreUnavailableError as exc:
-            raise MCPError(code=INTERNAL_ERROR, message="Approval store unavailable") from exc
+            raise MCPError(**jsonrpc_error(exc, "Approval store")) from exc
 
     async def input_received(self, record: Any) -> None:
         """``tasks/update`` answered an approval task's submission inputs: go on at once."""

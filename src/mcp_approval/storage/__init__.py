@@ -19,9 +19,15 @@ from mcp_approval.storage.database import (
     Database,
     PostgresDatabase,
     SqliteDatabase,
-    StoreUnavailableError,
     normalize_url,
     open_database,
+)
+from mcp_approval.storage.errors import (
+    BUSY_RETRY_AFTER_S,
+    JsonRpcStoreError,
+    StoreBusyError,
+    StoreUnavailableError,
+    jsonrpc_error,
 )
 from mcp_approval.storage.migrations import Migrations, SchemaTooNewError, migrate
 from mcp_approval.storage.worker_guards import (
@@ -36,6 +42,7 @@ from mcp_approval.storage.worker_guards import (
 
 __all__ = [
     "AUDIT_MIGRATIONS",
+    "BUSY_RETRY_AFTER_S",
     "SHARED_MIGRATIONS",
     "AuditEvent",
     "AuditFilter",
@@ -46,6 +53,7 @@ __all__ = [
     "DeliveryCursor",
     "DeliveryCursors",
     "EventWindow",
+    "JsonRpcStoreError",
     "MemoryEventWindow",
     "MemoryOnceGuard",
     "Migrations",
@@ -55,8 +63,10 @@ __all__ = [
     "SqlEventWindow",
     "SqlOnceGuard",
     "SqliteDatabase",
+    "StoreBusyError",
     "StoreUnavailableError",
     "all_cursors",
+    "jsonrpc_error",
     "migrate",
     "normalize_url",
     "open_database",

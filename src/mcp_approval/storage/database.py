@@ -19,6 +19,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -30,7 +31,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-from mcp_approval.errors import MCPApprovalError
+from mcp_approval.storage.errors import StoreBusyError, StoreUnavailableError, is_busy
 from mcp_approval.storage.postgres_url import AsyncpgTarget, asyncpg_target
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ __all__ = [
     "Operation",
     "PostgresDatabase",
     "SqliteDatabase",
+    "StoreBusyError",
     "StoreUnavailableError",
     "normalize_url",
     "open_database",
@@ -48,10 +50,6 @@ __all__ = [
 
 T = TypeVar("T")
 Operation = Callable[[Connection], T]
-
-
-class StoreUnavailableError(MCPApprovalError, RuntimeError):
-    """The database could not be reached, or failed in a way the caller cannot correct."""
 
 
 def normalize_url(url: str) -> str:
@@ -79,8 +77,10 @@ class Database:
     """Runs operations as transactions on one database; see the module docstring."""
 
     dialect: str
-    #: How many operations failed with :class:`StoreUnavailableError` in this process.
+    #: How many operations failed with :class:`StoreUnavailableError` (busy included) in this process.
     unavailable_errors: int = 0
+    #: When (``time.monotonic()``) the database last answered an operation of this process.
+    answered_at: float = 0.0
 
     async def write(self, operation: Operation[T]) -> T:
         """Run ``operation`` in a write transaction and commit it."""
@@ -103,21 +103,30 @@ def open_database(url: str) -> Database:
     return PostgresDatabase(normalized)
 
 
-def _unavailable(exc: Exception) -> StoreUnavailableError:
-    return StoreUnavailableError(f"store unavailable: {type(exc).__name__}: {exc}".splitlines()[0])
+def _unavailable(exc: Exception, *, answered_meanwhile: bool) -> StoreUnavailableError:
+    """:class:`StoreBusyError` when ``exc`` says the store is up but busy, or a connection timed out
+    while the store went on answering (``answered_meanwhile``); :class:`StoreUnavailableError` else."""
+    cause = f"{type(exc).__name__}: {exc}"
+    if is_busy(exc) or (isinstance(exc, TimeoutError) and answered_meanwhile):
+        return StoreBusyError(f"store busy: {cause}".splitlines()[0])
+    return StoreUnavailableError(f"store unavailable: {cause}".splitlines()[0])
 
 
 @contextmanager
 def _translated_errors(database: Database) -> Iterator[None]:
-    """Database failures other than constraint violations become :class:`StoreUnavailableError`
-    (counted in ``database.unavailable_errors``)."""
+    """Database failures other than constraint violations become :class:`StoreUnavailableError` or
+    :class:`StoreBusyError` (counted in ``database.unavailable_errors``); an operation that ends
+    otherwise marks the database as having answered (``database.answered_at``)."""
+    started = time.monotonic()
     try:
         yield
     except IntegrityError:
+        database.answered_at = time.monotonic()
         raise
     except (DBAPIError, OSError, ConnectionError, PoolTimeoutError) as exc:
         database.unavailable_errors += 1
-        raise _unavailable(exc) from exc
+        raise _unavailable(exc, answered_meanwhile=database.answered_at > started) from exc
+    database.answered_at = time.monotonic()
 
 
 class SqliteDatabase(Database):
@@ -307,7 +316,7 @@ def _sqlite_begin(conn: Connection) -> None:
 
 #: How long an operation waits for a pooled PostgreSQL connection. A burst of calls (a thousand
 #: identical retries, say) queues for the pool; a wait this long means the store is not keeping
-#: up at all, and the operation fails as the store being unavailable.
+#: up at all, and the operation fails as the store being busy.
 _POOL_WAIT_S = 120.0
 
 
@@ -322,11 +331,11 @@ def _replace_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
 
 
 class PostgresDatabase(Database):
-    """PostgreSQL through asyncpg."""
+    """PostgreSQL through asyncpg; an operation waits up to ``pool_wait_s`` for a pooled connection."""
 
     dialect = "postgresql"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, pool_wait_s: float = _POOL_WAIT_S) -> None:
         # Imported here: SQLAlchemy's asyncio extension loads its ORM, which a SQLite store never needs.
         from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -341,7 +350,7 @@ class PostgresDatabase(Database):
         # (_replace_closed); one that dies under a statement raises a disconnect error, which
         # invalidates the pool, and the caller's next call reconnects.
         self.engine: AsyncEngine = create_async_engine(
-            bare, async_creator=self._connect, pool_size=10, max_overflow=10, pool_timeout=_POOL_WAIT_S
+            bare, async_creator=self._connect, pool_size=10, max_overflow=10, pool_timeout=pool_wait_s
         )
         # Reads get their own pool of connections that stay in autocommit: no BEGIN, no
         # ROLLBACK, no isolation-level switch per checkout; a lookup is one round trip.
@@ -350,7 +359,7 @@ class PostgresDatabase(Database):
             async_creator=self._connect,
             pool_size=10,
             max_overflow=10,
-            pool_timeout=_POOL_WAIT_S,
+            pool_timeout=pool_wait_s,
             isolation_level="AUTOCOMMIT",
             pool_reset_on_return=None,
         )

@@ -35,13 +35,12 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
 from mcp_approval.protocol import (
-    INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOTIFICATIONS_TASKS,
     METHOD_SUBSCRIPTIONS_LISTEN,
     TASKS_EXTENSION,
 )
-from mcp_approval.storage import StoreUnavailableError
+from mcp_approval.storage import StoreUnavailableError, jsonrpc_error
 from mcp_approval.tasks.models import TaskRecord, detailed_task, task_fields
 from mcp_approval.tasks.signals import SignalKind, TaskChange, TaskSignals
 from mcp_approval.tasks.states import TaskStatus
@@ -111,7 +110,7 @@ class TaskNotifier:
                 if record is not None:
                     accepted.append(task_id)
         except StoreUnavailableError as exc:
-            raise MCPError(code=INTERNAL_ERROR, message="Task store unavailable") from exc
+            raise MCPError(**jsonrpc_error(exc, "Task store")) from exc
         return accepted
 
 

@@ -17,7 +17,6 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_approval.clock import Clock
 from mcp_approval.protocol import (
-    INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_TASKS_CANCEL,
     METHOD_TASKS_GET,
@@ -25,7 +24,7 @@ from mcp_approval.protocol import (
     TASKS_EXTENSION,
     UNKNOWN_TASK_MESSAGE,
 )
-from mcp_approval.storage import StoreUnavailableError
+from mcp_approval.storage import StoreUnavailableError, jsonrpc_error
 from mcp_approval.tasks.execution import AnsweredRound
 from mcp_approval.tasks.models import (
     TaskIdParams,
@@ -256,7 +255,7 @@ class TasksExtension(Extension):
         except StoreUnavailableError as exc:
             record = self.runtime.remembered(task_id) if remembered else None
             if record is None:
-                raise MCPError(code=INTERNAL_ERROR, message="Task store unavailable") from exc
+                raise MCPError(**jsonrpc_error(exc, "Task store")) from exc
         if record is None or record.expired(self.runtime.clock.now_ms()):
             raise MCPError(code=INVALID_PARAMS, message=UNKNOWN_TASK_MESSAGE)
         if record.principal_digest is not None and record.principal_digest != caller:
@@ -302,7 +301,7 @@ class TasksExtension(Extension):
                 resumed = record.status is TaskStatus.INPUT_REQUIRED and set(accepted) >= set(record.input_requests)
                 await self.runtime.task_changed(record.task_id, TaskStatus.WORKING if resumed else None)
         except StoreUnavailableError as exc:
-            raise MCPError(code=INTERNAL_ERROR, message="Task store unavailable") from exc
+            raise MCPError(**jsonrpc_error(exc, "Task store")) from exc
         return {}
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
@@ -312,7 +311,7 @@ class TasksExtension(Extension):
         try:
             await self._cancel_active(record)
         except StoreUnavailableError as exc:
-            raise MCPError(code=INTERNAL_ERROR, message="Task store unavailable") from exc
+            raise MCPError(**jsonrpc_error(exc, "Task store")) from exc
         return {}
 
     async def _cancel_active(self, record: TaskRecord) -> None:

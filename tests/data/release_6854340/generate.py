@@ -53,6 +53,7 @@ import asyncpg
 import httpx
 from mcp_approval.approval.schema import APPROVAL_MIGRATIONS
 from mcp_approval.backends.local_schema import LOCAL_BACKEND_MIGRATIONS
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import approval_for, assert_approved_executed, settled
 
@@ -72,7 +73,7 @@ LONG_WINDOW = {"approval": {"max_pending_s": 36_500 * 86_400.0}}
 
 async def scenario(server: TreasuryServer) -> dict[str, dict[str, str]]:
     """The three approvals; each one's task id and request id."""
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
         wires = principals(http)
         carol = Reviewer(http, "carol-token")
         one = (await wires["alice"].call_tool("wire_transfer", {"to": "acct-upgrade", "amount": 26_000})).result

@@ -28,6 +28,7 @@ import httpx
 from mcp_approval.storage.schema import metadata
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.schema import CreateIndex, CreateTable
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import approval_for
 
@@ -44,7 +45,7 @@ def ddl(dialect: object) -> str:
 
 
 async def pending_approval(server: TreasuryServer) -> str:
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
         alice = principals(http)["alice"]
         created = (await alice.call_tool("wire_transfer", {"to": "acct-upgrade", "amount": 26_000})).result
         await approval_for(Reviewer(http, "carol-token"), "wire_transfer", to="acct-upgrade")

@@ -200,6 +200,32 @@ def test_the_same_key_and_body_return_the_same_task(h: Harness):
     assert h.submit(reordered, key="idem-same").json()["task"]["id"] == first.json()["task"]["id"]
 
 
+def test_a_retry_that_looked_for_its_key_before_the_first_submission_stored_it_gets_the_same_task(h: Harness):
+    """A retry (same key, same body) whose key lookup ran while the first submission was still being
+    stored then finds the binding token used: it is the same submission, answered with its task."""
+    assert h.server is not None
+    store = h.server.service.store
+    body = denied(h, transfer(70_015))
+    first = h.submit(body, key="idem-race")
+    assert first.status_code == 202, first.text
+    looked_up = store.task_by_key
+    stale = {"idem-race"}
+
+    async def before_the_first_was_stored(caller: str, key: str) -> Any:
+        if key in stale:  # the retry's first look, made before the first submission's row existed
+            stale.discard(key)
+            return None
+        return await looked_up(caller, key)
+
+    store.task_by_key = before_the_first_was_stored  # type: ignore[method-assign]
+    try:
+        again = h.submit(body, key="idem-race")
+    finally:
+        del store.task_by_key
+    assert again.status_code == 202, again.text
+    assert again.json()["task"]["id"] == first.json()["task"]["id"]
+
+
 def test_the_same_key_with_another_body_is_a_duplicate_request(h: Harness):
     body = denied(h, transfer(70_011))
     assert h.submit(body, key="idem-conflict").status_code == 202

@@ -129,6 +129,10 @@ class AccessRequestService:
         try:
             bound = await self._checker.check(submission)
         except ArapError as exc:
+            if key is not None and (existing := await self.store.task_by_key(caller, key)) is not None:
+                # An identical retry that looked for its key while the first submission was being
+                # stored finds the binding token used by it: the same submission, answered as one.
+                return await self._replayed(existing, digest)
             data = {"code": exc.code, "detail": exc.detail}
             await self._audit.record("arap.submission_refused", actor=caller, data=data)
             raise

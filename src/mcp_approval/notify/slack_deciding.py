@@ -12,6 +12,7 @@ the store lost only its answer, what a second look at the request shows.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -42,6 +43,9 @@ UNCONFIRMED = (
 )
 _UNMAPPED = "Nothing was recorded: your Slack account is not mapped to a reviewer of these requests."
 _NOT_THIS_MESSAGE = "Nothing was recorded: this message is not the one this request was posted as."
+#: The pauses before each second look at a request whose decision the store did not confirm (8 s in all).
+_SECOND_LOOKS = (0.5, 1.5, 2.0, 4.0)
+_SECOND_LOOK_S = sum(_SECOND_LOOKS)
 _NO_LOOKUP = "Nothing was recorded: your Slack account could not be looked up. Try again in a moment."
 
 
@@ -171,10 +175,17 @@ class SlackDecider:
         return email.strip().lower()
 
     async def _second_look(self, request_id: str, reviewer: str) -> str:
-        """After the store failed mid-decision: whether the decision is there after all."""
-        try:
-            record = await self._backend.get_request(request_id)
-        except StoreUnavailableError:
+        """After the store failed mid-decision: whether the decision is there after all (the store may
+        have lost only its answer). Looked for a few times over :data:`_SECOND_LOOK_S`, as outages are often brief."""
+        record: ApprovalRecord | None = None
+        for pause in _SECOND_LOOKS:
+            await asyncio.sleep(pause)
+            try:
+                record = await self._backend.get_request(request_id)
+                break
+            except StoreUnavailableError:
+                continue
+        else:
             return UNCONFIRMED
         mine = [d for d in record.decisions if d.reviewer == reviewer] if record is not None else []
         if not mine:

@@ -3,14 +3,15 @@
 A Teams workflow ("When a Teams webhook request is received", then "Post card in a chat or
 channel") takes a message activity whose one attachment is the card (:func:`workflow_message`),
 as Apprise's Teams workflow channel sends it. The card (:func:`request_card`, schema version
-1.4, which Teams renders) has a heading, the facts every channel shows as a ``FactSet``, where
-the request stands, and one action, ``Action.OpenUrl``, to the request's page in the console:
-the reviewer signs in there and decides by the console's rules. Nothing on the card decides.
+1.4, which Teams renders) has a heading, one line per fact every channel shows, where the
+request stands, and one action, ``Action.OpenUrl``, to the request's page in the console: the
+reviewer signs in there and decides by the console's rules. Nothing on the card decides.
 
-Teams renders Markdown in a ``TextBlock`` and in a fact's title and value, so every value a
-caller, reviewer or policy chose is backslash-escaped as CommonMark text
-(:func:`~mcp_approval.notify.messages.markdown_escape`), already kept to its line and cut by
-:meth:`~mcp_approval.notify.messages.Notification.facts`: it can add no link, emphasis or list.
+Teams reads Markdown in a ``TextBlock`` and in a ``FactSet``'s facts, but not in a
+``RichTextBlock``: every line is a ``RichTextBlock`` of ``TextRun`` elements, so the values a
+caller, reviewer or policy chose (already kept to their line and cut by
+:meth:`~mcp_approval.notify.messages.Notification.facts`) are shown as they are and can add no
+link, emphasis or list.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, Final
 import httpx2
 
 from mcp_approval.notify.channels import DeliveryError
-from mcp_approval.notify.messages import Notification, markdown_escape
+from mcp_approval.notify.messages import Notification
 from mcp_approval.notify.options import TeamsChannelOptions
 
 __all__ = ["CARD_CONTENT_TYPE", "CARD_SCHEMA", "CARD_VERSION", "TeamsChannel", "request_card", "workflow_message"]
@@ -50,22 +51,9 @@ def request_card(notification: Notification) -> dict[str, Any]:
     """The Adaptive Card of ``notification``."""
     standing, colour = _STANDING.get(notification.type, ("", "Default"))
     body: list[dict[str, Any]] = [
-        {
-            "type": "TextBlock",
-            "text": markdown_escape(notification.title()),
-            "size": "Large",
-            "weight": "Bolder",
-            "wrap": True,
-            "style": "heading",
-        },
-        {
-            "type": "FactSet",
-            "facts": [
-                {"title": markdown_escape(label), "value": markdown_escape(value)}
-                for label, value in notification.facts()
-            ],
-        },
-        {"type": "TextBlock", "text": markdown_escape(standing), "color": colour, "weight": "Bolder", "wrap": True},
+        _rich([_run(notification.title(), size="Large", weight="Bolder")]),
+        *(_rich([_run(f"{label}: ", weight="Bolder"), _run(value)]) for label, value in notification.facts()),
+        _rich([_run(standing, weight="Bolder", color=colour)]),
     ]
     card: dict[str, Any] = {"$schema": CARD_SCHEMA, "type": "AdaptiveCard", "version": CARD_VERSION, "body": body}
     link = notification.link()
@@ -85,11 +73,18 @@ def workflow_message(card: Mapping[str, Any]) -> dict[str, Any]:
 
 def _text_card(title: str, text: str) -> dict[str, Any]:
     """A card with a heading and one block of text (an audit anchor, an alert)."""
-    body = [
-        {"type": "TextBlock", "text": markdown_escape(title), "weight": "Bolder", "wrap": True},
-        {"type": "TextBlock", "text": markdown_escape(text), "wrap": True, "fontType": "Monospace"},
-    ]
+    body = [_rich([_run(title, weight="Bolder")]), _rich([_run(text, fontType="Monospace")])]
     return {"$schema": CARD_SCHEMA, "type": "AdaptiveCard", "version": CARD_VERSION, "body": body}
+
+
+def _rich(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ``RichTextBlock`` of ``runs``: text shown as it is, never read as Markdown."""
+    return {"type": "RichTextBlock", "inlines": runs}
+
+
+def _run(text: str, **style: str) -> dict[str, Any]:
+    """A ``TextRun`` of ``text`` with ``style`` (``weight``, ``size``, ``color``, ``fontType``)."""
+    return {"type": "TextRun", "text": text, **style}
 
 
 class TeamsChannel:

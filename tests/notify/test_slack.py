@@ -19,8 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
+from mcp_approval.config import ConfigError, load_config
 from mcp_approval.demo.slack_standin import SlackStandIn, signed_headers
 from mcp_approval.notify.slack_interactions import INTERACTIONS_PATH
+from mcp_approval.server.deployment import build_deployment
 from tests.notify.slack_rig import (
     APPROVE,
     BOT_TOKEN,
@@ -286,3 +288,30 @@ async def test_a_confirmed_email_maps_a_user_when_match_email_is_on(tmp_path: Pa
 
 async def _eventually_called(stand_in: SlackStandIn, method: str) -> None:
     await eventually(lambda: asyncio.sleep(0, stand_in.called(method)), bool, timeout_s=scaled(20))
+
+
+def _built(directory: Path) -> None:
+    build_deployment(load_config(directory / "config.toml"), base_url="http://127.0.0.1:1")
+
+
+def test_a_missing_token_file_or_an_empty_signing_secret_is_refused_at_startup(tmp_path: Path) -> None:
+    stand_in = SlackStandIn(BOT_TOKEN, SIGNING_SECRET)  # never started: nothing is called
+    directory = slack_deployment(tmp_path, stand_in)
+    (directory / "slack-bot-token").unlink()
+    with pytest.raises(
+        ConfigError, match=r"notifications\.channels\.slack\.bot_token_file: cannot read .*slack-bot-token"
+    ):
+        _built(directory)
+    (directory / "slack-bot-token").write_text(BOT_TOKEN)
+    (directory / "slack-signing-secret").write_text("  \n")
+    with pytest.raises(ConfigError, match=r"notifications\.channels\.slack\.signing_secret_file: .* is empty"):
+        _built(directory)
+
+
+def test_a_slack_channel_s_options_are_checked(tmp_path: Path) -> None:
+    stand_in = SlackStandIn(BOT_TOKEN, SIGNING_SECRET)
+    directory = slack_deployment(tmp_path, stand_in, api_url="slack.com/api", reviewers={"U0X": ""})
+    with pytest.raises(ConfigError) as caught:
+        load_config(directory / "config.toml")
+    assert "notifications.channels.slack.slack.api_url" in str(caught.value)
+    assert "notifications.channels.slack.slack.reviewers" in str(caught.value)

@@ -11,7 +11,7 @@ import httpx2
 from standardwebhooks import Webhook
 
 from mcp_approval.clock import Clock, SystemClock
-from mcp_approval.errors import MCPApprovalError
+from mcp_approval.notify.delivery_error import DeliveryError
 from mcp_approval.notify.messages import Notification
 from mcp_approval.notify.options import (
     AppriseChannelOptions,
@@ -27,10 +27,6 @@ if TYPE_CHECKING:
     from mcp_approval.notify.chat_messages import ChatMessages
 
 __all__ = ["AppriseChannel", "Channel", "DeliveryError", "TextChannel", "WebhookChannel", "channel_from_options"]
-
-
-class DeliveryError(MCPApprovalError, RuntimeError):
-    """The receiver did not accept a notification (it is retried later)."""
 
 
 class Channel(Protocol):

@@ -19,8 +19,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.keyring import warn_if_readable_by_others
-from mcp_approval.notify.channels import DeliveryError
 from mcp_approval.notify.chat_messages import ChatMessage, ChatMessages
+from mcp_approval.notify.delivery_error import DeliveryError
 from mcp_approval.notify.messages import Notification
 from mcp_approval.notify.options import SlackChannelOptions
 from mcp_approval.notify.slack_blocks import escaped, request_message

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import httpx2
 
-from mcp_approval.notify.channels import DeliveryError
+from mcp_approval.notify.delivery_error import DeliveryError
 from mcp_approval.notify.messages import Notification
 from mcp_approval.notify.options import TeamsChannelOptions
 

@@ -227,7 +227,7 @@ async def test_forged_stale_and_replayed_interactions_are_refused_and_decide_not
     assert len(stand_in.replies_to("U0CAROL")) == 1, "the replay was not even answered"
 
 
-async def test_an_unmapped_user_and_the_requester_are_told_alone_and_nothing_is_decided(
+async def test_an_unmapped_user_the_requester_and_a_click_naming_another_request_decide_nothing(
     tmp_path: Path, db_url: str
 ) -> None:
     stand_in = _stand_in()
@@ -236,17 +236,28 @@ async def test_an_unmapped_user_and_the_requester_are_told_alone_and_nothing_is_
         async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
             alice, carol = principals(http)["alice"], Reviewer(http, "carol-token")
             await alice.call_tool("wire_transfer", {"to": "acct-s4", "amount": 30_000})
+            await alice.call_tool("wire_transfer", {"to": "acct-s4-other", "amount": 30_000})
             pending = await approval_for(carol, "wire_transfer", to="acct-s4")
+            other = await approval_for(carol, "wire_transfer", to="acct-s4-other")
             opened = await latest_message(stand_in, pending["id"])
+            await latest_message(stand_in, other["id"])
+            # A validly signed click whose button names another request than its message's.
+            swapped = stand_in.block_actions("U0CAROL", opened, APPROVE)
+            swapped["actions"][0]["value"] = other["id"]
+            assert (await asyncio.to_thread(stand_in.send, _url(server), swapped)).status == 200
+            (carol_told,) = await replies(stand_in, "U0CAROL")
             await _click(stand_in, server, "U0MALLORY", opened, APPROVE)
             await _click(stand_in, server, "U0ALICE", opened, APPROVE)
             await _click(stand_in, server, "U0ALICE", opened, DENY)
             (mallory,) = await replies(stand_in, "U0MALLORY")
             approved, denied = await replies(stand_in, "U0ALICE", 2)
             record = await _record(carol, pending["id"])
+            untouched = await _record(carol, other["id"])
     finally:
         server.kill()
         stand_in.stop()
+    assert carol_told == "Nothing was recorded: this message is not the one this request was posted as."
+    assert (untouched["status"], untouched["decisions"]) == ("pending", [])
     assert mallory == "Nothing was recorded: your Slack account is not mapped to a reviewer of these requests."
     assert approved.startswith("Nothing was recorded: you may not decide this request (alice made this request")
     assert denied.startswith("You may not decide this request (alice made this request")

@@ -45,7 +45,6 @@ _UNMAPPED = "Nothing was recorded: your Slack account is not mapped to a reviewe
 _NOT_THIS_MESSAGE = "Nothing was recorded: this message is not the one this request was posted as."
 #: The pauses before each second look at a request whose decision the store did not confirm (8 s in all).
 _SECOND_LOOKS = (0.5, 1.5, 2.0, 4.0)
-_SECOND_LOOK_S = sum(_SECOND_LOOKS)
 _NO_LOOKUP = "Nothing was recorded: your Slack account could not be looked up. Try again in a moment."
 
 
@@ -176,7 +175,7 @@ class SlackDecider:
 
     async def _second_look(self, request_id: str, reviewer: str) -> str:
         """After the store failed mid-decision: whether the decision is there after all (the store may
-        have lost only its answer). Looked for a few times over :data:`_SECOND_LOOK_S`, as outages are often brief."""
+        have lost only its answer). Looked for up to four times over 8 s, as outages are often brief."""
         record: ApprovalRecord | None = None
         for pause in _SECOND_LOOKS:
             await asyncio.sleep(pause)

@@ -44,6 +44,8 @@ EXPECTED: dict[int, tuple[str | None, int]] = {
     14: ("approved-executed", 1),
     15: ("approved-executed", 1),
     16: ("approved-executed", 1),
+    17: ("approved-executed", 1),
+    18: ("approved-executed", 1),
 }
 
 

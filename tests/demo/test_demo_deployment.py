@@ -7,6 +7,7 @@ from pathlib import Path
 
 from mcp_approval.config import load_config
 from mcp_approval.demo.context import METRICS_TOKEN
+from mcp_approval.demo.scenarios_chat import DEMO_SLACK_SECRET, DEMO_SLACK_TOKEN
 from mcp_approval.demo.servers import (
     ARAP_SERVER_ADDRESS,
     ARAP_TREASURY_ADDRESS,
@@ -61,9 +62,11 @@ def test_the_copy_matches_the_example(tmp_path: Path) -> None:
 def test_the_demo_config_keeps_the_examples_principals_templates_and_resolvers(tmp_path: Path) -> None:
     demo = tomllib.loads(materialize(tmp_path / "treasury").read_text())
     example = tomllib.loads((EXAMPLE / "config.toml").read_text())
-    # The demo's treasury template also notifies the demo's webhook receiver (scenario 14); nothing else differs.
-    assert demo["templates"]["treasury"].pop("notify") == ["demo-hook"]
-    assert set(demo["notifications"]["channels"]) == {"demo-hook"}
+    # The demo's treasury template also notifies the demo's webhook receiver (scenario 14) and Teams
+    # workflow (scenario 18), its close_quarter template Slack (scenario 17); nothing else differs.
+    assert demo["templates"]["treasury"].pop("notify") == ["demo-hook", "demo-teams"]
+    assert demo["templates"]["close_quarter"].pop("notify") == ["demo-slack"]
+    assert set(demo["notifications"]["channels"]) == {"demo-hook", "demo-slack", "demo-teams"}
     for section in ("principals", "templates", "resolvers", "policy", "tools"):
         assert demo[section] == example[section], section
 
@@ -84,3 +87,12 @@ def test_the_arap_pair_configs_load_with_the_addresses_filled_in(tmp_path: Path)
     assert treasury.approval.callback_secret is not None
     assert ars.arap.callback_secret is not None
     assert ars.arap.callback_secret.get_secret_value() == treasury.approval.callback_secret.get_secret_value()
+
+
+def test_the_slack_channel_s_files_hold_the_values_the_demo_s_stand_in_expects(tmp_path: Path) -> None:
+    folder = materialize(tmp_path / "treasury").parent
+    assert (folder / "slack-bot-token").read_text().strip() == DEMO_SLACK_TOKEN
+    assert (folder / "slack-signing-secret").read_text().strip() == DEMO_SLACK_SECRET
+    channel = load_config(folder / "config.toml").notifications.channels["demo-slack"]
+    assert channel.kind == "slack"
+    assert channel.reviewers == {"U0CAROL": "carol", "U0DAVE": "dave"}

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from mcp_approval.demo import scenarios as basic
+from mcp_approval.demo import scenarios_chat as chat
 from mcp_approval.demo import scenarios_links as links
 from mcp_approval.demo import scenarios_more as more
 from mcp_approval.demo import scenarios_notify as notify
@@ -92,5 +93,19 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
         "operator metrics",
         "/metrics, parsed as Prometheus would: pending, decisions, executions and deliveries move",
         operators.metrics_move,
+    ),
+    ScenarioSpec(
+        17,
+        "Slack, interactive",
+        "a quarter close posted to Slack; carol and dave click Approve there (signed, answered within 3 s); "
+        "the message shows 1 of 2, then approved-executed",
+        chat.decided_in_slack,
+    ),
+    ScenarioSpec(
+        18,
+        "Teams card",
+        "an Adaptive Card reaches the Teams workflow; its button opens the request's console page; the last "
+        "card says approved-executed",
+        chat.teams_card,
     ),
 )

@@ -27,6 +27,8 @@ from mcp_approval.demo.clients import (
 )
 from mcp_approval.demo.narration import Narrator
 from mcp_approval.demo.servers import ServerProcess, count_ledger
+from mcp_approval.demo.slack_standin import SlackStandIn
+from mcp_approval.demo.teams_inbox import WorkflowInbox
 from mcp_approval.demo.webhooks import WebhookInbox
 from mcp_approval.errors import MCPApprovalError
 
@@ -80,6 +82,9 @@ class Demo:
     extra: dict[str, ServerProcess] = field(default_factory=dict)
     #: Where the deployment's webhook notifications arrive (scenario 14).
     inbox: WebhookInbox | None = None
+    #: The stand-in of Slack's Web API (scenario 17) and of a Teams workflow (scenario 18).
+    slack: SlackStandIn | None = None
+    teams: WorkflowInbox | None = None
 
     @property
     def ledger_path(self) -> Path:

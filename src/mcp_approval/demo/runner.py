@@ -20,9 +20,11 @@ from mcp_approval.demo.catalog import SCENARIOS, ScenarioSpec
 from mcp_approval.demo.context import METRICS_TOKEN, TOKENS, Demo, ScenarioState
 from mcp_approval.demo.narration import Narrator, Outcome, ScenarioResult, results_json
 from mcp_approval.demo.scenarios import open_request
+from mcp_approval.demo.scenarios_chat import SLACK_ADDRESS, demo_slack
 from mcp_approval.demo.servers import ServerProcess, materialize, point_at, remove_tree
 from mcp_approval.demo.services import start_services
 from mcp_approval.demo.stores import DemoStores, demo_stores, drop_schemas, make_schemas
+from mcp_approval.demo.teams_inbox import TEAMS_ADDRESS, WorkflowInbox
 from mcp_approval.demo.webhooks import WEBHOOK_ADDRESS, WebhookInbox
 
 __all__ = ["DemoOptions", "parse_only", "run_demo"]
@@ -119,7 +121,8 @@ async def _run(
     needs = frozenset(need for spec in selected for need in spec.needs)
     narrator.banner(f"mcp-approval demo: {len(selected)} scenario(s), deployment {config_path.parent}")
     inbox = WebhookInbox().start()  # the deployment's notifications arrive here
-    point_at(config_path, {WEBHOOK_ADDRESS: inbox.port})
+    slack, teams = demo_slack().start(), WorkflowInbox().start()  # and its Slack and Teams messages here
+    point_at(config_path, {WEBHOOK_ADDRESS: inbox.port, SLACK_ADDRESS: slack.port, TEAMS_ADDRESS: teams.port})
     try:
         try:
             await make_schemas(stores)
@@ -129,13 +132,16 @@ async def _run(
             codes.append(_report(options, narrator, results, started))
             return
         narrator.info(f"   webhook receiver listening at http://{WEBHOOK_ADDRESS.split(':')[0]}:{inbox.port}/hook")
-        demo = Demo(narrator, treasury, config_path, secrets.token_hex(3), extra, inbox)
+        narrator.info(f"   Slack stand-in at {slack.api_url}, Teams workflow stand-in on port {teams.port}")
+        demo = Demo(narrator, treasury, config_path, secrets.token_hex(3), extra, inbox, slack, teams)
         results = [await _run_one(demo, spec) for spec in selected]
         codes.append(_report(options, narrator, results, started))
         if options.keep_running:
             await _keep_running(demo, stores.treasury)
     finally:
         inbox.stop()
+        slack.stop()
+        teams.stop()
 
 
 async def _run_one(demo: Demo, spec: ScenarioSpec) -> ScenarioResult:

@@ -2,6 +2,9 @@
 
 Configured as ``[notifications]`` (:class:`NotificationOptions`) and chosen per template with
 ``notify``; delivered by :class:`NotificationOutbox` in the background of every serving process.
+Kinds: ``webhook``, ``apprise``, ``slack`` (:mod:`~mcp_approval.notify.slack`: a message with
+Approve / Deny buttons, whose clicks :mod:`~mcp_approval.notify.slack_interactions` verifies and
+decides) and ``teams`` (:mod:`~mcp_approval.notify.teams`: an Adaptive Card linking the console).
 """
 
 from typing import TYPE_CHECKING
@@ -21,6 +24,8 @@ if TYPE_CHECKING:
         AppriseChannelOptions,
         ChannelOptions,
         NotificationOptions,
+        SlackChannelOptions,
+        TeamsChannelOptions,
         WebhookChannelOptions,
     )
     from mcp_approval.notify.outbox import CONSUMER_PREFIX, NotificationOutbox, notification_outbox
@@ -38,6 +43,8 @@ _LAZY = {
     "Notification": "mcp_approval.notify.messages",
     "NotificationOptions": "mcp_approval.notify.options",
     "NotificationOutbox": "mcp_approval.notify.outbox",
+    "SlackChannelOptions": "mcp_approval.notify.options",
+    "TeamsChannelOptions": "mcp_approval.notify.options",
     "WebhookChannel": "mcp_approval.notify.channels",
     "WebhookChannelOptions": "mcp_approval.notify.options",
     "channel_from_options": "mcp_approval.notify.channels",
@@ -56,6 +63,8 @@ __all__ = [
     "Notification",
     "NotificationOptions",
     "NotificationOutbox",
+    "SlackChannelOptions",
+    "TeamsChannelOptions",
     "WebhookChannel",
     "WebhookChannelOptions",
     "channel_from_options",

@@ -50,8 +50,8 @@ from types import MappingProxyType
 
 from mcp_approval._background import pause_unless_stopping
 from mcp_approval.clock import Clock, SystemClock, iso8601
-from mcp_approval.notify.channels import AppriseChannel, WebhookChannel
-from mcp_approval.notify.options import AnchorOptions, ChannelOptions, WebhookChannelOptions
+from mcp_approval.notify.channels import TextChannel, WebhookChannel, channel_from_options
+from mcp_approval.notify.options import AnchorOptions, ChannelOptions
 from mcp_approval.storage.audit import AuditLog, ChainVerification
 from mcp_approval.storage.audit_anchors import (
     ALERT_KIND,
@@ -255,16 +255,14 @@ def _chain_alert(walked: ChainVerification, previous: list[Anchor]) -> str:
     )
 
 
-def _anchor_channel(name: str, channels: Mapping[str, ChannelOptions], clock: Clock) -> WebhookChannel | AppriseChannel:
+def _anchor_channel(name: str, channels: Mapping[str, ChannelOptions], clock: Clock) -> WebhookChannel | TextChannel:
     options = channels.get(name)
     if options is None:
         configured = ", ".join(sorted(channels)) or "none"
         raise ValueError(
             f"audit.anchor.channels: no channel {name!r} in [notifications.channels] (configured: {configured})"
         )
-    if isinstance(options, WebhookChannelOptions):
-        return WebhookChannel(options, timeout_s=_WEBHOOK_TIMEOUT_S, clock=clock)
-    return AppriseChannel(options)
+    return channel_from_options(options, timeout_s=_WEBHOOK_TIMEOUT_S, clock=clock)
 
 
 @contextlib.asynccontextmanager

@@ -1,4 +1,5 @@
-"""Where notifications go: signed webhooks (Standard Webhooks) and Apprise (Slack, Teams, email, ...)."""
+"""Where notifications go: signed webhooks (Standard Webhooks), Apprise (Slack, Teams, email, ...), the
+interactive Slack channel (:mod:`mcp_approval.notify.slack`) and the Teams card (:mod:`mcp_approval.notify.teams`)."""
 
 from __future__ import annotations
 
@@ -10,18 +11,22 @@ import httpx2
 from standardwebhooks import Webhook
 
 from mcp_approval.clock import Clock, SystemClock
-from mcp_approval.errors import MCPApprovalError
+from mcp_approval.notify.delivery_error import DeliveryError
 from mcp_approval.notify.messages import Notification
-from mcp_approval.notify.options import AppriseChannelOptions, ChannelOptions, WebhookChannelOptions
+from mcp_approval.notify.options import (
+    AppriseChannelOptions,
+    ChannelOptions,
+    SlackChannelOptions,
+    TeamsChannelOptions,
+    WebhookChannelOptions,
+)
 
 if TYPE_CHECKING:
     import apprise
 
-__all__ = ["AppriseChannel", "Channel", "DeliveryError", "WebhookChannel", "channel_from_options"]
+    from mcp_approval.notify.chat_messages import ChatMessages
 
-
-class DeliveryError(MCPApprovalError, RuntimeError):
-    """The receiver did not accept a notification (it is retried later)."""
+__all__ = ["AppriseChannel", "Channel", "DeliveryError", "TextChannel", "WebhookChannel", "channel_from_options"]
 
 
 class Channel(Protocol):
@@ -33,6 +38,14 @@ class Channel(Protocol):
 
     async def aclose(self) -> None:
         """Release connections."""
+        ...
+
+
+class TextChannel(Channel, Protocol):
+    """A channel for people that can also send a text of its own (an audit anchor, an alert)."""
+
+    async def send_text(self, title: str, text: str) -> None:
+        """Send ``title`` and ``text`` as they are."""
         ...
 
 
@@ -161,8 +174,23 @@ def _notify(target: apprise.Apprise, fmt: apprise.NotifyFormat, notification: No
     return bool(target.notify(body=body, title=notification.title(), body_format=fmt))
 
 
-def channel_from_options(options: ChannelOptions, *, timeout_s: float, clock: Clock | None = None) -> Channel:
-    """The channel ``options`` describe."""
+def channel_from_options(
+    options: ChannelOptions, *, timeout_s: float, clock: Clock | None = None, messages: ChatMessages | None = None
+) -> WebhookChannel | TextChannel:
+    """The channel ``options`` describe; a Slack channel records its messages in ``messages``.
+
+    Raises:
+        ValueError: the channel cannot work (an Apprise URL it does not know, a Slack token file
+            that cannot be read), naming the option.
+    """
     if isinstance(options, WebhookChannelOptions):
         return WebhookChannel(options, timeout_s=timeout_s, clock=clock)
+    if isinstance(options, TeamsChannelOptions):
+        from mcp_approval.notify.teams import TeamsChannel  # imported only by deployments that use it
+
+        return TeamsChannel(options, timeout_s=timeout_s)
+    if isinstance(options, SlackChannelOptions):
+        from mcp_approval.notify.slack import SlackChannel, slack_client  # Slack's SDK loads only here
+
+        return SlackChannel(options, slack_client(options, timeout_s=timeout_s), messages, clock)
     return AppriseChannel(options)

@@ -15,8 +15,19 @@ A channel is named once under ``[notifications.channels.NAME]`` and chosen per t
     kind = "apprise"                                 # Slack, Teams, email, ... (Apprise URLs)
     urls = ["slack://T000/B000/XXXX/#approvals"]
 
+    [notifications.channels.slack-approvals]
+    kind = "slack"                                   # interactive: Approve / Deny buttons (a Slack app)
+    bot_token_file = "slack-bot-token"
+    signing_secret_file = "slack-signing-secret"
+    channel = "C0APPROVALS"
+    reviewers = { U0CAROL = "carol" }
+
+    [notifications.channels.teams-card]
+    kind = "teams"                                   # an Adaptive Card through a Teams workflow
+    url = "https://prod-00.westus.logic.azure.com:443/workflows/abc/triggers/manual/paths/invoke?sig=..."
+
     [templates.treasury]
-    notify = ["ops-hook", "treasury-team"]
+    notify = ["ops-hook", "treasury-team", "slack-approvals", "teams-card"]
 
 Secrets (a webhook's signing secret, Apprise URLs, which hold tokens and passwords) are
 ``SecretStr``: never logged or shown, and never part of a message.
@@ -31,9 +42,20 @@ from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-__all__ = ["AnchorOptions", "AppriseChannelOptions", "ChannelOptions", "NotificationOptions", "WebhookChannelOptions"]
+__all__ = [
+    "SLACK_API_URL",
+    "AnchorOptions",
+    "AppriseChannelOptions",
+    "ChannelOptions",
+    "NotificationOptions",
+    "SlackChannelOptions",
+    "TeamsChannelOptions",
+    "WebhookChannelOptions",
+]
 
 _SECRET_PREFIX = "whsec_"  # noqa: S105 (the prefix of every signing secret, not one)
+#: Slack's Web API, where a Slack channel's calls go unless ``api_url`` says otherwise.
+SLACK_API_URL = "https://slack.com/api/"
 
 
 class _Options(BaseModel):
@@ -78,8 +100,76 @@ class AppriseChannelOptions(_Options):
     urls: list[SecretStr] = Field(min_length=1)
 
 
+class SlackChannelOptions(_Options):
+    """``kind = "slack"``: each request as a Slack message with Approve / Deny buttons (a Slack app of your own).
+
+    The message is posted with ``chat.postMessage`` and rewritten with ``chat.update`` as decisions
+    come and at the end. Slack sends each button click to ``<base_url>/channels/<channel
+    name>/interactions`` (the app's interactivity Request URL), signed with the app's signing
+    secret; the clicking Slack user decides as the reviewer it maps to, by the same rules as the
+    console. Files are read when the server starts (relative paths: to the deployment file).
+    """
+
+    kind: Literal["slack"] = "slack"
+    #: A file holding the app's bot token (``xoxb-...``; scopes ``chat:write``, and ``users:read``
+    #: with ``users:read.email`` for ``match_email``).
+    bot_token_file: Path
+    #: A file holding the app's signing secret (Basic Information > App Credentials); every
+    #: interaction is verified with it, and none is accepted without it.
+    signing_secret_file: Path
+    #: The conversation requests are posted to (its id, ``C...``; the bot must be a member).
+    channel: str = Field(min_length=1, max_length=100)
+    #: Slack's Web API base URL (a test or a proxy may point it elsewhere).
+    api_url: str = SLACK_API_URL
+    #: Slack user id -> reviewer id. Only these users decide (unless ``match_email``).
+    reviewers: dict[str, str] = Field(default_factory=dict)
+    #: A Slack user not in ``reviewers`` decides as the reviewer whose id is their confirmed e-mail
+    #: address (read with ``users.info``; guests, bots and deactivated accounts never match).
+    match_email: bool = False
+
+    @field_validator("api_url")
+    @classmethod
+    def _api_url(cls, url: str) -> str:
+        if not url.startswith(("https://", "http://")):
+            raise ValueError(f"must be an http:// or https:// URL, not {url!r}")
+        return url if url.endswith("/") else url + "/"
+
+    @field_validator("reviewers")
+    @classmethod
+    def _reviewer_ids(cls, reviewers: dict[str, str]) -> dict[str, str]:
+        for user, reviewer in reviewers.items():
+            if not user or not reviewer:
+                raise ValueError(
+                    f"a Slack user id and its reviewer id must both be non-empty, not {user!r} = {reviewer!r}"
+                )
+        return reviewers
+
+
+class TeamsChannelOptions(_Options):
+    """``kind = "teams"``: each request as an Adaptive Card posted to a Microsoft Teams workflow.
+
+    The card carries the request's facts and a button that opens its page in the console, where
+    the reviewer signs in and decides (Teams itself decides nothing).
+    """
+
+    kind: Literal["teams"] = "teams"
+    #: The workflow's HTTP trigger URL ("When a Teams webhook request is received"); its ``sig``
+    #: parameter is a credential, so the URL is a secret.
+    url: SecretStr
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: SecretStr) -> SecretStr:
+        if not url.get_secret_value().startswith(("https://", "http://")):
+            raise ValueError("must be an http:// or https:// URL (the workflow's HTTP trigger)")
+        return url
+
+
 #: One channel, by its ``kind``.
-ChannelOptions = Annotated[WebhookChannelOptions | AppriseChannelOptions, Field(discriminator="kind")]
+ChannelOptions = Annotated[
+    WebhookChannelOptions | AppriseChannelOptions | SlackChannelOptions | TeamsChannelOptions,
+    Field(discriminator="kind"),
+]
 
 
 class NotificationOptions(_Options):

@@ -9,6 +9,10 @@ send stops the walk, counts an attempt and schedules the next one with exponenti
 events behind it wait, so a receiver that is down gets every event, in chain order, once it is
 up again. A process killed between a send and the advance sends that event again after its
 restart (or another worker does, once the lease expires), with the same ``webhook-id``.
+
+A Slack channel also takes answers: its buttons' clicks arrive at :meth:`NotificationOutbox.routes`
+(``/channels/<name>/interactions``), and its messages' addresses live in the ``notify`` tables
+(:attr:`NotificationOutbox.migrations`).
 """
 
 from __future__ import annotations
@@ -18,23 +22,42 @@ import contextlib
 import logging
 import secrets
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mcp_approval._background import finish_or_cancel, pause_unless_stopping
 from mcp_approval.backends import ApprovalBackend, SupportsReview, SupportsTemplates
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.crashpoints import crash_point
 from mcp_approval.notify.channels import Channel, channel_from_options
+from mcp_approval.notify.chat_messages import NOTIFY_MIGRATIONS, ChatMessages
 from mcp_approval.notify.messages import MessageBuilder
-from mcp_approval.notify.options import NotificationOptions
-from mcp_approval.storage import AuditLog, Database, DeliveryCursors
+from mcp_approval.notify.options import ChannelOptions, NotificationOptions, SlackChannelOptions, TeamsChannelOptions
+from mcp_approval.storage import AuditLog, Database, DeliveryCursors, Migrations
 
-__all__ = ["CONSUMER_PREFIX", "NotificationOutbox", "notification_outbox"]
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import BaseRoute
+
+__all__ = ["CONSUMER_PREFIX", "Interactions", "NotificationOutbox", "notification_outbox"]
 
 _log = logging.getLogger(__name__)
 #: A channel's cursor is named ``notify:<channel>``.
 CONSUMER_PREFIX = "notify:"
 #: Events sent per lease before the cursor's lease is looked at again.
 _BATCH = 200
+
+
+class Interactions(Protocol):
+    """Where a channel's people answer: the HTTP requests of one channel's buttons (Slack's interactions)."""
+
+    async def handle(self, request: Request) -> Response:
+        """Answer one request."""
+        ...
+
+    async def aclose(self) -> None:
+        """Finish or cancel the work the answers started."""
+        ...
 
 
 class NotificationOutbox:
@@ -49,6 +72,7 @@ class NotificationOutbox:
         messages: makes a notification of an event.
         options: the schedule (poll interval, backoff, lease).
         clock: the source of time.
+        interactions: the channels that take answers, by name (Slack's).
     """
 
     def __init__(
@@ -60,8 +84,10 @@ class NotificationOutbox:
         messages: MessageBuilder,
         options: NotificationOptions,
         clock: Clock | None = None,
+        interactions: Mapping[str, Interactions] | None = None,
     ) -> None:
         self._audit = audit
+        self._interactions = dict(interactions or {})
         self._channels = dict(channels)
         self._routes = dict(routes)
         self._messages = messages
@@ -71,6 +97,27 @@ class NotificationOutbox:
         )
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
+
+    @property
+    def migrations(self) -> tuple[Migrations, ...]:
+        """The table histories the channels need (``notify``: where a Slack channel's messages are)."""
+        return (NOTIFY_MIGRATIONS,) if self._interactions else ()
+
+    def routes(self) -> list[BaseRoute]:
+        """``POST /channels/{name}/interactions`` for the channels that take answers (none: no route)."""
+        if not self._interactions:
+            return []
+        from mcp_approval.notify.slack_interactions import interactions_route  # Bolt loads only with Slack channels
+
+        return [interactions_route(self._interactions)]
+
+    def openapi_paths(self) -> list[dict[str, Any]]:
+        """The OpenAPI path items of :meth:`routes`."""
+        if not self._interactions:
+            return []
+        from mcp_approval.notify.slack_interactions import interaction_paths
+
+        return [interaction_paths()]
 
     async def start(self) -> None:
         """Create missing cursors (at the chain's head) and start delivering in the background."""
@@ -89,6 +136,8 @@ class NotificationOutbox:
         self._stopping.set()
         task, self._task = self._task, None
         await finish_or_cancel([task])
+        for interactions in self._interactions.values():
+            await interactions.aclose()
         for name, channel in self._channels.items():
             with contextlib.suppress(Exception):
                 await self._cursors.release(CONSUMER_PREFIX + name)
@@ -174,9 +223,15 @@ def notification_outbox(
             f"the {backend.name!r} backend's requests are not kept here (its own service notifies reviewers)"
         )
     channels: dict[str, Channel] = {}
+    interactions: dict[str, Interactions] = {}
     for name, channel in options.channels.items():
         try:
-            channels[name] = channel_from_options(channel, timeout_s=options.timeout_s, clock=clock)
+            _needs_a_link(channel, options.console_url)
+            channels[name] = channel_from_options(
+                channel, timeout_s=options.timeout_s, clock=clock, messages=ChatMessages(database, name)
+            )
+            if isinstance(channel, SlackChannelOptions):
+                interactions[name] = _slack_interactions(name, channel, channels[name], backend, database, clock)
         except ValueError as exc:
             raise ValueError(f"notifications.channels.{name}.{exc}") from None
     routes = {
@@ -184,4 +239,33 @@ def notification_outbox(
         for name in channels
     }
     messages = MessageBuilder(backend, database, audit, options.console_url)
-    return NotificationOutbox(database, audit, channels, routes, messages, options, clock)
+    return NotificationOutbox(database, audit, channels, routes, messages, options, clock, interactions)
+
+
+def _needs_a_link(channel: ChannelOptions, console_url: str | None) -> None:
+    """A Teams card's one button opens the console: it needs the console's URL."""
+    if isinstance(channel, TeamsChannelOptions) and not console_url:
+        raise ValueError("kind: a Teams card links the request's console page; set notifications.console_url")
+
+
+def _slack_interactions(
+    name: str,
+    options: SlackChannelOptions,
+    channel: Channel,
+    backend: SupportsReview,
+    database: Database,
+    clock: Clock | None,
+) -> Interactions:
+    """The interactions route's handler of the Slack channel ``name`` (sharing ``channel``'s Web API client)."""
+    from mcp_approval.notify.slack import SlackChannel, read_secret_file
+    from mcp_approval.notify.slack_deciding import SlackDecider
+    from mcp_approval.notify.slack_interactions import SlackInteractions
+    from mcp_approval.storage import SqlOnceGuard
+
+    assert isinstance(channel, SlackChannel)
+    secret = read_secret_file(options.signing_secret_file, setting="signing_secret_file")
+    decider = SlackDecider(
+        backend, ChatMessages(database, name), channel.client, options.reviewers, match_email=options.match_email
+    )
+    # A replayed click is refused by every worker on the store.
+    return SlackInteractions(name, secret, channel.client, decider, SqlOnceGuard(database), clock)

@@ -261,6 +261,8 @@ class Approvals:
         self.outbox = notification_outbox(
             notifications or NotificationOptions(), backend, database, self.audit, clock=self.clock
         )
+        if self.outbox is not None:  # a Slack channel keeps its messages' addresses in the store
+            self._histories += self.outbox.migrations
         self.anchors = (
             AuditAnchors(
                 audit_anchor, self.audit, channels=(notifications or NotificationOptions()).channels, clock=self.clock
@@ -363,7 +365,8 @@ class Approvals:
         """The HTTP routes to mount beside MCP: backend callbacks (with ``callback_secret``) at
         ``/approvals/callback``, the requester page (with ``requester_url``) at
         ``/requests/{request_token}``, the metrics when enabled, and for a local backend the
-        reviewer API at ``/approvals`` and the console at ``/console``."""
+        reviewer API at ``/approvals`` and the console at ``/console``, and with a Slack channel its
+        interactions at ``/channels/{name}/interactions``."""
         routes: list[BaseRoute] = []
         secret = self.options.callback_secret
         if secret is not None:
@@ -377,6 +380,8 @@ class Approvals:
             alerts = self.anchors.alerts if self.anchors is not None else None
             metrics = ApprovalMetrics(self._database, self.audit, anchor_alerts=alerts)
             routes.append(metrics_route(self.metrics_options, metrics, throttle=scrapers))
+        if self.outbox is not None:  # Slack's button clicks (verified by Slack's signature, not a token)
+            routes += self.outbox.routes()
         if isinstance(self.backend, SupportsReview) and self._reviewers is not None:
             throttle = self._throttle  # one limit on failed sign-ins for both (and /mcp, see http_app)
             outcomes = WorkflowOutcomes(self._database, self.audit)
@@ -398,6 +403,8 @@ class Approvals:
             paths.append(callback_paths())
         if self.metrics_options.enabled:
             paths.append(metrics_paths(self.metrics_options))
+        if self.outbox is not None:
+            paths += self.outbox.openapi_paths()
         if isinstance(self.backend, SupportsReview) and self._reviewers is not None:
             paths += [reviewer_paths(), console_paths()]
         return openapi_document("mcp-approval server", _version(), *paths)

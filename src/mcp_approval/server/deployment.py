@@ -25,7 +25,7 @@ from mcp_approval.approval.service import PrincipalCheck, ToolApproval
 from mcp_approval.backends import ApprovalBackend
 from mcp_approval.clock import Clock
 from mcp_approval.config import ConfigError, DeploymentConfig
-from mcp_approval.notify import NotificationOptions
+from mcp_approval.notify import NotificationOptions, SlackChannelOptions
 from mcp_approval.notify.anchors import AnchorOptions
 from mcp_approval.policy import PolicyDecisionPoint
 from mcp_approval.server.approvals import Approvals
@@ -162,11 +162,23 @@ def deployment_app(deployment: Deployment) -> Starlette:
 
 
 def _notification_options(config: DeploymentConfig, base_url: str) -> NotificationOptions:
-    """``[notifications]``, with links to this server's console unless ``console_url`` says otherwise."""
+    """``[notifications]``, with links to this server's console unless ``console_url`` says otherwise,
+    and a Slack channel's secret files resolved against the deployment file."""
     options = config.notifications
     if options.console_url is None:
         options = options.model_copy(update={"console_url": base_url})
-    return options
+    channels = {
+        name: channel.model_copy(
+            update={
+                "bot_token_file": config.resolve(channel.bot_token_file),
+                "signing_secret_file": config.resolve(channel.signing_secret_file),
+            }
+        )
+        if isinstance(channel, SlackChannelOptions)
+        else channel
+        for name, channel in options.channels.items()
+    }
+    return options.model_copy(update={"channels": channels})
 
 
 def _anchor_options(config: DeploymentConfig) -> AnchorOptions | None:

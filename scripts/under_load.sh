@@ -59,9 +59,9 @@ readonly ON_SQLITE=(
   tests/treasury/test_lifecycle.py::test_unresolved_request_expires_as_denial
   tests/treasury/test_lifecycle.py::test_pending_task_survives_a_restart
   tests/treasury/test_postgres_workers.py::test_a_worker_killed_while_pending_leaves_the_task_to_the_other
-  tests/test_tasks_processes.py
+  tests/tasks/test_tasks_processes.py
   tests/product_page/test_url_approval_workers.py
-  tests/test_store_down.py
+  tests/tasks/test_store_down.py
 )
 readonly ON_POSTGRES=(
   tests/treasury/test_crash_points.py

@@ -45,7 +45,7 @@ from tests.treasury.helpers import assert_approved_executed, settled, shown
 
 pytestmark = pytest.mark.anyio
 
-RELEASE = Path(__file__).parent / "data" / "release_6854340"
+RELEASE = Path(__file__).parents[1] / "data" / "release_6854340"
 FIXTURE = json.loads((RELEASE / "rows.json").read_text())
 APPROVALS: dict[str, dict[str, str]] = FIXTURE["approvals"]
 #: What a local-backend deployment opens: the histories of the tables it uses.

@@ -51,7 +51,7 @@ from tests.treasury.helpers import approval_for, assert_approved_executed, asser
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RELEASE = "6854340"
 #: What the old code's requests read as on the new code until the operator's step.
 NO_SEALED_RULES = "the stored request carries no sealed rules"

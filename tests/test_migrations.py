@@ -10,11 +10,11 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, MetaData, create_engine, inspect
 
+import mcp_approval.notify.email_links  # noqa: F401 (declares email_links on the notify metadata)
 from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS
 from mcp_approval.approval.persistence.schema import metadata as approval_metadata
 from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.backends.local.schema import metadata as local_metadata
-import mcp_approval.notify.email_links  # noqa: F401 (declares email_links on the notify metadata)
 from mcp_approval.notify.chat_messages import NOTIFY_MIGRATIONS
 from mcp_approval.notify.chat_messages import metadata as notify_metadata
 from mcp_approval.reference.ars_schema import ARS_MIGRATIONS

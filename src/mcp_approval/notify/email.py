@@ -124,7 +124,11 @@ class EmailChannel:
                     continue  # written to already (this is a retry)
             shown = DecisionLinks(base_url, token) if token is not None else None
             message = decision_message(
-                notification, sender=self._options.sender, to=address, reviewer=reviewer, links=shown,
+                notification,
+                sender=self._options.sender,
+                to=address,
+                reviewer=reviewer,
+                links=shown,
                 expires_at=iso8601(expires) if token is not None else None,
             )
             try:

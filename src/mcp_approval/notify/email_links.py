@@ -166,9 +166,7 @@ class EmailLinks:
     async def burn(self, link: EmailLink, now_ms: int, decision: str) -> bool:
         """Mark ``link`` used and record so in the audit log, in one transaction; ``False`` when it
         was used already (by a concurrent request too: nothing is then written)."""
-        statement = (
-            update(_T).where(_T.c.token_hash == link.token_hash, _T.c.used_at.is_(None)).values(used_at=now_ms)
-        )
+        statement = update(_T).where(_T.c.token_hash == link.token_hash, _T.c.used_at.is_(None)).values(used_at=now_ms)
         data = {"channel": link.channel, "decision": decision, "link": link.token_hash[:16]}
 
         def write(conn: Connection) -> bool:
@@ -183,7 +181,5 @@ class EmailLinks:
 
     async def retire(self, request_id: str, now_ms: int) -> None:
         """End every link to ``request_id`` now (it takes no more decisions)."""
-        statement = (
-            update(_T).where(_T.c.request_id == request_id, _T.c.expires_at > now_ms).values(expires_at=now_ms)
-        )
+        statement = update(_T).where(_T.c.request_id == request_id, _T.c.expires_at > now_ms).values(expires_at=now_ms)
         await self._database.write(lambda conn: conn.execute(statement))

@@ -24,13 +24,14 @@ from pathlib import Path
 from mcp_approval.backends import ApprovalRecord, SupportsReview
 from mcp_approval.backends.capabilities import SupportsSealedRequests
 from mcp_approval.backends.contract import RequestIntegrityError, UnknownRequestError
-from mcp_approval.clock import Clock, SystemClock, iso8601
+from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.keyring import warn_if_readable_by_others
 from mcp_approval.notify.delivery_error import DeliveryError
 from mcp_approval.notify.email_links import EmailLinks, content_digest
 from mcp_approval.notify.email_message import DecisionLinks, decision_message
 from mcp_approval.notify.email_options import EmailChannelOptions
 from mcp_approval.notify.messages import Notification
+from mcp_approval.reviewers.views import timestamp
 
 __all__ = ["EmailChannel", "sealed_digest"]
 
@@ -129,7 +130,7 @@ class EmailChannel:
                 to=address,
                 reviewer=reviewer,
                 links=shown,
-                expires_at=iso8601(expires) if token is not None else None,
+                expires_at=timestamp(expires) if token is not None else None,
             )
             try:
                 await self._deliver(message, address)

@@ -121,6 +121,10 @@ async def test_the_message_holds_only_its_own_links_and_its_page_decides_in_chro
     finally:
         server.kill()
         smtp.stop()
+    _audit_verifies(server, db_url)
+
+
+def _audit_verifies(server: TreasuryServer, db_url: str) -> None:
     command = [sys.executable, "-m", "mcp_approval", "audit", "verify"]
     command += ["--config", str(server.directory / "config.toml"), "--db", db_url]
     done = subprocess.run(command, capture_output=True, text=True, timeout=scaled(120), check=False)

@@ -10,7 +10,8 @@ import pytest
 from mcp_approval.config import ConfigError, load_config
 from mcp_approval.notify import EmailChannelOptions
 from mcp_approval.notify.email_message import LINK_PATH
-from mcp_approval.server.deployment import build_deployment
+from mcp_approval.server.deployment import build_deployment, deployment_app
+from tests.fuzz.test_openapi import described, published, served
 from tests.notify.test_chat_docs import _blocks, _deployment
 
 
@@ -34,6 +35,8 @@ def test_the_documented_email_channel_configures_a_deployment_with_its_link_page
     assert [history.name for history in outbox.migrations] == ["notify"]
     paths = [getattr(route, "path", None) for route in deployment.approvals.routes()]
     assert paths.count(LINK_PATH) == 2  # GET shows the page, POST decides
+    app = deployment_app(deployment)
+    assert described(published(app)) == served(app)
 
 
 def test_a_login_without_tls_and_a_missing_password_file_are_refused_naming_the_field(tmp_path: Path) -> None:

@@ -48,7 +48,7 @@ from mcp_approval.reviewers.sessions import SessionStore
 from mcp_approval.reviewers.views import RequestView, environment
 from mcp_approval.storage.database import Database, StoreUnavailableError
 
-__all__ = ["CSRF_COOKIE", "email_link_routes"]
+__all__ = ["CSRF_COOKIE", "email_link_paths", "email_link_routes"]
 
 #: The cookie holding the confirmation page's CSRF token (the form carries the same value).
 CSRF_COOKIE: Final = "mcp_approval_link_csrf"
@@ -108,6 +108,56 @@ def email_link_routes(
         Route(LINK_PATH, pages.guarded(pages.show), methods=["GET"]),
         Route(LINK_PATH, pages.guarded(pages.decide), methods=["POST"]),
     ]
+
+
+def email_link_paths() -> dict[str, Any]:
+    """The OpenAPI path item of :func:`email_link_routes` (HTML pages, for browsers)."""
+    html = {"content": {"text/html": {"schema": {"type": "string"}}}}
+    parameters = [
+        {"name": "token", "in": "path", "required": True, "schema": {"type": "string"}},
+        {"name": "decision", "in": "path", "required": True, "schema": {"type": "string", "enum": ["approve", "deny"]}},
+    ]
+    refusals = {
+        "401": {"description": "the template needs the reviewer signed in to the console", **html},
+        "403": {"description": "signed in as another reviewer, a cross-site form or a wrong CSRF token", **html},
+        "404": {"description": "no such link", **html},
+        "409": {"description": "the request ended, changed, or this reviewer may not decide it", **html},
+        "410": {"description": "the link was used or has expired", **html},
+        "503": {"description": "the store cannot be reached", **html},
+    }
+    form = {
+        "type": "object",
+        "properties": {
+            "csrf": {"type": "string"},
+            "decision": {"type": "string", "enum": ["approve", "deny"]},
+            "comment": {"type": "string", "maxLength": MAX_COMMENT_CHARS},
+        },
+        "required": ["csrf", "decision"],
+    }
+    return {
+        LINK_PATH: {
+            "get": {
+                "summary": "An e-mail's decision link: the confirmation page (decides nothing)",
+                "parameters": parameters,
+                "responses": {"200": {"description": "the page, with its form", **html}, **refusals},
+            },
+            "post": {
+                "summary": "The confirmation page's form: decides once, as the link's reviewer",
+                "parameters": parameters,
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/x-www-form-urlencoded": {"schema": form}},
+                },
+                "responses": {
+                    "200": {"description": "the decision was recorded", **html},
+                    "400": {"description": "an unreadable form", **html},
+                    **refusals,
+                    "413": {"description": "the form is too large", **html},
+                    "415": {"description": "not a urlencoded form", **html},
+                },
+            },
+        }
+    }
 
 
 class _LinkPages:

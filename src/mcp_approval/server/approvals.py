@@ -419,6 +419,10 @@ class Approvals:
             paths += self.outbox.openapi_paths()
         if isinstance(self.backend, SupportsReview) and self._reviewers is not None:
             paths += [reviewer_paths(), console_paths()]
+            if self._email_link_routes(self.backend, self._reviewers):
+                from mcp_approval.notify.email_pages import email_link_paths
+
+                paths.append(email_link_paths())
         return openapi_document("mcp-approval server", _version(), *paths)
 
     def http_app(self, server: MCPServer[Any]) -> Starlette:

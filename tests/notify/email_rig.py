@@ -7,12 +7,18 @@ real ``serve``; reviewers' browsers are ``httpx`` clients that keep cookies (or 
 from __future__ import annotations
 
 import re
+import ssl
 from email.message import EmailMessage
+from email.parser import BytesParser
+from email.policy import default
 from pathlib import Path
 from typing import Any
 
 import httpx
+import trustme
+from aiosmtpd.controller import Controller
 
+from mcp_approval.hosts import unused_loopback_port
 from tests.support.polling import eventually
 from tests.support.receivers import SmtpReceiver
 from tests.support.timing import scaled
@@ -40,7 +46,11 @@ ADDRESSES = {
 
 
 def email_deployment(
-    tmp_path: Path, smtp: SmtpReceiver, *, templates: dict[str, dict[str, Any]] | None = None, **channel: Any
+    tmp_path: Path,
+    smtp: SmtpReceiver | SmtpServer,
+    *,
+    templates: dict[str, dict[str, Any]] | None = None,
+    **channel: Any,
 ) -> Path:
     """The treasury example telling the ``mail`` channel about its ``treasury`` and ``close_quarter`` requests."""
     options = {
@@ -63,7 +73,7 @@ def email_deployment(
     return deployment_dir(tmp_path, {"notifications": notifications, "templates": chosen})
 
 
-async def mail_to(smtp: SmtpReceiver, address: str, request_id: str | None = None) -> EmailMessage:
+async def mail_to(smtp: SmtpReceiver | SmtpServer, address: str, request_id: str | None = None) -> EmailMessage:
     """The message ``address`` got (about ``request_id``, when given), once it arrived (waits)."""
 
     async def look() -> list[EmailMessage]:
@@ -119,3 +129,46 @@ async def sign_in(browser: httpx.AsyncClient, token: str) -> None:
     """Sign ``browser`` in to the console with a bearer token (its session cookie is kept)."""
     response = await browser.post("/console/login", data={"token": token})
     assert response.status_code == 303, response.text
+
+
+class SmtpServer:
+    """An ``aiosmtpd`` server on 127.0.0.1 that keeps what it accepts; it can refuse a recipient's
+    first message (451, as a busy server does) and require STARTTLS under a throwaway CA's certificate."""
+
+    def __init__(self, *, refuse_first_to: frozenset[str] = frozenset(), ca_file: Path | None = None) -> None:
+        self.port = unused_loopback_port()
+        self.messages: list[EmailMessage] = []
+        self.refused: list[str] = []
+        self._refuse = set(refuse_first_to)
+        self._ca_file = ca_file
+        self._controller: Controller | None = None
+
+    def start(self) -> SmtpServer:
+        server = self
+
+        class Handler:
+            async def handle_DATA(self, smtp: Any, session: Any, envelope: Any) -> str:
+                (to,) = envelope.rcpt_tos
+                if to in server._refuse:
+                    server._refuse.discard(to)
+                    server.refused.append(to)
+                    return "451 4.3.0 try again later"
+                message = BytesParser(policy=default).parsebytes(envelope.content)
+                assert isinstance(message, EmailMessage)
+                server.messages.append(message)
+                return "250 OK"
+
+        tls: dict[str, Any] = {}
+        if self._ca_file is not None:
+            ca = trustme.CA()
+            ca.cert_pem.write_to_path(str(self._ca_file))
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ca.issue_cert("127.0.0.1").configure_cert(context)
+            tls = {"tls_context": context, "require_starttls": True}
+        self._controller = Controller(Handler(), hostname="127.0.0.1", port=self.port, **tls)
+        self._controller.start()
+        return self
+
+    def stop(self) -> None:
+        if self._controller is not None:
+            self._controller.stop()

@@ -196,7 +196,9 @@ class _LinkPages:
         """The confirmation page: the request and one button. Decides nothing."""
         token, decision = _token(request), _decision(request)
         checked = await self._check(request, token, posting=False)
-        csrf = secrets.token_urlsafe(32)
+        # One token per browser, so two open pages of the same link both submit.
+        held = request.cookies.get(CSRF_COOKIE, "")
+        csrf = held if len(held) == 43 and all(ch.isalnum() or ch in "-_" for ch in held) else secrets.token_urlsafe(32)
         heading = "Approve this request?" if decision == "approve" else "Deny this request?"
         response = self._page(
             200,

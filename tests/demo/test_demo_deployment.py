@@ -62,11 +62,12 @@ def test_the_copy_matches_the_example(tmp_path: Path) -> None:
 def test_the_demo_config_keeps_the_examples_principals_templates_and_resolvers(tmp_path: Path) -> None:
     demo = tomllib.loads(materialize(tmp_path / "treasury").read_text())
     example = tomllib.loads((EXAMPLE / "config.toml").read_text())
-    # The demo's treasury template also notifies the demo's webhook receiver (scenario 14) and Teams
-    # workflow (scenario 18), its close_quarter template Slack (scenario 17); nothing else differs.
-    assert demo["templates"]["treasury"].pop("notify") == ["demo-hook", "demo-teams"]
+    # The demo's treasury template also notifies the demo's webhook receiver (scenario 14), Teams
+    # workflow (scenario 18) and the approvers' e-mail (scenario 19), its close_quarter template Slack
+    # (scenario 17); nothing else differs.
+    assert demo["templates"]["treasury"].pop("notify") == ["demo-hook", "demo-teams", "demo-mail"]
     assert demo["templates"]["close_quarter"].pop("notify") == ["demo-slack"]
-    assert set(demo["notifications"]["channels"]) == {"demo-hook", "demo-slack", "demo-teams"}
+    assert set(demo["notifications"]["channels"]) == {"demo-hook", "demo-slack", "demo-teams", "demo-mail"}
     for section in ("principals", "templates", "resolvers", "policy", "tools"):
         assert demo[section] == example[section], section
 

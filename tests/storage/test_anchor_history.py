@@ -115,8 +115,7 @@ def test_a_wiped_chain_anchored_afterwards_fails_and_the_text_names_each_line(db
     assert lines == [
         f"audit chain broken against its anchors: 2 of the 2 anchors of {anchors} do not hold (the chain alone "
         f"holds 0 events, head 0 {GENESIS_HASH})",
-        f"{anchors} line 1: the chain ends at 0, before the anchored position 14: it was truncated, wiped or "
-        "rewritten",
+        f"{anchors} line 1: the chain ends at 0, before the anchored position 14: it was truncated, wiped or rewritten",
         f"{anchors} line 2: position 0 is before position 14 of line 1: the anchors go backwards (a head "
         "anchored after the chain lost events, or lines moved)",
     ]

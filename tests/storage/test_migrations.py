@@ -10,6 +10,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, MetaData, create_engine, inspect
 
+import mcp_approval.notify.email_links  # noqa: F401 (declares email_links on the notify metadata)
 from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS
 from mcp_approval.approval.persistence.schema import metadata as approval_metadata
 from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS

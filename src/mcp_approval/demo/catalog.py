@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from mcp_approval.demo import scenarios as basic
 from mcp_approval.demo import scenarios_chat as chat
 from mcp_approval.demo import scenarios_links as links
+from mcp_approval.demo import scenarios_mail as mail
 from mcp_approval.demo import scenarios_more as more
 from mcp_approval.demo import scenarios_notify as notify
 from mcp_approval.demo import scenarios_operators as operators
@@ -107,5 +108,12 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
         "an Adaptive Card reaches the Teams workflow; its button opens the request's console page; the last "
         "card says approved-executed",
         chat.teams_card,
+    ),
+    ScenarioSpec(
+        19,
+        "decide from e-mail",
+        "carol's e-mail carries her own links; a scanner's GET decides nothing, her POST from the page "
+        "approves once; approved-executed",
+        mail.decided_from_email,
     ),
 )

@@ -25,6 +25,7 @@ from mcp_approval.demo.clients import (
     text_of,
     until,
 )
+from mcp_approval.demo.mail_inbox import MailInbox
 from mcp_approval.demo.narration import Narrator
 from mcp_approval.demo.servers import ServerProcess, count_ledger
 from mcp_approval.demo.slack_standin import SlackStandIn
@@ -85,6 +86,7 @@ class Demo:
     #: The stand-in of Slack's Web API (scenario 17) and of a Teams workflow (scenario 18).
     slack: SlackStandIn | None = None
     teams: WorkflowInbox | None = None
+    mail: MailInbox | None = None
 
     @property
     def ledger_path(self) -> Path:

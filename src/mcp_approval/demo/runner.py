@@ -18,6 +18,7 @@ from rich.console import Console
 
 from mcp_approval.demo.catalog import SCENARIOS, ScenarioSpec
 from mcp_approval.demo.context import METRICS_TOKEN, TOKENS, Demo, ScenarioState
+from mcp_approval.demo.mail_inbox import MailInbox, point_mail_at
 from mcp_approval.demo.narration import Narrator, Outcome, ScenarioResult, results_json
 from mcp_approval.demo.scenarios import open_request
 from mcp_approval.demo.scenarios_chat import SLACK_ADDRESS, demo_slack
@@ -123,6 +124,8 @@ async def _run(
     inbox = WebhookInbox().start()  # the deployment's notifications arrive here
     slack, teams = demo_slack().start(), WorkflowInbox().start()  # and its Slack and Teams messages here
     point_at(config_path, {WEBHOOK_ADDRESS: inbox.port, SLACK_ADDRESS: slack.port, TEAMS_ADDRESS: teams.port})
+    mail = MailInbox().start()  # and its e-mail here
+    point_mail_at(config_path, mail.port)
     try:
         try:
             await make_schemas(stores)
@@ -133,7 +136,8 @@ async def _run(
             return
         narrator.info(f"   webhook receiver listening at http://{WEBHOOK_ADDRESS.split(':')[0]}:{inbox.port}/hook")
         narrator.info(f"   Slack stand-in at {slack.api_url}, Teams workflow stand-in on port {teams.port}")
-        demo = Demo(narrator, treasury, config_path, secrets.token_hex(3), extra, inbox, slack, teams)
+        narrator.info(f"   SMTP server on port {mail.port}")
+        demo = Demo(narrator, treasury, config_path, secrets.token_hex(3), extra, inbox, slack, teams, mail)
         results = [await _run_one(demo, spec) for spec in selected]
         codes.append(_report(options, narrator, results, started))
         if options.keep_running:
@@ -142,6 +146,7 @@ async def _run(
         inbox.stop()
         slack.stop()
         teams.stop()
+        mail.stop()
 
 
 async def _run_one(demo: Demo, spec: ScenarioSpec) -> ScenarioResult:

@@ -4,7 +4,9 @@ Configured as ``[notifications]`` (:class:`NotificationOptions`) and chosen per 
 ``notify``; delivered by :class:`NotificationOutbox` in the background of every serving process.
 Kinds: ``webhook``, ``apprise``, ``slack`` (:mod:`~mcp_approval.notify.slack`: a message with
 Approve / Deny buttons, whose clicks :mod:`~mcp_approval.notify.slack_interactions` verifies and
-decides) and ``teams`` (:mod:`~mcp_approval.notify.teams`: an Adaptive Card linking the console).
+decides), ``teams`` (:mod:`~mcp_approval.notify.teams`: an Adaptive Card linking the console) and
+``email`` (:mod:`~mcp_approval.notify.email`: each reviewer's own message, whose Approve / Deny
+links open a confirmation page, :mod:`~mcp_approval.notify.email_pages`).
 """
 
 from typing import TYPE_CHECKING
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from mcp_approval.notify.options import (
         AppriseChannelOptions,
         ChannelOptions,
+        EmailChannelOptions,
         NotificationOptions,
         SlackChannelOptions,
         TeamsChannelOptions,
@@ -38,6 +41,7 @@ _LAZY = {
     "Channel": "mcp_approval.notify.channels",
     "ChannelOptions": "mcp_approval.notify.options",
     "DeliveryError": "mcp_approval.notify.channels",
+    "EmailChannelOptions": "mcp_approval.notify.email_options",
     "EVENT_TYPES": "mcp_approval.notify.messages",
     "MessageBuilder": "mcp_approval.notify.messages",
     "Notification": "mcp_approval.notify.messages",
@@ -59,6 +63,7 @@ __all__ = [
     "Channel",
     "ChannelOptions",
     "DeliveryError",
+    "EmailChannelOptions",
     "MessageBuilder",
     "Notification",
     "NotificationOptions",

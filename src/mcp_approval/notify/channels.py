@@ -16,6 +16,7 @@ from mcp_approval.notify.messages import Notification
 from mcp_approval.notify.options import (
     AppriseChannelOptions,
     ChannelOptions,
+    EmailChannelOptions,
     SlackChannelOptions,
     TeamsChannelOptions,
     WebhookChannelOptions,
@@ -189,6 +190,10 @@ def channel_from_options(
         from mcp_approval.notify.teams import TeamsChannel  # imported only by deployments that use it
 
         return TeamsChannel(options, timeout_s=timeout_s)
+    if isinstance(options, EmailChannelOptions):
+        from mcp_approval.notify.email import EmailChannel  # texts only: the outbox builds the one with links
+
+        return EmailChannel("", options, timeout_s=timeout_s, clock=clock)
     if isinstance(options, SlackChannelOptions):
         from mcp_approval.notify.slack import SlackChannel, slack_client  # Slack's SDK loads only here
 

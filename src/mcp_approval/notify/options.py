@@ -26,8 +26,14 @@ A channel is named once under ``[notifications.channels.NAME]`` and chosen per t
     kind = "teams"                                   # an Adaptive Card through a Teams workflow
     url = "https://prod-00.westus.logic.azure.com:443/workflows/abc/triggers/manual/paths/invoke?sig=..."
 
+    [notifications.channels.approvers-mail]
+    kind = "email"                                   # each reviewer's own Approve / Deny links (SMTP)
+    smtp_host = "smtp.example.com"
+    sender = "approvals@example.com"
+    reviewers = { carol = "carol@example.com" }
+
     [templates.treasury]
-    notify = ["ops-hook", "treasury-team", "slack-approvals", "teams-card"]
+    notify = ["ops-hook", "treasury-team", "slack-approvals", "teams-card", "approvers-mail"]
 
 Secrets (a webhook's signing secret, Apprise URLs, which hold tokens and passwords) are
 ``SecretStr``: never logged or shown, and never part of a message.
@@ -42,11 +48,14 @@ from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from mcp_approval.notify.email_options import EmailChannelOptions
+
 __all__ = [
     "SLACK_API_URL",
     "AnchorOptions",
     "AppriseChannelOptions",
     "ChannelOptions",
+    "EmailChannelOptions",
     "NotificationOptions",
     "SlackChannelOptions",
     "TeamsChannelOptions",
@@ -167,7 +176,7 @@ class TeamsChannelOptions(_Options):
 
 #: One channel, by its ``kind``.
 ChannelOptions = Annotated[
-    WebhookChannelOptions | AppriseChannelOptions | SlackChannelOptions | TeamsChannelOptions,
+    WebhookChannelOptions | AppriseChannelOptions | SlackChannelOptions | TeamsChannelOptions | EmailChannelOptions,
     Field(discriminator="kind"),
 ]
 

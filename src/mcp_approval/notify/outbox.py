@@ -12,7 +12,8 @@ restart (or another worker does, once the lease expires), with the same ``webhoo
 
 A Slack channel also takes answers: its buttons' clicks arrive at :meth:`NotificationOutbox.routes`
 (``/channels/<name>/interactions``), and its messages' addresses live in the ``notify`` tables
-(:attr:`NotificationOutbox.migrations`).
+(:attr:`NotificationOutbox.migrations`). So do an e-mail channel's links, whose pages
+(``/console/email/...``, :mod:`~mcp_approval.notify.email_pages`) are mounted with the console.
 """
 
 from __future__ import annotations
@@ -30,8 +31,15 @@ from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.crashpoints import crash_point
 from mcp_approval.notify.channels import Channel, channel_from_options
 from mcp_approval.notify.chat_messages import NOTIFY_MIGRATIONS, ChatMessages
+from mcp_approval.notify.email_links import EmailLinks
 from mcp_approval.notify.messages import MessageBuilder
-from mcp_approval.notify.options import ChannelOptions, NotificationOptions, SlackChannelOptions, TeamsChannelOptions
+from mcp_approval.notify.options import (
+    ChannelOptions,
+    EmailChannelOptions,
+    NotificationOptions,
+    SlackChannelOptions,
+    TeamsChannelOptions,
+)
 from mcp_approval.storage import AuditLog, Database, DeliveryCursors, Migrations
 
 if TYPE_CHECKING:
@@ -97,11 +105,13 @@ class NotificationOutbox:
         )
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
+        #: The links of the e-mail channels (``None`` without one); their pages need it.
+        self.email_links: EmailLinks | None = None
 
     @property
     def migrations(self) -> tuple[Migrations, ...]:
-        """The table histories the channels need (``notify``: where a Slack channel's messages are)."""
-        return (NOTIFY_MIGRATIONS,) if self._interactions else ()
+        """The table histories the channels need (``notify``: a Slack channel's messages, e-mail links)."""
+        return (NOTIFY_MIGRATIONS,) if self._interactions or self.email_links is not None else ()
 
     def routes(self) -> list[BaseRoute]:
         """``POST /channels/{name}/interactions`` for the channels that take answers (none: no route)."""
@@ -224,9 +234,13 @@ def notification_outbox(
         )
     channels: dict[str, Channel] = {}
     interactions: dict[str, Interactions] = {}
+    links = EmailLinks(database, audit)
     for name, channel in options.channels.items():
         try:
             _needs_a_link(channel, options.console_url)
+            if isinstance(channel, EmailChannelOptions):
+                channels[name] = _email_channel(name, channel, options, backend, links, clock)
+                continue
             channels[name] = channel_from_options(
                 channel, timeout_s=options.timeout_s, clock=clock, messages=ChatMessages(database, name)
             )
@@ -239,13 +253,40 @@ def notification_outbox(
         for name in channels
     }
     messages = MessageBuilder(backend, database, audit, options.console_url)
-    return NotificationOutbox(database, audit, channels, routes, messages, options, clock, interactions)
+    outbox = NotificationOutbox(database, audit, channels, routes, messages, options, clock, interactions)
+    if any(isinstance(channel, EmailChannelOptions) for channel in options.channels.values()):
+        outbox.email_links = links
+    return outbox
 
 
 def _needs_a_link(channel: ChannelOptions, console_url: str | None) -> None:
-    """A Teams card's one button opens the console: it needs the console's URL."""
+    """A Teams card's one button, and an e-mail's links, open the console: they need the console's URL."""
     if isinstance(channel, TeamsChannelOptions) and not console_url:
         raise ValueError("kind: a Teams card links the request's console page; set notifications.console_url")
+    if isinstance(channel, EmailChannelOptions) and not console_url:
+        raise ValueError("kind: an e-mail's decision links open the console; set notifications.console_url")
+
+
+def _email_channel(
+    name: str,
+    options: EmailChannelOptions,
+    notifications: NotificationOptions,
+    backend: SupportsReview,
+    links: EmailLinks,
+    clock: Clock | None,
+) -> Channel:
+    """The e-mail channel ``name``, writing each reviewer's links to ``links``."""
+    from mcp_approval.notify.email import EmailChannel
+
+    return EmailChannel(
+        name,
+        options,
+        timeout_s=notifications.timeout_s,
+        backend=backend,
+        links=links,
+        base_url=notifications.console_url,
+        clock=clock,
+    )
 
 
 def _slack_interactions(

@@ -30,7 +30,7 @@ from mcp_approval.approval.service import APPROVAL_HANDLER, ToolApproval, ToolAp
 from mcp_approval.approval.tools import ServerTools
 from mcp_approval.approval.without_tasks.answers import APPROVAL_STATUS_TOOL
 from mcp_approval.approval.without_tasks.requester_page import requester_page_route
-from mcp_approval.backends import ApprovalBackend, SupportsReview, SupportsSealing, SupportsTables
+from mcp_approval.backends import ApprovalBackend, SupportsReview, SupportsSealing, SupportsTables, SupportsTemplates
 from mcp_approval.backends.arap import ArapBackend
 from mcp_approval.backends.callbacks import callback_paths, callback_route
 from mcp_approval.clock import Clock, SystemClock
@@ -394,7 +394,19 @@ class Approvals:
                 throttle=throttle,
                 outcomes=outcomes,
             )
+            routes += self._email_link_routes(self.backend, self._reviewers)
         return routes
+
+    def _email_link_routes(self, backend: SupportsReview, reviewers: ReviewerAuthenticator) -> list[BaseRoute]:
+        """An e-mail channel's decision links (``/console/email/...``), beside the console whose sign-in they read."""
+        links = self.outbox.email_links if self.outbox is not None else None
+        if links is None or not isinstance(backend, SupportsTemplates):
+            return []
+        from mcp_approval.notify.email_pages import email_link_routes
+
+        return email_link_routes(
+            backend, links, reviewers, backend.templates, database=self._database, clock=self.clock
+        )
 
     def openapi(self) -> dict[str, Any]:
         """The OpenAPI document of :meth:`routes` (served at ``/openapi.json``; ``/mcp`` is JSON-RPC)."""
@@ -407,6 +419,10 @@ class Approvals:
             paths += self.outbox.openapi_paths()
         if isinstance(self.backend, SupportsReview) and self._reviewers is not None:
             paths += [reviewer_paths(), console_paths()]
+            if self._email_link_routes(self.backend, self._reviewers):
+                from mcp_approval.notify.email_pages import email_link_paths
+
+                paths.append(email_link_paths())
         return openapi_document("mcp-approval server", _version(), *paths)
 
     def http_app(self, server: MCPServer[Any]) -> Starlette:

@@ -25,7 +25,7 @@ from mcp_approval.approval.service import PrincipalCheck, ToolApproval
 from mcp_approval.backends import ApprovalBackend
 from mcp_approval.clock import Clock
 from mcp_approval.config import ConfigError, DeploymentConfig
-from mcp_approval.notify import NotificationOptions, SlackChannelOptions
+from mcp_approval.notify import EmailChannelOptions, NotificationOptions, SlackChannelOptions
 from mcp_approval.notify.anchors import AnchorOptions
 from mcp_approval.policy import PolicyDecisionPoint
 from mcp_approval.server.approvals import Approvals
@@ -178,6 +178,9 @@ def _notification_options(config: DeploymentConfig, base_url: str) -> Notificati
         else channel
         for name, channel in options.channels.items()
     }
+    for name, channel in channels.items():  # an e-mail channel's SMTP password file
+        if isinstance(channel, EmailChannelOptions) and channel.password_file is not None:
+            channels[name] = channel.model_copy(update={"password_file": config.resolve(channel.password_file)})
     return options.model_copy(update={"channels": channels})
 
 

@@ -44,6 +44,18 @@ class ApprovalTemplate(_Rules):
     #: The ``[notifications.channels]`` told about this template's requests (opened, each decision,
     #: expired, cancelled, executed).
     notify: list[str] = Field(default_factory=list)
+    #: How dangerous the template's calls are: ``"high"`` raises the bar where a channel can
+    #: (an e-mail link then also needs the reviewer signed in, unless ``links_require_sign_in``
+    #: says otherwise). ``"normal"`` changes nothing.
+    risk: Literal["normal", "high"] = "normal"
+    #: Whether a decision link (an e-mail's Approve / Deny) also needs the reviewer it was sent to
+    #: signed in to the console; by default only for ``risk = "high"``.
+    links_require_sign_in: bool | None = None
+
+    @property
+    def links_need_sign_in(self) -> bool:
+        """Whether a decision link of this template needs its reviewer signed in (see ``links_require_sign_in``)."""
+        return self.links_require_sign_in if self.links_require_sign_in is not None else self.risk == "high"
 
 
 class ResolverRule(_Rules):

@@ -2,7 +2,9 @@
 
 Reviewers sign in with their bearer token, see pending approval requests (tool, redacted
 arguments, requester, template, age, deadline, progress of N-of-M), approve or deny with a
-comment, and read the decided history and each request's audit trail. Decisions go through
+comment, and read the decided history and each request's audit trail. ``/console/find?q=`` (the
+search box) and ``/console/requests/{id}`` take a request's id or the reference its requester was
+given (:mod:`mcp_approval.reviewers.lookup`). Decisions go through
 :meth:`LocalApprovalBackend.decide`, so the console has the reviewer API's eligibility rules
 (the template's role, no self-approval, N distinct approvers, one decision per reviewer).
 
@@ -51,6 +53,7 @@ from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.errors import MCPApprovalError
 from mcp_approval.reviewers.api import Authenticator
 from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS, STORE_RETRY_AFTER_S
+from mcp_approval.reviewers.lookup import find_request
 from mcp_approval.reviewers.sessions import Session, SessionStore
 from mcp_approval.reviewers.views import EventView, RequestView, environment
 from mcp_approval.storage.audit import AuditEvent
@@ -170,6 +173,7 @@ class _Console:
         return [
             Route(p, guard(self.pending), methods=["GET"]),
             Route(f"{p}/decided", guard(self.decided), methods=["GET"]),
+            Route(f"{p}/find", guard(self.find), methods=["GET"]),
             Route(f"{p}/requests/{{request_id}}", guard(self.detail), methods=["GET"]),
             Route(f"{p}/requests/{{request_id}}/decide", guard(self.decide), methods=["POST"]),
             Route(f"{p}/login", guard(self.login_page), methods=["GET"]),
@@ -198,7 +202,20 @@ class _Console:
         session = await self._signed_in(request)
         if session is None:
             return self._to_login()
-        return await self._detail(session, _request_id(request))
+        wanted = _request_id(request)
+        record = await find_request(self.backend, wanted, session.principal, self.outcomes)
+        if record is not None and record.id != wanted:  # a requester's reference: the request's own page
+            return self._to_request(record.id)
+        return await self._detail(session, wanted)
+
+    async def find(self, request: Request) -> Response:
+        session = await self._signed_in(request)
+        if session is None:
+            return self._to_login()
+        record = await find_request(self.backend, request.query_params.get("q", ""), session.principal, self.outcomes)
+        if record is None:  # the same answer for a request this reviewer may not see
+            raise _Refused(404, "No approval request you may see has that id or reference.")
+        return self._to_request(record.id)
 
     async def decide(self, request: Request) -> Response:
         session = await self._posted_form_session(request)
@@ -228,7 +245,7 @@ class _Console:
         except ReviewError as exc:
             return await self._detail(session, request_id, 409, f"Nothing was recorded: {exc}.")
         await self.sessions.flash(session, "ok", _outcome(record, verdict))
-        return RedirectResponse(f"{self.prefix}/requests/{quote(request_id, safe='')}", 303, _PAGE_HEADERS)
+        return self._to_request(request_id)
 
     async def login_page(self, request: Request) -> Response:
         if await self._signed_in(request) is not None:
@@ -367,6 +384,9 @@ class _Console:
         response = self._render("login.html", None, status=429, error=error)
         response.headers["Retry-After"] = str(wait_s)
         return response
+
+    def _to_request(self, request_id: str) -> Response:
+        return RedirectResponse(f"{self.prefix}/requests/{quote(request_id, safe='')}", 303, _PAGE_HEADERS)
 
     def _to_login(self) -> Response:
         return RedirectResponse(f"{self.prefix}/login", 303, _PAGE_HEADERS)

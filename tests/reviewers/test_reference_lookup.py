@@ -15,8 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 import anyio
 import httpx
 import pytest
-from click.testing import Result
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from mcp_approval.cli.main import app
 from tests.support.timing import scaled

@@ -54,6 +54,7 @@ from mcp_approval.errors import MCPApprovalError
 from mcp_approval.reviewers.api import Authenticator
 from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS, STORE_RETRY_AFTER_S
 from mcp_approval.reviewers.lookup import find_request
+from mcp_approval.reviewers.oidc_routes import OidcSignIn, oidc_routes, session_roles
 from mcp_approval.reviewers.sessions import Session, SessionStore
 from mcp_approval.reviewers.views import EventView, RequestView, environment
 from mcp_approval.storage.audit import AuditEvent
@@ -113,6 +114,8 @@ def console_routes(
     sessions: SessionStore | None = None,
     throttle: FailedLoginThrottle | None = None,
     outcomes: OutcomeReader | None = None,
+    oidc: OidcSignIn | None = None,
+    token_sign_in: bool = True,
 ) -> list[BaseRoute]:
     """The console's routes, all under ``prefix``.
 
@@ -127,13 +130,17 @@ def console_routes(
             reviewer API's so that failures on either count against both.
         outcomes: what happened to each request's call (a request page then shows whether it
             ran, and the task's audit events beside the request's).
+        oidc: sign-in with an OpenID Connect provider (:mod:`mcp_approval.reviewers.oidc_routes`).
+        token_sign_in: whether the bearer-token form is offered (a deployment keeps it for dev mode).
     """
     if not prefix.startswith("/") or prefix.endswith("/"):
         raise ValueError(f"console prefix must start with '/' and not end with it, not {prefix!r}")
     clock = clock or SystemClock()
     sessions = sessions or SessionStore(clock)
     throttle = throttle or FailedLoginThrottle(clock)
-    return _Console(backend, authenticate, audit, clock, prefix, sessions, throttle, outcomes).routes()
+    console = _Console(backend, authenticate, audit, clock, prefix, sessions, throttle, outcomes)
+    console.oidc, console.token_sign_in = oidc, token_sign_in or oidc is None
+    return console.routes()
 
 
 class _Refused(MCPApprovalError):
@@ -167,6 +174,8 @@ class _Console:
         self.outcomes = outcomes
         self.env = environment()
         self.css = resources.files("mcp_approval.reviewers").joinpath("static/console.css").read_bytes()
+        self.oidc: OidcSignIn | None = None
+        self.token_sign_in = True
 
     def routes(self) -> list[BaseRoute]:
         p, guard = self.prefix, self._guard
@@ -180,6 +189,7 @@ class _Console:
             Route(f"{p}/login", guard(self.login), methods=["POST"]),
             Route(f"{p}/logout", guard(self.logout), methods=["POST"]),
             Route(f"{p}/static/console.css", self.stylesheet, methods=["GET"]),
+            *(oidc_routes(self.oidc, self.sessions, p, COOKIE, self._page_without_session) if self.oidc else []),
         ]
 
     # -- pages ----------------------------------------------------------------------------------
@@ -187,21 +197,21 @@ class _Console:
     async def pending(self, request: Request) -> Response:
         session = await self._signed_in(request)
         if session is None:
-            return self._to_login()
+            return self._to_login(request)
         page = await self._page(request, session, "pending")
         return self._render("pending.html", session, tab="pending", views=self._views(page.records), page=page)
 
     async def decided(self, request: Request) -> Response:
         session = await self._signed_in(request)
         if session is None:
-            return self._to_login()
+            return self._to_login(request)
         page = await self._page(request, session, "decided")
         return self._render("decided.html", session, tab="decided", views=self._views(page.records), page=page)
 
     async def detail(self, request: Request) -> Response:
         session = await self._signed_in(request)
         if session is None:
-            return self._to_login()
+            return self._to_login(request)
         wanted = _request_id(request)
         record = await find_request(self.backend, wanted, session.principal, self.outcomes)
         if record is not None and record.id != wanted:  # a requester's reference: the request's own page
@@ -211,7 +221,7 @@ class _Console:
     async def find(self, request: Request) -> Response:
         session = await self._signed_in(request)
         if session is None:
-            return self._to_login()
+            return self._to_login(request)
         record = await find_request(self.backend, request.query_params.get("q", ""), session.principal, self.outcomes)
         if record is None:  # the same answer for a request this reviewer may not see
             raise _Refused(404, "No approval request you may see has that id or reference.")
@@ -251,10 +261,12 @@ class _Console:
         if await self._signed_in(request) is not None:
             return RedirectResponse(self.prefix, 303, _PAGE_HEADERS)
         notice = "You are signed out." if "signed_out" in request.query_params else None
-        return self._render("login.html", None, notice=notice)
+        return self._login_page(request, notice=notice)
 
     async def login(self, request: Request) -> Response:
         _check_origin(request)
+        if not self.token_sign_in:
+            raise _Refused(403, "Sign in with the identity provider; this console takes no bearer tokens.")
         client = client_key(request)
         # Checked before the form is read, so a throttled client learns nothing about the token it sends.
         wait_s = await self.throttle.retry_after_s(client)
@@ -264,7 +276,7 @@ class _Console:
         principal = await self.authenticate(token) if token else None
         if principal is None:
             await self.throttle.record_failure(client)
-            return self._render("login.html", None, status=401, error="That token was not accepted.")
+            return self._login_page(request, status=401, error="That token was not accepted.")
         await self.sessions.drop(request.cookies.get(COOKIE))
         cookie, _session = await self.sessions.create(principal, token)
         response = RedirectResponse(self.prefix, 303, _PAGE_HEADERS)
@@ -315,7 +327,13 @@ class _Console:
         """The request's session, if it has one whose token is still accepted for the same principal."""
         cookie = request.cookies.get(COOKIE)
         session = await self.sessions.get(cookie)
-        if session is not None and await self.authenticate(session.token) != session.principal:
+        if session is None:
+            return None
+        roles = session_roles(session) if self.oidc is not None else None
+        if roles is not None and self.oidc is not None:  # signed in with the provider: its roles, for this request
+            self.oidc.claimed.remember(session.principal, roles)
+            return session
+        if await self.authenticate(session.token) != session.principal:
             await self.sessions.drop(cookie)
             return None
         return session
@@ -381,15 +399,32 @@ class _Console:
         minutes = -(-wait_s // 60)
         when = f"{minutes} minute{'s' if minutes != 1 else ''}"
         error = f"Too many failed sign-ins from your address. Try again in {when}; no token was checked."
-        response = self._render("login.html", None, status=429, error=error)
+        response = self._render("login.html", None, status=429, error=error, token_sign_in=True)
         response.headers["Retry-After"] = str(wait_s)
         return response
 
     def _to_request(self, request_id: str) -> Response:
         return RedirectResponse(f"{self.prefix}/requests/{quote(request_id, safe='')}", 303, _PAGE_HEADERS)
 
-    def _to_login(self) -> Response:
-        return RedirectResponse(f"{self.prefix}/login", 303, _PAGE_HEADERS)
+    def _to_login(self, request: Request) -> Response:
+        """To the sign-in page, which comes back to this page once signed in (with the provider)."""
+        wanted = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse(f"{self.prefix}/login?next={quote(wanted, safe='/')}", 303, _PAGE_HEADERS)
+
+    def _login_page(self, request: Request, *, status: int = 200, **context: Any) -> Response:
+        wanted = request.query_params.get("next", self.prefix)
+        return self._render(
+            "login.html",
+            None,
+            status=status,
+            oidc_label=self.oidc.client.options.label if self.oidc is not None else None,
+            token_sign_in=self.token_sign_in,
+            next_path=wanted if wanted.startswith(self.prefix) else self.prefix,
+            **context,
+        )
+
+    def _page_without_session(self, name: str, *, status: int = 200, **context: Any) -> Response:
+        return self._render(name, None, status=status, **context)
 
 
 def _why_not(view: RequestView, principal: str, backend: SupportsReview) -> str | None:

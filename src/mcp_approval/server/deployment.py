@@ -123,7 +123,7 @@ def build_deployment(
         )
     database = open_database(url)
     pdp = pdp or pdp_from_config(config, clock=clock)
-    sign_in = console_sign_in(config)
+    sign_in = _console_sign_in(config)
     if backend is None and config.approval.backend == "arap":
         backend = arap_backend_from_config(config, pdp)
     elif backend is None:
@@ -188,7 +188,7 @@ def _notification_options(config: DeploymentConfig, base_url: str) -> Notificati
     return options.model_copy(update={"channels": channels})
 
 
-def console_sign_in(config: DeploymentConfig) -> OidcSignIn | None:
+def _console_sign_in(config: DeploymentConfig) -> OidcSignIn | None:
     """``[console.oidc]``'s sign-in, its client secret read from its file (relative to the deployment file).
 
     Raises:

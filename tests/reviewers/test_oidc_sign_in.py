@@ -18,7 +18,7 @@ import secrets
 import time
 import tomllib
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -169,9 +169,7 @@ async def test_a_callback_with_another_state_is_refused(setup: Setup, browser: B
     await page.goto(f"{setup.server.base_url}/console/login")
     await page.click("#oidc-sign-in")
     # The browser now expects another state than the one the provider will send back.
-    await swap_pending(
-        page, lambda p: PendingSignIn("forged-" + p.state, p.nonce, p.verifier, p.next_path, p.started_s)
-    )
+    await swap_pending(page, lambda p: replace(p, state="forged-" + p.state))
     await at_the_provider(page, "olivia")
     await expect(page.locator(".flash.error")).to_contain_text("state does not match")
     await page.goto(f"{setup.server.base_url}/console")
@@ -183,7 +181,10 @@ async def swap_pending(page: Page, change: Callable[[PendingSignIn], PendingSign
     (cookie,) = [c for c in await page.context.cookies() if c["name"] == PENDING_COOKIE]
     pending = PendingSignIn.from_cookie(cookie["value"])
     assert pending is not None
-    await page.context.add_cookies([{**cookie, "value": change(pending).to_cookie()}])  # type: ignore[list-item]
+    value = change(pending).to_cookie()
+    await page.context.add_cookies(
+        [{"name": PENDING_COOKIE, "value": value, "domain": cookie["domain"], "path": cookie["path"], "httpOnly": True}]
+    )
 
 
 async def test_a_sign_in_whose_pkce_verifier_changed_is_refused_and_a_replay_too(
@@ -192,13 +193,8 @@ async def test_a_sign_in_whose_pkce_verifier_changed_is_refused_and_a_replay_too
     page = await browser.new_page()
     await page.goto(f"{setup.server.base_url}/console/login")
     await page.click("#oidc-sign-in")
-    (pending_cookie,) = [c for c in await page.context.cookies() if c["name"] == PENDING_COOKIE]
-    pending = PendingSignIn.from_cookie(pending_cookie["value"])
-    assert pending is not None
-    swapped = PendingSignIn(
-        pending.state, pending.nonce, secrets.token_urlsafe(64), pending.next_path, pending.started_s
-    )
-    await page.context.add_cookies([{**pending_cookie, "value": swapped.to_cookie()}])  # type: ignore[list-item]
+    verifier = secrets.token_urlsafe(64)  # not the one the challenge sent to the provider was made from
+    await swap_pending(page, lambda p: replace(p, verifier=verifier))
     callbacks: list[str] = []
     page.on("request", lambda r: callbacks.append(r.url) if "/console/oidc/callback" in r.url else None)
     await at_the_provider(page, "olivia")
@@ -241,7 +237,7 @@ async def test_id_tokens_differing_from_a_good_one_in_one_claim_are_refused(setu
     assert (good.reviewer, good.roles) == ("olivia", frozenset({"approver"}))
 
     past = int(time.time()) - 3600
-    wrong = {
+    wrong: dict[str, dict[str, Any]] = {
         "another client (aud)": {"aud": "someone-else"},
         "another issuer (iss)": {"iss": provider.issuer + "/other"},
         "has expired (exp)": {"exp": past, "iat": past - 60},

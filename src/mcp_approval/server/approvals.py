@@ -416,7 +416,7 @@ class Approvals:
         if self.outbox is not None:
             paths += self.outbox.openapi_paths()
         if isinstance(self.backend, SupportsReview) and self._reviewers is not None:
-            paths += [reviewer_paths(), console_paths()]
+            paths += [reviewer_paths(), console_paths(oidc=self._console_sign_in is not None)]
         return openapi_document("mcp-approval server", _version(), *paths)
 
     def http_app(self, server: MCPServer[Any]) -> Starlette:

@@ -11,6 +11,7 @@ from mcp_approval.demo import scenarios_links as links
 from mcp_approval.demo import scenarios_more as more
 from mcp_approval.demo import scenarios_notify as notify
 from mcp_approval.demo import scenarios_operators as operators
+from mcp_approval.demo import scenarios_sign_in as sign_in
 from mcp_approval.demo import scenarios_without_tasks as no_tasks
 from mcp_approval.demo.context import Demo, ScenarioState
 from mcp_approval.demo.services import NEED_ARAP, NEED_CREDENTIALS
@@ -107,5 +108,12 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
         "an Adaptive Card reaches the Teams workflow; its button opens the request's console page; the last "
         "card says approved-executed",
         chat.teams_card,
+    ),
+    ScenarioSpec(
+        21,
+        "sign-in with the identity provider",
+        "the request's page sends olivia to the issuer (code + PKCE) and back, signed in with her roles; she "
+        "approves; pat, without the approver role, cannot decide",
+        sign_in.signed_in_with_the_identity_provider,
     ),
 )

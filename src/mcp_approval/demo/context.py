@@ -26,6 +26,7 @@ from mcp_approval.demo.clients import (
     until,
 )
 from mcp_approval.demo.narration import Narrator
+from mcp_approval.demo.oidc_issuer import DemoIssuer
 from mcp_approval.demo.servers import ServerProcess, count_ledger
 from mcp_approval.demo.slack_standin import SlackStandIn
 from mcp_approval.demo.teams_inbox import WorkflowInbox
@@ -85,6 +86,8 @@ class Demo:
     #: The stand-in of Slack's Web API (scenario 17) and of a Teams workflow (scenario 18).
     slack: SlackStandIn | None = None
     teams: WorkflowInbox | None = None
+    #: The demo's OpenID Connect issuer the console signs reviewers in with (scenario 21).
+    issuer: DemoIssuer | None = None
 
     @property
     def ledger_path(self) -> Path:

@@ -407,7 +407,9 @@ class _Console:
         return RedirectResponse(f"{self.prefix}/requests/{quote(request_id, safe='')}", 303, _PAGE_HEADERS)
 
     def _to_login(self, request: Request) -> Response:
-        """To the sign-in page, which comes back to this page once signed in (with the provider)."""
+        """To the sign-in page; with the provider's sign-in, one that comes back to this page."""
+        if self.oidc is None:
+            return RedirectResponse(f"{self.prefix}/login", 303, _PAGE_HEADERS)
         wanted = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         return RedirectResponse(f"{self.prefix}/login?next={quote(wanted, safe='/')}", 303, _PAGE_HEADERS)
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any, Literal, Protocol
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -50,7 +50,14 @@ from mcp_approval.backends import (
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.clock import Clock, SystemClock
-from mcp_approval.errors import MCPApprovalError
+from mcp_approval.reviewers._console_forms import MAX_FORM_BYTES as MAX_FORM_BYTES
+from mcp_approval.reviewers._console_forms import Refused as _Refused
+from mcp_approval.reviewers._console_forms import check_origin as _check_origin
+from mcp_approval.reviewers._console_forms import path_request_id as _request_id
+from mcp_approval.reviewers._console_forms import read_form as _form
+from mcp_approval.reviewers._console_texts import OUTCOME_BADGES as _OUTCOME_BADGES
+from mcp_approval.reviewers._console_texts import decided_text as _outcome
+from mcp_approval.reviewers._console_texts import why_no_buttons as _why_not
 from mcp_approval.reviewers.api import Authenticator
 from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS, STORE_RETRY_AFTER_S
 from mcp_approval.reviewers.lookup import find_request
@@ -68,8 +75,6 @@ PAGE_SIZE = 100
 
 #: The session cookie's name.
 COOKIE = "mcp_approval_console"
-#: The largest form body accepted (a comment is at most MAX_COMMENT_CHARS characters).
-MAX_FORM_BYTES = 16_384
 #: No script, no frames, forms and styles from this origin only.
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -83,16 +88,6 @@ _PAGE_HEADERS = {
     "Cache-Control": "no-store",
 }
 _AUDIT_EVENTS = 200
-# The badge colour of each call outcome: it ran, it did not, or nobody can tell.
-_OUTCOME_BADGES = {
-    "approved-executed": "approved",
-    "denied-not-executed": "denied",
-    "cancelled": "denied",
-    "execution-error": "failed",
-    "outcome-unknown": "failed",
-    "failed": "failed",
-}
-
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
@@ -141,15 +136,6 @@ def console_routes(
     console = _Console(backend, authenticate, audit, clock, prefix, sessions, throttle, outcomes)
     console.oidc, console.token_sign_in = oidc, token_sign_in or oidc is None
     return console.routes()
-
-
-class _Refused(MCPApprovalError):
-    """A request answered with an error page."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 class _Console:
@@ -427,73 +413,3 @@ class _Console:
 
     def _page_without_session(self, name: str, *, status: int = 200, **context: Any) -> Response:
         return self._render(name, None, status=status, **context)
-
-
-def _why_not(view: RequestView, principal: str, backend: SupportsReview) -> str | None:
-    """Why ``principal`` is offered no decision buttons on this request, or ``None`` if they are."""
-    record = view.record
-    if record.status.terminal:
-        return f"This request is {record.status.value}; it takes no more decisions."
-    if record.integrity_failure is not None:
-        return "This request was altered after it was submitted, so it cannot be approved and will not run."
-    if view.decided_by(principal):
-        return "You already decided this request; it waits for other reviewers."
-    refusal = backend.why_ineligible(principal, record)
-    if refusal is None:
-        return None
-    if record.requester == principal:
-        return "You made this request, so another reviewer has to decide it."
-    return "You are not a reviewer for this kind of request."
-
-
-def _outcome(record: ApprovalRecord, verdict: str) -> str:
-    """What a successful decision did, for the flash message."""
-    if record.status.value == "approved":
-        return "Approved. The call is checked against policy once more and then runs."
-    if record.status.value == "denied":
-        return "Denied. The call will not run."
-    progress = RequestView(record, 0).progress
-    return f"Your {'approval' if verdict == 'approve' else 'decision'} is recorded ({progress}); waiting for others."
-
-
-def _check_origin(request: Request) -> None:
-    """Refuse a POST a browser says came from another site (CSRF defence in depth)."""
-    if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
-        raise _Refused(403, "Cross-site form submissions are refused.")
-    origin = request.headers.get("origin")
-    if origin is not None:
-        parts = urlsplit(origin)
-        if parts.scheme not in ("http", "https") or parts.netloc != request.headers.get("host"):
-            raise _Refused(403, "Cross-site form submissions are refused.")
-
-
-def _request_id(request: Request) -> str:
-    """The path's request id; one with a NUL character names no request (and no database accepts it)."""
-    request_id: str = request.path_params["request_id"]
-    if "\x00" in request_id:
-        raise _Refused(404, "There is no such approval request.")
-    return request_id
-
-
-async def _form(request: Request) -> dict[str, str]:
-    """The urlencoded form body, each field at most once.
-
-    Raises:
-        _Refused: another media type (415), a body over :data:`MAX_FORM_BYTES` (413), or a body
-            that does not decode or repeats a field (400).
-    """
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media_type != "application/x-www-form-urlencoded":
-        raise _Refused(415, "The form must be sent as application/x-www-form-urlencoded.")
-    body = bytearray()
-    async for chunk in request.stream():
-        body.extend(chunk)
-        if len(body) > MAX_FORM_BYTES:
-            raise _Refused(413, "The form is too large.")
-    try:
-        fields = parse_qs(bytes(body).decode("utf-8"), keep_blank_values=True, max_num_fields=8, errors="strict")
-    except (UnicodeDecodeError, ValueError):
-        raise _Refused(400, "The form could not be read.") from None
-    if any(len(values) != 1 for values in fields.values()):
-        raise _Refused(400, "A form field was sent more than once.")
-    return {name: values[0] for name, values in fields.items()}

@@ -3,16 +3,23 @@ naming the file and the field, and the phone screenshots the page shows exist.""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import tomllib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+import uvicorn
+from starlette.applications import Starlette
 from starlette.routing import Route
 
 from mcp_approval.config import ConfigError, load_config
 from mcp_approval.server.deployment import build_deployment
+from tests.support.polling import eventually
+from tests.support.timing import scaled
 from tests.support.treasury import deployment_dir, to_toml
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -93,3 +100,42 @@ def test_the_phone_screenshots_the_page_shows_exist() -> None:
     assert len(shown) == 3
     for name in shown:
         assert (DOCS / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+
+
+@pytest.fixture
+async def production_console(tmp_path: Path) -> AsyncIterator[str]:
+    """The documented sign-in on a deployment outside dev mode (no static tokens, no ``[auth]``),
+    its routes served on 127.0.0.1."""
+    oidc = {**documented()["console"]["oidc"], "redirect_url": "https://approvals.example.com/console/oidc/callback"}
+    config = load_config(deployment(tmp_path, oidc, dev_mode=False))
+    built = build_deployment(config, base_url="https://approvals.example.com")
+    app = Starlette(routes=built.approvals.routes())
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off"))
+    serving = asyncio.create_task(server.serve())
+    try:
+        await eventually(lambda: _started(server, serving), bool, timeout_s=scaled(10))
+        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        await serving
+
+
+async def _started(server: uvicorn.Server, serving: asyncio.Task[None]) -> bool:
+    if serving.done():
+        serving.result()
+    return server.started
+
+
+@pytest.mark.anyio
+async def test_outside_dev_mode_the_console_takes_the_provider_only(production_console: str) -> None:
+    async with httpx.AsyncClient(base_url=production_console, timeout=scaled(20)) as http:
+        page = await http.get("/console/login")
+        assert page.status_code == 200
+        assert 'id="oidc-sign-in"' in page.text
+        assert 'name="token"' not in page.text  # no bearer-token form
+        refused = await http.post("/console/login", data={"token": "carol-token"})
+        assert refused.status_code == 403
+        assert "Sign in with the identity provider" in refused.text
+        assert (await http.get("/approvals", headers={"authorization": "Bearer carol-token"})).status_code == 401
+        to_sign_in = await http.get("/console/requests/apr_x")
+        assert to_sign_in.headers["location"] == "/console/login?next=/console/requests/apr_x"

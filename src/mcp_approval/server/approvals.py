@@ -262,6 +262,9 @@ class Approvals:
             tool_exists=self._tools.exists,
         )
         self._reviewers = reviewers or (_verified_subject(verifier) if verifier is not None else None)
+        if self._reviewers is None and console_sign_in is not None:
+            # Reviewers sign in with the identity provider only: the console is mounted, no token is accepted.
+            self._reviewers, token_sign_in = _no_token_accepted, False
         self._console_sign_in, self._token_sign_in = console_sign_in, token_sign_in
         # One limit on failed authentications for the reviewer API, the console and /mcp, counted in
         # the store so that every worker on it shares the limit.
@@ -473,6 +476,10 @@ def _split_principals(
     if hasattr(principals, "verify_token"):
         return principals, None
     return None, principals
+
+
+async def _no_token_accepted(_token: str) -> str | None:
+    return None
 
 
 def _verified_subject(verifier: TokenVerifier) -> ReviewerAuthenticator:

@@ -11,8 +11,9 @@ Modules: ``api`` (the reviewer API), ``console`` (the pages; ``_console_forms`` 
 ``session_table`` (console sessions in memory or in the store), ``lookup`` (a request by its id or
 its requester's reference), ``oidc``, ``oidc_options`` and ``oidc_routes`` (sign-in with an
 OpenID Connect provider: the client, ``[console.oidc]``, the routes), ``limits`` (page and body
-sizes, for the API and the command line alike), ``openapi_paths`` (the OpenAPI path items of both). The limit on failed sign-ins is
-:class:`mcp_approval.web.FailedLoginThrottle`, shared with ``/mcp`` and ``/metrics``.
+sizes, for the API and the command line alike), ``openapi_paths`` (the OpenAPI path items of
+both). The limit on failed sign-ins is :class:`mcp_approval.web.FailedLoginThrottle`, shared with
+``/mcp`` and ``/metrics``.
 
 This package sits beside :mod:`mcp_approval.backends`, above it: it imports the backend
 contract, the local backend and storage, never the approval engine or the composition.

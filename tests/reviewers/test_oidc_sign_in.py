@@ -147,9 +147,10 @@ async def test_a_reviewer_signs_in_at_the_provider_and_decides_on_the_page_they_
 async def test_a_user_without_the_reviewer_role_cannot_decide(setup: Setup, browser: Browser) -> None:
     request_id = await pending_request(setup, "acct-oidc-2")
     page = await browser.new_page()
-    await page.goto(f"{setup.server.base_url}/console")
-    await page.click("#oidc-sign-in")
+    # A sign-in link whose way back names another site: it comes back to the console instead.
+    await page.goto(f"{setup.server.base_url}/console/oidc/start?next=//evil.example/console")
     await at_the_provider(page, "pat")
+    await expect(page).to_have_url(f"{setup.server.base_url}/console")
     await expect(page.locator("header")).to_contain_text("Signed in as pat")
     await expect(page.locator("main")).not_to_contain_text("acct-oidc-2")  # not theirs to decide
     csrf = await page.locator("input[name=csrf]").first.get_attribute("value")

@@ -58,6 +58,7 @@ from mcp_approval.hosts import is_safe_transport
 from mcp_approval.metrics.options import MetricsOptions
 from mcp_approval.notify.options import AnchorOptions, NotificationOptions
 from mcp_approval.policy.cedar_values import check_decimal_path
+from mcp_approval.reviewers.oidc_options import ConsoleSection, OidcOptions
 from mcp_approval.tasks.options import TaskOptions
 
 __all__ = [
@@ -349,6 +350,8 @@ class DeploymentConfig(ConfigFile):
     #: Notification channels, :class:`~mcp_approval.notify.NotificationOptions` (templates pick them with ``notify``).
     notifications: NotificationOptions = Field(default_factory=NotificationOptions)
     audit: AuditSection = Field(default_factory=AuditSection)
+    #: How reviewers sign in to the console (:class:`~mcp_approval.reviewers.oidc_options.ConsoleSection`).
+    console: ConsoleSection = Field(default_factory=ConsoleSection)
 
     @model_validator(mode="after")
     def _notified_channels_exist(self) -> DeploymentConfig:
@@ -373,6 +376,8 @@ class DeploymentConfig(ConfigFile):
             )
         if self.auth is not None:
             self._check_auth_urls(self.auth)
+        if self.console.oidc is not None:
+            self._check_oidc_urls(self.console.oidc)
         if self.approval.backend == "arap" and (self.arap is None or self.policy.pdp_url is None):
             raise ValueError('approval.backend = "arap" needs an [arap] section and policy.pdp_url')
         if self.arap is not None and self.arap.callback_url and not self.approval.callback_secret:
@@ -387,6 +392,21 @@ class DeploymentConfig(ConfigFile):
             f"auth.jwks_url: {auth.jwks_url!r} must be an https URL (plain http only on a loopback host "
             "with server.dev_mode = true): the keys it serves decide who is authenticated"
         )
+
+    def _check_oidc_urls(self, oidc: OidcOptions) -> None:
+        """The provider and the callback are reached over https; plain http only on loopback, in dev mode."""
+        for name in ("issuer", "redirect_url"):
+            url = getattr(oidc, name)
+            if not is_safe_transport(url, allow_loopback_http=self.server.dev_mode):
+                raise ValueError(
+                    f"console.oidc.{name}: {url!r} must be an https URL (plain http only on a loopback host "
+                    "with server.dev_mode = true): sign-in codes and ID tokens travel through it"
+                )
+        if not oidc.redirect_url.rstrip("/").endswith("/console/oidc/callback"):
+            raise ValueError(
+                f"console.oidc.redirect_url: {oidc.redirect_url!r} must be the console's callback, "
+                "<the server's public URL>/console/oidc/callback"
+            )
 
 
 ConfigT = TypeVar("ConfigT", bound=ConfigFile)

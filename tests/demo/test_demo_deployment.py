@@ -7,6 +7,7 @@ from pathlib import Path
 
 from mcp_approval.config import load_config
 from mcp_approval.demo.context import METRICS_TOKEN
+from mcp_approval.demo.oidc_issuer import DEMO_CLIENT_ID, DEMO_CLIENT_SECRET, ISSUER_ADDRESS
 from mcp_approval.demo.scenarios_chat import DEMO_SLACK_SECRET, DEMO_SLACK_TOKEN
 from mcp_approval.demo.servers import (
     ARAP_SERVER_ADDRESS,
@@ -97,3 +98,13 @@ def test_the_slack_channel_s_files_hold_the_values_the_demo_s_stand_in_expects(t
     channel = load_config(folder / "config.toml").notifications.channels["demo-slack"]
     assert channel.kind == "slack"
     assert channel.reviewers == {"U0CAROL": "carol", "U0DAVE": "dave"}
+
+
+def test_the_console_signs_in_with_the_demo_issuer_and_its_client_secret(tmp_path: Path) -> None:
+    config_path = materialize(tmp_path / "treasury")
+    point_at(config_path, {TREASURY_ADDRESS: 41234, ISSUER_ADDRESS: 41235})
+    oidc = load_config(config_path).console.oidc
+    assert oidc is not None
+    assert (oidc.issuer, oidc.client_id) == ("http://127.0.0.1:41235", DEMO_CLIENT_ID)
+    assert oidc.redirect_url == "http://127.0.0.1:41234/console/oidc/callback"
+    assert (config_path.parent / "console-client-secret").read_text().strip() == DEMO_CLIENT_SECRET

@@ -69,3 +69,11 @@ class OutcomeReader(Protocol):
 
     async def outcome(self, request_id: str) -> RequestOutcome | None:
         """The outcome of the call ``request_id`` was opened for, or ``None`` if none is known."""
+        ...
+
+    async def request_of(self, task_id: str) -> str | None:
+        """The request (its id) the task ``task_id`` waits on or waited on, or ``None``.
+
+        A task's id is the reference its requester is given, so a reviewer can find the request by it.
+        """
+        ...

@@ -26,7 +26,7 @@ from mcp_approval.server.local_backend import local_backend_from_config
 from mcp_approval.storage import AUDIT_MIGRATIONS, Database, StoreUnavailableError, migrate, open_database
 from mcp_approval.storage.postgres_url import StoreURLError
 
-__all__ = ["fail", "on_local_backend"]
+__all__ = ["fail", "on_local_backend", "on_local_store"]
 
 T = TypeVar("T")
 
@@ -55,6 +55,28 @@ def on_local_backend(
     decided by the default rules (requests stored before rules were sealed with them).
     ``audited``: the operation writes audit events, so the audit tables are migrated too.
     """
+    return on_local_store(
+        config_path,
+        db,
+        lambda backend, _database: operation(backend),
+        roles=roles,
+        templates=templates,
+        key_file=key_file,
+        audited=audited,
+    )
+
+
+def on_local_store(
+    config_path: Path | None,
+    db: str | None,
+    operation: Callable[[LocalApprovalBackend, Database], Awaitable[T]],
+    *,
+    roles: Mapping[str, Sequence[str]] | None = None,
+    templates: Sequence[str] = (),
+    key_file: Path | None = None,
+    audited: bool = False,
+) -> T:
+    """:func:`on_local_backend` for an operation that also reads the store itself (its ``Database``)."""
     try:
         store_url, backend_of = _backend(config_path, db, roles or {}, templates, key_file)
     except ConfigError as exc:
@@ -64,7 +86,7 @@ def on_local_backend(
         database = open_database(db or store_url)
         try:
             await migrate(database, *((AUDIT_MIGRATIONS,) if audited else ()), LOCAL_BACKEND_MIGRATIONS)
-            return await operation(backend_of(database))
+            return await operation(backend_of(database), database)
         finally:
             await database.close()
 

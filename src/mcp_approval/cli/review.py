@@ -21,12 +21,14 @@ from typing import Literal
 
 import typer
 
+from mcp_approval.approval.persistence.outcomes import reference_of_request, request_of_reference
 from mcp_approval.backends import ApprovalRecord, LocalApprovalBackend
 from mcp_approval.cli._local_store import _is_arap_server_file as _is_arap_server_file  # audit's import
-from mcp_approval.cli._local_store import fail, on_local_backend
+from mcp_approval.cli._local_store import fail, on_local_backend, on_local_store
 from mcp_approval.cli._table import render_table
 from mcp_approval.cli._terminal import shown, shown_lines
 from mcp_approval.reviewers.limits import MAX_PAGE_SIZE
+from mcp_approval.storage import Database
 
 __all__ = ["decide_matching", "review_app"]
 
@@ -116,14 +118,26 @@ def show_command(
     key_file: Path | None = _KEYS,
     as_json: bool = _JSON,
 ) -> None:
-    """Show one approval request with its arguments (redacted) and decisions (checked with the keys, if given)."""
-    record = on_local_backend(config, db, lambda backend: backend.get_request(request_id), key_file=key_file)
+    """Show one approval request with its arguments (redacted) and decisions (checked with the keys, if given).
+
+    REQUEST_ID is the request's id or the reference its requester was given (the task's id).
+    """
+
+    async def lookup(backend: LocalApprovalBackend, database: Database) -> tuple[ApprovalRecord | None, str | None]:
+        record = await backend.get_request(request_id) if "\x00" not in request_id else None
+        if record is None and "\x00" not in request_id:
+            handle = await request_of_reference(database, request_id)
+            record = await backend.get_request(handle) if handle is not None else None
+        reference = await reference_of_request(database, record.id) if record is not None else None
+        return record, reference
+
+    record, reference = on_local_store(config, db, lookup, key_file=key_file)
     if record is None:
-        raise fail(f"no approval request {request_id!r}")
+        raise fail(f"no approval request has the id or reference {request_id!r}")
     if as_json:
-        typer.echo(json.dumps(record.to_json(), indent=2))
+        typer.echo(json.dumps({**record.to_json(), "reference": reference}, indent=2))
     else:
-        _print_record(record)
+        _print_record(record, reference)
 
 
 @review_app.command("approve")
@@ -198,12 +212,17 @@ def decide_matching(
     return on_local_backend(config, None, find_and_decide)
 
 
-def _print_record(record: ApprovalRecord) -> None:
-    """The record as a two-column table; every stored text escaped to its line (arguments: ASCII JSON)."""
+def _print_record(record: ApprovalRecord, reference: str | None = None) -> None:
+    """The record as a two-column table; every stored text escaped to its line (arguments: ASCII JSON).
+
+    ``reference``: the one its requester was given, when known.
+    """
     data = record.to_json()
     rows: list[tuple[str, str]] = []
     for name in ("id", "status", "tool", "requester", "template", "title", "created_at", "expires_at"):
         rows.append((name, shown(data[name] if data[name] is not None else "-")))
+        if name == "id" and reference is not None:
+            rows.append(("reference", shown(reference)))
     rows.append(("approved_until", shown(data["approved_until"] or "-")))
     # ASCII JSON: every control and non-ASCII character in a name or value is a \u escape.
     rows.append(("arguments", shown_lines(json.dumps(data["arguments"], indent=2))))

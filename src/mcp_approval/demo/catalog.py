@@ -12,6 +12,7 @@ from mcp_approval.demo import scenarios_mail as mail
 from mcp_approval.demo import scenarios_more as more
 from mcp_approval.demo import scenarios_notify as notify
 from mcp_approval.demo import scenarios_operators as operators
+from mcp_approval.demo import scenarios_sign_in as sign_in
 from mcp_approval.demo import scenarios_without_tasks as no_tasks
 from mcp_approval.demo.context import Demo, ScenarioState
 from mcp_approval.demo.services import NEED_ARAP, NEED_CREDENTIALS
@@ -115,5 +116,12 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
         "carol's e-mail carries her own links; a scanner's GET decides nothing, her POST from the page "
         "approves once; approved-executed",
         mail.decided_from_email,
+    ),
+    ScenarioSpec(
+        21,
+        "sign-in with the identity provider",
+        "the request's page sends olivia to the issuer (code + PKCE) and back, signed in with her roles; she "
+        "approves; pat, without the approver role, cannot decide",
+        sign_in.signed_in_with_the_identity_provider,
     ),
 )

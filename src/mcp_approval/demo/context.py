@@ -27,6 +27,7 @@ from mcp_approval.demo.clients import (
 )
 from mcp_approval.demo.mail_inbox import MailInbox
 from mcp_approval.demo.narration import Narrator
+from mcp_approval.demo.oidc_issuer import DemoIssuer
 from mcp_approval.demo.servers import ServerProcess, count_ledger
 from mcp_approval.demo.slack_standin import SlackStandIn
 from mcp_approval.demo.teams_inbox import WorkflowInbox
@@ -87,6 +88,8 @@ class Demo:
     slack: SlackStandIn | None = None
     teams: WorkflowInbox | None = None
     mail: MailInbox | None = None
+    #: The demo's OpenID Connect issuer the console signs reviewers in with (scenario 21).
+    issuer: DemoIssuer | None = None
 
     @property
     def ledger_path(self) -> Path:

@@ -20,8 +20,10 @@ from mcp_approval.demo.catalog import SCENARIOS, ScenarioSpec
 from mcp_approval.demo.context import METRICS_TOKEN, TOKENS, Demo, ScenarioState
 from mcp_approval.demo.mail_inbox import MailInbox, point_mail_at
 from mcp_approval.demo.narration import Narrator, Outcome, ScenarioResult, results_json
+from mcp_approval.demo.oidc_issuer import ISSUER_ADDRESS, DemoIssuer
 from mcp_approval.demo.scenarios import open_request
 from mcp_approval.demo.scenarios_chat import SLACK_ADDRESS, demo_slack
+from mcp_approval.demo.scenarios_sign_in import ISSUER_ROLES
 from mcp_approval.demo.servers import ServerProcess, materialize, point_at, remove_tree
 from mcp_approval.demo.services import start_services
 from mcp_approval.demo.stores import DemoStores, demo_stores, drop_schemas, make_schemas
@@ -123,9 +125,11 @@ async def _run(
     narrator.banner(f"mcp-approval demo: {len(selected)} scenario(s), deployment {config_path.parent}")
     inbox = WebhookInbox().start()  # the deployment's notifications arrive here
     slack, teams = demo_slack().start(), WorkflowInbox().start()  # and its Slack and Teams messages here
-    point_at(config_path, {WEBHOOK_ADDRESS: inbox.port, SLACK_ADDRESS: slack.port, TEAMS_ADDRESS: teams.port})
     mail = MailInbox().start()  # and its e-mail here
     point_mail_at(config_path, mail.port)
+    issuer = DemoIssuer(ISSUER_ROLES).start()  # the console signs reviewers in here (scenario 21)
+    addresses = {WEBHOOK_ADDRESS: inbox.port, SLACK_ADDRESS: slack.port, TEAMS_ADDRESS: teams.port}
+    point_at(config_path, {**addresses, ISSUER_ADDRESS: issuer.port})
     try:
         try:
             await make_schemas(stores)
@@ -137,7 +141,7 @@ async def _run(
         narrator.info(f"   webhook receiver listening at http://{WEBHOOK_ADDRESS.split(':')[0]}:{inbox.port}/hook")
         narrator.info(f"   Slack stand-in at {slack.api_url}, Teams workflow stand-in on port {teams.port}")
         narrator.info(f"   SMTP server on port {mail.port}")
-        demo = Demo(narrator, treasury, config_path, secrets.token_hex(3), extra, inbox, slack, teams, mail)
+        demo = Demo(narrator, treasury, config_path, secrets.token_hex(3), extra, inbox, slack, teams, mail, issuer)
         results = [await _run_one(demo, spec) for spec in selected]
         codes.append(_report(options, narrator, results, started))
         if options.keep_running:
@@ -147,6 +151,7 @@ async def _run(
         slack.stop()
         teams.stop()
         mail.stop()
+        issuer.stop()
 
 
 async def _run_one(demo: Demo, spec: ScenarioSpec) -> ScenarioResult:

@@ -2,7 +2,8 @@
 
 ``GET /approvals?status=pending|decided&offset=0&limit=200`` (a page with ``total`` and
 ``next_offset``), ``GET /approvals/{id}`` and ``POST /approvals/{id}/decide`` with
-``{"decision": "approve"|"deny", "comment": "..."}``. Reviewers authenticate with a bearer token;
+``{"decision": "approve"|"deny", "comment": "..."}``; ``{id}`` may also be the reference the
+requester was given (the task's id, :mod:`mcp_approval.reviewers.lookup`). Reviewers authenticate with a bearer token;
 each reads only what :meth:`~mcp_approval.backends.LocalApprovalBackend.get_request` shows
 it (a request it may not see is a 404; deciding one is refused, 403). Errors are RFC 9457
 ``application/problem+json``.
@@ -26,6 +27,7 @@ from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.errors import MCPApprovalError
 from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS, MAX_DECISION_BYTES, MAX_PAGE_SIZE, STORE_RETRY_AFTER_S
+from mcp_approval.reviewers.lookup import find_request
 from mcp_approval.storage.database import StoreUnavailableError
 from mcp_approval.web.bodies import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
 from mcp_approval.web.throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
@@ -106,7 +108,7 @@ def reviewer_routes(
 
     async def get_approval(request: Request) -> Response:
         reviewer = await reviewer_of(request)
-        record = await backend.get_request(_request_id(request), viewer=reviewer)
+        record = await find_request(backend, _request_id(request), reviewer, outcomes)
         if record is None:
             raise _Problem(404, "no such approval request")
         body = record.to_json()
@@ -117,7 +119,7 @@ def reviewer_routes(
 
     async def decide(request: Request) -> Response:
         reviewer = await reviewer_of(request)
-        request_id = _request_id(request)
+        request_id = await _by_reference(_request_id(request), reviewer)
         decision, comment = await _decision_body(request)
         try:
             record = await backend.decide(request_id, reviewer, decision, comment)
@@ -128,6 +130,14 @@ def reviewer_routes(
         except ReviewError as exc:  # already decided, or the request kept changing under the decision
             raise _Problem(409, str(exc)) from None
         return JSONResponse(record.to_json())
+
+    async def _by_reference(wanted: str, reviewer: str) -> str:
+        """The request id ``wanted`` stands for: itself, or the request its requester's reference names
+        (one ``reviewer`` may see; an id that names no request is left for ``decide`` to refuse)."""
+        if outcomes is None or await backend.get_request(wanted, viewer=reviewer) is not None:
+            return wanted
+        record = await find_request(backend, wanted, reviewer, outcomes)
+        return wanted if record is None else record.id
 
     return [
         Route("/approvals", _problems(list_approvals), methods=["GET"]),

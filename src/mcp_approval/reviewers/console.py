@@ -2,7 +2,9 @@
 
 Reviewers sign in with their bearer token, see pending approval requests (tool, redacted
 arguments, requester, template, age, deadline, progress of N-of-M), approve or deny with a
-comment, and read the decided history and each request's audit trail. Decisions go through
+comment, and read the decided history and each request's audit trail. ``/console/find?q=`` (the
+search box) and ``/console/requests/{id}`` take a request's id or the reference its requester was
+given (:mod:`mcp_approval.reviewers.lookup`). Decisions go through
 :meth:`LocalApprovalBackend.decide`, so the console has the reviewer API's eligibility rules
 (the template's role, no self-approval, N distinct approvers, one decision per reviewer).
 
@@ -31,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any, Literal, Protocol
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -48,9 +50,18 @@ from mcp_approval.backends import (
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.clock import Clock, SystemClock
-from mcp_approval.errors import MCPApprovalError
+from mcp_approval.reviewers._console_forms import MAX_FORM_BYTES as MAX_FORM_BYTES
+from mcp_approval.reviewers._console_forms import Refused as _Refused
+from mcp_approval.reviewers._console_forms import check_origin as _check_origin
+from mcp_approval.reviewers._console_forms import path_request_id as _request_id
+from mcp_approval.reviewers._console_forms import read_form as _form
+from mcp_approval.reviewers._console_texts import OUTCOME_BADGES as _OUTCOME_BADGES
+from mcp_approval.reviewers._console_texts import decided_text as _outcome
+from mcp_approval.reviewers._console_texts import why_no_buttons as _why_not
 from mcp_approval.reviewers.api import Authenticator
 from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS, STORE_RETRY_AFTER_S
+from mcp_approval.reviewers.lookup import find_request
+from mcp_approval.reviewers.oidc_routes import OidcSignIn, oidc_routes, session_roles
 from mcp_approval.reviewers.sessions import Session, SessionStore
 from mcp_approval.reviewers.views import EventView, RequestView, environment
 from mcp_approval.storage.audit import AuditEvent
@@ -64,8 +75,6 @@ PAGE_SIZE = 100
 
 #: The session cookie's name.
 COOKIE = "mcp_approval_console"
-#: The largest form body accepted (a comment is at most MAX_COMMENT_CHARS characters).
-MAX_FORM_BYTES = 16_384
 #: No script, no frames, forms and styles from this origin only.
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -79,16 +88,6 @@ _PAGE_HEADERS = {
     "Cache-Control": "no-store",
 }
 _AUDIT_EVENTS = 200
-# The badge colour of each call outcome: it ran, it did not, or nobody can tell.
-_OUTCOME_BADGES = {
-    "approved-executed": "approved",
-    "denied-not-executed": "denied",
-    "cancelled": "denied",
-    "execution-error": "failed",
-    "outcome-unknown": "failed",
-    "failed": "failed",
-}
-
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
@@ -110,6 +109,8 @@ def console_routes(
     sessions: SessionStore | None = None,
     throttle: FailedLoginThrottle | None = None,
     outcomes: OutcomeReader | None = None,
+    oidc: OidcSignIn | None = None,
+    token_sign_in: bool = True,
 ) -> list[BaseRoute]:
     """The console's routes, all under ``prefix``.
 
@@ -124,22 +125,17 @@ def console_routes(
             reviewer API's so that failures on either count against both.
         outcomes: what happened to each request's call (a request page then shows whether it
             ran, and the task's audit events beside the request's).
+        oidc: sign-in with an OpenID Connect provider (:mod:`mcp_approval.reviewers.oidc_routes`).
+        token_sign_in: whether the bearer-token form is offered (a deployment keeps it for dev mode).
     """
     if not prefix.startswith("/") or prefix.endswith("/"):
         raise ValueError(f"console prefix must start with '/' and not end with it, not {prefix!r}")
     clock = clock or SystemClock()
     sessions = sessions or SessionStore(clock)
     throttle = throttle or FailedLoginThrottle(clock)
-    return _Console(backend, authenticate, audit, clock, prefix, sessions, throttle, outcomes).routes()
-
-
-class _Refused(MCPApprovalError):
-    """A request answered with an error page."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
+    console = _Console(backend, authenticate, audit, clock, prefix, sessions, throttle, outcomes)
+    console.oidc, console.token_sign_in = oidc, token_sign_in or oidc is None
+    return console.routes()
 
 
 class _Console:
@@ -164,18 +160,22 @@ class _Console:
         self.outcomes = outcomes
         self.env = environment()
         self.css = resources.files("mcp_approval.reviewers").joinpath("static/console.css").read_bytes()
+        self.oidc: OidcSignIn | None = None
+        self.token_sign_in = True
 
     def routes(self) -> list[BaseRoute]:
         p, guard = self.prefix, self._guard
         return [
             Route(p, guard(self.pending), methods=["GET"]),
             Route(f"{p}/decided", guard(self.decided), methods=["GET"]),
+            Route(f"{p}/find", guard(self.find), methods=["GET"]),
             Route(f"{p}/requests/{{request_id}}", guard(self.detail), methods=["GET"]),
             Route(f"{p}/requests/{{request_id}}/decide", guard(self.decide), methods=["POST"]),
             Route(f"{p}/login", guard(self.login_page), methods=["GET"]),
             Route(f"{p}/login", guard(self.login), methods=["POST"]),
             Route(f"{p}/logout", guard(self.logout), methods=["POST"]),
             Route(f"{p}/static/console.css", self.stylesheet, methods=["GET"]),
+            *(oidc_routes(self.oidc, self.sessions, p, COOKIE, self._page_without_session) if self.oidc else []),
         ]
 
     # -- pages ----------------------------------------------------------------------------------
@@ -183,22 +183,35 @@ class _Console:
     async def pending(self, request: Request) -> Response:
         session = await self._signed_in(request)
         if session is None:
-            return self._to_login()
+            return self._to_login(request)
         page = await self._page(request, session, "pending")
         return self._render("pending.html", session, tab="pending", views=self._views(page.records), page=page)
 
     async def decided(self, request: Request) -> Response:
         session = await self._signed_in(request)
         if session is None:
-            return self._to_login()
+            return self._to_login(request)
         page = await self._page(request, session, "decided")
         return self._render("decided.html", session, tab="decided", views=self._views(page.records), page=page)
 
     async def detail(self, request: Request) -> Response:
         session = await self._signed_in(request)
         if session is None:
-            return self._to_login()
-        return await self._detail(session, _request_id(request))
+            return self._to_login(request)
+        wanted = _request_id(request)
+        record = await find_request(self.backend, wanted, session.principal, self.outcomes)
+        if record is not None and record.id != wanted:  # a requester's reference: the request's own page
+            return self._to_request(record.id)
+        return await self._detail(session, wanted)
+
+    async def find(self, request: Request) -> Response:
+        session = await self._signed_in(request)
+        if session is None:
+            return self._to_login(request)
+        record = await find_request(self.backend, request.query_params.get("q", ""), session.principal, self.outcomes)
+        if record is None:  # the same answer for a request this reviewer may not see
+            raise _Refused(404, "No approval request you may see has that id or reference.")
+        return self._to_request(record.id)
 
     async def decide(self, request: Request) -> Response:
         session = await self._posted_form_session(request)
@@ -228,16 +241,18 @@ class _Console:
         except ReviewError as exc:
             return await self._detail(session, request_id, 409, f"Nothing was recorded: {exc}.")
         await self.sessions.flash(session, "ok", _outcome(record, verdict))
-        return RedirectResponse(f"{self.prefix}/requests/{quote(request_id, safe='')}", 303, _PAGE_HEADERS)
+        return self._to_request(request_id)
 
     async def login_page(self, request: Request) -> Response:
         if await self._signed_in(request) is not None:
             return RedirectResponse(self.prefix, 303, _PAGE_HEADERS)
         notice = "You are signed out." if "signed_out" in request.query_params else None
-        return self._render("login.html", None, notice=notice)
+        return self._login_page(request, notice=notice)
 
     async def login(self, request: Request) -> Response:
         _check_origin(request)
+        if not self.token_sign_in:
+            raise _Refused(403, "Sign in with the identity provider; this console takes no bearer tokens.")
         client = client_key(request)
         # Checked before the form is read, so a throttled client learns nothing about the token it sends.
         wait_s = await self.throttle.retry_after_s(client)
@@ -247,7 +262,7 @@ class _Console:
         principal = await self.authenticate(token) if token else None
         if principal is None:
             await self.throttle.record_failure(client)
-            return self._render("login.html", None, status=401, error="That token was not accepted.")
+            return self._login_page(request, status=401, error="That token was not accepted.")
         await self.sessions.drop(request.cookies.get(COOKIE))
         cookie, _session = await self.sessions.create(principal, token)
         response = RedirectResponse(self.prefix, 303, _PAGE_HEADERS)
@@ -298,7 +313,13 @@ class _Console:
         """The request's session, if it has one whose token is still accepted for the same principal."""
         cookie = request.cookies.get(COOKIE)
         session = await self.sessions.get(cookie)
-        if session is not None and await self.authenticate(session.token) != session.principal:
+        if session is None:
+            return None
+        roles = session_roles(session) if self.oidc is not None else None
+        if roles is not None and self.oidc is not None:  # signed in with the provider: its roles, for this request
+            self.oidc.claimed.remember(session.principal, roles)
+            return session
+        if await self.authenticate(session.token) != session.principal:
             await self.sessions.drop(cookie)
             return None
         return session
@@ -364,79 +385,31 @@ class _Console:
         minutes = -(-wait_s // 60)
         when = f"{minutes} minute{'s' if minutes != 1 else ''}"
         error = f"Too many failed sign-ins from your address. Try again in {when}; no token was checked."
-        response = self._render("login.html", None, status=429, error=error)
+        response = self._render("login.html", None, status=429, error=error, token_sign_in=True)
         response.headers["Retry-After"] = str(wait_s)
         return response
 
-    def _to_login(self) -> Response:
-        return RedirectResponse(f"{self.prefix}/login", 303, _PAGE_HEADERS)
+    def _to_request(self, request_id: str) -> Response:
+        return RedirectResponse(f"{self.prefix}/requests/{quote(request_id, safe='')}", 303, _PAGE_HEADERS)
 
+    def _to_login(self, request: Request) -> Response:
+        """To the sign-in page; with the provider's sign-in, one that comes back to this page."""
+        if self.oidc is None:
+            return RedirectResponse(f"{self.prefix}/login", 303, _PAGE_HEADERS)
+        wanted = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse(f"{self.prefix}/login?next={quote(wanted, safe='/')}", 303, _PAGE_HEADERS)
 
-def _why_not(view: RequestView, principal: str, backend: SupportsReview) -> str | None:
-    """Why ``principal`` is offered no decision buttons on this request, or ``None`` if they are."""
-    record = view.record
-    if record.status.terminal:
-        return f"This request is {record.status.value}; it takes no more decisions."
-    if record.integrity_failure is not None:
-        return "This request was altered after it was submitted, so it cannot be approved and will not run."
-    if view.decided_by(principal):
-        return "You already decided this request; it waits for other reviewers."
-    refusal = backend.why_ineligible(principal, record)
-    if refusal is None:
-        return None
-    if record.requester == principal:
-        return "You made this request, so another reviewer has to decide it."
-    return "You are not a reviewer for this kind of request."
+    def _login_page(self, request: Request, *, status: int = 200, **context: Any) -> Response:
+        wanted = request.query_params.get("next", self.prefix)
+        return self._render(
+            "login.html",
+            None,
+            status=status,
+            oidc_label=self.oidc.client.options.label if self.oidc is not None else None,
+            token_sign_in=self.token_sign_in,
+            next_path=wanted if wanted.startswith(self.prefix) else self.prefix,
+            **context,
+        )
 
-
-def _outcome(record: ApprovalRecord, verdict: str) -> str:
-    """What a successful decision did, for the flash message."""
-    if record.status.value == "approved":
-        return "Approved. The call is checked against policy once more and then runs."
-    if record.status.value == "denied":
-        return "Denied. The call will not run."
-    progress = RequestView(record, 0).progress
-    return f"Your {'approval' if verdict == 'approve' else 'decision'} is recorded ({progress}); waiting for others."
-
-
-def _check_origin(request: Request) -> None:
-    """Refuse a POST a browser says came from another site (CSRF defence in depth)."""
-    if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
-        raise _Refused(403, "Cross-site form submissions are refused.")
-    origin = request.headers.get("origin")
-    if origin is not None:
-        parts = urlsplit(origin)
-        if parts.scheme not in ("http", "https") or parts.netloc != request.headers.get("host"):
-            raise _Refused(403, "Cross-site form submissions are refused.")
-
-
-def _request_id(request: Request) -> str:
-    """The path's request id; one with a NUL character names no request (and no database accepts it)."""
-    request_id: str = request.path_params["request_id"]
-    if "\x00" in request_id:
-        raise _Refused(404, "There is no such approval request.")
-    return request_id
-
-
-async def _form(request: Request) -> dict[str, str]:
-    """The urlencoded form body, each field at most once.
-
-    Raises:
-        _Refused: another media type (415), a body over :data:`MAX_FORM_BYTES` (413), or a body
-            that does not decode or repeats a field (400).
-    """
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media_type != "application/x-www-form-urlencoded":
-        raise _Refused(415, "The form must be sent as application/x-www-form-urlencoded.")
-    body = bytearray()
-    async for chunk in request.stream():
-        body.extend(chunk)
-        if len(body) > MAX_FORM_BYTES:
-            raise _Refused(413, "The form is too large.")
-    try:
-        fields = parse_qs(bytes(body).decode("utf-8"), keep_blank_values=True, max_num_fields=8, errors="strict")
-    except (UnicodeDecodeError, ValueError):
-        raise _Refused(400, "The form could not be read.") from None
-    if any(len(values) != 1 for values in fields.values()):
-        raise _Refused(400, "A form field was sent more than once.")
-    return {name: values[0] for name, values in fields.items()}
+    def _page_without_session(self, name: str, *, status: int = 200, **context: Any) -> Response:
+        return self._render(name, None, status=status, **context)

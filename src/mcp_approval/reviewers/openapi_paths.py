@@ -10,7 +10,13 @@ from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS, MAX_PAGE_SIZE
 __all__ = ["console_paths", "reviewer_paths"]
 
 _BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
-_ID = {"name": "request_id", "in": "path", "required": True, "schema": {"type": "string"}}
+_ID = {
+    "name": "request_id",
+    "in": "path",
+    "required": True,
+    "description": "the request's id, or the reference its requester was given (the task's id)",
+    "schema": {"type": "string"},
+}
 #: An identical earlier call whose request ended: the record may duplicate it (``null``: none known).
 _EARLIER = {
     "type": ["object", "null"],
@@ -109,8 +115,9 @@ def reviewer_paths() -> dict[str, Any]:
     }
 
 
-def console_paths(prefix: str = "/console") -> dict[str, Any]:
-    """The console's pages and form endpoints under ``prefix`` (a session cookie signs reviewers in)."""
+def console_paths(prefix: str = "/console", *, oidc: bool = False) -> dict[str, Any]:
+    """The console's pages and form endpoints under ``prefix`` (a session cookie signs reviewers in);
+    with ``oidc``, the sign-in with an OpenID Connect provider too."""
     page = {
         "200": {"description": "an HTML page", "content": _HTML},
         "303": {"description": "to the sign-in page"},
@@ -146,8 +153,42 @@ def console_paths(prefix: str = "/console") -> dict[str, Any]:
         {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0}},
         {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE}},
     ]
+    search = [{"name": "q", "in": "query", "schema": {"type": "string", "maxLength": 512}}]
+    oidc_paths = {
+        f"{prefix}/oidc/start": {
+            "get": {
+                "summary": "Sign in with the identity provider (redirects to it)",
+                "parameters": [{"name": "next", "in": "query", "schema": {"type": "string"}}],
+                "responses": {
+                    "303": {"description": "to the provider"},
+                    "502": {"description": "the provider is unreachable", "content": _HTML},
+                },
+            }
+        },
+        f"{prefix}/oidc/callback": {
+            "get": {
+                "summary": "Where the identity provider sends the reviewer back",
+                "parameters": [
+                    {"name": name, "in": "query", "schema": {"type": "string"}} for name in ("code", "state", "error")
+                ],
+                "responses": {
+                    "200": {"description": "signed in: a page that moves on to the console", "content": _HTML},
+                    "400": {"description": "no sign-in under way, or another state", "content": _HTML},
+                    "401": {"description": "the provider or the ID token refused", "content": _HTML},
+                },
+            }
+        },
+    }
     return {
+        **(oidc_paths if oidc else {}),
         prefix: {"get": {"summary": "Pending requests", "parameters": paging, "responses": page}},
+        f"{prefix}/find": {
+            "get": {
+                "summary": "Find a request by its id or its requester's reference",
+                "parameters": search,
+                "responses": {**page, "404": {"description": "no such request visible", "content": _HTML}},
+            }
+        },
         f"{prefix}/decided": {"get": {"summary": "Decided requests", "parameters": paging, "responses": page}},
         f"{prefix}/requests/{{request_id}}": {
             "get": {"summary": "One request", "parameters": [_ID], "responses": {**page, **form_answers}}

@@ -9,6 +9,7 @@ from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.clock import Clock
 from mcp_approval.reviewers.api import Authenticator, reviewer_routes
 from mcp_approval.reviewers.console import AuditReader, console_routes
+from mcp_approval.reviewers.oidc_routes import OidcSignIn
 from mcp_approval.reviewers.session_table import SqlSessionTable
 from mcp_approval.reviewers.sessions import SessionStore
 from mcp_approval.storage.database import Database
@@ -26,6 +27,8 @@ def reviewer_surface(
     clock: Clock,
     throttle: FailedLoginThrottle,
     outcomes: OutcomeReader | None = None,
+    oidc: OidcSignIn | None = None,
+    token_sign_in: bool = True,
 ) -> list[BaseRoute]:
     """The reviewer API at ``/approvals`` and the console at ``/console``, for every worker alike.
 
@@ -38,11 +41,21 @@ def reviewer_surface(
         throttle: the one limit on failed sign-ins both count against (pass the same one to
             anything else that checks tokens, such as ``/mcp``, to share it).
         outcomes: what happened to each request's call, when the server knows it.
+        oidc: the console's sign-in with an OpenID Connect provider, if any.
+        token_sign_in: whether the console offers the bearer-token form beside OIDC.
     """
     sessions = SessionStore(clock, table=SqlSessionTable(database))
     return [
         *reviewer_routes(backend, authenticate, throttle=throttle, outcomes=outcomes),
         *console_routes(
-            backend, authenticate, audit, clock=clock, sessions=sessions, throttle=throttle, outcomes=outcomes
+            backend,
+            authenticate,
+            audit,
+            clock=clock,
+            sessions=sessions,
+            throttle=throttle,
+            outcomes=outcomes,
+            oidc=oidc,
+            token_sign_in=token_sign_in,
         ),
     ]

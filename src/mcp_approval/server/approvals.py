@@ -42,6 +42,7 @@ from mcp_approval.openapi import openapi_document, openapi_route
 from mcp_approval.policy import PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.policy.http import HttpPDP
 from mcp_approval.reviewers import console_paths, reviewer_paths, reviewer_surface
+from mcp_approval.reviewers.oidc_routes import OidcSignIn
 from mcp_approval.server.validation import check_library_templates, check_library_tools
 from mcp_approval.storage import (
     AUDIT_MIGRATIONS,
@@ -154,6 +155,10 @@ class Approvals:
         audit_anchor: where the audit chain's head is written every so often and at shutdown
             (:class:`~mcp_approval.notify.options.AnchorOptions`; off by default), for
             ``mcp-approval audit verify --anchor``.
+        console_sign_in: the console's sign-in with an OpenID Connect provider
+            (:class:`~mcp_approval.reviewers.oidc_routes.OidcSignIn`; its ``claimed`` roles must be
+            the ones the local backend's role check reads); ``None``: bearer tokens only.
+        token_sign_in: whether the console also offers the bearer-token form beside OIDC.
 
     Raises:
         ValueError: an inconsistent combination (a ``TokenVerifier`` without ``auth``, no
@@ -181,6 +186,8 @@ class Approvals:
         notifications: NotificationOptions | None = None,
         trusted_proxies: Sequence[str] = (),
         audit_anchor: AnchorOptions | None = None,
+        console_sign_in: OidcSignIn | None = None,
+        token_sign_in: bool = True,
     ) -> None:
         options = options or ApprovalOptions()
         task_options = tasks or TaskOptions()
@@ -255,6 +262,10 @@ class Approvals:
             tool_exists=self._tools.exists,
         )
         self._reviewers = reviewers or (_verified_subject(verifier) if verifier is not None else None)
+        if self._reviewers is None and console_sign_in is not None:
+            # Reviewers sign in with the identity provider only: the console is mounted, no token is accepted.
+            self._reviewers, token_sign_in = _no_token_accepted, False
+        self._console_sign_in, self._token_sign_in = console_sign_in, token_sign_in
         # One limit on failed authentications for the reviewer API, the console and /mcp, counted in
         # the store so that every worker on it shares the limit.
         self._throttle = FailedLoginThrottle(self.clock, events=SqlEventWindow(database))
@@ -393,6 +404,8 @@ class Approvals:
                 clock=self.clock,
                 throttle=throttle,
                 outcomes=outcomes,
+                oidc=self._console_sign_in,
+                token_sign_in=self._token_sign_in,
             )
             routes += self._email_link_routes(self.backend, self._reviewers)
         return routes
@@ -418,7 +431,7 @@ class Approvals:
         if self.outbox is not None:
             paths += self.outbox.openapi_paths()
         if isinstance(self.backend, SupportsReview) and self._reviewers is not None:
-            paths += [reviewer_paths(), console_paths()]
+            paths += [reviewer_paths(), console_paths(oidc=self._console_sign_in is not None)]
             if self._email_link_routes(self.backend, self._reviewers):
                 from mcp_approval.notify.email_pages import email_link_paths
 
@@ -479,6 +492,10 @@ def _split_principals(
     if hasattr(principals, "verify_token"):
         return principals, None
     return None, principals
+
+
+async def _no_token_accepted(_token: str) -> str | None:
+    return None
 
 
 def _verified_subject(verifier: TokenVerifier) -> ReviewerAuthenticator:

@@ -25,9 +25,12 @@ from mcp_approval.approval.service import PrincipalCheck, ToolApproval
 from mcp_approval.backends import ApprovalBackend
 from mcp_approval.clock import Clock
 from mcp_approval.config import ConfigError, DeploymentConfig
+from mcp_approval.keyring import warn_if_readable_by_others
 from mcp_approval.notify import EmailChannelOptions, NotificationOptions, SlackChannelOptions
 from mcp_approval.notify.anchors import AnchorOptions
 from mcp_approval.policy import PolicyDecisionPoint
+from mcp_approval.reviewers.oidc import OidcClient
+from mcp_approval.reviewers.oidc_routes import OidcSignIn
 from mcp_approval.server.approvals import Approvals
 from mcp_approval.server.arap_backend import arap_backend_from_config, pdp_from_config
 from mcp_approval.server.auth import auth_from_config, reviewer_authenticator
@@ -120,10 +123,12 @@ def build_deployment(
         )
     database = open_database(url)
     pdp = pdp or pdp_from_config(config, clock=clock)
+    sign_in = _console_sign_in(config)
     if backend is None and config.approval.backend == "arap":
         backend = arap_backend_from_config(config, pdp)
     elif backend is None:
-        backend = local_backend_from_config(config, database, clock=clock)
+        claimed = sign_in.claimed.of if sign_in is not None else None
+        backend = local_backend_from_config(config, database, clock=clock, claimed_roles=claimed)
     verification = None if stdio else auth_from_config(config, base_url, clock=clock)
     verifier, auth = verification if verification is not None else (None, None)
     principals: TokenVerifier | PrincipalLookup | None = _stdio_principal(config) if stdio else verifier
@@ -143,6 +148,8 @@ def build_deployment(
             notifications=_notification_options(config, base_url),
             trusted_proxies=config.server.trusted_proxies,
             audit_anchor=_anchor_options(config),
+            console_sign_in=sign_in,
+            token_sign_in=config.server.dev_mode or config.console.token_sign_in or sign_in is None,
         )
     except ConfigError:
         # Approvals' own template check names the backend's templates; say it as [templates.t] of the file.
@@ -182,6 +189,28 @@ def _notification_options(config: DeploymentConfig, base_url: str) -> Notificati
         if isinstance(channel, EmailChannelOptions) and channel.password_file is not None:
             channels[name] = channel.model_copy(update={"password_file": config.resolve(channel.password_file)})
     return options.model_copy(update={"channels": channels})
+
+
+def _console_sign_in(config: DeploymentConfig) -> OidcSignIn | None:
+    """``[console.oidc]``'s sign-in, its client secret read from its file (relative to the deployment file).
+
+    Raises:
+        ConfigError: the secret file cannot be read or is empty, naming the file and the field.
+    """
+    options = config.console.oidc
+    if options is None:
+        return None
+    secret = None
+    if options.client_secret_file is not None:
+        path = config.resolve(options.client_secret_file)
+        try:
+            secret = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{config.path}: console.oidc.client_secret_file: cannot read {path} ({exc})") from None
+        if not secret:
+            raise ConfigError(f"{config.path}: console.oidc.client_secret_file: {path} is empty")
+        warn_if_readable_by_others(path, setting="console.oidc.client_secret_file")
+    return OidcSignIn(OidcClient(options, secret))
 
 
 def _anchor_options(config: DeploymentConfig) -> AnchorOptions | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mcp_approval.backends import LocalApprovalBackend, RequestSeal, resolvers_from_config
 from mcp_approval.clock import Clock
 from mcp_approval.config import DeploymentConfig
@@ -19,9 +21,12 @@ def local_backend_from_config(
     clock: Clock | None = None,
     audit: AuditLog | None = None,
     with_resolvers: bool = True,
+    claimed_roles: Callable[[str], frozenset[str]] | None = None,
 ) -> LocalApprovalBackend:
     """The local backend ``config`` describes, on an already migrated ``database``.
 
+    ``claimed_roles``: roles reviewers hold beyond ``[[principals]]`` (those their identity
+    provider's ID token granted, :class:`~mcp_approval.reviewers.oidc.ClaimedRoles`).
     ``with_resolvers=False`` skips loading ``[[resolvers]]`` (the review CLI never runs them). The
     backend seals its requests under the configured binding key; without one (development) a
     serving backend seals under a key of its own process, and the review CLI checks nothing.
@@ -32,13 +37,19 @@ def local_backend_from_config(
     return LocalApprovalBackend(
         database,
         templates=config.templates,
-        roles=config.roles_of,
+        roles=config.roles_of if claimed_roles is None else _both(config.roles_of, claimed_roles),
         resolvers=resolvers_from_config(config.resolvers) if with_resolvers else (),
         redact=config.approval.redact_arguments,
         audit=audit,
         clock=clock,
         seal=_request_seal(config, serving=with_resolvers),
     )
+
+
+def _both(
+    configured: Callable[[str], frozenset[str]], claimed: Callable[[str], frozenset[str]]
+) -> Callable[[str], frozenset[str]]:
+    return lambda principal: configured(principal) | claimed(principal)
 
 
 def _request_seal(config: DeploymentConfig, *, serving: bool) -> RequestSeal | None:

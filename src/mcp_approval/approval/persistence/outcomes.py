@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, func, inspect, select
 
 from mcp_approval.approval.persistence.schema import approval_intents_table, approval_workflows_table
 from mcp_approval.approval.persistence.states import Phase
 from mcp_approval.backends.outcomes import RequestOutcome
 from mcp_approval.storage import AuditEvent, AuditLog, Database
 
-__all__ = ["EXECUTION_EVENTS", "WorkflowOutcomes"]
+__all__ = ["EXECUTION_EVENTS", "WorkflowOutcomes", "reference_of_request", "request_of_reference"]
 
 _W = approval_workflows_table
 _I = approval_intents_table
@@ -54,12 +54,37 @@ class WorkflowOutcomes:
 
     async def request_of(self, task_id: str) -> str | None:
         """The backend request (its handle) the task's workflow waits on or waited on, or ``None``."""
-        query = select(_W.c.handle).where(_W.c.task_id == task_id)
-        return await self._database.read(lambda conn: conn.execute(query).scalar_one_or_none())
+        return await request_of_reference(self._database, task_id)
 
     async def pending_by_template(self) -> dict[str, int]:
         """How many calls wait for approval or for their approved execution, by template (``""``: the default)."""
         return await self._database.read(_pending_by_template)
+
+
+async def request_of_reference(database: Database, reference: str) -> str | None:
+    """The backend request (its handle) of the task whose id (the requester's reference) is
+    ``reference``, or ``None``; a store without approval workflows (an ``arap-server`` store, or one
+    no server has run on) knows no reference."""
+
+    def read(conn: Connection) -> str | None:
+        if not inspect(conn).has_table(_W.name):
+            return None
+        handle: str | None = conn.execute(select(_W.c.handle).where(_W.c.task_id == reference)).scalar_one_or_none()
+        return handle
+
+    return await database.read(read)
+
+
+async def reference_of_request(database: Database, handle: str) -> str | None:
+    """The reference (task id) its requester was given for backend request ``handle``, or ``None``."""
+
+    def read(conn: Connection) -> str | None:
+        if not inspect(conn).has_table(_W.name):
+            return None
+        found = _workflow_of(conn, handle)
+        return None if found is None else str(found["task_id"])
+
+    return await database.read(read)
 
 
 def _pending_by_template(conn: Connection) -> dict[str, int]:

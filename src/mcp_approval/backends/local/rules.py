@@ -44,6 +44,10 @@ class ApprovalTemplate(_Rules):
     #: The ``[notifications.channels]`` told about this template's requests (opened, each decision,
     #: expired, cancelled, executed).
     notify: list[str] = Field(default_factory=list)
+    #: A second factor each decision needs beyond the reviewer's sign-in: ``"passkey"`` (a WebAuthn
+    #: assertion bound to the request's sealed digest and the decision, given in the console or the
+    #: reviewer API); decisions without it, from any channel, are refused. ``None``: none.
+    step_up: Literal["passkey"] | None = None
 
 
 class ResolverRule(_Rules):
@@ -86,6 +90,7 @@ class RequestRules:
         allow_self_approval: whether the requester may decide their own request.
         approval_valid_ms: how long an approval stays usable, from the decision that completed it.
         share_deny_comment: whether a denying reviewer's comment reaches the requester.
+        step_up: the second factor each decision needs (``"passkey"``), or ``None``.
     """
 
     reviewer_role: str
@@ -93,6 +98,7 @@ class RequestRules:
     allow_self_approval: bool
     approval_valid_ms: int
     share_deny_comment: bool
+    step_up: str | None = None
 
     @classmethod
     def of(cls, template: ApprovalTemplate) -> RequestRules:
@@ -103,6 +109,7 @@ class RequestRules:
             allow_self_approval=template.allow_self_approval,
             approval_valid_ms=round(template.approval_valid_s * 1000),
             share_deny_comment=template.share_deny_comment,
+            step_up=template.step_up,
         )
 
     def to_text(self) -> str:
@@ -133,18 +140,23 @@ class RequestRules:
             raise ValueError("request rules have members of the wrong type")
         if rules.approvals_required < 1 or rules.approval_valid_ms < 1:
             raise ValueError("request rules need at least one approval and a positive validity")
+        if rules.step_up not in (None, "passkey"):
+            raise ValueError("request rules name an unknown step-up")
         if rules.to_text() != text:
             raise ValueError("request rules are not in their canonical form")
         return rules
 
     def _members(self) -> dict[str, Any]:
-        return {
+        members: dict[str, Any] = {
             "reviewer_role": self.reviewer_role,
             "approvals_required": self.approvals_required,
             "allow_self_approval": self.allow_self_approval,
             "approval_valid_ms": self.approval_valid_ms,
             "share_deny_comment": self.share_deny_comment,
         }
+        if self.step_up is not None:  # absent otherwise: rules stored before step-up keep their text
+            members["step_up"] = self.step_up
+        return members
 
 
 #: Requests that name no template: one approver holding "approver", no self-approval. A request

@@ -27,7 +27,7 @@ from mcp_approval.backends import (
 from mcp_approval.backends.contract import ApprovalSubmission
 from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.clock import ManualClock
-from mcp_approval.config import ConfigError, ConfigFile, load_config_file
+from mcp_approval.config import ConfigError, ConfigFile, load_config, load_config_file
 from mcp_approval.demo.soft_authenticator import SoftAuthenticator
 from mcp_approval.keyring import BindingCipher
 from mcp_approval.reviewers.passkey_store import PASSKEY_MIGRATIONS
@@ -266,3 +266,27 @@ def test_an_unknown_step_up_in_a_file_names_the_file_and_the_field(tmp_path: Pat
     path.write_text('[templates.payments]\nstep_up = "sms"\n')
     with pytest.raises(ConfigError, match=r"reviewers\.toml: templates\.payments\.step_up: Input should be 'passkey'"):
         load_config_file(path, ConfigFile)
+
+
+DEPLOYMENT = '[policy]\ncedar = "p.cedar"\n[tools]\nmodule = "t.py"\n[templates.vault]\nstep_up = "passkey"\n'
+
+
+@pytest.mark.parametrize(
+    ("server", "named"),
+    [
+        ("", r"templates\.vault\.step_up: 'passkey' needs server\.base_url"),
+        ('[server]\nbase_url = "https://10.0.0.7:8443"\n', r"templates\.vault\.step_up: .* not '10\.0\.0\.7'"),
+        ('[server]\nbase_url = "http://[::1]:8000"\n', r"templates\.vault\.step_up: .* IP address"),
+    ],
+)
+def test_a_passkey_template_needs_the_console_origin_as_a_domain(tmp_path: Path, server: str, named: str) -> None:
+    path = tmp_path / "deploy.toml"
+    path.write_text(server + DEPLOYMENT)
+    with pytest.raises(ConfigError, match=r"deploy\.toml: .*" + named):
+        load_config(path)
+
+
+def test_a_passkey_template_with_a_domain_origin_loads(tmp_path: Path) -> None:
+    path = tmp_path / "deploy.toml"
+    path.write_text('[server]\nbase_url = "https://approvals.example.com"\n' + DEPLOYMENT)
+    assert load_config(path).templates["vault"].step_up == "passkey"

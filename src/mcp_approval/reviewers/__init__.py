@@ -7,7 +7,9 @@ work: through the JSON API (:func:`reviewer_routes`, ``/approvals``), the consol
 in the store, so every worker on it shares both.
 
 Modules: ``api`` (the reviewer API), ``console`` (the pages), ``views`` (what the pages show),
-``sessions`` and ``session_table`` (console sessions in memory or in the store), ``limits``
+``sessions`` and ``session_table`` (console sessions in memory or in the store), ``passkeys``,
+``passkey_store`` and ``passkey_routes`` (passkey step-up: verification, its tables, its pages
+and API), ``limits``
 (page and body sizes, for the API and the command line alike), ``openapi_paths``
 (the OpenAPI path items of both). The limit on failed sign-ins is
 :class:`mcp_approval.web.FailedLoginThrottle`, shared with ``/mcp`` and ``/metrics``.
@@ -24,12 +26,15 @@ if TYPE_CHECKING:
     from mcp_approval.reviewers.api import Authenticator, reviewer_routes
     from mcp_approval.reviewers.console import console_routes
     from mcp_approval.reviewers.openapi_paths import console_paths, reviewer_paths
+    from mcp_approval.reviewers.passkeys import PasskeyRefusedError, PasskeyStepUp
     from mcp_approval.reviewers.surface import reviewer_surface
 
 # Name -> the module that defines it, imported on first access.
 _LAZY = {
     "Authenticator": "mcp_approval.reviewers.api",
     "console_paths": "mcp_approval.reviewers.openapi_paths",
+    "PasskeyRefusedError": "mcp_approval.reviewers.passkeys",
+    "PasskeyStepUp": "mcp_approval.reviewers.passkeys",
     "console_routes": "mcp_approval.reviewers.console",
     "reviewer_paths": "mcp_approval.reviewers.openapi_paths",
     "reviewer_routes": "mcp_approval.reviewers.api",
@@ -38,6 +43,8 @@ _LAZY = {
 
 __all__ = [
     "Authenticator",
+    "PasskeyRefusedError",
+    "PasskeyStepUp",
     "console_paths",
     "console_routes",
     "reviewer_paths",

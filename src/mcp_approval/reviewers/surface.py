@@ -9,6 +9,8 @@ from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.clock import Clock
 from mcp_approval.reviewers.api import Authenticator, reviewer_routes
 from mcp_approval.reviewers.console import AuditReader, console_routes
+from mcp_approval.reviewers.passkey_routes import passkey_routes
+from mcp_approval.reviewers.passkeys import PasskeyStepUp
 from mcp_approval.reviewers.session_table import SqlSessionTable
 from mcp_approval.reviewers.sessions import SessionStore
 from mcp_approval.storage.database import Database
@@ -26,6 +28,7 @@ def reviewer_surface(
     clock: Clock,
     throttle: FailedLoginThrottle,
     outcomes: OutcomeReader | None = None,
+    passkeys: PasskeyStepUp | None = None,
 ) -> list[BaseRoute]:
     """The reviewer API at ``/approvals`` and the console at ``/console``, for every worker alike.
 
@@ -38,9 +41,16 @@ def reviewer_surface(
         throttle: the one limit on failed sign-ins both count against (pass the same one to
             anything else that checks tokens, such as ``/mcp``, to share it).
         outcomes: what happened to each request's call, when the server knows it.
+        passkeys: reviewers' passkeys, for templates with ``step_up = "passkey"``: adds the
+            passkey pages to the console and the passkey decision to the API
+            (:mod:`~mcp_approval.reviewers.passkey_routes`).
     """
     sessions = SessionStore(clock, table=SqlSessionTable(database))
+    extra: list[BaseRoute] = []
+    if passkeys is not None:
+        extra = passkey_routes(backend, authenticate, passkeys, sessions=sessions, throttle=throttle, clock=clock)
     return [
+        *extra,
         *reviewer_routes(backend, authenticate, throttle=throttle, outcomes=outcomes),
         *console_routes(
             backend, authenticate, audit, clock=clock, sessions=sessions, throttle=throttle, outcomes=outcomes

@@ -30,7 +30,7 @@ from mcp_approval.approval.service import APPROVAL_HANDLER, ToolApproval, ToolAp
 from mcp_approval.approval.tools import ServerTools
 from mcp_approval.approval.without_tasks.answers import APPROVAL_STATUS_TOOL
 from mcp_approval.approval.without_tasks.requester_page import requester_page_route
-from mcp_approval.backends import ApprovalBackend, SupportsReview, SupportsSealing, SupportsTables
+from mcp_approval.backends import ApprovalBackend, SupportsReview, SupportsSealing, SupportsTables, SupportsTemplates
 from mcp_approval.backends.arap import ArapBackend
 from mcp_approval.backends.callbacks import callback_paths, callback_route
 from mcp_approval.clock import Clock, SystemClock
@@ -41,7 +41,7 @@ from mcp_approval.notify.anchors import AnchorOptions, AuditAnchors
 from mcp_approval.openapi import openapi_document, openapi_route
 from mcp_approval.policy import PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.policy.http import HttpPDP
-from mcp_approval.reviewers import console_paths, reviewer_paths, reviewer_surface
+from mcp_approval.reviewers import PasskeyStepUp, console_paths, reviewer_paths, reviewer_surface
 from mcp_approval.server.validation import check_library_templates, check_library_tools
 from mcp_approval.storage import (
     AUDIT_MIGRATIONS,
@@ -154,6 +154,10 @@ class Approvals:
         audit_anchor: where the audit chain's head is written every so often and at shutdown
             (:class:`~mcp_approval.notify.options.AnchorOptions`; off by default), for
             ``mcp-approval audit verify --anchor``.
+        passkey_origin: the console's origin as reviewers' browsers open it
+            (``https://approvals.example.com``), needed when a local backend's template has
+            ``step_up = "passkey"``: reviewers then register passkeys in the console and confirm
+            each decision on such requests with one (the relying party id is the origin's host).
 
     Raises:
         ValueError: an inconsistent combination (a ``TokenVerifier`` without ``auth``, no
@@ -181,6 +185,7 @@ class Approvals:
         notifications: NotificationOptions | None = None,
         trusted_proxies: Sequence[str] = (),
         audit_anchor: AnchorOptions | None = None,
+        passkey_origin: str | None = None,
     ) -> None:
         options = options or ApprovalOptions()
         task_options = tasks or TaskOptions()
@@ -216,6 +221,9 @@ class Approvals:
             # What reviewers see is sealed under the binding key too, so an edited request row cannot be approved.
             backend = backend.sealed_with(cipher)
         self.backend = backend
+        self.passkeys = self._passkeys(backend, database, passkey_origin)
+        if self.passkeys is not None:  # reviewers' passkeys and their challenges live in the store
+            self._histories += self.passkeys.migrations
         task_store = SqlTaskStore(clock=self.clock, database=database)
         self.tasks = TasksExtension(task_options, store=task_store, principal_lookup=lookup, clock=self.clock)
         mapper = ToolCallMapper()
@@ -393,8 +401,23 @@ class Approvals:
                 clock=self.clock,
                 throttle=throttle,
                 outcomes=outcomes,
+                passkeys=self.passkeys,
             )
         return routes
+
+    def _passkeys(self, backend: ApprovalBackend, database: Database, origin: str | None) -> PasskeyStepUp | None:
+        """Reviewers' passkeys when a template of the backend needs them, else ``None``."""
+        if not isinstance(backend, SupportsTemplates):
+            return None
+        needing = sorted(name for name, template in backend.templates.items() if template.step_up == "passkey")
+        if not needing:
+            return None
+        if origin is None:
+            raise ValueError(
+                f"Approvals: template {needing[0]!r} has step_up = 'passkey', which needs passkey_origin= "
+                "(the console's origin as reviewers' browsers open it, e.g. https://approvals.example.com)"
+            )
+        return PasskeyStepUp(database, origin=origin, clock=self.clock)
 
     def openapi(self) -> dict[str, Any]:
         """The OpenAPI document of :meth:`routes` (served at ``/openapi.json``; ``/mcp`` is JSON-RPC)."""

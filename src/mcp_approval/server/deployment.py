@@ -143,6 +143,7 @@ def build_deployment(
             notifications=_notification_options(config, base_url),
             trusted_proxies=config.server.trusted_proxies,
             audit_anchor=_anchor_options(config),
+            passkey_origin=base_url,
         )
     except ConfigError:
         # Approvals' own template check names the backend's templates; say it as [templates.t] of the file.

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from slack_sdk.web.async_client import AsyncWebClient
 
 from mcp_approval.backends import (
     ApprovalStatus,
@@ -30,6 +31,8 @@ from mcp_approval.clock import ManualClock
 from mcp_approval.config import ConfigError, ConfigFile, load_config, load_config_file
 from mcp_approval.demo.soft_authenticator import SoftAuthenticator
 from mcp_approval.keyring import BindingCipher
+from mcp_approval.notify.chat_messages import NOTIFY_MIGRATIONS, ChatMessage, ChatMessages
+from mcp_approval.notify.slack_deciding import Click, SlackDecider
 from mcp_approval.reviewers.passkey_store import PASSKEY_MIGRATIONS
 from mcp_approval.reviewers.passkeys import CHALLENGE_TTL_S, PasskeyRefusedError, PasskeyStepUp
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
@@ -290,3 +293,32 @@ def test_a_passkey_template_with_a_domain_origin_loads(tmp_path: Path) -> None:
     path = tmp_path / "deploy.toml"
     path.write_text('[server]\nbase_url = "https://approvals.example.com"\n' + DEPLOYMENT)
     assert load_config(path).templates["vault"].step_up == "passkey"
+
+
+async def test_slack_refuses_to_decide_a_step_up_request_and_points_to_the_console(
+    backend: LocalApprovalBackend, database: Database
+) -> None:
+    await migrate(database, NOTIFY_MIGRATIONS)
+    handle = await submit(backend)
+    messages = ChatMessages(database, "slack-approvals")
+    where = ChatMessage("C0APPROVALS", "1700000000.000100")
+    await messages.remember(handle, where, 0)
+    decider = SlackDecider(backend, messages, AsyncWebClient(token="xoxb-unused"), {"U0CAROL": "carol"})
+    told: list[str] = []
+
+    async def reply(text: str) -> None:
+        told.append(text)
+
+    for verdict in ("approve", "deny"):
+        await decider.decide(Click("U0CAROL", handle, where), verdict, None, reply)  # type: ignore[arg-type]
+    assert (
+        told
+        == [
+            "Nothing was recorded: you may not decide this request (template 'guarded' requires a passkey for every "
+            "decision: decide this request in the console)."
+        ]
+        * 2
+    )
+    record = await backend.get_request(handle)
+    assert record is not None
+    assert record.decisions == ()

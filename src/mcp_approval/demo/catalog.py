@@ -11,6 +11,7 @@ from mcp_approval.demo import scenarios_links as links
 from mcp_approval.demo import scenarios_more as more
 from mcp_approval.demo import scenarios_notify as notify
 from mcp_approval.demo import scenarios_operators as operators
+from mcp_approval.demo import scenarios_passkey as passkey
 from mcp_approval.demo import scenarios_without_tasks as no_tasks
 from mcp_approval.demo.context import Demo, ScenarioState
 from mcp_approval.demo.services import NEED_ARAP, NEED_CREDENTIALS
@@ -107,5 +108,12 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
         "an Adaptive Card reaches the Teams workflow; its button opens the request's console page; the last "
         "card says approved-executed",
         chat.teams_card,
+    ),
+    ScenarioSpec(
+        22,
+        "passkey step-up",
+        "a vault account's closing needs carol's passkey: refused without it, approved with an assertion "
+        "bound to the request and the decision, the replay refused; approved-executed",
+        passkey.passkey_step_up,
     ),
 )

@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from urllib.parse import urlsplit
 from typing import Any, Literal, Self, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,

@@ -12,7 +12,8 @@ import pytest
 from mcp_approval.backends import StepUpRequiredError
 from mcp_approval.backends.local.step_up import check_step_up
 from mcp_approval.config import load_config
-from mcp_approval.server.deployment import build_deployment
+from mcp_approval.server.deployment import build_deployment, deployment_app
+from tests.fuzz.test_openapi import described, published, served
 from tests.support.treasury import deployment_dir
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "reviewers.md"
@@ -46,6 +47,9 @@ def test_the_documented_configuration_serves_passkeys_on_the_documented_routes(t
     for documented_path in re.findall(r"POST (\S+)", text_block):
         assert documented_path.replace("{id}", "{request_id}") in paths
     assert {"/console/passkeys", "/console/requests/{request_id}/passkey"} <= paths
+    # The published OpenAPI document describes exactly the routes served, the passkey ones included.
+    app = deployment_app(deployment)
+    assert described(published(app)) == served(app)
 
 
 def test_the_quoted_slack_refusal_is_what_the_backend_refuses_with() -> None:

@@ -42,6 +42,7 @@ from mcp_approval.openapi import openapi_document, openapi_route
 from mcp_approval.policy import PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.policy.http import HttpPDP
 from mcp_approval.reviewers import PasskeyStepUp, console_paths, reviewer_paths, reviewer_surface
+from mcp_approval.reviewers.passkey_openapi import passkey_paths
 from mcp_approval.server.validation import check_library_templates, check_library_tools
 from mcp_approval.storage import (
     AUDIT_MIGRATIONS,
@@ -430,6 +431,8 @@ class Approvals:
             paths += self.outbox.openapi_paths()
         if isinstance(self.backend, SupportsReview) and self._reviewers is not None:
             paths += [reviewer_paths(), console_paths()]
+            if self.passkeys is not None:
+                paths.append(passkey_paths())
         return openapi_document("mcp-approval server", _version(), *paths)
 
     def http_app(self, server: MCPServer[Any]) -> Starlette:

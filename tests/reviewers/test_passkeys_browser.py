@@ -125,6 +125,15 @@ def browser_page(chromium: Path) -> str:
     return str(chromium)
 
 
+@pytest.fixture
+def artifacts(tmp_path: Path) -> Path:
+    """Where screenshots are kept: ``$MCP_APPROVAL_ARTIFACTS``, else a temporary directory."""
+    configured = os.environ.get("MCP_APPROVAL_ARTIFACTS")
+    directory = Path(configured) if configured else tmp_path
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
 async def with_authenticator(page: Page) -> None:
     """Give the page Chromium's virtual platform authenticator (user verification always passes)."""
     cdp = await page.context.new_cdp_session(page)
@@ -168,20 +177,24 @@ async def launch(playwright: Any, chromium: str) -> Any:
     return await playwright.chromium.launch(executable_path=chromium, args=args)
 
 
-async def test_register_then_approve_with_the_passkey(surface: Surface, browser_page: str) -> None:
+async def test_register_then_approve_with_the_passkey(surface: Surface, browser_page: str, artifacts: Path) -> None:
     handle = await surface.submit(70_000)
     async with async_playwright() as playwright:
         browser = await launch(playwright, browser_page)
         try:
-            page = await browser.new_page()
+            page = await browser.new_page(viewport={"width": 1280, "height": 760})
             await with_authenticator(page)
             await sign_in_and_register(page, surface.base)
+            await page.screenshot(path=str(artifacts / "console-passkeys.png"))
             await page.goto(f"{surface.base}/console/requests/{handle}")
+            await expect(page.locator("#step-up")).to_be_visible()
+            await expect(page.locator("form.decide")).to_have_count(0)  # no plain decision form
             await page.click("#decide-with-passkey")
-            await expect(page.locator("dd.mono.small").last).to_have_text(
+            await expect(page.locator("#sealed-digest")).to_have_text(
                 (await surface.backend.get_request(handle)).sealed_digest
             )  # type: ignore[union-attr]
             await page.fill("#comment", "checked with the vault team")
+            await page.screenshot(path=str(artifacts / "console-passkey-decide.png"))
             await page.click("button[data-decision=approve]")
             await expect(page).to_have_url(f"{surface.base}/console/requests/{handle}", timeout=scaled(10) * 1000)
             await expect(page.locator(".flash.ok")).to_contain_text("Approved with your passkey")

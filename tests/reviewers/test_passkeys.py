@@ -132,7 +132,7 @@ async def test_without_a_step_up_every_decision_is_refused_and_nothing_recorded(
 ) -> None:
     handle = await submit(backend)
     with pytest.raises(
-        StepUpRequiredError, match="requires a passkey for every decision: decide this request in the console"
+        StepUpRequiredError, match="requires a passkey for every decision: decide it with your passkey in the console"
     ):
         await backend.decide(handle, "carol", decision)  # type: ignore[arg-type]
     record = await backend.get_request(handle)
@@ -315,7 +315,7 @@ async def test_slack_refuses_to_decide_a_step_up_request_and_points_to_the_conso
         told
         == [
             "Nothing was recorded: you may not decide this request (template 'guarded' requires a passkey for every "
-            "decision: decide this request in the console)."
+            "decision: decide it with your passkey in the console)."
         ]
         * 2
     )

@@ -74,7 +74,7 @@ def check_step_up(row: Mapping[str, Any], required: str | None, decision: str, s
     if step_up is None or step_up.method != required:
         raise StepUpRequiredError(
             f"template {row['template'] or '(default)'!r} requires a {required} for every decision: "
-            "decide this request in the console"
+            "decide it with your passkey in the console"
         )
     if step_up.decision != decision:
         raise StepUpRequiredError(f"the {required} confirmed {step_up.decision}, not {decision}")

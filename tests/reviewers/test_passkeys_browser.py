@@ -229,7 +229,8 @@ async def test_without_an_assertion_or_with_one_for_something_else_nothing_is_de
                     headers={"Authorization": "Bearer dave-token"},
                 )
             assert plain.status_code == 403
-            assert "requires a passkey for every decision: decide it with your passkey in the console" in plain.json()["detail"]
+            detail = plain.json()["detail"]
+            assert "requires a passkey for every decision: decide it with your passkey in the console" in detail
 
             # An assertion made for the first request, replayed on the second.
             other_request = "async (p, a, b) => p.decide(b, 'approve', '', await p.assertion(a, 'approve'))"

@@ -8,8 +8,8 @@ in the store, so every worker on it shares both.
 
 Modules: ``api`` (the reviewer API), ``console`` (the pages), ``views`` (what the pages show),
 ``sessions`` and ``session_table`` (console sessions in memory or in the store), ``passkeys``,
-``passkey_store`` and ``passkey_routes`` (passkey step-up: verification, its tables, its pages
-and API), ``limits``
+``passkey_store``, ``passkey_routes`` and ``passkey_openapi`` (passkey step-up: verification, its
+tables, its pages and API, their OpenAPI paths), ``limits``
 (page and body sizes, for the API and the command line alike), ``openapi_paths``
 (the OpenAPI path items of both). The limit on failed sign-ins is
 :class:`mcp_approval.web.FailedLoginThrottle`, shared with ``/mcp`` and ``/metrics``.

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import secrets
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -59,6 +60,8 @@ from mcp_approval.storage.database import Database
 from mcp_approval.storage.migrations import Migrations
 
 __all__ = ["CHALLENGE_TTL_S", "PasskeyRefusedError", "PasskeyStepUp", "decision_challenge"]
+
+_log = logging.getLogger(__name__)
 
 #: How long an issued challenge may be answered.
 CHALLENGE_TTL_S = 120
@@ -103,6 +106,13 @@ class PasskeyStepUp:
             )
         self.origin = f"{parts.scheme}://{parts.netloc}"
         self.rp_id = rp_id or parts.hostname
+        if self.rp_id.replace(".", "").isdigit() or ":" in self.rp_id:
+            # Allowed for programs that verify without a browser (the demo), useless to a browser.
+            _log.warning(
+                "passkeys are bound to %s, an IP address: browsers refuse passkeys for one. Serve the console "
+                "by a domain name (localhost while developing) and set server.base_url to it",
+                self.origin,
+            )
         self._tables = PasskeyTables(database)
         self._clock = clock or SystemClock()
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
+from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS
 from mcp_approval.backends import (
     ApprovalStatus,
     ApprovalTemplate,
@@ -32,6 +33,8 @@ from mcp_approval.config import ConfigError, ConfigFile, load_config, load_confi
 from mcp_approval.demo.soft_authenticator import SoftAuthenticator
 from mcp_approval.keyring import BindingCipher
 from mcp_approval.notify.chat_messages import NOTIFY_MIGRATIONS, ChatMessage, ChatMessages
+from mcp_approval.notify.messages import MessageBuilder
+from mcp_approval.notify.slack_blocks import APPROVE, DENY, OPEN, request_message
 from mcp_approval.notify.slack_deciding import Click, SlackDecider
 from mcp_approval.reviewers.passkey_store import PASSKEY_MIGRATIONS
 from mcp_approval.reviewers.passkeys import CHALLENGE_TTL_S, PasskeyRefusedError, PasskeyStepUp
@@ -322,3 +325,28 @@ async def test_slack_refuses_to_decide_a_step_up_request_and_points_to_the_conso
     record = await backend.get_request(handle)
     assert record is not None
     assert record.decisions == ()
+
+
+async def test_a_step_up_request_is_posted_to_slack_without_decision_buttons(
+    backend: LocalApprovalBackend, database: Database, clock: ManualClock
+) -> None:
+    await migrate(database, APPROVAL_MIGRATIONS)
+    audit = AuditLog(database, clock)
+    builder = MessageBuilder(backend, database, audit, "https://approvals.example.com")
+
+    async def posted(template: str) -> tuple[dict[str, object], list[str], list[str]]:
+        handle = await submit(backend, template=template)
+        [event] = [e for e in await audit.events(subject=handle) if e.kind == "approval.submitted"]
+        notification = await builder.build(event)
+        assert notification is not None
+        _text, blocks = request_message(notification)
+        buttons = [e for b in blocks if b["type"] == "actions" for e in b["elements"]]
+        return dict(notification.data), [b["action_id"] for b in buttons], [b["text"]["text"] for b in buttons]
+
+    data, actions, labels = await posted("guarded")
+    assert data["step_up"] == "passkey"
+    assert actions == [OPEN]
+    assert labels == ["Decide with your passkey in the console"]
+    data, actions, _labels = await posted("plain")
+    assert "step_up" not in data  # other templates' payloads are as they were
+    assert actions == [APPROVE, DENY, OPEN]

@@ -74,7 +74,7 @@ def backend(database: Database, clock: ManualClock) -> LocalApprovalBackend:
 
 @pytest.fixture
 def passkeys(database: Database, clock: ManualClock) -> PasskeyStepUp:
-    return PasskeyStepUp(database, origin=ORIGIN, clock=clock)
+    return PasskeyStepUp(database, origin=ORIGIN, clock=clock, audit=AuditLog(database, clock))
 
 
 async def submit(backend: LocalApprovalBackend, template: str = "guarded", amount: int = 100) -> str:
@@ -120,6 +120,10 @@ async def test_a_registered_passkey_approves_and_the_audit_event_records_the_ste
     assert decision.data["step_up"]["method"] == "passkey"
     assert decision.data["step_up"]["credential_id"] == stored.credential_id
     assert (await passkeys.passkeys("carol"))[0].sign_count == authenticator.sign_count
+    [registered_event] = await AuditLog(database, clock).events(subject="carol")
+    assert registered_event.kind == "passkey.registered"
+    assert registered_event.actor == "carol"
+    assert registered_event.data == {"credential_id": stored.credential_id, "rp_id": "approvals.example.com"}
 
 
 async def test_a_deny_needs_the_passkey_too(passkeys: PasskeyStepUp, backend: LocalApprovalBackend) -> None:

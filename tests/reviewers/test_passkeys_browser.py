@@ -102,7 +102,7 @@ def reviewer_app(db_url: str, origin: str) -> Starlette:
             database=database,
             clock=clock,
             throttle=FailedLoginThrottle(clock),
-            passkeys=PasskeyStepUp(database, origin=origin, clock=clock),
+            passkeys=PasskeyStepUp(database, origin=origin, clock=clock, audit=AuditLog(database, clock)),
         )
     )
 
@@ -204,6 +204,7 @@ async def test_register_then_approve_with_the_passkey(surface: Surface, browser_
     [decision] = [e for e in await surface.audit.events(subject=handle) if e.kind == "approval.decision"]
     assert decision.actor == "carol"
     assert decision.data["step_up"]["method"] == "passkey"
+    assert [e.kind for e in await surface.audit.events(subject="carol")] == ["passkey.registered"]
 
 
 async def test_without_an_assertion_or_with_one_for_something_else_nothing_is_decided(

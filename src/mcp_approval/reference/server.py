@@ -305,7 +305,7 @@ def build_arap_server(
     # Wrong client tokens have a limit of their own (a PEP's failures do not lock reviewers out), also shared.
     client_throttle = FailedLoginThrottle(time, events=SqlEventWindow(database), scope="ars-client")
     step_up = any(template.step_up == "passkey" for template in config.templates.values())
-    passkeys = PasskeyStepUp(database, origin=base, clock=time) if step_up else None
+    passkeys = PasskeyStepUp(database, origin=base, clock=time, audit=audit) if step_up else None
     routes: list[BaseRoute] = [
         *pdp_routes(pdp, base_url=base, access_request_endpoint=endpoint, jwks_uri=base + JWKS_PATH),
         jwks_route(keys, prefix=prefix),

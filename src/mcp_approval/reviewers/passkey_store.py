@@ -13,6 +13,7 @@ require a passkey (``step_up = "passkey"``):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,13 +130,16 @@ class PasskeyTables:
 
         return await self._db.write(write)
 
-    async def add(self, row: PasskeyRow) -> bool:
-        """Register a passkey; ``False`` when its credential id is already registered."""
+    async def add(self, row: PasskeyRow, also: Callable[[Connection], None] | None = None) -> bool:
+        """Register a passkey (running ``also`` in the same transaction, e.g. its audit event);
+        ``False`` when its credential id is already registered."""
 
         def write(conn: Connection) -> bool:
             if conn.execute(select(_K.c.reviewer).where(_K.c.credential_id == row.credential_id)).first():
                 return False
             conn.execute(_K.insert(), row.__dict__)
+            if also is not None:
+                also(conn)
             return True
 
         return await self._db.write(write)

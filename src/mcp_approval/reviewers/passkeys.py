@@ -30,6 +30,7 @@ import secrets
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from sqlalchemy import Connection
 from webauthn import (
     generate_authentication_options,
     generate_registration_options,
@@ -56,6 +57,7 @@ from mcp_approval.backends import ApprovalRecord, StepUp
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.errors import MCPApprovalError
 from mcp_approval.reviewers.passkey_store import PASSKEY_MIGRATIONS, IssuedChallenge, PasskeyRow, PasskeyTables
+from mcp_approval.storage.audit import AuditLog
 from mcp_approval.storage.database import Database
 from mcp_approval.storage.migrations import Migrations
 
@@ -94,10 +96,18 @@ class PasskeyStepUp:
             assertions made on another origin are refused.
         rp_id: the WebAuthn relying party id, a domain (by default the origin's host).
         clock: the source of time.
+        audit: where each registration is recorded (``passkey.registered``, with the credential id),
+            in the registration's transaction.
     """
 
     def __init__(
-        self, database: Database, *, origin: str, rp_id: str | None = None, clock: Clock | None = None
+        self,
+        database: Database,
+        *,
+        origin: str,
+        rp_id: str | None = None,
+        clock: Clock | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         parts = urlsplit(origin)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -115,6 +125,7 @@ class PasskeyStepUp:
             )
         self._tables = PasskeyTables(database)
         self._clock = clock or SystemClock()
+        self._audit = audit
 
     @property
     def migrations(self) -> tuple[Migrations, ...]:
@@ -182,7 +193,14 @@ class PasskeyStepUp:
             created_at=now,
             used_at=None,
         )
-        if not await self._tables.add(row):
+        audit = self._audit
+
+        def audited(conn: Connection) -> None:
+            if audit is not None:  # who added which passkey, when: in the hash chain
+                data = {"credential_id": row.credential_id, "rp_id": self.rp_id}
+                audit.record_in(conn, now, "passkey.registered", subject=reviewer, actor=reviewer, data=data)
+
+        if not await self._tables.add(row, audited):
             raise PasskeyRefusedError("that passkey is already registered")
         return row
 

@@ -418,7 +418,7 @@ class Approvals:
                 f"Approvals: template {needing[0]!r} has step_up = 'passkey', which needs passkey_origin= "
                 "(the console's origin as reviewers' browsers open it, e.g. https://approvals.example.com)"
             )
-        return PasskeyStepUp(database, origin=origin, clock=self.clock)
+        return PasskeyStepUp(database, origin=origin, clock=self.clock, audit=self.audit)
 
     def openapi(self) -> dict[str, Any]:
         """The OpenAPI document of :meth:`routes` (served at ``/openapi.json``; ``/mcp`` is JSON-RPC)."""

@@ -15,7 +15,9 @@ from mcp_approval.demo.servers import (
     materialize,
     point_at,
 )
+from mcp_approval.policy.source import TextSource
 from mcp_approval.reference.config import load_arap_config
+from mcp_approval.server.validation import check_requestable_templates
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "treasury"
 PACKAGED = Path(__file__).resolve().parents[2] / "src" / "mcp_approval" / "demo" / "treasury"
@@ -95,6 +97,9 @@ def test_the_arap_pair_configs_load_with_the_addresses_filled_in(tmp_path: Path)
     assert treasury.approval.callback_secret is not None
     assert ars.arap.callback_secret is not None
     assert ars.arap.callback_secret.get_secret_value() == treasury.approval.callback_secret.get_secret_value()
+    # The pair serves the demo's policy: every template it names is one the arap-server decides.
+    policy = TextSource.read(folder / "policy.cedar")
+    check_requestable_templates(policy, ars.templates, config_path=folder / "arap-server.toml")
 
 
 def test_the_slack_channel_s_files_hold_the_values_the_demo_s_stand_in_expects(tmp_path: Path) -> None:

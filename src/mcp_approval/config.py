@@ -38,6 +38,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -382,7 +383,26 @@ class DeploymentConfig(ConfigFile):
             raise ValueError('approval.backend = "arap" needs an [arap] section and policy.pdp_url')
         if self.arap is not None and self.arap.callback_url and not self.approval.callback_secret:
             raise ValueError("arap.callback_url needs approval.callback_secret (callbacks are signed)")
+        self._check_passkey_origin()
         return self
+
+    def _check_passkey_origin(self) -> None:
+        """A passkey step-up needs the console's origin as a domain name (outside dev mode)."""
+        needing = sorted(name for name, template in self.templates.items() if template.step_up == "passkey")
+        if not needing or self.approval.backend != "local" or self.server.dev_mode:
+            return
+        field = f"templates.{needing[0]}.step_up"
+        if self.server.base_url is None:
+            raise ValueError(
+                f"{field}: 'passkey' needs server.base_url, the console's origin as reviewers' browsers open "
+                "it (https://approvals.example.com): passkeys are bound to it"
+            )
+        host = urlsplit(self.server.base_url).hostname or ""
+        if not host or host.replace(".", "").isdigit() or ":" in host:
+            raise ValueError(
+                f"{field}: 'passkey' needs server.base_url with a domain name, not {host or 'no host'!r}: "
+                "browsers refuse passkeys for an IP address (use localhost while developing)"
+            )
 
     def _check_auth_urls(self, auth: AuthSection) -> None:
         """The key set is fetched over https; plain http only on loopback, in dev mode."""

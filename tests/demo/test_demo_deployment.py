@@ -16,14 +16,18 @@ from mcp_approval.demo.servers import (
     materialize,
     point_at,
 )
+from mcp_approval.policy.source import TextSource
 from mcp_approval.reference.config import load_arap_config
+from mcp_approval.server.validation import check_requestable_templates
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "treasury"
 PACKAGED = Path(__file__).resolve().parents[2] / "src" / "mcp_approval" / "demo" / "treasury"
 OPERATORS = Path(__file__).resolve().parents[2] / "docs" / "operators.md"
 #: Files the example shares with the demo's embedded deployment, byte for byte.
 EMBEDDED_IN_THE_EXAMPLE = ("entities.json", "tools.py")
-POLICY_HEADER = "// The demo's copy of examples/treasury/policy.cedar, plus one rule the demo needs (at the end).\n//\n"
+POLICY_HEADER = (
+    "// The demo's copy of examples/treasury/policy.cedar, plus the rules the demo needs (at the end).\n//\n"
+)
 
 
 def test_the_materialized_deployment_loads_and_names_the_port(tmp_path: Path) -> None:
@@ -69,6 +73,12 @@ def test_the_demo_config_keeps_the_examples_principals_templates_and_resolvers(t
     assert demo["templates"]["treasury"].pop("notify") == ["demo-hook", "demo-teams", "demo-mail"]
     assert demo["templates"]["close_quarter"].pop("notify") == ["demo-slack"]
     assert set(demo["notifications"]["channels"]) == {"demo-hook", "demo-slack", "demo-teams", "demo-mail"}
+    # Scenario 22's vault accounts: a template of the demo's own, whose decisions need a passkey.
+    assert demo["templates"].pop("vault") == {
+        "approvals_required": 1,
+        "reviewer_role": "approver",
+        "step_up": "passkey",
+    }
     for section in ("principals", "templates", "resolvers", "policy", "tools"):
         assert demo[section] == example[section], section
 
@@ -89,6 +99,9 @@ def test_the_arap_pair_configs_load_with_the_addresses_filled_in(tmp_path: Path)
     assert treasury.approval.callback_secret is not None
     assert ars.arap.callback_secret is not None
     assert ars.arap.callback_secret.get_secret_value() == treasury.approval.callback_secret.get_secret_value()
+    # The pair serves the demo's policy: every template it names is one the arap-server decides.
+    policy = TextSource.read(folder / "policy.cedar")
+    check_requestable_templates(policy, ars.templates, config_path=folder / "arap-server.toml")
 
 
 def test_the_slack_channel_s_files_hold_the_values_the_demo_s_stand_in_expects(tmp_path: Path) -> None:

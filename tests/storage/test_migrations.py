@@ -19,6 +19,8 @@ from mcp_approval.notify.chat_messages import NOTIFY_MIGRATIONS
 from mcp_approval.notify.chat_messages import metadata as notify_metadata
 from mcp_approval.reference.ars_schema import ARS_MIGRATIONS
 from mcp_approval.reference.ars_schema import metadata as ars_metadata
+from mcp_approval.reviewers.passkey_store import PASSKEY_MIGRATIONS
+from mcp_approval.reviewers.passkey_store import metadata as passkey_metadata
 from mcp_approval.storage import AUDIT_MIGRATIONS, SHARED_MIGRATIONS, SchemaTooNewError, migrate, open_database
 from mcp_approval.storage.audit import audit_events_table
 from mcp_approval.storage.worker_guards import metadata as shared_metadata
@@ -37,6 +39,7 @@ ALL = (
     LOCAL_BACKEND_MIGRATIONS,
     ARS_MIGRATIONS,
     NOTIFY_MIGRATIONS,
+    PASSKEY_MIGRATIONS,
 )
 VERSION_TABLES = {history.version_table for history in ALL}
 
@@ -44,7 +47,15 @@ VERSION_TABLES = {history.version_table for history in ALL}
 def _declared() -> MetaData:
     """Every table the code queries, as declared beside its layer's history."""
     combined = MetaData()
-    layers = (tasks_metadata, approval_metadata, local_metadata, ars_metadata, shared_metadata, notify_metadata)
+    layers = (
+        tasks_metadata,
+        approval_metadata,
+        local_metadata,
+        ars_metadata,
+        shared_metadata,
+        notify_metadata,
+        passkey_metadata,
+    )
     for metadata in (*layers, audit_events_table.metadata):
         for table in metadata.tables.values():
             table.to_metadata(combined)

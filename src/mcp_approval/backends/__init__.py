@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     )
     from mcp_approval.backends.local.rules import ApprovalTemplate, RequestRules, ResolverRule
     from mcp_approval.backends.local.seals import RequestSeal
+    from mcp_approval.backends.local.step_up import StepUp, StepUpRequiredError
     from mcp_approval.backends.outcomes import OutcomeReader, RequestOutcome
 
 # Name -> the module that defines it, imported on first access (the callback signing, the contract
@@ -109,6 +110,8 @@ _LAZY = {
     "RuleResolver": "mcp_approval.backends.local.resolvers",
     "SealedRequest": "mcp_approval.backends.contract",
     "StatusListener": "mcp_approval.backends.contract",
+    "StepUp": "mcp_approval.backends.local.step_up",
+    "StepUpRequiredError": "mcp_approval.backends.local.step_up",
     "SubmissionRejectedError": "mcp_approval.backends.contract",
     "SupportsChangeFeed": "mcp_approval.backends.capabilities",
     "SupportsFindSubmitted": "mcp_approval.backends.capabilities",
@@ -158,6 +161,8 @@ __all__ = [
     "RuleResolver",
     "SealedRequest",
     "StatusListener",
+    "StepUp",
+    "StepUpRequiredError",
     "SubmissionRejectedError",
     "SupportsChangeFeed",
     "SupportsFindSubmitted",

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from mcp_approval.backends.local.records import ApprovalRecord, RequestPage
     from mcp_approval.backends.local.rules import ApprovalTemplate
     from mcp_approval.backends.local.seals import RequestSeal
+    from mcp_approval.backends.local.step_up import StepUp
     from mcp_approval.storage.migrations import Migrations
 
 __all__ = [
@@ -194,9 +195,16 @@ class SupportsReview(Protocol):
         ...
 
     async def decide(
-        self, request_id: str, reviewer: str, decision: Literal["approve", "deny"], comment: str | None = None
+        self,
+        request_id: str,
+        reviewer: str,
+        decision: Literal["approve", "deny"],
+        comment: str | None = None,
+        *,
+        step_up: StepUp | None = None,
     ) -> ApprovalRecord:
-        """Record ``reviewer``'s decision and return the request as it now stands.
+        """Record ``reviewer``'s decision and return the request as it now stands (``step_up``: the
+        verified second factor a template with ``step_up`` requires).
 
         Raises:
             ReviewError: the decision was refused (not eligible, already decided, expired, …).

@@ -12,6 +12,7 @@ from mcp_approval.demo import scenarios_mail as mail
 from mcp_approval.demo import scenarios_more as more
 from mcp_approval.demo import scenarios_notify as notify
 from mcp_approval.demo import scenarios_operators as operators
+from mcp_approval.demo import scenarios_passkey as passkey
 from mcp_approval.demo import scenarios_sign_in as sign_in
 from mcp_approval.demo import scenarios_without_tasks as no_tasks
 from mcp_approval.demo.context import Demo, ScenarioState
@@ -123,5 +124,12 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
         "the request's page sends olivia to the issuer (code + PKCE) and back, signed in with her roles; she "
         "approves; pat, without the approver role, cannot decide",
         sign_in.signed_in_with_the_identity_provider,
+    ),
+    ScenarioSpec(
+        22,
+        "passkey step-up",
+        "a vault account's closing needs carol's passkey: refused without it, approved with an assertion "
+        "bound to the request and the decision, the replay refused; approved-executed",
+        passkey.passkey_step_up,
     ),
 )

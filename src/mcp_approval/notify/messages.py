@@ -264,7 +264,7 @@ def _content(record: ApprovalRecord, approvals: int, link: str | None) -> dict[s
     view = RequestView(record, record.created_at)
     withheld = record.integrity_failure is not None
     noun = "approval" if record.approvals_required == 1 else "approvals"
-    return {
+    content = {
         "request_id": record.id,
         "tool": record.tool,
         "arguments": None if withheld else dict(record.arguments),
@@ -278,6 +278,10 @@ def _content(record: ApprovalRecord, approvals: int, link: str | None) -> dict[s
         # An identical earlier call whose request ended: approving this one may run the call twice.
         "possible_duplicate_of": earlier.for_reviewers() if (earlier := record.possible_duplicate_of) else None,
     }
+    if record.rules is not None and record.rules.step_up is not None:
+        # Decided only with the reviewer's passkey, in the console: chat buttons would only be refused.
+        content["step_up"] = record.rules.step_up
+    return content
 
 
 def _specifics(event: AuditEvent) -> dict[str, Any]:

@@ -115,9 +115,11 @@ def _facts(notification: Notification) -> list[tuple[str, str]]:
 
 
 def _buttons(notification: Notification) -> list[dict[str, Any]]:
-    """Approve and Deny while the request takes decisions, and a link to its console page."""
+    """Approve and Deny while the request takes decisions (unless only a passkey in the console may
+    decide it), and a link to its console page."""
     buttons: list[dict[str, Any]] = []
-    if notification.type in PENDING_TYPES:
+    step_up = notification.data.get("step_up") is not None
+    if notification.type in PENDING_TYPES and not step_up:
         request = notification.request_id
         buttons += [
             {
@@ -137,7 +139,8 @@ def _buttons(notification: Notification) -> list[dict[str, Any]]:
         ]
     link = notification.link()
     if link:
-        buttons.append({"type": "button", "action_id": OPEN, "text": _plain("Open in the console", 75), "url": link})
+        label = "Decide with your passkey in the console" if step_up else "Open in the console"
+        buttons.append({"type": "button", "action_id": OPEN, "text": _plain(label, 75), "url": link})
     return buttons
 
 

@@ -48,7 +48,8 @@ from mcp_approval.reference.config import ArapServerConfig
 from mcp_approval.reference.openapi_paths import ars_paths, pdp_paths
 from mcp_approval.reference.pdp_api import EchoRequestIdMiddleware, pdp_routes
 from mcp_approval.reference.signing import KeySet, load_key_set
-from mcp_approval.reviewers import console_paths, reviewer_paths, reviewer_surface
+from mcp_approval.reviewers import PasskeyStepUp, console_paths, reviewer_paths, reviewer_surface
+from mcp_approval.reviewers.passkey_openapi import passkey_paths
 from mcp_approval.storage import (
     AUDIT_MIGRATIONS,
     SHARED_MIGRATIONS,
@@ -87,6 +88,8 @@ class ArapServer:
     pdp: BindingPDP
     audit: AuditLog
     routes: list[BaseRoute] = field(default_factory=list)
+    #: Reviewers' passkeys, when a template has ``step_up = "passkey"``.
+    passkeys: PasskeyStepUp | None = None
     app: Starlette = field(init=False)
     _sweeper: asyncio.Task[None] | None = field(default=None, init=False)
     _stopping: asyncio.Event = field(default_factory=asyncio.Event, init=False)
@@ -109,7 +112,9 @@ class ArapServer:
         release, or written to the database without the signing key) is logged at ERROR and stays an
         integrity failure until ``mcp-approval upgrade seal-requests --config arap-server.toml``.
         """
-        await migrate(self.database, AUDIT_MIGRATIONS, SHARED_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS, ARS_MIGRATIONS)
+        passkeys = self.passkeys.migrations if self.passkeys is not None else ()
+        histories = (AUDIT_MIGRATIONS, SHARED_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS, ARS_MIGRATIONS, *passkeys)
+        await migrate(self.database, *histories)
         self._linker = AuditLinker(self.audit)
         await self._linker.start()
         await self.backend.start(self.service.on_backend_change)
@@ -299,17 +304,25 @@ def build_arap_server(
     throttle = FailedLoginThrottle(time, events=SqlEventWindow(database))
     # Wrong client tokens have a limit of their own (a PEP's failures do not lock reviewers out), also shared.
     client_throttle = FailedLoginThrottle(time, events=SqlEventWindow(database), scope="ars-client")
+    step_up = any(template.step_up == "passkey" for template in config.templates.values())
+    passkeys = PasskeyStepUp(database, origin=base, clock=time, audit=audit) if step_up else None
     routes: list[BaseRoute] = [
         *pdp_routes(pdp, base_url=base, access_request_endpoint=endpoint, jwks_uri=base + JWKS_PATH),
         jwks_route(keys, prefix=prefix),
         *ars_routes(service, token_authenticator(config.client_tokens()), prefix=prefix, throttle=client_throttle),
         *reviewer_surface(
-            backend, token_authenticator(config.tokens()), audit, database=database, clock=time, throttle=throttle
+            backend,
+            token_authenticator(config.tokens()),
+            audit,
+            database=database,
+            clock=time,
+            throttle=throttle,
+            passkeys=passkeys,
         ),
         *extra_routes,
     ]
-    document = openapi_document(
-        "mcp-approval arap-server", "1", pdp_paths(prefix), ars_paths(prefix), reviewer_paths(), console_paths()
-    )
-    routes.append(openapi_route(document))
-    return ArapServer(config, base, database, keys, store, backend, service, pdp, audit, routes)
+    paths = [pdp_paths(prefix), ars_paths(prefix), reviewer_paths(), console_paths()]
+    if passkeys is not None:
+        paths.append(passkey_paths())
+    routes.append(openapi_route(openapi_document("mcp-approval arap-server", "1", *paths)))
+    return ArapServer(config, base, database, keys, store, backend, service, pdp, audit, routes, passkeys)

@@ -10,6 +10,8 @@ from mcp_approval.clock import Clock
 from mcp_approval.reviewers.api import Authenticator, reviewer_routes
 from mcp_approval.reviewers.console import AuditReader, console_routes
 from mcp_approval.reviewers.oidc_routes import OidcSignIn
+from mcp_approval.reviewers.passkey_routes import passkey_routes
+from mcp_approval.reviewers.passkeys import PasskeyStepUp
 from mcp_approval.reviewers.session_table import SqlSessionTable
 from mcp_approval.reviewers.sessions import SessionStore
 from mcp_approval.storage.database import Database
@@ -29,6 +31,7 @@ def reviewer_surface(
     outcomes: OutcomeReader | None = None,
     oidc: OidcSignIn | None = None,
     token_sign_in: bool = True,
+    passkeys: PasskeyStepUp | None = None,
 ) -> list[BaseRoute]:
     """The reviewer API at ``/approvals`` and the console at ``/console``, for every worker alike.
 
@@ -43,9 +46,16 @@ def reviewer_surface(
         outcomes: what happened to each request's call, when the server knows it.
         oidc: the console's sign-in with an OpenID Connect provider, if any.
         token_sign_in: whether the console offers the bearer-token form beside OIDC.
+        passkeys: reviewers' passkeys, for templates with ``step_up = "passkey"``: adds the
+            passkey pages to the console and the passkey decision to the API
+            (:mod:`~mcp_approval.reviewers.passkey_routes`).
     """
     sessions = SessionStore(clock, table=SqlSessionTable(database))
+    extra: list[BaseRoute] = []
+    if passkeys is not None:
+        extra = passkey_routes(backend, authenticate, passkeys, sessions=sessions, throttle=throttle, clock=clock)
     return [
+        *extra,
         *reviewer_routes(backend, authenticate, throttle=throttle, outcomes=outcomes),
         *console_routes(
             backend,

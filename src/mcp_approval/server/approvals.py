@@ -41,8 +41,9 @@ from mcp_approval.notify.anchors import AnchorOptions, AuditAnchors
 from mcp_approval.openapi import openapi_document, openapi_route
 from mcp_approval.policy import PolicyDecisionPoint, ToolCallMapper
 from mcp_approval.policy.http import HttpPDP
-from mcp_approval.reviewers import console_paths, reviewer_paths, reviewer_surface
+from mcp_approval.reviewers import PasskeyStepUp, console_paths, reviewer_paths, reviewer_surface
 from mcp_approval.reviewers.oidc_routes import OidcSignIn
+from mcp_approval.reviewers.passkey_openapi import passkey_paths
 from mcp_approval.server.validation import check_library_templates, check_library_tools
 from mcp_approval.storage import (
     AUDIT_MIGRATIONS,
@@ -159,6 +160,10 @@ class Approvals:
             (:class:`~mcp_approval.reviewers.oidc_routes.OidcSignIn`; its ``claimed`` roles must be
             the ones the local backend's role check reads); ``None``: bearer tokens only.
         token_sign_in: whether the console also offers the bearer-token form beside OIDC.
+        passkey_origin: the console's origin as reviewers' browsers open it
+            (``https://approvals.example.com``), needed when a local backend's template has
+            ``step_up = "passkey"``: reviewers then register passkeys in the console and confirm
+            each decision on such requests with one (the relying party id is the origin's host).
 
     Raises:
         ValueError: an inconsistent combination (a ``TokenVerifier`` without ``auth``, no
@@ -188,6 +193,7 @@ class Approvals:
         audit_anchor: AnchorOptions | None = None,
         console_sign_in: OidcSignIn | None = None,
         token_sign_in: bool = True,
+        passkey_origin: str | None = None,
     ) -> None:
         options = options or ApprovalOptions()
         task_options = tasks or TaskOptions()
@@ -223,6 +229,9 @@ class Approvals:
             # What reviewers see is sealed under the binding key too, so an edited request row cannot be approved.
             backend = backend.sealed_with(cipher)
         self.backend = backend
+        self.passkeys = self._passkeys(backend, database, passkey_origin)
+        if self.passkeys is not None:  # reviewers' passkeys and their challenges live in the store
+            self._histories += self.passkeys.migrations
         task_store = SqlTaskStore(clock=self.clock, database=database)
         self.tasks = TasksExtension(task_options, store=task_store, principal_lookup=lookup, clock=self.clock)
         mapper = ToolCallMapper()
@@ -406,6 +415,7 @@ class Approvals:
                 outcomes=outcomes,
                 oidc=self._console_sign_in,
                 token_sign_in=self._token_sign_in,
+                passkeys=self.passkeys,
             )
             routes += self._email_link_routes(self.backend, self._reviewers)
         return routes
@@ -420,6 +430,20 @@ class Approvals:
         return email_link_routes(
             backend, links, reviewers, backend.templates, database=self._database, clock=self.clock
         )
+
+    def _passkeys(self, backend: ApprovalBackend, database: Database, origin: str | None) -> PasskeyStepUp | None:
+        """Reviewers' passkeys when a template of the backend needs them, else ``None``."""
+        if not isinstance(backend, SupportsTemplates):
+            return None
+        needing = sorted(name for name, template in backend.templates.items() if template.step_up == "passkey")
+        if not needing:
+            return None
+        if origin is None:
+            raise ValueError(
+                f"Approvals: template {needing[0]!r} has step_up = 'passkey', which needs passkey_origin= "
+                "(the console's origin as reviewers' browsers open it, e.g. https://approvals.example.com)"
+            )
+        return PasskeyStepUp(database, origin=origin, clock=self.clock, audit=self.audit)
 
     def openapi(self) -> dict[str, Any]:
         """The OpenAPI document of :meth:`routes` (served at ``/openapi.json``; ``/mcp`` is JSON-RPC)."""
@@ -436,6 +460,8 @@ class Approvals:
                 from mcp_approval.notify.email_pages import email_link_paths
 
                 paths.append(email_link_paths())
+            if self.passkeys is not None:
+                paths.append(passkey_paths())
         return openapi_document("mcp-approval server", _version(), *paths)
 
     def http_app(self, server: MCPServer[Any]) -> Starlette:

@@ -150,6 +150,7 @@ def build_deployment(
             audit_anchor=_anchor_options(config),
             console_sign_in=sign_in,
             token_sign_in=config.server.dev_mode or config.console.token_sign_in or sign_in is None,
+            passkey_origin=base_url,
         )
     except ConfigError:
         # Approvals' own template check names the backend's templates; say it as [templates.t] of the file.

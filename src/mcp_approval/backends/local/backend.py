@@ -31,6 +31,7 @@ from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.backends.local.seal_manifest import SealManifest
 from mcp_approval.backends.local.sealing import RequestSealing
 from mcp_approval.backends.local.seals import RequestSeal
+from mcp_approval.backends.local.step_up import StepUp
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.storage.audit import AuditLog
 from mcp_approval.storage.database import Database
@@ -295,17 +296,27 @@ class LocalApprovalBackend:
         return self._listing.sees_reviewers(principal, record)
 
     async def decide(
-        self, request_id: str, reviewer: str, decision: Literal["approve", "deny"], comment: str | None = None
+        self,
+        request_id: str,
+        reviewer: str,
+        decision: Literal["approve", "deny"],
+        comment: str | None = None,
+        *,
+        step_up: StepUp | None = None,
     ) -> ApprovalRecord:
         """Record ``reviewer``'s decision and return the request as it now stands.
 
+        ``step_up`` is the verified second factor a template with ``step_up`` requires
+        (:mod:`~mcp_approval.backends.local.step_up`); without it such a request is refused.
+
         Raises:
             UnknownRequestError: no such request.
-            NotEligibleError: the reviewer lacks the template's role, or is the requester.
+            NotEligibleError: the reviewer lacks the template's role, or is the requester
+                (:class:`StepUpRequiredError`: the template's step-up is missing or bound elsewhere).
             AlreadyDecidedError: the request is terminal, or this reviewer already decided it.
             RequestExpiredError: the deadline passed (the request is now expired).
         """
-        return await self._decisions.decide(request_id, reviewer, decision, comment)
+        return await self._decisions.decide(request_id, reviewer, decision, comment, step_up=step_up)
 
     def why_ineligible(self, reviewer: str, record: ApprovalRecord) -> str | None:
         """Why ``reviewer`` may not decide ``record``, or ``None``.

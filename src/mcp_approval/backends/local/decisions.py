@@ -34,6 +34,7 @@ from mcp_approval.backends.local.rows import (
 )
 from mcp_approval.backends.local.rules import ApprovalTemplate, RequestRules, decided_by
 from mcp_approval.backends.local.sealing import RequestSealing
+from mcp_approval.backends.local.step_up import StepUp, check_step_up
 from mcp_approval.clock import Clock
 from mcp_approval.storage.audit import AuditLog
 from mcp_approval.storage.database import Database
@@ -113,13 +114,17 @@ class Decisions:
         comment: str | None,
         *,
         automatic: bool = False,
+        step_up: StepUp | None = None,
     ) -> ApprovalRecord:
         """Record ``reviewer``'s decision and return the request as it now stands (``automatic``: a
-        resolver's, which no role or self-approval rule limits).
+        resolver's, which no role, self-approval or step-up rule limits; ``step_up``: the verified
+        second factor a template with ``step_up`` needs, recorded in the decision's audit event).
 
         Raises:
             UnknownRequestError: no such request.
             NotEligibleError: the reviewer lacks the template's role, or is the requester.
+            StepUpRequiredError: the template needs a step-up this decision lacks, or it was bound to
+                another request or decision.
             AlreadyDecidedError: the request is terminal, or this reviewer already decided it.
             RequestExpiredError: the deadline passed (the request is now expired).
             UnverifiedRequestError: an approval of a request whose rows fail their seals.
@@ -131,7 +136,7 @@ class Decisions:
             now = self._clock.now_ms()
 
             def write(conn: Connection, now: int = now) -> _Outcome:
-                return self._decide_in(conn, now, request_id, reviewer, decision, comment, automatic)
+                return self._decide_in(conn, now, request_id, reviewer, decision, comment, automatic, step_up)
 
             try:
                 outcome = await self._db.write(write)
@@ -167,6 +172,7 @@ class Decisions:
         decision: str,
         comment: str | None,
         automatic: bool,
+        step_up: StepUp | None = None,
     ) -> _Outcome:
         row = fetch(conn, request_id, lock=True)
         if row is None:
@@ -177,6 +183,8 @@ class Decisions:
         rules = decided_by(row, self._templates)
         if not automatic:
             self._check_eligible(row, rules, reviewer)
+            # Checked against the locked row: the step-up confirmed this request as it stands, and this decision.
+            check_step_up(row, rules.step_up if rules is not None else None, decision, step_up)
         failure = self._sealing.failure(row, decision_rows(conn, [request_id]))
         if failure is not None and decision == "approve":
             raise UnverifiedRequestError(f"request {request_id[:8]}… cannot be approved: {failure}", why=failure)
@@ -186,9 +194,10 @@ class Decisions:
             return _Outcome(self._reload(conn, request_id), terminal=True, expired=True)
         insert_decision(conn, request_id, reviewer, decision, comment, now, seal=self._sealing.seal)
         about = event_data(row)
-        self._audit.record_in(
-            conn, now, "approval.decision", subject=request_id, actor=reviewer, data={"decision": decision, **about}
-        )
+        data: dict[str, Any] = {"decision": decision, **about}
+        if step_up is not None and not automatic:
+            data["step_up"] = step_up.to_json()
+        self._audit.record_in(conn, now, "approval.decision", subject=request_id, actor=reviewer, data=data)
         target = resulting_status(conn, row, decision)
         values: dict[str, Any] = {}
         if target is not None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_approval.backends.contract import ApprovalStatus, EarlierCall
 from mcp_approval.backends.local.rules import ApprovalTemplate, RequestRules, decided_by
+from mcp_approval.backends.local.step_up import sealed_digest
 from mcp_approval.clock import iso8601
 
 if TYPE_CHECKING:
@@ -81,6 +82,8 @@ class ApprovalRecord:
     rules: RequestRules | None = None
     #: The identical earlier call whose request ended (the request may duplicate it), or ``None``.
     possible_duplicate_of: EarlierCall | None = None
+    #: SHA-256 of what the request's seal covers (:func:`~.step_up.sealed_digest`): what a step-up binds.
+    sealed_digest: str = ""
 
     def without_reviewers(self) -> ApprovalRecord:
         """The record as its requester sees it: each decision without its reviewer or comment."""
@@ -168,8 +171,10 @@ def record_from_rows(
     *,
     integrity_failure: str | None = None,
     rules: RequestRules | None = None,
+    digest: str = "",
 ) -> ApprovalRecord:
-    """The record an ``approval_requests`` row and its ``approval_decisions`` rows describe.
+    """The record an ``approval_requests`` row and its ``approval_decisions`` rows describe
+    (``digest``: its :func:`~.step_up.sealed_digest`).
 
     With an ``integrity_failure`` the body's content (arguments, texts, inputs) is withheld:
     an edited row must not be read as what will run.
@@ -194,6 +199,7 @@ def record_from_rows(
         integrity_failure=integrity_failure,
         rules=rules,
         possible_duplicate_of=EarlierCall.from_json(body["duplicate_of"]) if body.get("duplicate_of") else None,
+        sealed_digest=digest,
     )
 
 
@@ -219,4 +225,6 @@ class RequestRecords:
         mine = [d for d in decisions if d["request_id"] == row["request_id"]]
         failure = self._sealing.failure(row, mine)
         rules = decided_by(row, self._templates)
-        return record_from_rows(row, mine, self._names, integrity_failure=failure, rules=rules)
+        return record_from_rows(
+            row, mine, self._names, integrity_failure=failure, rules=rules, digest=sealed_digest(row)
+        )

@@ -51,6 +51,10 @@ class ApprovalTemplate(_Rules):
     #: Whether a decision link (an e-mail's Approve / Deny) also needs the reviewer it was sent to
     #: signed in to the console; by default only for ``risk = "high"``.
     links_require_sign_in: bool | None = None
+    #: A second factor each decision needs beyond the reviewer's sign-in: ``"passkey"`` (a WebAuthn
+    #: assertion bound to the request's sealed digest and the decision, given in the console or the
+    #: reviewer API); decisions without it, from any channel, are refused. ``None``: none.
+    step_up: Literal["passkey"] | None = None
 
     @property
     def links_need_sign_in(self) -> bool:
@@ -98,6 +102,7 @@ class RequestRules:
         allow_self_approval: whether the requester may decide their own request.
         approval_valid_ms: how long an approval stays usable, from the decision that completed it.
         share_deny_comment: whether a denying reviewer's comment reaches the requester.
+        step_up: the second factor each decision needs (``"passkey"``), or ``None``.
     """
 
     reviewer_role: str
@@ -105,6 +110,7 @@ class RequestRules:
     allow_self_approval: bool
     approval_valid_ms: int
     share_deny_comment: bool
+    step_up: str | None = None
 
     @classmethod
     def of(cls, template: ApprovalTemplate) -> RequestRules:
@@ -115,6 +121,7 @@ class RequestRules:
             allow_self_approval=template.allow_self_approval,
             approval_valid_ms=round(template.approval_valid_s * 1000),
             share_deny_comment=template.share_deny_comment,
+            step_up=template.step_up,
         )
 
     def to_text(self) -> str:
@@ -145,18 +152,23 @@ class RequestRules:
             raise ValueError("request rules have members of the wrong type")
         if rules.approvals_required < 1 or rules.approval_valid_ms < 1:
             raise ValueError("request rules need at least one approval and a positive validity")
+        if rules.step_up not in (None, "passkey"):
+            raise ValueError("request rules name an unknown step-up")
         if rules.to_text() != text:
             raise ValueError("request rules are not in their canonical form")
         return rules
 
     def _members(self) -> dict[str, Any]:
-        return {
+        members: dict[str, Any] = {
             "reviewer_role": self.reviewer_role,
             "approvals_required": self.approvals_required,
             "allow_self_approval": self.allow_self_approval,
             "approval_valid_ms": self.approval_valid_ms,
             "share_deny_comment": self.share_deny_comment,
         }
+        if self.step_up is not None:  # absent otherwise: rules stored before step-up keep their text
+            members["step_up"] = self.step_up
+        return members
 
 
 #: Requests that name no template: one approver holding "approver", no self-approval. A request

@@ -32,6 +32,7 @@ from mcp_approval.approval.binding import CallBinding
 from mcp_approval.approval.call import inputs as submission_inputs
 from mcp_approval.approval.engine.dependencies import ApprovalDependencies
 from mcp_approval.approval.engine.integrity import link_failure
+from mcp_approval.approval.persistence.executions import ExecutedBeforeError
 from mcp_approval.approval.engine.requests import new_intent, submission_for
 from mcp_approval.approval.engine.resubmission import Resubmission
 from mcp_approval.approval.engine.run_once import Executor
@@ -274,7 +275,13 @@ class WorkflowProgress:
             return
         if decision.decision:
             until = _earliest(until, _permit_expiry_ms(decision))
-            if not await self._executor.run(workflow, binding, until):
+            try:
+                ran = await self._executor.run(workflow, binding, until)
+            except ExecutedBeforeError as exc:
+                # Its sealed record says it ran: a workflow row saying otherwise was written back.
+                await self._integrity_failure(workflow, str(exc))
+                return
+            if not ran:
                 await self._deny(workflow, APPROVAL_EXPIRED)
             return
         if until is not None and deps.clock.now_ms() >= until:

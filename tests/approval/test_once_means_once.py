@@ -16,11 +16,7 @@ import pytest
 from sqlalchemy import Connection, delete, update
 
 from mcp_approval.approval.messages import INTEGRITY_FAILED
-from mcp_approval.approval.persistence.schema import (
-    approval_executions_table,
-    approval_intents_table,
-    approval_workflows_table,
-)
+from mcp_approval.approval.persistence.schema import approval_intents_table, approval_workflows_table
 from mcp_approval.tasks.schema import tasks_table
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.approval.test_sealed_authority import gated, integrity_events, integrity_metric, write
@@ -29,7 +25,7 @@ from tests.treasury.helpers import assert_approved_executed, assert_denied_not_e
 
 pytestmark = pytest.mark.anyio
 
-_W, _I, _X, _T = approval_workflows_table, approval_intents_table, approval_executions_table, tasks_table
+_W, _I, _T = approval_workflows_table, approval_intents_table, tasks_table
 
 
 async def ran(harness: Harness, to: str, amount: int) -> tuple[str, dict[str, Any]]:
@@ -86,12 +82,12 @@ async def test_the_execution_record_is_written_before_the_call_runs(tmp_path: Pa
     """One sealed record per execution, naming the task's generation and its request."""
     async with inprocess_treasury(tmp_path, {"store": {"url": db_url}}) as harness:
         task_id, approval = await ran(harness, "acct-record", 33_000)
+        # Imported here so the tests above also run (and fail) against a schema without the table.
+        from mcp_approval.approval.persistence.schema import approval_executions_table
 
         def rows(conn: Connection) -> list[Any]:
-            return list(conn.execute(_X.select()).mappings())
+            return list(conn.execute(approval_executions_table.select()).mappings())
 
         stored = await harness.deployment.approval.store.database.read(rows)
-        assert [(row["task_id"], row["generation"], row["handle"]) for row in stored] == [
-            (task_id, 1, approval["id"])
-        ]
+        assert [(row["task_id"], row["generation"], row["handle"]) for row in stored] == [(task_id, 1, approval["id"])]
         assert stored[0]["seal"], "sealed under the binding key"

@@ -32,7 +32,6 @@ from mcp_approval.approval.binding import CallBinding
 from mcp_approval.approval.call import inputs as submission_inputs
 from mcp_approval.approval.engine.dependencies import ApprovalDependencies
 from mcp_approval.approval.engine.integrity import link_failure
-from mcp_approval.approval.persistence.executions import ExecutedBeforeError
 from mcp_approval.approval.engine.requests import new_intent, submission_for
 from mcp_approval.approval.engine.resubmission import Resubmission
 from mcp_approval.approval.engine.run_once import Executor
@@ -50,6 +49,7 @@ from mcp_approval.approval.messages import (
     TOOL_CHANGED,
     denied_because,
 )
+from mcp_approval.approval.persistence.executions import ExecutedBeforeError
 from mcp_approval.approval.persistence.states import Disposition
 from mcp_approval.approval.persistence.store import Intent, Reschedule, TaskOutcome, Workflow
 from mcp_approval.approval.results import denied_result

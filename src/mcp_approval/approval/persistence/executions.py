@@ -31,8 +31,8 @@ from mcp_approval.keyring import BindingCipher
 __all__ = [
     "ExecutedBeforeError",
     "ExecutionFact",
-    "execution_findings",
     "executed_before",
+    "execution_findings",
     "record_execution",
     "request_key",
 ]

@@ -13,6 +13,7 @@ from sqlalchemy import Connection, and_, or_, select, update
 
 from mcp_approval.approval.persistence.core import StoreCore
 from mcp_approval.approval.persistence.executions import (
+    CLAIM_EVENT,
     ExecutedBeforeError,
     ExecutionFact,
     executed_before,
@@ -98,7 +99,8 @@ class EndingStore(StoreCore):
             )
             record_execution(conn, fact, cipher)
             self.tasks.retain_until(conn, task_id, deadline + self.result_retention_ms)
-            self._event_of_row(conn, now, "approval.execution_claimed", task_id, generation=generation, worker=worker)
+            # ``recorded``: this claim stored its sealed execution record (``audit verify`` asks for it).
+            self._event_of_row(conn, now, CLAIM_EVENT, task_id, generation=generation, worker=worker, recorded=True)
             return True
 
         return await self.database.write(write)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Connection, or_, select
 
@@ -29,9 +29,12 @@ from mcp_approval.errors import MCPApprovalError
 from mcp_approval.keyring import BindingCipher
 
 __all__ = [
+    "CLAIM_EVENT",
     "ExecutedBeforeError",
     "ExecutionFact",
+    "SealOpener",
     "executed_before",
+    "executed_requests",
     "execution_findings",
     "record_execution",
     "request_key",
@@ -40,6 +43,14 @@ __all__ = [
 _X = approval_executions_table
 #: The audit event each claim writes (one per execution).
 CLAIM_EVENT = "approval.execution_claimed"
+
+
+class SealOpener(Protocol):
+    """What checks a fact's seal (:class:`~mcp_approval.keyring.BindingCipher` is one)."""
+
+    def open(self, sealed: str, *, record: str) -> dict[str, Any]:
+        """The document sealed to ``record``; raises when it does not authenticate."""
+        ...
 
 
 class ExecutedBeforeError(MCPApprovalError, RuntimeError):
@@ -131,13 +142,14 @@ def record_execution(conn: Connection, fact: ExecutionFact, cipher: BindingCiphe
 
 
 def execution_findings(
-    conn: Connection, claims: list[tuple[int, str, dict[str, Any]]], cipher: BindingCipher | None
+    conn: Connection, claims: list[tuple[int, str, dict[str, Any]]], cipher: SealOpener | None
 ) -> list[str]:
     """What does not hold between the execution facts and the chain's claim events, one line each.
 
     Args:
         conn: a connection to the store.
-        claims: the chain's ``approval.execution_claimed`` events as ``(seq, task id, data)``.
+        claims: the chain's ``approval.execution_claimed`` events as ``(seq, task id, data)``; one
+            marked ``recorded`` (written with its fact, since revision approval_0005) needs its fact.
         cipher: the binding keys, to check each fact's seal; ``None`` checks everything else.
     """
     findings: list[str] = []
@@ -149,7 +161,7 @@ def execution_findings(
         by_generation[(task_id, generation)].append(seq)
         request = (str(data.get("backend")), str(data.get("request")))
         by_request[request].append(f"{task_id} generation {generation} (event {seq})")
-        if (task_id, generation) not in facts:
+        if data.get("recorded") and (task_id, generation) not in facts:
             findings.append(
                 f"task {task_id} generation {generation} was claimed to run (event {seq}) "
                 "but has no sealed execution record"
@@ -168,7 +180,12 @@ def execution_findings(
     return findings
 
 
-def _seal_failure(row: Any, cipher: BindingCipher | None) -> str | None:
+def executed_requests(conn: Connection) -> list[tuple[str, str]]:
+    """``(backend, handle)`` of every request a stored fact says ran."""
+    return [(row.backend, row.handle) for row in conn.execute(select(_X.c.backend, _X.c.handle))]
+
+
+def _seal_failure(row: Any, cipher: SealOpener | None) -> str | None:
     """Why a stored fact does not match its seal, or ``None`` (also when there are no keys to check it)."""
     if cipher is None:
         return None

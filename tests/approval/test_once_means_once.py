@@ -9,14 +9,20 @@ are (its audit event and the metric), and the ledger holds one transfer.
 
 from __future__ import annotations
 
+import base64
+import json
+import re
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from sqlalchemy import Connection, delete, update
+from typer.testing import CliRunner
 
 from mcp_approval.approval.messages import INTEGRITY_FAILED
 from mcp_approval.approval.persistence.schema import approval_intents_table, approval_workflows_table
+from mcp_approval.cli.main import app
 from mcp_approval.tasks.schema import tasks_table
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.approval.test_sealed_authority import gated, integrity_events, integrity_metric, write
@@ -91,3 +97,71 @@ async def test_the_execution_record_is_written_before_the_call_runs(tmp_path: Pa
         stored = await harness.deployment.approval.store.database.read(rows)
         assert [(row["task_id"], row["generation"], row["handle"]) for row in stored] == [(task_id, 1, approval["id"])]
         assert stored[0]["seal"], "sealed under the binding key"
+
+
+def audit_verify(harness: Harness) -> tuple[int, dict[str, Any]]:
+    """``mcp-approval audit verify --config`` of the deployment (its store and binding keys), as JSON."""
+    result = CliRunner().invoke(app, ["audit", "verify", "--config", str(harness.directory / "config.toml"), "--json"])
+    return result.exit_code, json.loads(result.stdout)
+
+
+async def verified(harness: Harness) -> tuple[int, dict[str, Any]]:
+    return await anyio.to_thread.run_sync(audit_verify, harness)
+
+
+async def test_audit_verify_names_a_request_executed_twice(tmp_path: Path, db_url: str) -> None:
+    """What remains: rolled back with its execution record deleted too, the call runs again; verify says so."""
+    async with inprocess_treasury(tmp_path, {"store": {"url": db_url}}) as harness:
+        task_id, approval = await ran(harness, "acct-again", 34_000)
+        code, intact = await verified(harness)
+        assert (code, intact["ok"], intact["executions"]) == (0, True, {"ok": True, "findings": []})
+        from mcp_approval.approval.persistence.schema import approval_executions_table
+
+        await write(harness, delete(approval_executions_table), *rolled_back(task_id))
+        assert_approved_executed(await settled(harness.alice, task_id, timeout_s=scaled(30)))
+        assert len(harness.ledger()) == 2  # a writer who deletes the record too is not stopped, but named
+        code, found = await verified(harness)
+        assert code == 1
+        assert found["ok"] is False
+        assert found["broken"] is None, "the chain itself holds"
+        lines = found["executions"]["findings"]
+        assert any(line.startswith(f"request {approval['id']} (local) executed 2 times") for line in lines), lines
+        assert any(line.startswith(f"task {task_id} generation 1 executed 2 times") for line in lines), lines
+
+
+async def test_audit_verify_names_an_execution_without_its_record_or_a_sealed_approval(
+    tmp_path: Path, db_url: str
+) -> None:
+    """The execution record deleted and the approving decision removed after the call ran."""
+    async with inprocess_treasury(tmp_path, {"store": {"url": db_url}}) as harness:
+        task_id, approval = await ran(harness, "acct-unapproved", 35_000)
+        from mcp_approval.approval.persistence.schema import approval_executions_table
+        from mcp_approval.backends.local.schema import approval_decisions_table
+
+        await write(harness, delete(approval_executions_table), delete(approval_decisions_table))
+        code, found = await verified(harness)
+        assert code == 1
+        missing, unapproved = found["executions"]["findings"]
+        assert re.fullmatch(
+            f"task {task_id} generation 1 was claimed to run \\(event \\d+\\) but has no sealed execution record",
+            missing,
+        ), missing
+        assert unapproved == (
+            f"request {approval['id']} ran without a matching sealed approval: no reviewer's approval of it is stored"
+        )
+
+
+async def test_audit_verify_checks_the_execution_records_seals(tmp_path: Path, db_url: str) -> None:
+    """With the deployment's binding keys, an execution record edited after the fact is named."""
+    keys = {"approval": {"binding_keys": {"k1": base64.b64encode(bytes(range(32))).decode()}}}
+    async with inprocess_treasury(tmp_path, {"store": {"url": db_url}, **keys}) as harness:
+        task_id, _ = await ran(harness, "acct-sealed", 36_000)
+        assert (await verified(harness))[0] == 0
+        from mcp_approval.approval.persistence.schema import approval_executions_table
+
+        await write(harness, update(approval_executions_table).values(worker="someone-else"))
+        code, found = await verified(harness)
+        assert code == 1
+        assert found["executions"]["findings"] == [
+            f"the execution record of task {task_id} generation 1 does not match its seal"
+        ]

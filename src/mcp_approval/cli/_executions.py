@@ -17,18 +17,17 @@ from sqlalchemy import Connection, inspect
 
 from mcp_approval.approval.persistence.executions import (
     CLAIM_EVENT,
-    SealOpener,
     executed_requests,
     execution_findings,
 )
 from mcp_approval.backends import LocalApprovalBackend
-from mcp_approval.keyring import binding_cipher
+from mcp_approval.keyring import BindingCipher, binding_cipher
 from mcp_approval.storage import AuditFilter, AuditLog, Database
 
 __all__ = ["execution_report", "verify_keys"]
 
 
-def verify_keys(config_path: Path | None, key_file: Path | None) -> SealOpener | None:
+def verify_keys(config_path: Path | None, key_file: Path | None) -> BindingCipher | None:
     """The binding keys to check seals with: ``--binding-key-file``, else the deployment file's, else none."""
     if key_file is not None:
         return binding_cipher({}, key_file=key_file)
@@ -52,7 +51,7 @@ def _tables(conn: Connection) -> set[str]:
     return set(inspect(conn).get_table_names())
 
 
-async def execution_report(database: Database, log: AuditLog, keys: SealOpener | None) -> list[str] | None:
+async def execution_report(database: Database, log: AuditLog, keys: BindingCipher | None) -> list[str] | None:
     """One line per execution that does not hold; ``None`` when the store holds no execution records."""
     tables = await database.read(_tables)
     if "approval_executions" not in tables:
@@ -60,13 +59,13 @@ async def execution_report(database: Database, log: AuditLog, keys: SealOpener |
     claims: list[tuple[int, str, dict[str, Any]]] = []
     async for event in log.export(AuditFilter()):
         if event.kind == CLAIM_EVENT:
-            claims.append((event.seq or 0, event.subject, dict(event.data)))
+            claims.append((event.seq or 0, event.subject or "", dict(event.data)))
     findings = await database.read(lambda conn: execution_findings(conn, claims, keys))
     if "approval_requests" not in tables:
         return findings
     requests = set(await database.read(executed_requests))
     requests |= {(str(data.get("backend")), str(data.get("request"))) for _, _, data in claims}
-    backend = LocalApprovalBackend(database, templates={}, roles=lambda _principal: frozenset(), seal=keys)  # type: ignore[arg-type]
+    backend = LocalApprovalBackend(database, templates={}, roles=lambda _principal: frozenset(), seal=keys)
     for name, handle in sorted(requests):
         if name != LocalApprovalBackend.name:
             continue

@@ -9,10 +9,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export MCP_APPROVAL_TEST_STORE=postgresql
 readonly LEG=(
-  tests/treasury tests/approval tests/console tests/product_page tests/client
-  tests/test_docs_approval_link.py tests/test_docs_requester_page.py tests/test_notification_docs.py
-  tests/test_quickstart_client.py tests/test_startup_validation.py tests/test_options_secrets.py
-  tests/test_approvals.py tests/test_library_validation.py
+  tests/treasury tests/approval tests/reviewers tests/product_page tests/client
+  tests/config/test_docs_approval_link.py tests/config/test_options_secrets.py tests/notify/test_notification_docs.py
+  tests/server/test_startup_validation.py tests/server/test_approvals.py tests/server/test_library_validation.py
 )
 read -r -a selected <<<"${MCP_APPROVAL_LEG_TESTS:-${LEG[*]}}"
 exec bash scripts/test -m "not sqlite_store" -k "not sqlite and not postgres" "${selected[@]}" "$@"

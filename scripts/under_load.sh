@@ -8,7 +8,8 @@
 # (tests/support/timing.py); this step is where a limit that does not, or a timing assumption that
 # holds only on an idle machine (a lease, a grace, an asserted bound), shows.
 #
-# What runs, in one pass (about 7 minutes on 2 cores; CI's whole run must stay within 45):
+# What runs, in one pass (about 7 minutes on 2 cores, the chaos run 4 more; CI's whole run must
+# stay within 45):
 #   SQLite (the deployments' default store)
 #     - the crash suites: a SIGKILL at every named point, then a restart (one run per point: CI's
 #       crash step runs each point 20 times on an unloaded machine);
@@ -23,6 +24,9 @@
 #       expiry; a thousand concurrent identical retries from clients without tasks (a burst that
 #       overloads one server). The revoked approval, the re-evaluation and the thousand retries
 #       failed on this leg in a clean-clone run at load 10-12 before their limits scaled.
+#   Chaos (once, after the passes): four serve workers on PostgreSQL, one SIGKILLed and restarted
+#     every few seconds for MCP_APPROVAL_CHAOS_SECONDS (180 here; 15 in the ordinary suite) while
+#     eight callers and two reviewers work (tests/treasury/test_chaos_workers.py).
 # Left out: tests whose timing bounds are what they assert (a signal within 2 s, a notification
 # before a 5 s poll): on a machine this busy they measure the machine, and the tests step checks
 # them unloaded; suites that start few servers and wait on nothing (the bulk of the suite); and,
@@ -35,6 +39,7 @@
 #   MCP_APPROVAL_LOAD_ROUNDS       passes in a row, each of both stores (default 1)
 #   MCP_APPROVAL_TEST_WORKERS      test processes (default 4 here)
 #   MCP_APPROVAL_CRASH_RUNS        runs per crash point and pass (default 1 here)
+#   MCP_APPROVAL_CHAOS_SECONDS     how long the chaos run kills workers (default 180 here)
 #   MCP_APPROVAL_TEST_TIME_SCALE   the start and wait limits' scale (default: measured once the busy
 #                                  processes run, and used by every pytest run of the step)
 set -euo pipefail
@@ -54,9 +59,9 @@ readonly ON_SQLITE=(
   tests/treasury/test_lifecycle.py::test_unresolved_request_expires_as_denial
   tests/treasury/test_lifecycle.py::test_pending_task_survives_a_restart
   tests/treasury/test_postgres_workers.py::test_a_worker_killed_while_pending_leaves_the_task_to_the_other
-  tests/test_tasks_processes.py
+  tests/tasks/test_tasks_processes.py
   tests/product_page/test_url_approval_workers.py
-  tests/test_store_down.py
+  tests/tasks/test_store_down.py
 )
 readonly ON_POSTGRES=(
   tests/treasury/test_crash_points.py
@@ -97,3 +102,9 @@ for round in $(seq "$ROUNDS"); do
   MCP_APPROVAL_LEG_TESTS="${ON_POSTGRES[*]}" bash scripts/postgres_leg.sh "$@"
   echo "--- pass $round green in $((SECONDS - started)) s"
 done
+
+# The chaos run, once: four serve workers on PostgreSQL, one SIGKILLed and started again every
+# few seconds while callers and reviewers work, then every approved call ran once and nothing else ran.
+chaos_seconds="${MCP_APPROVAL_CHAOS_SECONDS:-180}"
+echo "--- chaos: four serve workers on PostgreSQL, one killed every few seconds for $chaos_seconds s"
+MCP_APPROVAL_CHAOS_SECONDS="$chaos_seconds" .venv/bin/python -m pytest "$@" -m chaos tests/treasury/test_chaos_workers.py

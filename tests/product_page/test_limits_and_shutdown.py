@@ -1,7 +1,7 @@
 """The product page's limits, anonymous callers and shutdown, on the deployment (``mcp-approval serve``).
 
 The tasks extension's own limits (``max_tasks``, ``max_per_principal``) and its anonymous rule
-are covered in ``tests/test_tasks_wire.py``; here the same rules are checked where an approval
+are covered in ``tests/tasks/test_tasks_wire.py``; here the same rules are checked where an approval
 port is installed: approval tasks have their own per-principal limits, anonymous HTTP callers
 are refused before any task exists, and a graceful shutdown cancels running tasks while pending
 approval tasks (which run nothing) survive it.

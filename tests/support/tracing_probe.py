@@ -1,4 +1,4 @@
-"""Spans recorded in a process of their own (run by ``tests/test_tracing.py``; not a test module).
+"""Spans recorded in a process of their own (run by ``tests/tracing/test_tracing.py``; not a test module).
 
 Usage: ``python -m tests.support.tracing_probe SCENARIO DIRECTORY``. The OpenTelemetry global
 tracer provider can be set once per process, and once set every later client request carries a

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from mcp_approval.checks.wire import Wire
 from mcp_approval.cli.main import app
-from tests.console.conftest import CSRF
+from tests.reviewers.conftest import CSRF
 from tests.support.arap import ArapDeployment, arap_deployment, ars_store
 from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, principals, rewrite_request_arguments, to_toml

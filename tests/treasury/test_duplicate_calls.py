@@ -54,7 +54,7 @@ class Notified:
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def notified(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Notified]:
     # The people's channels (email, Slack, Teams) show the same data as lines of text: Apprise spaces
-    # a channel's messages out by seconds, so tests/test_notification_bodies.py checks those formats.
+    # a channel's messages out by seconds, so tests/notify/test_notification_bodies.py checks those formats.
     hook = WebhookReceiver().start()
     channels = {"hook": {"kind": "webhook", "url": hook.url, "secret": WEBHOOK_SECRET}}
     notifications = {"channels": channels, "poll_interval_s": 0.05, "console_url": CONSOLE}

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from mcp_approval.protocol import INVALID_PARAMS
-from tests.console.conftest import CSRF
+from tests.reviewers.conftest import CSRF
 from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import approval_for

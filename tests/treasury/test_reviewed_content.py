@@ -10,7 +10,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.console.conftest import CSRF
+from tests.reviewers.conftest import CSRF
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_store, principals, rewrite_request_arguments
 from tests.treasury.helpers import approval_for, assert_approved_executed, assert_denied_not_executed, settled
 

@@ -24,7 +24,7 @@ from tests.treasury.helpers import approval_for
 
 pytestmark = pytest.mark.anyio
 
-QUICKSTART = Path(__file__).resolve().parents[1] / "docs" / "quickstart.md"
+QUICKSTART = Path(__file__).resolve().parents[2] / "docs" / "quickstart.md"
 HEADING = "## One approval, end to end"
 
 

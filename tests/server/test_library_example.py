@@ -25,7 +25,7 @@ from tests.support.treasury import Reviewer, rewrite_request_arguments
 from tests.treasury.helpers import approval_for, assert_approved_executed, assert_denied_not_executed, settled
 
 pytestmark = pytest.mark.anyio
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "library"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "library"
 
 
 class LibraryServer:

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from mcp_approval.reviewers.console import PAGE_SIZE
-from tests.console.conftest import Console, sign_in
+from tests.reviewers.conftest import Console, sign_in
 
 pytestmark = pytest.mark.anyio
 

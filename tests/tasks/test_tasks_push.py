@@ -188,7 +188,7 @@ async def test_the_listen_request_of_the_concepts_page_works_as_it_says(server):
     import re
     from pathlib import Path
 
-    page = (Path(__file__).parents[1] / "docs" / "concepts" / "tasks.md").read_text(encoding="utf-8")
+    page = (Path(__file__).parents[2] / "docs" / "concepts" / "tasks.md").read_text(encoding="utf-8")
     section = page.split("## Notifications", 1)[1]
     request = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))
     async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(10)) as http:

@@ -1,6 +1,6 @@
 """RedisTaskStore beyond the shared contract: URLs, atomic limits, key expiry, index cleanup, outages.
 
-The contract itself runs against Redis in ``tests/test_task_store.py``.
+The contract itself runs against Redis in ``tests/tasks/test_task_store.py``.
 """
 
 from __future__ import annotations

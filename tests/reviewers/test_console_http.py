@@ -12,7 +12,7 @@ from starlette.applications import Starlette
 
 from mcp_approval.reviewers.console import COOKIE, console_routes
 from mcp_approval.reviewers.views import human_duration
-from tests.console.conftest import CSRF, Console, sign_in
+from tests.reviewers.conftest import CSRF, Console, sign_in
 from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer, deployment_dir
 

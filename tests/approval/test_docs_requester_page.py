@@ -27,7 +27,7 @@ from tests.treasury.helpers import approval_for
 
 pytestmark = pytest.mark.anyio
 
-CHAPTER = Path(__file__).resolve().parents[1] / "docs" / "tool-approval.md"
+CHAPTER = Path(__file__).resolve().parents[2] / "docs" / "tool-approval.md"
 HEADING = "### A page for the requester (`requester_url`)"
 
 

@@ -1,4 +1,4 @@
-"""A rolling upgrade from commit 6854340: its worker and this code's share one PostgreSQL database.
+"""A rolling upgrade from release 0.2.0 (commit 6854340): its worker and this code's share one PostgreSQL database.
 
 Before the upgrade, a worker of 6854340 (that commit's code, exported from git, run as a real
 ``serve`` subprocess) serves the treasury deployment on a fresh database and opens two requests
@@ -51,7 +51,7 @@ from tests.treasury.helpers import approval_for, assert_approved_executed, asser
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RELEASE = "6854340"
 #: What the old code's requests read as on the new code until the operator's step.
 NO_SEALED_RULES = "the stored request carries no sealed rules"
@@ -121,7 +121,7 @@ async def approved_by(reviewer: Reviewer, approval_id: str) -> None:
     assert decided.status_code == 200, decided.text
 
 
-async def test_a_rolling_upgrade_from_6854340_runs_every_call_once(
+async def test_a_rolling_upgrade_from_0_2_0_runs_every_call_once(
     postgres_url: str, release_source: Path, tmp_path: Path
 ) -> None:
     old = ReleaseServer(deployment_dir(tmp_path, name="old"), release_source, db_url=postgres_url)

@@ -17,7 +17,7 @@ from mcp_approval.tasks.models import new_task_id
 from mcp_approval.tasks.schema import TASKS_MIGRATIONS, task_counts_table, tasks_table
 from mcp_approval.tasks.sql_store import SqlTaskStore
 from mcp_approval.tasks.store import TaskLimitReachedError
-from tests.test_worker_leases import _history_up_to, _row
+from tests.tasks.test_worker_leases import _history_up_to, _row
 
 pytestmark = pytest.mark.anyio
 

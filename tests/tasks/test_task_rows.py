@@ -21,7 +21,7 @@ pytestmark = pytest.mark.anyio
 
 ROWS = TaskRows()
 NOW = 1_780_000_000_000
-SRC = Path(__file__).resolve().parents[1] / "src" / "mcp_approval"
+SRC = Path(__file__).resolve().parents[2] / "src" / "mcp_approval"
 
 
 def new_task(task_id: str, **fields: object) -> NewTask:

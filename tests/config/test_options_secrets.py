@@ -82,7 +82,7 @@ def test_every_option_of_code_is_a_key_of_the_file() -> None:
 def test_an_arap_server_file_still_compares_its_secret_principal_tokens(tmp_path: Path) -> None:
     from mcp_approval.reference.config import load_arap_config
 
-    example = Path(__file__).resolve().parents[1] / "examples" / "treasury" / "arap-server.toml"
+    example = Path(__file__).resolve().parents[2] / "examples" / "treasury" / "arap-server.toml"
     shared = "a-token-both-use-0001"
     text = example.read_text(encoding="utf-8")
     text = text.replace('"treasury-mcp-client-token-dev"', f'"{shared}"').replace('"alice-token"', f'"{shared}"')
@@ -94,7 +94,7 @@ def test_an_arap_server_file_still_compares_its_secret_principal_tokens(tmp_path
 def test_an_arap_server_file_prints_no_client_token_or_callback_secret() -> None:
     from mcp_approval.reference.config import load_arap_config
 
-    config = load_arap_config(Path(__file__).resolve().parents[1] / "examples" / "treasury" / "arap-server.toml")
+    config = load_arap_config(Path(__file__).resolve().parents[2] / "examples" / "treasury" / "arap-server.toml")
     secrets = [*config.client_tokens(), *config.tokens()]
     assert config.arap.callback_secret is not None
     secrets.append(config.arap.callback_secret.get_secret_value())

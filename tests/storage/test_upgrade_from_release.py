@@ -36,7 +36,7 @@ from tests.treasury.helpers import approval_for, assert_approved_executed, settl
 
 pytestmark = pytest.mark.anyio
 
-RELEASE = Path(__file__).parent / "data" / "release_d16cd99"
+RELEASE = Path(__file__).parents[1] / "data" / "release_d16cd99"
 FIXTURE = json.loads((RELEASE / "rows.json").read_text())
 #: What a local-backend deployment opens: the tables it uses, each at its head.
 DEPLOYMENT = (TASKS_MIGRATIONS, AUDIT_MIGRATIONS, APPROVAL_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS)

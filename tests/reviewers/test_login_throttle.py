@@ -21,7 +21,7 @@ from mcp_approval.web.throttle import (
     FailedLoginThrottle,
 )
 from tests.approval.inprocess import inprocess_treasury
-from tests.console.conftest import Console
+from tests.reviewers.conftest import Console
 from tests.support.store_leg import leg_store_url
 
 pytestmark = pytest.mark.anyio

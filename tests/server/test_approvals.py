@@ -15,7 +15,7 @@ from mcp_approval.storage import open_database
 from tests.support.store_leg import leg_store_url
 
 pytestmark = pytest.mark.anyio
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "library"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "library"
 KEY = "3q2+7wABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhs="
 
 

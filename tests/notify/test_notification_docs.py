@@ -15,7 +15,7 @@ from mcp_approval.notify import Notification, WebhookChannel, WebhookChannelOpti
 from mcp_approval.server.deployment import build_deployment
 from tests.support.treasury import deployment_dir
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "operators.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "operators.md"
 _BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from tests.support.timing import scaled
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OPERATORS = ROOT / "docs" / "operators.md"
 # Long enough that a random 43-character task id or trace id cannot contain one by chance ("50" once did).
 ARGUMENT_VALUES = ("acct-traced", "acct-small", "30000", "40000", "4321")

@@ -1,4 +1,4 @@
-"""A database made by commit 6854340 upgrades to head, and its pending approvals complete exactly once.
+"""A database made by release 0.2.0 (commit 6854340) upgrades to head, and its pending approvals complete exactly once.
 
 That commit's schema is already Alembic-managed (one ``alembic_version_*`` table per history) and
 its local backend already seals each request's content (``approval_requests.content_seal``). The
@@ -45,7 +45,7 @@ from tests.treasury.helpers import assert_approved_executed, settled, shown
 
 pytestmark = pytest.mark.anyio
 
-RELEASE = Path(__file__).parent / "data" / "release_6854340"
+RELEASE = Path(__file__).parents[1] / "data" / "release_6854340"
 FIXTURE = json.loads((RELEASE / "rows.json").read_text())
 APPROVALS: dict[str, dict[str, str]] = FIXTURE["approvals"]
 #: What a local-backend deployment opens: the histories of the tables it uses.
@@ -160,7 +160,7 @@ async def _loaded(url: str) -> Database:
     return database
 
 
-async def test_the_6854340_database_upgrades_to_head_without_losing_a_row(db_url: str) -> None:
+async def test_the_0_2_0_database_upgrades_to_head_without_losing_a_row(db_url: str) -> None:
     database = await _loaded(db_url)
     try:
         before = await database.read(_contents)
@@ -180,7 +180,7 @@ async def test_the_6854340_database_upgrades_to_head_without_losing_a_row(db_url
     assert sum(1 for row in after["approval_requests"] if row["status"] == "pending") == 2
 
 
-async def test_workers_upgrading_the_6854340_database_together_apply_each_step_once(db_url: str) -> None:
+async def test_workers_upgrading_the_0_2_0_database_together_apply_each_step_once(db_url: str) -> None:
     setup = await _loaded(db_url)
     try:
         before = await setup.read(row_counts)
@@ -203,7 +203,7 @@ async def test_workers_upgrading_the_6854340_database_together_apply_each_step_o
 
 
 @pytest.mark.slow
-async def test_the_pending_approvals_of_6854340_complete_once_after_the_operator_seals_them(
+async def test_the_pending_approvals_of_0_2_0_complete_once_after_the_operator_seals_them(
     db_url: str, tmp_path: Path
 ) -> None:
     """The commit sealed content but not rules or decisions: its requests are integrity failures

@@ -20,7 +20,7 @@ from mcp_approval.tasks.schema import TASKS_MIGRATIONS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "deployment.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "deployment.md"
 #: What ``serve`` with the local backend migrates.
 DEPLOYMENT = (TASKS_MIGRATIONS, AUDIT_MIGRATIONS, SHARED_MIGRATIONS, APPROVAL_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS)
 ALTER = re.compile(r"^ALTER TABLE (\w+) SET \((.*)\);$", re.MULTILINE)

@@ -12,7 +12,7 @@ import pytest
 from mcp_approval.config import ConfigError, load_config
 from tests.support.treasury import deployment_dir
 
-CHAPTER = Path(__file__).resolve().parents[1] / "docs" / "tool-approval.md"
+CHAPTER = Path(__file__).resolve().parents[2] / "docs" / "tool-approval.md"
 HEADING = "## URL-mode approval links (`approval_url`)"
 
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from typer.testing import CliRunner
 
 from mcp_approval.approval.without_tasks.answers import unknown_reference
+from mcp_approval.cli.main import app
 from tests.approval.inprocess import inprocess_treasury
 from tests.approval.test_without_tasks import NO_TASKS, REQUEST_MODE
 
@@ -100,3 +103,15 @@ async def test_an_unstorable_request_id_is_not_found_by_the_reviewer_api(tmp_pat
             assert shown.status_code == 404, shown.text
             decided = await carol.decide(bad, "approve")
             assert decided.status_code == 404, decided.text
+
+
+async def test_the_review_cli_answers_an_unstorable_id_as_unknown(tmp_path: Path, db_url: str) -> None:
+    """``mcp-approval review show|approve|deny`` with a NUL or non-UTF-8 bytes (a lone surrogate) in the id."""
+    async with inprocess_treasury(tmp_path, {"store": {"url": db_url}}) as harness:
+        config = str(harness.directory / "config.toml")
+        for bad in ("a\x00b", "req-\udcff"):
+            for command in (["show", bad], ["approve", bad, "--as", "carol"], ["deny", bad, "--as", "carol"]):
+                args = ["review", *command, "--config", config]
+                result = await anyio.to_thread.run_sync(lambda args=args: CliRunner().invoke(app, args))
+                assert result.exit_code == 1, (command, result.output)
+                assert "no approval request" in result.output, (command, result.output)

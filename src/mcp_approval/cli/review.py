@@ -27,6 +27,7 @@ from mcp_approval.cli._local_store import fail, on_local_backend
 from mcp_approval.cli._table import render_table
 from mcp_approval.cli._terminal import shown, shown_lines
 from mcp_approval.reviewers.limits import MAX_PAGE_SIZE
+from mcp_approval.safe_text import storable
 
 __all__ = ["decide_matching", "review_app"]
 
@@ -117,6 +118,7 @@ def show_command(
     as_json: bool = _JSON,
 ) -> None:
     """Show one approval request with its arguments (redacted) and decisions (checked with the keys, if given)."""
+    _known_id(request_id)
     record = on_local_backend(config, db, lambda backend: backend.get_request(request_id), key_file=key_file)
     if record is None:
         raise fail(f"no approval request {request_id!r}")
@@ -138,6 +140,7 @@ def approve_command(
     template: list[str] | None = _TEMPLATE,
 ) -> None:
     """Approve a request as reviewer ``--as``."""
+    _known_id(request_id)
     decide = _deciding(request_id, reviewer, "approve", comment)
     roles = {reviewer: role or []}
     _print_record(on_local_backend(config, db, decide, roles=roles, templates=template or (), key_file=key_file))
@@ -155,9 +158,16 @@ def deny_command(
     template: list[str] | None = _TEMPLATE,
 ) -> None:
     """Deny a request as reviewer ``--as``."""
+    _known_id(request_id)
     decide = _deciding(request_id, reviewer, "deny", comment)
     roles = {reviewer: role or []}
     _print_record(on_local_backend(config, db, decide, roles=roles, templates=template or (), key_file=key_file))
+
+
+def _known_id(request_id: str) -> None:
+    """Refuse an id no store can hold (a NUL, or bytes that are not UTF-8): no request has it."""
+    if not storable(request_id):
+        raise fail(f"no approval request {shown(request_id)}")
 
 
 def _deciding(

@@ -53,6 +53,7 @@ from mcp_approval.reviewers.api import Authenticator
 from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS, STORE_RETRY_AFTER_S
 from mcp_approval.reviewers.sessions import Session, SessionStore
 from mcp_approval.reviewers.views import EventView, RequestView, environment
+from mcp_approval.safe_text import storable
 from mcp_approval.storage.audit import AuditEvent
 from mcp_approval.storage.database import StoreUnavailableError
 from mcp_approval.web.throttle import FailedLoginThrottle, client_key
@@ -411,9 +412,9 @@ def _check_origin(request: Request) -> None:
 
 
 def _request_id(request: Request) -> str:
-    """The path's request id; one with a NUL character names no request (and no database accepts it)."""
+    """The path's request id; one no store can hold (a NUL, a lone surrogate) names no request."""
     request_id: str = request.path_params["request_id"]
-    if "\x00" in request_id:
+    if not storable(request_id):
         raise _Refused(404, "There is no such approval request.")
     return request_id
 

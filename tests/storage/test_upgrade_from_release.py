@@ -40,7 +40,7 @@ RELEASE = Path(__file__).parents[1] / "data" / "release_d16cd99"
 FIXTURE = json.loads((RELEASE / "rows.json").read_text())
 #: What a local-backend deployment opens: the tables it uses, each at its head.
 DEPLOYMENT = (TASKS_MIGRATIONS, AUDIT_MIGRATIONS, APPROVAL_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS)
-HEADS = {"tasks": "tasks_0004", "audit": "audit_0004", "approval": "approval_0004", "local_backend": "local_0006"}
+HEADS = {"tasks": "tasks_0004", "audit": "audit_0004", "approval": "approval_0005", "local_backend": "local_0006"}
 
 
 def _is_time(column: str) -> bool:
@@ -106,7 +106,7 @@ async def test_the_release_database_upgrades_to_head_without_losing_a_row(db_url
     # The audit log gained its chain head and an empty table of delivery cursors, the console its
     # (empty) session table, the local backend its (empty) table of seal manifests, the tasks layer
     # its worker leases and its counts of unfinished tasks, the approval layer its admission
-    # counts; every other table holds exactly what it held. The
+    # counts and its (empty) table of execution records; every other table holds exactly what it held. The
     # counts hold the release's pending request: unfinished tasks in all and its principal's, its
     # principal's pending approvals, and its intent in the minute it was recorded.
     assert after == before | {
@@ -117,6 +117,7 @@ async def test_the_release_database_upgrades_to_head_without_losing_a_row(db_url
         "task_workers": 0,
         "task_counts": 2,
         "approval_counts": 2,
+        "approval_executions": 0,
     }
     assert after["tasks"] == after["approval_workflows"] == after["approval_requests"] == 1
     assert {"handler", "meta_json"} <= columns

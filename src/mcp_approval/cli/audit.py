@@ -19,12 +19,15 @@ from typing import TypeVar
 
 import typer
 
+from mcp_approval.cli._executions import execution_report, verify_keys
 from mcp_approval.config import ConfigError
+from mcp_approval.safe_text import terminal_text
 from mcp_approval.storage import (
     AUDIT_MIGRATIONS,
     AuditFilter,
     AuditLog,
     ChainVerification,
+    Database,
     StoreUnavailableError,
     migrate,
     open_database,
@@ -53,6 +56,11 @@ _CONFIG = typer.Option(
     None, "--config", help="The deployment (or arap-server) configuration file; without it, --db names the store."
 )
 _DB = typer.Option(None, "--db", help="Store URL; overrides the configuration's store.")
+_KEYS = typer.Option(
+    None,
+    "--binding-key-file",
+    help="Without --config: the server's binding keys, to check the execution records' seals.",
+)
 _OUTPUT = typer.Option(None, "--output", "-o", help="Write here instead of standard output.")
 
 #: ``audit verify`` exits with this when the chain is broken (and 2 when it could not check).
@@ -83,6 +91,11 @@ def _store_url(config_path: Path | None, db: str | None) -> str:
 
 def _run(config_path: Path | None, db: str | None, operation: Callable[[AuditLog], Awaitable[T]]) -> T:
     """Open and migrate the store, run ``operation`` on its audit log, close the store."""
+    return _on_store(config_path, db, lambda database: operation(AuditLog(database)))
+
+
+def _on_store(config_path: Path | None, db: str | None, operation: Callable[[Database], Awaitable[T]]) -> T:
+    """Open the store and migrate its audit tables, run ``operation`` on it, close the store."""
     try:
         url = _store_url(config_path, db)
     except ConfigError as exc:
@@ -92,7 +105,7 @@ def _run(config_path: Path | None, db: str | None, operation: Callable[[AuditLog
         database = open_database(url)
         try:
             await migrate(database, AUDIT_MIGRATIONS)
-            return await operation(AuditLog(database))
+            return await operation(database)
         finally:
             await database.close()
 
@@ -172,27 +185,43 @@ def verify_command(
             "anchored event is still at its position with its hash."
         ),
     ),
+    key_file: Path | None = _KEYS,
 ) -> None:
     """Check the audit log's hash chain; name the first broken link and exit 1 if there is one.
 
-    With ``--anchor FILE``, also print one line per anchor of the file that does not hold.
-    Exit status: 0 the chain (and every anchor) holds, 1 it does not, 2 it could not be checked.
+    With ``--anchor FILE``, also print one line per anchor of the file that does not hold. Then
+    check the executions: name each that has no sealed record or no matching sealed approval, and
+    each request (or task generation) executed twice.
+    Exit status: 0 the chain (and every anchor, every execution) holds, 1 it does not, 2 it could not be checked.
     """
     given = _anchors(anchor)
+    try:
+        keys = verify_keys(config, key_file)
+    except (ConfigError, ValueError) as exc:
+        raise _fail(str(exc)) from None
 
-    async def check(log: AuditLog) -> tuple[ChainVerification, list[AnchorFinding]]:
+    async def check(database: Database) -> tuple[ChainVerification, list[AnchorFinding], list[str] | None]:
+        log = AuditLog(database)
         found = await log.verify(given.single)
+        executions = await execution_report(database, log, keys)
         if given.history is None:
-            return found, []
+            return found, [], executions
         findings = [*given.unreadable, *await check_anchors(log, given.history)]
-        return found, sorted(findings, key=lambda finding: finding.line)
+        return found, sorted(findings, key=lambda finding: finding.line), executions
 
-    found, findings = _run(config, db, check)
+    found, findings, executions = _on_store(config, db, check)
+    wrong = executions or []
     if as_json:
-        typer.echo(json.dumps(_as_json(found, given, findings)))
+        described = _as_json(found, given, findings)
+        if executions is not None:
+            described["executions"] = {"ok": not wrong, "findings": wrong}
+            described["ok"] = bool(described["ok"]) and not wrong
+        typer.echo(json.dumps(described))
     else:
         typer.echo(_describe(found, given, findings))
-    if not found.ok or findings:
+        for line in wrong:  # an intact store's output stays the chain's one line
+            typer.echo(f"execution: {terminal_text(line, lines=False)}")
+    if not found.ok or findings or wrong:
         raise typer.Exit(EXIT_BROKEN)
 
 

@@ -28,6 +28,7 @@ from mcp_approval.cli._local_store import fail, on_local_backend, on_local_store
 from mcp_approval.cli._table import render_table
 from mcp_approval.cli._terminal import shown, shown_lines
 from mcp_approval.reviewers.limits import MAX_PAGE_SIZE
+from mcp_approval.safe_text import storable
 from mcp_approval.storage import Database
 
 __all__ = ["decide_matching", "review_app"]
@@ -122,10 +123,11 @@ def show_command(
 
     REQUEST_ID is the request's id or the reference its requester was given (the task's id).
     """
+    _known_id(request_id)
 
     async def lookup(backend: LocalApprovalBackend, database: Database) -> tuple[ApprovalRecord | None, str | None]:
-        record = await backend.get_request(request_id) if "\x00" not in request_id else None
-        if record is None and "\x00" not in request_id:
+        record = await backend.get_request(request_id)
+        if record is None:
             handle = await request_of_reference(database, request_id)
             record = await backend.get_request(handle) if handle is not None else None
         reference = await reference_of_request(database, record.id) if record is not None else None
@@ -152,6 +154,7 @@ def approve_command(
     template: list[str] | None = _TEMPLATE,
 ) -> None:
     """Approve a request as reviewer ``--as``."""
+    _known_id(request_id)
     decide = _deciding(request_id, reviewer, "approve", comment)
     roles = {reviewer: role or []}
     _print_record(on_local_backend(config, db, decide, roles=roles, templates=template or (), key_file=key_file))
@@ -169,9 +172,16 @@ def deny_command(
     template: list[str] | None = _TEMPLATE,
 ) -> None:
     """Deny a request as reviewer ``--as``."""
+    _known_id(request_id)
     decide = _deciding(request_id, reviewer, "deny", comment)
     roles = {reviewer: role or []}
     _print_record(on_local_backend(config, db, decide, roles=roles, templates=template or (), key_file=key_file))
+
+
+def _known_id(request_id: str) -> None:
+    """Refuse an id no store can hold (a NUL, or bytes that are not UTF-8): no request has it."""
+    if not storable(request_id):
+        raise fail(f"no approval request {shown(request_id)}")
 
 
 def _deciding(

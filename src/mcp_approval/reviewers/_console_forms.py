@@ -12,6 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 from starlette.requests import Request
 
 from mcp_approval.errors import MCPApprovalError
+from mcp_approval.safe_text import storable
 
 __all__ = ["MAX_FORM_BYTES", "Refused", "check_origin", "path_request_id", "read_form"]
 
@@ -40,9 +41,9 @@ def check_origin(request: Request) -> None:
 
 
 def path_request_id(request: Request) -> str:
-    """The path's request id; one with a NUL character names no request (and no database accepts it)."""
+    """The path's request id; one no store can hold (a NUL, a lone surrogate) names no request."""
     request_id: str = request.path_params["request_id"]
-    if "\x00" in request_id:
+    if not storable(request_id):
         raise Refused(404, "There is no such approval request.")
     return request_id
 

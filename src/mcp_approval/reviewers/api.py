@@ -28,6 +28,7 @@ from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.errors import MCPApprovalError
 from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS, MAX_DECISION_BYTES, MAX_PAGE_SIZE, STORE_RETRY_AFTER_S
 from mcp_approval.reviewers.lookup import find_request
+from mcp_approval.safe_text import storable
 from mcp_approval.storage.database import StoreUnavailableError
 from mcp_approval.web.bodies import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
 from mcp_approval.web.throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
@@ -162,9 +163,9 @@ def _problems(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[R
 
 
 def _request_id(request: Request) -> str:
-    """The path's request id; one with a NUL character names no request (and no database accepts it)."""
+    """The path's request id; one no store can hold (a NUL, a lone surrogate) names no request."""
     request_id: str = request.path_params["request_id"]
-    if "\x00" in request_id:
+    if not storable(request_id):
         raise _Problem(404, "no such approval request")
     return request_id
 

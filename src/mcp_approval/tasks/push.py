@@ -40,6 +40,7 @@ from mcp_approval.protocol import (
     METHOD_SUBSCRIPTIONS_LISTEN,
     TASKS_EXTENSION,
 )
+from mcp_approval.safe_text import storable
 from mcp_approval.storage import StoreUnavailableError, jsonrpc_error
 from mcp_approval.tasks.models import TaskRecord, detailed_task, task_fields
 from mcp_approval.tasks.signals import SignalKind, TaskChange, TaskSignals
@@ -123,6 +124,8 @@ def _requested_task_ids(ctx: ServerRequestContext[Any, Any]) -> list[str] | None
     task_ids = notifications["taskIds"]
     if not isinstance(task_ids, list) or not all(isinstance(task_id, str) for task_id in task_ids):
         raise MCPError(code=INVALID_PARAMS, message="notifications.taskIds must be an array of task id strings")
+    if not all(storable(task_id) for task_id in task_ids):
+        raise MCPError(code=INVALID_PARAMS, message="notifications.taskIds names an id no task has (a NUL character)")
     if len(task_ids) > MAX_TASK_IDS_PER_LISTEN:
         raise MCPError(
             code=INVALID_PARAMS,

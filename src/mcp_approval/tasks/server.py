@@ -24,6 +24,7 @@ from mcp_approval.protocol import (
     TASKS_EXTENSION,
     UNKNOWN_TASK_MESSAGE,
 )
+from mcp_approval.safe_text import storable
 from mcp_approval.storage import StoreUnavailableError, jsonrpc_error
 from mcp_approval.tasks.execution import AnsweredRound
 from mcp_approval.tasks.models import (
@@ -250,6 +251,8 @@ class TasksExtension(Extension):
         """
         require_client_extension(ctx, TASKS_EXTENSION)
         caller = self.caller(ctx)
+        if not storable(task_id):  # no store holds such an id (PostgreSQL cannot compare it): unknown
+            raise MCPError(code=INVALID_PARAMS, message=UNKNOWN_TASK_MESSAGE)
         try:
             record = await self.store.get(task_id)
         except StoreUnavailableError as exc:
@@ -270,6 +273,8 @@ class TasksExtension(Extension):
         return record
 
     async def _live(self, task_id: str) -> TaskRecord | None:
+        if not storable(task_id):
+            return None
         record = await self.store.get(task_id)
         return None if record is None or record.expired(self.runtime.clock.now_ms()) else record
 

@@ -60,6 +60,7 @@ class WorkflowDriver:
             worker_id=worker_id,
             lease_ms=self.lease_ms,
             execution_deadline_ms=round(options.execution_deadline_s * 1000),
+            cipher=deps.cipher,
         )
         self.tick_s = max(0.02, min(1.0, options.poll_interval_s / 2))
         self._loop: asyncio.Task[None] | None = None

@@ -49,6 +49,7 @@ from mcp_approval.approval.messages import (
     TOOL_CHANGED,
     denied_because,
 )
+from mcp_approval.approval.persistence.executions import ExecutedBeforeError
 from mcp_approval.approval.persistence.states import Disposition
 from mcp_approval.approval.persistence.store import Intent, Reschedule, TaskOutcome, Workflow
 from mcp_approval.approval.results import denied_result
@@ -274,7 +275,13 @@ class WorkflowProgress:
             return
         if decision.decision:
             until = _earliest(until, _permit_expiry_ms(decision))
-            if not await self._executor.run(workflow, binding, until):
+            try:
+                ran = await self._executor.run(workflow, binding, until)
+            except ExecutedBeforeError as exc:
+                # Its sealed record says it ran: a workflow row saying otherwise was written back.
+                await self._integrity_failure(workflow, str(exc))
+                return
+            if not ran:
                 await self._deny(workflow, APPROVAL_EXPIRED)
             return
         if until is not None and deps.clock.now_ms() >= until:

@@ -22,12 +22,14 @@ from typing import Any
 
 from mcp_approval.approval.binding import CallBinding
 from mcp_approval.approval.persistence.endings import EndingStore
+from mcp_approval.approval.persistence.executions import ExecutedBeforeError
 from mcp_approval.approval.persistence.records import TaskOutcome, Workflow
 from mcp_approval.approval.persistence.states import Disposition, Phase
 from mcp_approval.approval.results import executed_result, outcome_unknown_result
 from mcp_approval.approval.tools import ToolInvoker
 from mcp_approval.clock import Clock
 from mcp_approval.crashpoints import crash_point
+from mcp_approval.keyring import BindingCipher
 from mcp_approval.storage import StoreUnavailableError
 from mcp_approval.tasks.states import TaskStatus
 from mcp_approval.tracing import span
@@ -39,6 +41,7 @@ logger = logging.getLogger("mcp_approval.approval")
 #: What became of an approved call that did not run here (its span's ``mcp_approval.outcome``; else its disposition).
 _EXPIRED = "expired"
 _CLAIM_LOST = "claim_lost"
+_EXECUTED_BEFORE = "executed_before"
 #: Stands for a schema that could not be read: taken as allowing nothing more, so the result is
 #: stored as the tool returned it (plus the statement in ``content``).
 _UNREADABLE_SCHEMA: dict[str, Any] = {"additionalProperties": False}
@@ -65,6 +68,7 @@ class Executor:
         worker_id: this worker, the claim's holder.
         lease_ms: how long a claim holds without renewal.
         execution_deadline_ms: how long after its claim an unconfirmed execution ends ``outcome-unknown``.
+        cipher: seals the record each claim writes before its call runs (``None``: stored unsealed).
     """
 
     def __init__(
@@ -76,8 +80,10 @@ class Executor:
         worker_id: str,
         lease_ms: int,
         execution_deadline_ms: int,
+        cipher: BindingCipher | None = None,
     ) -> None:
         self.store = store
+        self.cipher = cipher
         self.tools = tools
         self.clock = clock
         self.worker_id = worker_id
@@ -93,9 +99,17 @@ class Executor:
 
         A lost claim (another worker won it, or a cancel or expiry fenced the task) is not an
         error: whoever won decides the outcome, and this returns ``True`` without running.
+
+        Raises:
+            ExecutedBeforeError: this generation, or the request it follows, already ran (its
+                sealed record is stored, whatever the workflow row says): nothing ran.
         """
         with span("execute", root=True, tool=binding.tool, task_id=workflow.task_id) as traced:
-            outcome = await self._run(workflow, binding, valid_until)
+            try:
+                outcome = await self._run(workflow, binding, valid_until)
+            except ExecutedBeforeError:
+                traced.set("outcome", _EXECUTED_BEFORE)
+                raise
             traced.set("outcome", outcome)
             return outcome != _EXPIRED
 
@@ -114,6 +128,7 @@ class Executor:
                 self.worker_id,
                 lease_until=min(now + self.lease_ms, deadline),
                 deadline=deadline,
+                cipher=self.cipher,
             )
         except StoreUnavailableError:
             self._in_doubt[task_id] = _DoubtfulClaim(workflow, binding, deadline)

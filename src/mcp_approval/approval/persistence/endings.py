@@ -12,9 +12,17 @@ from __future__ import annotations
 from sqlalchemy import Connection, and_, or_, select, update
 
 from mcp_approval.approval.persistence.core import StoreCore
+from mcp_approval.approval.persistence.executions import (
+    CLAIM_EVENT,
+    ExecutedBeforeError,
+    ExecutionFact,
+    executed_before,
+    record_execution,
+)
 from mcp_approval.approval.persistence.records import TaskOutcome, Workflow, workflow_from_row
 from mcp_approval.approval.persistence.schema import approval_workflows_table
 from mcp_approval.approval.persistence.states import Phase, phase_sources
+from mcp_approval.keyring import BindingCipher
 
 __all__ = ["EndingStore"]
 
@@ -24,12 +32,27 @@ _W = approval_workflows_table
 class EndingStore(StoreCore):
     """Claims approved calls and ends workflows (what the executor and every denial use)."""
 
-    async def claim(self, task_id: str, generation: int, worker: str, *, lease_until: int, deadline: int) -> bool:
-        """The single atomic execution claim: ``pending → claimed``.
+    async def claim(
+        self,
+        task_id: str,
+        generation: int,
+        worker: str,
+        *,
+        lease_until: int,
+        deadline: int,
+        cipher: BindingCipher | None = None,
+    ) -> bool:
+        """The single atomic execution claim: ``pending → claimed``, and the execution's sealed record.
 
         Fails if the workflow moved on (another generation, a fence, an earlier claim) or the task
         is terminal or has a cancellation requested. Retention is extended through the
         execution deadline plus the result retention, so a claimed task is never purged first.
+        The claim writes the :class:`~.executions.ExecutionFact` (sealed with ``cipher``) before
+        the call runs; the call's stored workflow is not trusted to say it never ran.
+
+        Raises:
+            ExecutedBeforeError: a fact is stored for this generation or for the request it
+                follows (whatever the workflow row says): nothing was claimed.
         """
         now = self.clock.now_ms()
         guard = and_(
@@ -42,6 +65,14 @@ class EndingStore(StoreCore):
             task = self.tasks.lock(conn, task_id)
             if task is None or task.terminal or task.cancel_requested:
                 return False
+            row = conn.execute(select(_W).where(guard)).mappings().first()
+            if row is None:
+                return False
+            backend, handle = str(row["backend"]), str(row["handle"] or "")
+            if executed_before(conn, task_id, generation, backend, handle):
+                raise ExecutedBeforeError(
+                    f"the approved call of task {task_id} generation {generation} (request {handle}) already ran"
+                )
             claimed = conn.execute(
                 update(_W)
                 .where(guard)
@@ -56,8 +87,20 @@ class EndingStore(StoreCore):
             )
             if claimed.rowcount != 1:
                 return False
+            fact = ExecutionFact(
+                task_id,
+                generation,
+                backend,
+                handle,
+                row["call_scope"],
+                str(row["arguments_digest"]),
+                worker,
+                now,
+            )
+            record_execution(conn, fact, cipher)
             self.tasks.retain_until(conn, task_id, deadline + self.result_retention_ms)
-            self._event_of_row(conn, now, "approval.execution_claimed", task_id, generation=generation, worker=worker)
+            # ``recorded``: this claim stored its sealed execution record (``audit verify`` asks for it).
+            self._event_of_row(conn, now, CLAIM_EVENT, task_id, generation=generation, worker=worker, recorded=True)
             return True
 
         return await self.database.write(write)

@@ -13,6 +13,7 @@ from mcp_approval.storage.migrations import Migrations
 __all__ = [
     "APPROVAL_MIGRATIONS",
     "approval_counts_table",
+    "approval_executions_table",
     "approval_intents_table",
     "approval_workflows_table",
     "metadata",
@@ -113,6 +114,26 @@ Index(
     approval_intents_table.c.tool_name,
     approval_intents_table.c.arguments_digest,
 )
+
+# Added by revision approval_0005: one sealed row per execution, written by the claim before the
+# call runs and never updated or deleted (see ``executions``).
+approval_executions_table = Table(
+    "approval_executions",
+    metadata,
+    Column("task_id", String(64), primary_key=True),
+    Column("generation", Integer, primary_key=True),
+    # SHA-256 of the backend and the request's handle (executions.request_key): one run per request.
+    Column("request_key", String(64), nullable=False),
+    Column("backend", String(64), nullable=False),
+    Column("handle", String(512), nullable=False),
+    Column("call_scope", String(64), nullable=True),
+    Column("worker", String(64), nullable=False),
+    Column("claimed_at", BigInteger, nullable=False),
+    # The fact (ExecutionFact.document()) sealed under the binding key to its task and generation.
+    Column("seal", Text, nullable=False),
+)
+
+Index("ix_approval_executions_request", approval_executions_table.c.request_key, unique=True)
 
 #: Admission counts kept by the triggers of revision approval_0003 (see
 #: :mod:`mcp_approval.storage.counts`): ``"pending:<principal digest>"`` (pending workflows) and

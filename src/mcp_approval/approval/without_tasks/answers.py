@@ -24,6 +24,7 @@ from mcp_approval.backends.contract import EarlierCall
 from mcp_approval.clock import iso8601
 from mcp_approval.denials import Remediation, final_denial, new_context_id
 from mcp_approval.protocol import META_TOOL_APPROVAL_DISPOSITION
+from mcp_approval.safe_text import terminal_text
 from mcp_approval.tasks.models import TaskRecord
 from mcp_approval.tasks.states import TaskStatus
 
@@ -185,6 +186,10 @@ def status_answer(workflow: Workflow, *, poll_interval_ms: int) -> types.CallToo
 
 
 def unknown_reference(reference: str) -> types.CallToolResult:
-    """The same answer for an unknown reference and for another principal's."""
-    text = UNKNOWN_REFERENCE.format(reference=reference[:80])
+    """The same answer for an unknown reference and for another principal's.
+
+    The reference is the caller's own string: echoed escaped (control characters, newlines, ESC
+    sequences and bidirectional overrides shown, never acted on), so it cannot add a line of its own.
+    """
+    text = UNKNOWN_REFERENCE.format(reference=terminal_text(reference[:80], lines=False))
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)

@@ -44,6 +44,7 @@ from mcp_approval.approval.without_tasks import answers as without_tasks
 from mcp_approval.approval.without_tasks.links import RequesterLinks, UrlRevision, url_revision
 from mcp_approval.backends import ApprovalBackend, ApprovalBackendError
 from mcp_approval.backends.contract import EarlierCall
+from mcp_approval.safe_text import storable
 from mcp_approval.tasks.store import TaskStore
 
 __all__ = ["PendingAnswer", "WithoutTasksFlow"]
@@ -135,7 +136,9 @@ class WithoutTasksFlow:
 
     async def status(self, reference: str, owner: str | None) -> Any:
         """Where ``owner``'s request ``reference`` stands; another principal's reads like an unknown one."""
-        workflow = await self.store.get(reference) if isinstance(owner, str) and reference else None
+        # A reference no store can hold (a NUL) names nothing, on every store alike.
+        known = isinstance(owner, str) and reference and storable(reference)
+        workflow = await self.store.get(reference) if known else None
         if workflow is None or workflow.principal_digest != owner:
             return without_tasks.unknown_reference(reference)
         poll_ms = round(self.options.task_poll_interval_s * 1000)

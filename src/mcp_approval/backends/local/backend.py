@@ -252,6 +252,14 @@ class LocalApprovalBackend:
         """
         return await self._sealing.sealed_request(handle)
 
+    async def approval_failure(self, handle: str) -> str | None:
+        """Why the request carries no approval its sealed decisions give, or ``None`` when it does.
+
+        For ``audit verify``: a call that ran on this request must have had one. Without the
+        binding keys only what the rows say can be read (an approve decision, the status).
+        """
+        return await self._sealing.approval_failure(handle)
+
     async def cancel(self, handle: str) -> None:
         """Withdraw a pending request; a terminal one is left as it is."""
         await self._queue.cancel(handle)

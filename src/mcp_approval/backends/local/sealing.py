@@ -137,6 +137,28 @@ class RequestSealing:
             call_digest=body.call_digest(),
         )
 
+    async def approval_failure(self, handle: str) -> str | None:
+        """Why the request is not approved by its sealed decisions under its sealed rules, or ``None``."""
+
+        def read(conn: Connection) -> tuple[Row | None, list[Row]]:
+            row = fetch(conn, handle)
+            return row, decision_rows(conn, [handle]) if row is not None else []
+
+        row, decisions = await self._db.read(read)
+        if row is None:
+            return "no such approval request is stored"
+        if not any(decision["decision"] == "approve" for decision in decisions):
+            return "no reviewer's approval of it is stored"
+        seal = self._seal
+        if seal is None:
+            return None
+        failure = request_failure(seal, row, decisions)
+        if failure is not None:
+            return failure
+        if approval_granted(RequestRules.from_text(row["rules_json"]), row["requester"], decisions) is None:
+            return "its sealed decisions do not approve it under its sealed rules"
+        return None
+
     async def report_unsealed(self) -> int:
         """Report the open requests that lack a seal; how many (none without a seal).
 

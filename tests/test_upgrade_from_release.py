@@ -40,7 +40,7 @@ RELEASE = Path(__file__).parent / "data" / "release_d16cd99"
 FIXTURE = json.loads((RELEASE / "rows.json").read_text())
 #: What a local-backend deployment opens: the tables it uses, each at its head.
 DEPLOYMENT = (TASKS_MIGRATIONS, AUDIT_MIGRATIONS, APPROVAL_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS)
-HEADS = {"tasks": "tasks_0004", "audit": "audit_0004", "approval": "approval_0004", "local_backend": "local_0006"}
+HEADS = {"tasks": "tasks_0004", "audit": "audit_0004", "approval": "approval_0004", "local_backend": "local_0007"}
 
 
 def _is_time(column: str) -> bool:

@@ -72,6 +72,9 @@ if TYPE_CHECKING:
     )
     from mcp_approval.backends.local.rules import ApprovalTemplate, RequestRules, ResolverRule
     from mcp_approval.backends.local.seals import RequestSeal
+    from mcp_approval.backends.local.similar import SimilarRuleError
+    from mcp_approval.backends.local.similar_rows import SimilarCallRule
+    from mcp_approval.backends.local.similar_store import SimilarRuleSpec
     from mcp_approval.backends.outcomes import OutcomeReader, RequestOutcome
 
 # Name -> the module that defines it, imported on first access (the callback signing, the contract
@@ -108,6 +111,9 @@ _LAZY = {
     "ReviewError": "mcp_approval.backends.local.errors",
     "RuleResolver": "mcp_approval.backends.local.resolvers",
     "SealedRequest": "mcp_approval.backends.contract",
+    "SimilarCallRule": "mcp_approval.backends.local.similar_rows",
+    "SimilarRuleError": "mcp_approval.backends.local.similar",
+    "SimilarRuleSpec": "mcp_approval.backends.local.similar_store",
     "StatusListener": "mcp_approval.backends.contract",
     "SubmissionRejectedError": "mcp_approval.backends.contract",
     "SupportsChangeFeed": "mcp_approval.backends.capabilities",
@@ -157,6 +163,9 @@ __all__ = [
     "ReviewError",
     "RuleResolver",
     "SealedRequest",
+    "SimilarCallRule",
+    "SimilarRuleError",
+    "SimilarRuleSpec",
     "StatusListener",
     "SubmissionRejectedError",
     "SupportsChangeFeed",

@@ -38,7 +38,11 @@ from mcp_approval.clock import Clock
 from mcp_approval.storage.audit import AuditLog
 from mcp_approval.storage.database import Database
 
-__all__ = ["Decisions", "Wakeups"]
+__all__ = ["DecisionHook", "Decisions", "Wakeups"]
+
+#: Runs inside a decision's transaction (the connection, the locked request row, the time): what it
+#: returns is added to the decision's audit events; what it raises rolls the decision back.
+DecisionHook = Callable[[Connection, Row, int], Mapping[str, Any]]
 
 _log = logging.getLogger(__name__)
 #: How often a decision transaction is retried when a concurrent one won the compare-and-set.
@@ -113,9 +117,14 @@ class Decisions:
         comment: str | None,
         *,
         automatic: bool = False,
+        within: DecisionHook | None = None,
     ) -> ApprovalRecord:
         """Record ``reviewer``'s decision and return the request as it now stands (``automatic``: a
         resolver's, which no role or self-approval rule limits).
+
+        ``within`` runs in the decision's transaction once the request is found decidable, just
+        before the decision is written; what it returns is added to the decision's audit events,
+        and what it raises rolls the transaction back (a similar-call rule consumes a use so).
 
         Raises:
             UnknownRequestError: no such request.
@@ -131,7 +140,7 @@ class Decisions:
             now = self._clock.now_ms()
 
             def write(conn: Connection, now: int = now) -> _Outcome:
-                return self._decide_in(conn, now, request_id, reviewer, decision, comment, automatic)
+                return self._decide_in(conn, now, request_id, reviewer, decision, comment, automatic, within)
 
             try:
                 outcome = await self._db.write(write)
@@ -167,6 +176,7 @@ class Decisions:
         decision: str,
         comment: str | None,
         automatic: bool,
+        within: DecisionHook | None = None,
     ) -> _Outcome:
         row = fetch(conn, request_id, lock=True)
         if row is None:
@@ -184,8 +194,8 @@ class Decisions:
             # The expiry must commit, so it is returned, not raised (raising rolls back).
             self._endings.expire_in(conn, row, now)
             return _Outcome(self._reload(conn, request_id), terminal=True, expired=True)
+        about: dict[str, Any] = {**event_data(row), **(within(conn, row, now) if within is not None else {})}
         insert_decision(conn, request_id, reviewer, decision, comment, now, seal=self._sealing.seal)
-        about = event_data(row)
         self._audit.record_in(
             conn, now, "approval.decision", subject=request_id, actor=reviewer, data={"decision": decision, **about}
         )

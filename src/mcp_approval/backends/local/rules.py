@@ -44,6 +44,14 @@ class ApprovalTemplate(_Rules):
     #: The ``[notifications.channels]`` told about this template's requests (opened, each decision,
     #: expired, cancelled, executed).
     notify: list[str] = Field(default_factory=list)
+    #: Whether a reviewer approving a request may also write a similar-call rule that approves later
+    #: calls like it (:mod:`~mcp_approval.backends.local.similar`). Templates needing more than one
+    #: approval never allow them: one reviewer's rule would stand in for several people.
+    similar_rules: bool = True
+    #: The longest a similar-call rule of this template may last, from its creation.
+    similar_rule_max_s: float = Field(default=86400.0, gt=0)
+    #: The most calls a similar-call rule of this template may decide.
+    similar_rule_max_uses: int = Field(default=1000, ge=1)
 
 
 class ResolverRule(_Rules):

@@ -249,6 +249,6 @@ async def test_listing_shows_rules_to_their_reviewers_only(make_backend: Backend
     assert [rule.id for rule in await backend.similar_rules(viewer="carol")] == [rule_id]
     assert await backend.similar_rules(viewer="dave") == []  # a treasurer, not an approver
     assert await backend.similar_rule(rule_id, viewer="mallory") is None
-    shown = (await backend.similar_rules())[0].to_json(0)
+    shown = (await backend.similar_rules())[0].to_json()
     assert shown["author"] == "bob"
     assert shown["scope"] == 'transfer by alice where amount in [0, 500], secret = "s3cr3t", to = "acct-1"'

@@ -99,6 +99,7 @@ class SimilarCallRule:
         max_uses, uses: how many calls it may decide, and has.
         revoked_at, revoked_by: when and by whom it was revoked, if it was.
         integrity_failure: why its row cannot be trusted (it then decides nothing), or ``None``.
+        read_at: when it was read (epoch ms, the backend's clock): what :meth:`state` is as of.
     """
 
     id: str
@@ -114,10 +115,11 @@ class SimilarCallRule:
     revoked_at: int | None = None
     revoked_by: str | None = None
     integrity_failure: str | None = None
+    read_at: int = 0
 
     @classmethod
-    def of(cls, row: Row, failure: str | None) -> SimilarCallRule:
-        """The rule a row stores (``failure``: what :func:`rule_failure` found)."""
+    def of(cls, row: Row, failure: str | None, read_at: int) -> SimilarCallRule:
+        """The rule a row stores, read at ``read_at`` (``failure``: what :func:`rule_failure` found)."""
         scope: SimilarCallScope | None = None
         if failure is None:
             scope = SimilarCallScope.from_text(row["scope_json"])
@@ -135,10 +137,13 @@ class SimilarCallRule:
             revoked_at=row["revoked_at"],
             revoked_by=row["revoked_by"],
             integrity_failure=failure,
+            read_at=read_at,
         )
 
-    def state(self, now: int) -> str:
-        """``active``, ``revoked``, ``expired``, ``used up`` or ``integrity failure``."""
+    def state(self, now: int | None = None) -> str:
+        """``active``, ``revoked``, ``expired``, ``used up`` or ``integrity failure`` at ``now`` (by
+        default, when it was read)."""
+        now = self.read_at if now is None else now
         if self.integrity_failure is not None:
             return "integrity failure"
         if self.revoked_at is not None:
@@ -149,11 +154,11 @@ class SimilarCallRule:
             return "used up"
         return "active"
 
-    def to_json(self, now: int) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         """The rule as the reviewer API and ``review rules --json`` show it (times ISO 8601)."""
         return {
             "id": self.id,
-            "state": self.state(now),
+            "state": self.state(),
             "author": self.author,
             "source_request": self.source_request,
             "tool": self.tool,

@@ -258,7 +258,7 @@ class SimilarCallRules:
         row = await self._db.read(lambda conn: fetch_rule(conn, rule_id))
         if row is None or (viewer is not None and not self._may_see(viewer, row)):
             return None
-        return SimilarCallRule.of(row, rule_failure(self._seal, row))
+        return SimilarCallRule.of(row, rule_failure(self._seal, row), self._clock.now_ms())
 
     async def listed(self, *, viewer: str | None = None, active_only: bool = False) -> list[SimilarCallRule]:
         """The rules (newest first) ``viewer`` may see: its own, and its templates' (every one without a viewer)."""
@@ -267,11 +267,11 @@ class SimilarCallRules:
         )
         now = self._clock.now_ms()
         rules = [
-            SimilarCallRule.of(row, rule_failure(self._seal, row))
+            SimilarCallRule.of(row, rule_failure(self._seal, row), now)
             for row in rows
             if viewer is None or self._may_see(viewer, row)
         ]
-        return [rule for rule in rules if not active_only or rule.state(now) == "active"]
+        return [rule for rule in rules if not active_only or rule.state() == "active"]
 
     def _may_revoke(self, principal: str, row: Row) -> bool:
         template = self._template(row["template"])

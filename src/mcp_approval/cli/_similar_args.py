@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mcp_approval.backends import SimilarRuleSpec
+from mcp_approval.errors import MCPApprovalError
 
 __all__ = ["SimilarArgsError", "duration_s", "similar_spec"]
 
@@ -21,7 +22,7 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 
 
-class SimilarArgsError(ValueError):
+class SimilarArgsError(MCPApprovalError, ValueError):
     """An option of ``--similar`` is malformed; the message names the option."""
 
 

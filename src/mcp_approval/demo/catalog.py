@@ -11,6 +11,7 @@ from mcp_approval.demo import scenarios_links as links
 from mcp_approval.demo import scenarios_more as more
 from mcp_approval.demo import scenarios_notify as notify
 from mcp_approval.demo import scenarios_operators as operators
+from mcp_approval.demo import scenarios_similar as similar
 from mcp_approval.demo import scenarios_without_tasks as no_tasks
 from mcp_approval.demo.context import Demo, ScenarioState
 from mcp_approval.demo.services import NEED_ARAP, NEED_CREDENTIALS
@@ -107,5 +108,12 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
         "an Adaptive Card reaches the Teams workflow; its button opens the request's console page; the last "
         "card says approved-executed",
         chat.teams_card,
+    ),
+    ScenarioSpec(
+        23,
+        "approve similar",
+        "carol approves a transfer and calls like it (a sealed rule, 2 uses); the rule decides the next two, "
+        "each its own request re-checked by policy; the fourth goes to carol",
+        similar.approve_similar,
     ),
 )

@@ -45,7 +45,7 @@ class ApprovalTemplate(_Rules):
     #: expired, cancelled, executed).
     notify: list[str] = Field(default_factory=list)
     #: Whether a reviewer approving a request may also write a similar-call rule that approves later
-    #: calls like it (:mod:`~mcp_approval.backends.local.similar`). Templates needing more than one
+    #: calls like it (docs/reviewers.md, "Approving similar calls"). Templates needing more than one
     #: approval never allow them: one reviewer's rule would stand in for several people.
     similar_rules: bool = True
     #: The longest a similar-call rule of this template may last, from its creation.

@@ -1,4 +1,5 @@
-"""``mcp-approval review``: list, inspect and decide local approval requests from a terminal.
+"""``mcp-approval review``: list, inspect and decide local approval requests from a terminal (one
+or several at once, each on its own), and write (``approve --similar``), list and revoke similar-call rules.
 
 ``--config FILE`` reads the store, binding keys and reviewer roles from a deployment file. A
 server built in code (``Approvals``) has no such file: ``--db URL`` names its store,

@@ -23,6 +23,7 @@ from mcp_approval.clock import ManualClock
 from mcp_approval.keyring import BindingCipher
 from mcp_approval.storage import AuditLog, Database
 from tests.backends.conftest import TEMPLATES, BackendFactory, submission
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -252,3 +253,34 @@ async def test_listing_shows_rules_to_their_reviewers_only(make_backend: Backend
     shown = (await backend.similar_rules())[0].to_json()
     assert shown["author"] == "bob"
     assert shown["scope"] == 'transfer by alice where amount in [0, 500], secret = "s3cr3t", to = "acct-1"'
+
+
+async def test_a_request_left_pending_is_decided_by_the_rules_at_the_next_start(
+    make_backend: BackendFactory, database: Database
+) -> None:
+    backend = make_backend(seal=SEAL)
+    rule_id = await approved_first(backend)
+    left = await submit_quietly(database, backend)  # committed; its worker stopped before deciding it
+    restarted = make_backend(seal=SEAL)
+    await restarted.start()
+    try:
+        state = await eventually(lambda: restarted.status(left), lambda s: s.status is ApprovalStatus.APPROVED)
+        assert state.status is ApprovalStatus.APPROVED
+        record = await restarted.get_request(left)
+        assert record is not None
+        assert [d.reviewer for d in record.decisions] == [f"similar-rule:{rule_id}"]
+    finally:
+        await restarted.stop()
+
+
+async def test_a_start_without_live_rules_puts_nothing_to_them(
+    make_backend: BackendFactory, database: Database
+) -> None:
+    backend = make_backend(seal=SEAL)
+    rule_id = await approved_first(backend)
+    await backend.revoke_similar_rule(rule_id, "bob")
+    left = await submit_quietly(database, backend)
+    restarted = make_backend(seal=SEAL)
+    await restarted.start()
+    await restarted.stop()
+    assert (await restarted.status(left)).status is ApprovalStatus.PENDING

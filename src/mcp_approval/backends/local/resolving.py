@@ -12,7 +12,7 @@ import json
 import logging
 from collections.abc import Mapping
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 
 from mcp_approval.backends.contract import ApprovalSubmission, UnknownRequestError
 from mcp_approval.backends.local.decisions import Decisions
@@ -71,11 +71,14 @@ class AutomaticResolution:
     async def resume(self) -> None:
         """Put every pending request of a template with a resolver to it, and to the similar-call
         rules (work a previous process left)."""
-        query = select(_R.c.request_id, _R.c.template).where(_R.c.status == "pending")
-        if self._similar is None:
-            if not self._resolvers:
-                return
-            query = query.where(_R.c.template.in_(sorted(self._resolvers)))
+        # Only requests a resolver or a live rule could decide: a backlog without them costs one read.
+        tools = sorted(await self._similar.live_tools()) if self._similar is not None else []
+        if not self._resolvers and not tools:
+            return
+        query = select(_R.c.request_id, _R.c.template).where(
+            _R.c.status == "pending",
+            or_(_R.c.template.in_(sorted(self._resolvers)), _R.c.tool_name.in_(tools)),
+        )
         rows = await self._db.read(lambda conn: list(conn.execute(query).all()))
         pending = [row.request_id for row in rows if self.decides(row.template)]
         for request_id in pending:

@@ -282,6 +282,14 @@ class SimilarCallRules:
 
     # -- deciding ------------------------------------------------------------------------------
 
+    async def live_tools(self) -> set[str]:
+        """The tools some rule not revoked, expired or used up may still decide calls of."""
+        now = self._clock.now_ms()
+        query = select(_S.c.tool_name).where(
+            _S.c.expires_at > now, _S.c.revoked_at.is_(None), _S.c.uses < _S.c.max_uses
+        )
+        return await self._db.read(lambda conn: {str(tool) for tool in conn.execute(query.distinct()).scalars()})
+
     async def decide(self, request_id: str) -> str | None:
         """Approve the pending request by the first rule that may decide it; that rule's id, or ``None``."""
         row = await self._db.read(lambda conn: fetch(conn, request_id))

@@ -108,7 +108,7 @@ def test_approve_similar_then_list_and_revoke(config_path: Path, db_url: str) ->
     assert code == 0, out
     assert "approved" in out
     assert "similar-call rule sim_" in out
-    assert 'transfer by dave where amount in [0, 500], secret = "s3cr3t", to in ["acct-1","acct-2"]' in out
+    assert 'transfer by dave where amount in [0, 500], secret = [redacted], to in ["acct-1","acct-2"]' in out
     later = seed(
         config_path,
         db_url,

@@ -163,6 +163,15 @@ class Decisions:
             raise RequestExpiredError(f"request {request_id[:8]}… expired before the decision")
         return outcome.record
 
+    def check_eligible(self, row: Row, reviewer: str) -> None:
+        """Refuse ``reviewer`` on the request ``row`` by the rules stored with it (before anything
+        else about the decision is looked at; :meth:`decide` checks again as it records it).
+
+        Raises:
+            NotEligibleError: the reviewer lacks the template's role, or is the requester.
+        """
+        self._check_eligible(row, decided_by(row, self._templates), reviewer)
+
     def why_ineligible(self, reviewer: str, record: ApprovalRecord) -> str | None:
         """Why ``reviewer`` may not decide ``record`` by the rules stored with it, or ``None``."""
         return _why_ineligible(reviewer, self._roles(reviewer), record.requester, record.template, record.rules)

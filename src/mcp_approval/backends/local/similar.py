@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -227,10 +227,14 @@ class SimilarCallScope:
             raise SimilarRuleError(f"unreadable similar-call scope ({exc})") from None
         return scope
 
-    def describe(self) -> str:
-        """One line for people: the tool, the principal, each argument's condition."""
+    def describe(self, hidden: Collection[str] = ()) -> str:
+        """One line for people: the tool, the principal, each argument's condition (the values of
+        ``hidden`` arguments, those reviewers see redacted, as ``[redacted]``)."""
         who = self.principal if self.principal is not None else "any principal"
-        parts = [f"{name} {_describe(condition)}" for name, condition in sorted(self.arguments.items())]
+        parts = [
+            f"{name} = [redacted]" if name in hidden else f"{name} {_describe(condition)}"
+            for name, condition in sorted(self.arguments.items())
+        ]
         return f"{self.tool} by {who}" + (f" where {', '.join(parts)}" if parts else "")
 
 

@@ -10,7 +10,7 @@ and a rule whose revocation is on record decides nothing even if the column was 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,6 +100,7 @@ class SimilarCallRule:
         revoked_at, revoked_by: when and by whom it was revoked, if it was.
         integrity_failure: why its row cannot be trusted (it then decides nothing), or ``None``.
         read_at: when it was read (epoch ms, the backend's clock): what :meth:`state` is as of.
+        described: the scope in one line, redacted arguments' values withheld (``None`` with a failure).
     """
 
     id: str
@@ -116,10 +117,12 @@ class SimilarCallRule:
     revoked_by: str | None = None
     integrity_failure: str | None = None
     read_at: int = 0
+    described: str | None = None
 
     @classmethod
-    def of(cls, row: Row, failure: str | None, read_at: int) -> SimilarCallRule:
-        """The rule a row stores, read at ``read_at`` (``failure``: what :func:`rule_failure` found)."""
+    def of(cls, row: Row, failure: str | None, read_at: int, redact: Collection[str] = ()) -> SimilarCallRule:
+        """The rule a row stores, read at ``read_at`` (``failure``: what :func:`rule_failure` found;
+        ``redact``: the arguments whose values reviewers do not see)."""
         scope: SimilarCallScope | None = None
         if failure is None:
             scope = SimilarCallScope.from_text(row["scope_json"])
@@ -138,6 +141,7 @@ class SimilarCallRule:
             revoked_by=row["revoked_by"],
             integrity_failure=failure,
             read_at=read_at,
+            described=None if scope is None else scope.describe(redact),
         )
 
     def state(self, now: int | None = None) -> str:
@@ -163,7 +167,7 @@ class SimilarCallRule:
             "source_request": self.source_request,
             "tool": self.tool,
             "template": self.template,
-            "scope": None if self.scope is None else self.scope.describe(),
+            "scope": self.described,
             "principal": None if self.scope is None else self.scope.principal,
             "created_at": iso8601(self.created_at),
             "expires_at": iso8601(self.expires_at),

@@ -152,6 +152,8 @@ class SimilarCallRules:
         row = await self._db.read(lambda conn: fetch(conn, request_id))
         if row is None:
             raise UnknownRequestError(f"no approval request {request_id[:8]}…")
+        # Who may not decide the request learns nothing of its template's limits.
+        self._decisions.check_eligible(row, reviewer)
         self._allowed_template(row, spec)
         body = json.loads(row["body_json"])
         named_redacted = sorted(set(spec.conditions) & self._redact)
@@ -192,7 +194,7 @@ class SimilarCallRules:
                 "principal": scope.principal,
                 "expires_at": values["expires_at"],
                 "max_uses": spec.max_uses,
-                "scope": scope.describe(),
+                "scope": scope.describe(self._redact),
             }
             self._audit.record_in(conn, now, RULE_CREATED, subject=rule_id, actor=reviewer, data=data)
             return {"writes_similar_rule": rule_id}
@@ -258,7 +260,7 @@ class SimilarCallRules:
         row = await self._db.read(lambda conn: fetch_rule(conn, rule_id))
         if row is None or (viewer is not None and not self._may_see(viewer, row)):
             return None
-        return SimilarCallRule.of(row, rule_failure(self._seal, row), self._clock.now_ms())
+        return SimilarCallRule.of(row, rule_failure(self._seal, row), self._clock.now_ms(), self._redact)
 
     async def listed(self, *, viewer: str | None = None, active_only: bool = False) -> list[SimilarCallRule]:
         """The rules (newest first) ``viewer`` may see: its own, and its templates' (every one without a viewer)."""
@@ -267,7 +269,7 @@ class SimilarCallRules:
         )
         now = self._clock.now_ms()
         rules = [
-            SimilarCallRule.of(row, rule_failure(self._seal, row), now)
+            SimilarCallRule.of(row, rule_failure(self._seal, row), now, self._redact)
             for row in rows
             if viewer is None or self._may_see(viewer, row)
         ]

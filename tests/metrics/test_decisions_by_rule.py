@@ -6,10 +6,11 @@ import os
 import secrets
 
 import pytest
+from sqlalchemy import update
 
 from mcp_approval.approval.persistence.schema import APPROVAL_MIGRATIONS
 from mcp_approval.backends import LocalApprovalBackend, SimilarRuleSpec
-from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
+from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS, similar_call_rules_table
 from mcp_approval.keyring import BindingCipher
 from mcp_approval.metrics import ApprovalMetrics
 from mcp_approval.storage import AUDIT_MIGRATIONS, SHARED_MIGRATIONS, AuditLog, migrate, open_database
@@ -43,5 +44,16 @@ async def test_decisions_are_counted_by_person_and_by_rule(db_url: str) -> None:
         assert sample_value(samples, by_person, reviewer="bob", decision="approve") == 1
         assert sample_value(samples, by_person, reviewer="carol", decision="deny") == 1
         assert not any(f"similar-rule:{rule.id}" in str(key) for key in samples)
+        assert sample_value(samples, "mcp_approval_integrity_failures_total") == 0
+        # A rule row edited in the database is an integrity failure, counted when it is met.
+        rules = similar_call_rules_table
+        await database.write(
+            lambda conn: conn.execute(update(rules).where(rules.c.rule_id == rule.id).values(max_uses=10**6))
+        )
+        handle = await database.write(lambda conn: backend.submit_in(conn, secrets.token_hex(16), submission()))
+        assert await backend.decide_by_similar_rules(handle) is None
+        await metrics.refresh()
+        samples = parse_samples(metrics.exposition().decode())
+        assert sample_value(samples, "mcp_approval_integrity_failures_total") == 1
     finally:
         await database.close()

@@ -159,7 +159,7 @@ class ApprovalMetrics:
             self._count_decision(event.actor, event.data)
         elif event.kind in _EXECUTION_ENDINGS and event.data.get("disposition"):
             self._executions.labels(disposition=str(event.data["disposition"])).inc()
-        if event.kind == "approval.unverified" or (
+        if event.kind in ("approval.unverified", "approval.similar_rule_unverified") or (
             event.kind == "approval.fenced" and "integrity_failure" in event.data
         ):
             self._integrity_failures.inc()

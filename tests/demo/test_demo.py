@@ -48,6 +48,8 @@ EXPECTED: dict[int, tuple[str | None, int]] = {
     18: ("approved-executed", 1),
     19: ("approved-executed", 1),
     21: ("approved-executed", 1),
+    22: ("approved-executed", 1),
+    23: ("denied-not-executed", 3),
 }
 
 

@@ -40,7 +40,7 @@ RELEASE = Path(__file__).parents[1] / "data" / "release_d16cd99"
 FIXTURE = json.loads((RELEASE / "rows.json").read_text())
 #: What a local-backend deployment opens: the tables it uses, each at its head.
 DEPLOYMENT = (TASKS_MIGRATIONS, AUDIT_MIGRATIONS, APPROVAL_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS)
-HEADS = {"tasks": "tasks_0004", "audit": "audit_0004", "approval": "approval_0005", "local_backend": "local_0006"}
+HEADS = {"tasks": "tasks_0004", "audit": "audit_0004", "approval": "approval_0005", "local_backend": "local_0007"}
 
 
 def _is_time(column: str) -> bool:
@@ -104,7 +104,8 @@ async def test_the_release_database_upgrades_to_head_without_losing_a_row(db_url
     assert found == {"tasks": (), "audit": (), "approval": (), "local_backend": ()}
     assert heads == {name: [revision] for name, revision in HEADS.items()}
     # The audit log gained its chain head and an empty table of delivery cursors, the console its
-    # (empty) session table, the local backend its (empty) table of seal manifests, the tasks layer
+    # (empty) session table, the local backend its (empty) tables of seal manifests and similar-call
+    # rules, the tasks layer
     # its worker leases and its counts of unfinished tasks, the approval layer its admission
     # counts and its (empty) table of execution records; every other table holds exactly what it held. The
     # counts hold the release's pending request: unfinished tasks in all and its principal's, its
@@ -114,6 +115,7 @@ async def test_the_release_database_upgrades_to_head_without_losing_a_row(db_url
         "audit_delivery_cursors": 0,
         "console_sessions": 0,
         "approval_seal_manifests": 0,
+        "similar_call_rules": 0,
         "task_workers": 0,
         "task_counts": 2,
         "approval_counts": 2,

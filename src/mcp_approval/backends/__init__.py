@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         SupportsReview,
         SupportsSealedRequests,
         SupportsSealing,
+        SupportsSimilarRules,
         SupportsStatusMany,
         SupportsSubmitInTransaction,
         SupportsTables,
@@ -72,6 +73,9 @@ if TYPE_CHECKING:
     )
     from mcp_approval.backends.local.rules import ApprovalTemplate, RequestRules, ResolverRule
     from mcp_approval.backends.local.seals import RequestSeal
+    from mcp_approval.backends.local.similar import SimilarRuleError
+    from mcp_approval.backends.local.similar_rows import SimilarCallRule
+    from mcp_approval.backends.local.similar_store import SimilarRuleSpec
     from mcp_approval.backends.local.step_up import StepUp, StepUpRequiredError
     from mcp_approval.backends.outcomes import OutcomeReader, RequestOutcome
 
@@ -109,6 +113,9 @@ _LAZY = {
     "ReviewError": "mcp_approval.backends.local.errors",
     "RuleResolver": "mcp_approval.backends.local.resolvers",
     "SealedRequest": "mcp_approval.backends.contract",
+    "SimilarCallRule": "mcp_approval.backends.local.similar_rows",
+    "SimilarRuleError": "mcp_approval.backends.local.similar",
+    "SimilarRuleSpec": "mcp_approval.backends.local.similar_store",
     "StatusListener": "mcp_approval.backends.contract",
     "StepUp": "mcp_approval.backends.local.step_up",
     "StepUpRequiredError": "mcp_approval.backends.local.step_up",
@@ -118,6 +125,7 @@ _LAZY = {
     "SupportsReview": "mcp_approval.backends.capabilities",
     "SupportsSealedRequests": "mcp_approval.backends.capabilities",
     "SupportsSealing": "mcp_approval.backends.capabilities",
+    "SupportsSimilarRules": "mcp_approval.backends.capabilities",
     "SupportsStatusMany": "mcp_approval.backends.capabilities",
     "SupportsSubmitInTransaction": "mcp_approval.backends.capabilities",
     "SupportsTables": "mcp_approval.backends.capabilities",
@@ -160,6 +168,9 @@ __all__ = [
     "ReviewError",
     "RuleResolver",
     "SealedRequest",
+    "SimilarCallRule",
+    "SimilarRuleError",
+    "SimilarRuleSpec",
     "StatusListener",
     "StepUp",
     "StepUpRequiredError",
@@ -169,6 +180,7 @@ __all__ = [
     "SupportsReview",
     "SupportsSealedRequests",
     "SupportsSealing",
+    "SupportsSimilarRules",
     "SupportsStatusMany",
     "SupportsSubmitInTransaction",
     "SupportsTables",

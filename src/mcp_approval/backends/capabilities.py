@@ -8,7 +8,8 @@ finds a submission again (:class:`SupportsFindSubmitted`) and checks sealed requ
 (:class:`SupportsSubmitInTransaction`). A server composing a backend migrates its tables
 (:class:`SupportsTables`), seals it under the binding key (:class:`SupportsSealing`), checks its
 policy's templates and routes notifications by them (:class:`SupportsTemplates`), and mounts the
-reviewer API, the console and notifications over the requests it keeps (:class:`SupportsReview`).
+reviewer API, the console and notifications over the requests it keeps (:class:`SupportsReview`),
+with similar-call rules where the backend keeps them (:class:`SupportsSimilarRules`).
 :class:`~mcp_approval.backends.LocalApprovalBackend` has them all; an ARAP backend a few.
 """
 
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from mcp_approval.backends.local.records import ApprovalRecord, RequestPage
     from mcp_approval.backends.local.rules import ApprovalTemplate
     from mcp_approval.backends.local.seals import RequestSeal
+    from mcp_approval.backends.local.similar_rows import SimilarCallRule
+    from mcp_approval.backends.local.similar_store import SimilarRuleSpec
     from mcp_approval.backends.local.step_up import StepUp
     from mcp_approval.storage.migrations import Migrations
 
@@ -34,6 +37,7 @@ __all__ = [
     "SupportsReview",
     "SupportsSealedRequests",
     "SupportsSealing",
+    "SupportsSimilarRules",
     "SupportsStatusMany",
     "SupportsSubmitInTransaction",
     "SupportsTables",
@@ -210,4 +214,36 @@ class SupportsReview(Protocol):
             ReviewError: the decision was refused (not eligible, already decided, expired, …).
             UnknownRequestError: no such request.
         """
+        ...
+
+
+@runtime_checkable
+class SupportsSimilarRules(Protocol):
+    """Optional: reviewers may approve "this, and calls like it" (similar-call rules), list and revoke them."""
+
+    async def approve_similar(
+        self, request_id: str, reviewer: str, spec: SimilarRuleSpec, comment: str | None = None
+    ) -> tuple[ApprovalRecord, SimilarCallRule]:
+        """Approve the request and write the rule ``spec`` asks for, in one transaction.
+
+        Raises:
+            ReviewError: refused (the rule's own refusals are ``SimilarRuleError``).
+            UnknownRequestError: no such request.
+        """
+        ...
+
+    async def revoke_similar_rule(self, rule_id: str, principal: str) -> SimilarCallRule:
+        """Revoke a rule at once.
+
+        Raises:
+            ReviewError: no such rule, already revoked, or ``principal`` may not revoke it.
+        """
+        ...
+
+    async def similar_rules(self, *, viewer: str | None = None, active_only: bool = False) -> list[SimilarCallRule]:
+        """The rules ``viewer`` may see, newest first."""
+        ...
+
+    async def similar_rule(self, rule_id: str, *, viewer: str | None = None) -> SimilarCallRule | None:
+        """One rule as ``viewer`` may see it, or ``None``."""
         ...

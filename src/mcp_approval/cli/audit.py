@@ -20,6 +20,7 @@ from typing import TypeVar
 import typer
 
 from mcp_approval.cli._executions import execution_report, verify_keys
+from mcp_approval.cli._terminal import shown as escaped
 from mcp_approval.config import ConfigError
 from mcp_approval.safe_text import terminal_text
 from mcp_approval.storage import (
@@ -278,6 +279,10 @@ def _as_json(found: ChainVerification, given: _GivenAnchors, findings: list[Anch
         "head_seq": found.head_seq,
         "head_hash": found.head_hash,
         "broken": shown,
+        "rule_decisions": [
+            {"request": item.request, "rule": item.rule, "author": item.author, "decision": item.decision}
+            for item in found.rule_decisions
+        ],
     }
     if given.history is not None:
         described["anchors"] = {
@@ -289,6 +294,16 @@ def _as_json(found: ChainVerification, given: _GivenAnchors, findings: list[Anch
 
 
 def _describe(found: ChainVerification, given: _GivenAnchors, findings: list[AnchorFinding]) -> str:
+    rules = [
+        f"request {escaped(item.request)} {escaped(item.decision)}d by similar-call rule {escaped(item.rule)} "
+        f"written by {escaped(item.author)}"
+        for item in found.rule_decisions
+    ]
+    described = _describe_anchored(found, given, findings)
+    return "\n".join([described, *rules])
+
+
+def _describe_anchored(found: ChainVerification, given: _GivenAnchors, findings: list[AnchorFinding]) -> str:
     lines = [_describe_chain(found)]
     if given.history is None:
         return lines[0]

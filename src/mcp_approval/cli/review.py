@@ -1,4 +1,5 @@
-"""``mcp-approval review``: list, inspect and decide local approval requests from a terminal.
+"""``mcp-approval review``: list, inspect and decide local approval requests from a terminal (one
+or several at once, each on its own), and write (``approve --similar``), list and revoke similar-call rules.
 
 ``--config FILE`` reads the store, binding keys and reviewer roles from a deployment file. A
 server built in code (``Approvals``) has no such file: ``--db URL`` names its store,
@@ -15,16 +16,18 @@ is ASCII JSON, every control character in it an escape.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
 import typer
 
 from mcp_approval.approval.persistence.outcomes import reference_of_request, request_of_reference
-from mcp_approval.backends import ApprovalRecord, LocalApprovalBackend
+from mcp_approval.backends import ApprovalRecord, LocalApprovalBackend, ReviewError
+from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.cli._local_store import _is_arap_server_file as _is_arap_server_file  # audit's import
 from mcp_approval.cli._local_store import fail, on_local_backend, on_local_store
+from mcp_approval.cli._similar_args import SimilarArgsError, similar_spec
 from mcp_approval.cli._table import render_table
 from mcp_approval.cli._terminal import shown, shown_lines
 from mcp_approval.reviewers.limits import MAX_PAGE_SIZE
@@ -34,7 +37,7 @@ from mcp_approval.storage import Database
 __all__ = ["decide_matching", "review_app"]
 
 review_app = typer.Typer(
-    help="Review approval requests of the local backend: list, show, approve, deny.",
+    help="Review approval requests of the local backend: list, show, approve, deny; similar-call rules.",
     no_args_is_help=True,
     rich_markup_mode=None,  # help as written, as the app's (cli/main.py)
 )
@@ -64,6 +67,13 @@ _TEMPLATE = typer.Option(
 _JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 _AS = typer.Option(..., "--as", help="The reviewer deciding (a principal id from the configuration).")
 _COMMENT = typer.Option(None, "--comment", help="A comment recorded with the decision.")
+_ARG = typer.Option(
+    None,
+    "--arg",
+    help="With --similar: NAME=equal:JSON | NAME=one-of:A,B | NAME=range:LOW..HIGH | NAME=prefix:TEXT "
+    "(repeat; an argument not named must stay equal).",
+)
+_IDS = typer.Argument(..., help="The request id, or several (each is decided on its own).")
 
 
 @review_app.command("list")
@@ -144,7 +154,7 @@ def show_command(
 
 @review_app.command("approve")
 def approve_command(
-    request_id: str,
+    request_ids: list[str] = _IDS,
     config: Path | None = _CONFIG,
     db: str | None = _DB,
     reviewer: str = _AS,
@@ -152,17 +162,43 @@ def approve_command(
     role: list[str] | None = _ROLE,
     key_file: Path | None = _KEYS,
     template: list[str] | None = _TEMPLATE,
+    similar: bool = typer.Option(
+        False, "--similar", help="Also write a similar-call rule approving later calls like this one (needs --config)."
+    ),
+    duration: str | None = typer.Option(None, "--for", help="With --similar: how long the rule lasts (3600, 30m, 8h)."),
+    uses: int | None = typer.Option(None, "--uses", min=1, help="With --similar: how many later calls it may decide."),
+    any_principal: bool = typer.Option(
+        False, "--any-principal", help="With --similar: calls by any requester (by default, this request's only)."
+    ),
+    arg: list[str] | None = _ARG,
 ) -> None:
-    """Approve a request as reviewer ``--as``."""
-    _known_id(request_id)
-    decide = _deciding(request_id, reviewer, "approve", comment)
+    """Approve one request, or several (each on its own), as reviewer ``--as``."""
     roles = {reviewer: role or []}
-    _print_record(on_local_backend(config, db, decide, roles=roles, templates=template or (), key_file=key_file))
+    if similar:
+        if len(request_ids) != 1:
+            raise fail("--similar writes a rule from one request: name exactly one")
+        if config is None:
+            raise fail("--similar follows the template's limits in the deployment file: give --config")
+        _known_id(request_ids[0])
+        try:
+            spec = similar_spec(duration=duration, uses=uses, any_principal=any_principal, arguments=arg or [])
+        except SimilarArgsError as exc:
+            raise fail(str(exc)) from None
+        record, rule = on_local_backend(
+            config, db, lambda backend: backend.approve_similar(request_ids[0], reviewer, spec, comment), audited=True
+        )
+        _print_record(record)
+        typer.echo(f"similar-call rule {shown(rule.id)}: {shown(rule.to_json()['scope'])}")
+        typer.echo(f"  until {rule.to_json()['expires_at']}, at most {rule.max_uses} calls")
+        return
+    if duration is not None or uses is not None or any_principal or arg:
+        raise fail("--for, --uses, --any-principal and --arg go with --similar")
+    _decide_each(config, db, request_ids, reviewer, "approve", comment, roles, template or (), key_file)
 
 
 @review_app.command("deny")
 def deny_command(
-    request_id: str,
+    request_ids: list[str] = _IDS,
     config: Path | None = _CONFIG,
     db: str | None = _DB,
     reviewer: str = _AS,
@@ -171,11 +207,56 @@ def deny_command(
     key_file: Path | None = _KEYS,
     template: list[str] | None = _TEMPLATE,
 ) -> None:
-    """Deny a request as reviewer ``--as``."""
-    _known_id(request_id)
-    decide = _deciding(request_id, reviewer, "deny", comment)
+    """Deny one request, or several (each on its own), as reviewer ``--as``."""
     roles = {reviewer: role or []}
-    _print_record(on_local_backend(config, db, decide, roles=roles, templates=template or (), key_file=key_file))
+    _decide_each(config, db, request_ids, reviewer, "deny", comment, roles, template or (), key_file)
+
+
+def _decide_each(
+    config: Path | None,
+    db: str | None,
+    request_ids: Sequence[str],
+    reviewer: str,
+    decision: Literal["approve", "deny"],
+    comment: str | None,
+    roles: Mapping[str, Sequence[str]],
+    templates: Sequence[str],
+    key_file: Path | None,
+) -> None:
+    """Decide each request on its own: one the record, several a line each; exit 1 if any was refused."""
+    if len(request_ids) == 1:
+        _known_id(request_ids[0])
+        decide = _deciding(request_ids[0], reviewer, decision, comment)
+        _print_record(on_local_backend(config, db, decide, roles=roles, templates=templates, key_file=key_file))
+        return
+
+    async def each(backend: LocalApprovalBackend) -> list[tuple[str, str | None]]:
+        outcomes: list[tuple[str, str | None]] = []
+        for request_id in request_ids:
+            if not storable(request_id):
+                outcomes.append((request_id, "no such approval request"))
+                continue
+            try:
+                record = await backend.decide(request_id, reviewer, decision, comment)
+            except UnknownRequestError:
+                outcomes.append((request_id, "no such approval request"))
+            except ReviewError as exc:
+                outcomes.append((request_id, str(exc)))
+            else:
+                outcomes.append((request_id, f"ok: {record.status.value}"))
+        return outcomes
+
+    outcomes = on_local_backend(config, db, each, roles=roles, templates=templates, key_file=key_file)
+    refused = 0
+    for request_id, outcome in outcomes:
+        if outcome is not None and outcome.startswith("ok: "):
+            typer.echo(f"{shown(request_id)}: {shown(outcome[4:])}")
+        else:
+            refused += 1
+            typer.echo(f"{shown(request_id)}: refused: {shown(outcome or '')}", err=True)
+    typer.echo(f"{len(outcomes) - refused} of {len(outcomes)} decided")
+    if refused:
+        raise typer.Exit(1)
 
 
 def _known_id(request_id: str) -> None:
@@ -188,6 +269,55 @@ def _deciding(
     request_id: str, reviewer: str, decision: Literal["approve", "deny"], comment: str | None
 ) -> Callable[[LocalApprovalBackend], Awaitable[ApprovalRecord]]:
     return lambda backend: backend.decide(request_id, reviewer, decision, comment)
+
+
+@review_app.command("rules")
+def rules_command(
+    config: Path | None = _CONFIG,
+    db: str | None = _DB,
+    key_file: Path | None = _KEYS,
+    show_all: bool = typer.Option(False, "--all", help="Also the revoked, expired and used-up rules."),
+    as_json: bool = _JSON,
+) -> None:
+    """List similar-call rules (active ones unless --all), each checked against its seal."""
+    rules = on_local_backend(
+        config, db, lambda backend: backend.similar_rules(active_only=not show_all), key_file=key_file
+    )
+    if as_json:
+        typer.echo(json.dumps([rule.to_json() for rule in rules], indent=2))
+        return
+    rows = [
+        [
+            shown(str(cell))
+            for cell in (r["id"], r["state"], r["author"], f"{r['uses']}/{r['max_uses']}", r["expires_at"])
+        ]
+        for r in (rule.to_json() for rule in rules)
+    ]
+    typer.echo(render_table(rows, header=("id", "state", "author", "uses", "expires")))
+    for rule in rules:  # whole, under the table
+        data = rule.to_json()
+        typer.echo(f"{shown(rule.id)}: {shown(data['scope'] or data['integrity_failure'] or '')}")
+
+
+@review_app.command("revoke")
+def revoke_command(
+    rule_id: str,
+    config: Path | None = _CONFIG,
+    db: str | None = _DB,
+    reviewer: str = _AS,
+    role: list[str] | None = _ROLE,
+    key_file: Path | None = _KEYS,
+) -> None:
+    """Revoke a similar-call rule at once, as reviewer ``--as`` (its author, or a reviewer of its template)."""
+    rule = on_local_backend(
+        config,
+        db,
+        lambda backend: backend.revoke_similar_rule(rule_id, reviewer),
+        roles={reviewer: role or []},
+        key_file=key_file,
+        audited=True,
+    )
+    typer.echo(f"revoked similar-call rule {shown(rule.id)} ({rule.uses} of {rule.max_uses} calls decided)")
 
 
 def decide_matching(

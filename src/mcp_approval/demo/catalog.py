@@ -14,6 +14,7 @@ from mcp_approval.demo import scenarios_notify as notify
 from mcp_approval.demo import scenarios_operators as operators
 from mcp_approval.demo import scenarios_passkey as passkey
 from mcp_approval.demo import scenarios_sign_in as sign_in
+from mcp_approval.demo import scenarios_similar as similar
 from mcp_approval.demo import scenarios_without_tasks as no_tasks
 from mcp_approval.demo.context import Demo, ScenarioState
 from mcp_approval.demo.services import NEED_ARAP, NEED_CREDENTIALS
@@ -131,5 +132,12 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
         "a vault account's closing needs carol's passkey: refused without it, approved with an assertion "
         "bound to the request and the decision, the replay refused; approved-executed",
         passkey.passkey_step_up,
+    ),
+    ScenarioSpec(
+        23,
+        "approve similar",
+        "carol approves a transfer and calls like it (a sealed rule, 2 uses); the rule decides the next two, "
+        "each its own request re-checked by policy; the fourth goes to carol",
+        similar.approve_similar,
     ),
 )

@@ -85,11 +85,16 @@ class Reviewer:
             raise ReviewerError(f"GET /approvals/{approval_id[:8]}…: HTTP {response.status_code} {response.text[:200]}")
         return dict(response.json())
 
-    async def decide(self, approval_id: str, decision: str, comment: str | None = None) -> httpx2.Response:
-        """``POST /approvals/{id}/decide``; the response as it came (the caller judges the status)."""
+    async def decide(
+        self, approval_id: str, decision: str, comment: str | None = None, *, similar: dict[str, Any] | None = None
+    ) -> httpx2.Response:
+        """``POST /approvals/{id}/decide`` (``similar``: a similar-call rule written with the approval);
+        the response as it came (the caller judges the status)."""
         body: dict[str, Any] = {"decision": decision}
         if comment is not None:
             body["comment"] = comment
+        if similar is not None:
+            body["similar"] = similar
         return await self.http.post(f"/approvals/{approval_id}/decide", json=body, headers=self._headers)
 
 

@@ -10,6 +10,8 @@ with ``max``), except ``mcp_approval_store_errors_total`` and the anchor alerts,
 - ``mcp_approval_decisions_total{outcome}``: requests of the local backend that ended
   ``approved``, ``denied``, ``expired`` or ``cancelled``;
 - ``mcp_approval_time_to_decision_seconds``: from submission to approval or denial;
+- ``mcp_approval_reviewer_decisions_total{reviewer,decision}``: decisions people recorded;
+- ``mcp_approval_similar_rule_decisions_total{rule,author}``: requests each similar-call rule approved;
 - ``mcp_approval_executions_total{disposition}``: approval tasks that ended, by disposition;
 - ``mcp_approval_notification_deliveries_total{channel}``: notifications a channel accepted;
 - ``mcp_approval_notification_failures_total{channel}``: attempts a channel did not accept (each is retried);

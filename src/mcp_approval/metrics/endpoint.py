@@ -97,6 +97,18 @@ class ApprovalMetrics:
             ["problem"],
             registry=self.registry,
         )
+        self._by_reviewer = Counter(
+            "mcp_approval_reviewer_decisions",
+            "Decisions people recorded, by reviewer and verdict (approvals of several-approver requests count each).",
+            ["reviewer", "decision"],
+            registry=self.registry,
+        )
+        self._by_rule = Counter(
+            "mcp_approval_similar_rule_decisions",
+            "Requests a similar-call rule approved, by rule and the reviewer who wrote it.",
+            ["rule", "author"],
+            registry=self.registry,
+        )
         self._anchor_alerts_seen: dict[str, int] = {}
         for problem in anchor_alerts or {}:
             self._anchor_alerts_counter.labels(problem=problem)
@@ -143,12 +155,21 @@ class ApprovalMetrics:
             submitted = self._submitted.pop(event.subject or "", None)
             if submitted is not None and event.kind in ("approval.approved", "approval.denied"):
                 self._time_to_decision.observe(max(0, event.at - submitted) / 1000)
+        elif event.kind == "approval.decision" and event.actor is not None:
+            self._count_decision(event.actor, event.data)
         elif event.kind in _EXECUTION_ENDINGS and event.data.get("disposition"):
             self._executions.labels(disposition=str(event.data["disposition"])).inc()
-        if event.kind == "approval.unverified" or (
+        if event.kind in ("approval.unverified", "approval.similar_rule_unverified") or (
             event.kind == "approval.fenced" and "integrity_failure" in event.data
         ):
             self._integrity_failures.inc()
+
+    def _count_decision(self, actor: str, data: Mapping[str, Any]) -> None:
+        rule = data.get("similar_rule")
+        if isinstance(rule, str):
+            self._by_rule.labels(rule=rule, author=str(data.get("rule_author", ""))).inc()
+        elif not actor.startswith("resolver:"):  # a resolver is neither a person nor a rule
+            self._by_reviewer.labels(reviewer=actor, decision=str(data.get("decision", ""))).inc()
 
     def exposition(self) -> bytes:
         """The metrics in the Prometheus text format."""

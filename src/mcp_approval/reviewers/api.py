@@ -3,8 +3,13 @@
 ``GET /approvals?status=pending|decided&offset=0&limit=200`` (a page with ``total`` and
 ``next_offset``), ``GET /approvals/{id}`` and ``POST /approvals/{id}/decide`` with
 ``{"decision": "approve"|"deny", "comment": "..."}``; ``{id}`` may also be the reference the
-requester was given (the task's id, :mod:`mcp_approval.reviewers.lookup`). Reviewers authenticate with a bearer token;
-each reads only what :meth:`~mcp_approval.backends.LocalApprovalBackend.get_request` shows
+requester was given (the task's id, :mod:`mcp_approval.reviewers.lookup`). An approval may add
+``"similar": {...}``, a similar-call rule deciding later calls like it
+(:class:`~mcp_approval.backends.SimilarRuleSpec`). ``POST /approvals/decide`` with
+``{"ids": [...], "decision": ..., "comment": ...}`` decides several, each on its own, and answers
+which succeeded and why any did not. ``GET /similar-rules``, ``GET /similar-rules/{id}`` and
+``POST /similar-rules/{id}/revoke`` list and revoke rules. Reviewers authenticate with a bearer
+token; each reads only what :meth:`~mcp_approval.backends.LocalApprovalBackend.get_request` shows
 it (a request it may not see is a 404; deciding one is refused, 403). Errors are RFC 9457
 ``application/problem+json``.
 A client whose missing or wrong tokens pass the :class:`~mcp_approval.web.throttle.FailedLoginThrottle`
@@ -22,11 +27,24 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from mcp_approval.backends import NotEligibleError, ReviewError, SupportsReview
+from mcp_approval.backends import (
+    NotEligibleError,
+    ReviewError,
+    SimilarRuleError,
+    SimilarRuleSpec,
+    SupportsReview,
+    SupportsSimilarRules,
+)
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.errors import MCPApprovalError
-from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS, MAX_DECISION_BYTES, MAX_PAGE_SIZE, STORE_RETRY_AFTER_S
+from mcp_approval.reviewers.limits import (
+    MAX_BATCH_SIZE,
+    MAX_COMMENT_CHARS,
+    MAX_DECISION_BYTES,
+    MAX_PAGE_SIZE,
+    STORE_RETRY_AFTER_S,
+)
 from mcp_approval.reviewers.lookup import find_request
 from mcp_approval.safe_text import storable
 from mcp_approval.storage.database import StoreUnavailableError
@@ -34,6 +52,7 @@ from mcp_approval.web.bodies import BodyTooLargeError, JsonBodyError, parse_json
 from mcp_approval.web.throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
 
 __all__ = [
+    "MAX_BATCH_SIZE",
     "MAX_COMMENT_CHARS",
     "MAX_DECISION_BYTES",
     "MAX_PAGE_SIZE",
@@ -121,13 +140,22 @@ def reviewer_routes(
     async def decide(request: Request) -> Response:
         reviewer = await reviewer_of(request)
         request_id = await _by_reference(_request_id(request), reviewer)
-        decision, comment = await _decision_body(request)
+        decision, comment, body = await _decision_body(request)
         try:
+            if "similar" in body:
+                rules = _similar_rules(backend)
+                if decision != "approve":
+                    raise _Problem(400, "field 'similar' goes with an approval only")
+                spec = SimilarRuleSpec.from_json(body["similar"])
+                record, rule = await rules.approve_similar(request_id, reviewer, spec, comment)
+                return JSONResponse({**record.to_json(), "similar_rule": rule.to_json()})
             record = await backend.decide(request_id, reviewer, decision, comment)
         except UnknownRequestError:
             raise _Problem(404, "no such approval request") from None
         except NotEligibleError as exc:
             raise _Problem(403, str(exc)) from None
+        except SimilarRuleError as exc:  # a rule that does not fit its request or its template
+            raise _Problem(400, str(exc)) from None
         except ReviewError as exc:  # already decided, or the request kept changing under the decision
             raise _Problem(409, str(exc)) from None
         return JSONResponse(record.to_json())
@@ -140,11 +168,76 @@ def reviewer_routes(
         record = await find_request(backend, wanted, reviewer, outcomes)
         return wanted if record is None else record.id
 
+    async def decide_many(request: Request) -> Response:
+        reviewer = await reviewer_of(request)
+        decision, comment, body = await _decision_body(request)
+        ids = body.get("ids")
+        if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_BATCH_SIZE or not all(isinstance(i, str) for i in ids):
+            raise _Problem(400, f"field 'ids' must be a list of 1 to {MAX_BATCH_SIZE} request ids")
+        if "similar" in body:
+            raise _Problem(400, "field 'similar' goes with one request's approval, not a batch")
+        results = [await _decided(backend, request_id, reviewer, decision, comment) for request_id in ids]
+        return JSONResponse({"decided": sum(1 for r in results if r["ok"]), "results": results})
+
+    async def list_rules(request: Request) -> Response:
+        reviewer = await reviewer_of(request)
+        active_only = request.query_params.get("state") == "active"
+        rules = await _similar_rules(backend).similar_rules(viewer=reviewer, active_only=active_only)
+        return JSONResponse({"rules": [rule.to_json() for rule in rules]})
+
+    async def get_rule(request: Request) -> Response:
+        reviewer = await reviewer_of(request)
+        rule = await _similar_rules(backend).similar_rule(request.path_params["rule_id"], viewer=reviewer)
+        if rule is None:
+            raise _Problem(404, "no such similar-call rule")
+        return JSONResponse(rule.to_json())
+
+    async def revoke_rule(request: Request) -> Response:
+        reviewer = await reviewer_of(request)
+        try:
+            rule = await _similar_rules(backend).revoke_similar_rule(request.path_params["rule_id"], reviewer)
+        except NotEligibleError as exc:
+            raise _Problem(403, str(exc)) from None
+        except SimilarRuleError as exc:
+            status = 404 if str(exc).startswith("no similar-call rule") else 409
+            raise _Problem(status, str(exc)) from None
+        return JSONResponse(rule.to_json())
+
     return [
         Route("/approvals", _problems(list_approvals), methods=["GET"]),
+        Route("/approvals/decide", _problems(decide_many), methods=["POST"]),
         Route("/approvals/{request_id}", _problems(get_approval), methods=["GET"]),
         Route("/approvals/{request_id}/decide", _problems(decide), methods=["POST"]),
+        Route("/similar-rules", _problems(list_rules), methods=["GET"]),
+        Route("/similar-rules/{rule_id}", _problems(get_rule), methods=["GET"]),
+        Route("/similar-rules/{rule_id}/revoke", _problems(revoke_rule), methods=["POST"]),
     ]
+
+
+def _similar_rules(backend: SupportsReview) -> SupportsSimilarRules:
+    if not isinstance(backend, SupportsSimilarRules):
+        raise _Problem(400, "this approval backend keeps no similar-call rules")
+    return backend
+
+
+async def _decided(
+    backend: SupportsReview, request_id: str, reviewer: str, decision: Literal["approve", "deny"], comment: str | None
+) -> dict[str, Any]:
+    """One request of a batch decided on its own: what happened to it, and why if it was refused."""
+    if not storable(request_id):
+        return {"id": request_id, "ok": False, "status": None, "code": 404, "error": "no such approval request"}
+    refused: tuple[int, str] | None = None
+    try:
+        record = await backend.decide(request_id, reviewer, decision, comment)
+    except UnknownRequestError:
+        refused = (404, "no such approval request")
+    except NotEligibleError as exc:
+        refused = (403, str(exc))
+    except ReviewError as exc:
+        refused = (409, str(exc))
+    if refused is not None:
+        return {"id": request_id, "ok": False, "status": None, "code": refused[0], "error": refused[1]}
+    return {"id": request_id, "ok": True, "status": record.status.value, "code": 200, "error": None}
 
 
 def _problems(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
@@ -181,8 +274,8 @@ def _count_param(request: Request, name: str, least: int, most: int | None) -> i
     return int(text)
 
 
-async def _decision_body(request: Request) -> tuple[Literal["approve", "deny"], str | None]:
-    """The validated ``decision`` and ``comment`` of a decide request."""
+async def _decision_body(request: Request) -> tuple[Literal["approve", "deny"], str | None, dict[str, Any]]:
+    """The validated ``decision`` and ``comment`` of a decide request, and its whole body."""
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media_type != "application/json" and not media_type.endswith("+json"):
         raise _Problem(415, "the request body must be application/json")
@@ -204,4 +297,4 @@ async def _decision_body(request: Request) -> tuple[Literal["approve", "deny"], 
         raise _Problem(400, f"field 'comment' must be at most {MAX_COMMENT_CHARS} characters")
     if comment is not None and "\x00" in comment:
         raise _Problem(400, "field 'comment' must not contain NUL characters")
-    return ("approve" if decision == "approve" else "deny"), comment
+    return ("approve" if decision == "approve" else "deny"), comment, body

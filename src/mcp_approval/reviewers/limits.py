@@ -1,7 +1,7 @@
 """The reviewer surface's limits, in a module of their own so a command line can read them without
 importing the HTTP layer."""
 
-__all__ = ["MAX_COMMENT_CHARS", "MAX_DECISION_BYTES", "MAX_PAGE_SIZE", "STORE_RETRY_AFTER_S"]
+__all__ = ["MAX_BATCH_SIZE", "MAX_COMMENT_CHARS", "MAX_DECISION_BYTES", "MAX_PAGE_SIZE", "STORE_RETRY_AFTER_S"]
 
 #: The longest comment a reviewer may attach to a decision.
 MAX_COMMENT_CHARS = 2000
@@ -11,3 +11,5 @@ MAX_DECISION_BYTES = 16 * 1024
 MAX_PAGE_SIZE = 200
 #: The ``Retry-After`` (seconds) of a 503 answered while the store cannot be reached.
 STORE_RETRY_AFTER_S = 2
+#: The most requests one batch decision (``POST /approvals/decide``) names.
+MAX_BATCH_SIZE = 100

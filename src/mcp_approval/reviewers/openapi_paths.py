@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcp_approval.openapi import problem_response
-from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS, MAX_PAGE_SIZE
+from mcp_approval.reviewers.limits import MAX_BATCH_SIZE, MAX_COMMENT_CHARS, MAX_PAGE_SIZE
 
 __all__ = ["console_paths", "reviewer_paths"]
 
@@ -56,6 +56,7 @@ def reviewer_paths() -> dict[str, Any]:
         "properties": {
             "decision": {"enum": ["approve", "deny"]},
             "comment": {"type": "string", "maxLength": MAX_COMMENT_CHARS},
+            "similar": _SIMILAR,
         },
     }
     query = [
@@ -110,6 +111,87 @@ def reviewer_paths() -> dict[str, Any]:
                     },
                     **_REFUSALS,
                 },
+            }
+        },
+        **_batch_and_rule_paths(),
+    }
+
+
+#: A similar-call rule written with an approval (see :class:`~mcp_approval.backends.SimilarRuleSpec`).
+_SIMILAR = {
+    "type": "object",
+    "required": ["expires_in_s", "max_uses"],
+    "properties": {
+        "expires_in_s": {"type": "number", "exclusiveMinimum": 0},
+        "max_uses": {"type": "integer", "minimum": 1},
+        "principal": {"enum": ["same", "any"]},
+        "arguments": {
+            "type": "object",
+            "description": 'argument -> {"equal": v} | {"one_of": [..]} | {"range": [lo, hi]} | {"prefix": "s"}',
+            "additionalProperties": {"type": "object"},
+        },
+    },
+}
+_RULE = {"type": "object", "required": ["id", "state", "author", "expires_at", "max_uses", "uses"]}
+_RULE_ID = {"name": "rule_id", "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _answers(ok: str, schema: dict[str, Any], *refusals: tuple[int, str]) -> dict[str, Any]:
+    ok_answer = {"description": ok, "content": {"application/json": {"schema": schema}}}
+    return {"200": ok_answer, **{str(code): problem_response(text) for code, text in refusals}, **_REFUSALS}
+
+
+def _batch_and_rule_paths() -> dict[str, Any]:
+    """``/approvals/decide`` (several requests at once) and ``/similar-rules``."""
+    batch = {
+        "type": "object",
+        "required": ["ids", "decision"],
+        "properties": {
+            "ids": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_BATCH_SIZE},
+            "decision": {"enum": ["approve", "deny"]},
+            "comment": {"type": "string", "maxLength": MAX_COMMENT_CHARS},
+        },
+    }
+    results = {"type": "object", "required": ["decided", "results"]}
+    bad_body = ((400, "a bad body"), (413, "body too large"), (415, "not JSON"))
+    return {
+        "/approvals/decide": {
+            "post": {
+                "summary": "Decide several requests, each on its own; which succeeded and why any did not",
+                "security": _BEARER,
+                "requestBody": {"required": True, "content": {"application/json": {"schema": batch}}},
+                "responses": _answers("one result per id", results, *bad_body),
+            }
+        },
+        "/similar-rules": {
+            "get": {
+                "summary": "The similar-call rules the caller may see",
+                "security": _BEARER,
+                "parameters": [{"name": "state", "in": "query", "schema": {"enum": ["active", "all"]}}],
+                "responses": _answers("the rules", {"type": "object", "required": ["rules"]}, (400, "no rules here")),
+            }
+        },
+        "/similar-rules/{rule_id}": {
+            "get": {
+                "summary": "One similar-call rule",
+                "security": _BEARER,
+                "parameters": [_RULE_ID],
+                "responses": _answers("the rule", _RULE, (400, "no rules here"), (404, "no such rule")),
+            }
+        },
+        "/similar-rules/{rule_id}/revoke": {
+            "post": {
+                "summary": "Revoke a similar-call rule at once",
+                "security": _BEARER,
+                "parameters": [_RULE_ID],
+                "responses": _answers(
+                    "the revoked rule",
+                    _RULE,
+                    (400, "no rules here"),
+                    (403, "the caller may not revoke it"),
+                    (404, "no such rule"),
+                    (409, "already revoked"),
+                ),
             }
         },
     }

@@ -33,6 +33,7 @@ its request's decisions do not allow (:mod:`mcp_approval.storage.audit_rules`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import weakref
@@ -63,7 +64,7 @@ from mcp_approval.storage.audit_chain import (
     head,
     link_batch,
 )
-from mcp_approval.storage.audit_rules import ExecutionRules
+from mcp_approval.storage.audit_rules import ExecutionRules, RuleDecision
 from mcp_approval.storage.database import Database
 from mcp_approval.storage.migrations import Migrations
 
@@ -186,12 +187,15 @@ class ChainVerification:
         head_seq: the last position the head row records.
         head_hash: the hash the head row records (anchor it elsewhere to detect a rewritten tail).
         broken: the first broken link, or ``None`` if the whole chain holds.
+        rule_decisions: each decision a similar-call rule made, in chain order (:meth:`AuditLog.verify`
+            only; checked up to ``broken``).
     """
 
     checked: int
     head_seq: int
     head_hash: str
     broken: ChainBreak | None = None
+    rule_decisions: tuple[RuleDecision, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -343,11 +347,15 @@ class AuditLog:
         ``(seq, hash)`` kept outside the database (an earlier head), the event at that position
         must still have that hash: this detects a tail rewritten with the hashes recomputed.
         Every execution must follow the decisions its request's rules need, in chain order
-        (:class:`~mcp_approval.storage.audit_rules.ExecutionRules`).
+        (:class:`~mcp_approval.storage.audit_rules.ExecutionRules`), and every decision a
+        similar-call rule made must follow the rule's creation, precede its revocation and stay
+        within its use count; each such decision is named in ``rule_decisions``.
         """
         await self.link()
         anchored = dict([anchor]) if anchor is not None else {}
-        return await self._walk(0, GENESIS_HASH, anchored, ExecutionRules())
+        rules = ExecutionRules()
+        found = await self._walk(0, GENESIS_HASH, anchored, rules)
+        return dataclasses.replace(found, rule_decisions=tuple(rules.rule_decisions))
 
     async def verify_since(self, anchors: Iterable[tuple[int, str]]) -> ChainVerification:
         """Walk the chain from the earliest of ``anchors`` (earlier heads kept outside the database) to its head.

@@ -13,6 +13,12 @@ eligible reviewers, and no denial, and be of the call that was submitted (the sa
 ``call_digest``: a task pointed at another call's request is named too). Requests of other
 backends (an ARAP service keeps its own decisions) and events written before executions named
 their request are not checked.
+
+A decision a similar-call rule made (an ``approval.decision`` whose data names ``similar_rule``)
+must come after the rule's ``approval.similar_rule_created`` event, before any
+``approval.similar_rule_revoked`` event of it, and within the use count the creation recorded;
+each is collected as a :class:`RuleDecision`, so ``audit verify`` names the rule behind every
+automatic decision.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["EXECUTION_KINDS", "ExecutionRules"]
+__all__ = ["EXECUTION_KINDS", "ExecutionRules", "RuleDecision"]
 
 #: The events that record a call running.
 EXECUTION_KINDS = frozenset({"approval.execution_claimed", "approval.execution_finished"})
@@ -40,22 +46,83 @@ class _Request:
     denied_by: str | None = None
 
 
+@dataclass(frozen=True)
+class RuleDecision:
+    """A decision a similar-call rule made, as the audit log records it.
+
+    Attributes:
+        request: the request it decided.
+        rule: the rule's id.
+        author: the reviewer who wrote the rule.
+        decision: its verdict (``approve``).
+    """
+
+    request: str
+    rule: str
+    author: str
+    decision: str
+
+
+@dataclass
+class _Rule:
+    author: str | None
+    max_uses: int
+    uses: int = 0
+    revoked_by: str | None = None
+
+
 class ExecutionRules:
-    """Follows requests through their events; names an execution their decisions do not allow."""
+    """Follows requests through their events; names an execution their decisions do not allow,
+    and a similar-call rule's decision its rule did not allow.
+
+    Attributes:
+        rule_decisions: the similar-call rules' decisions seen so far, in chain order.
+    """
 
     def __init__(self) -> None:
         self._requests: dict[str, _Request] = {}
+        self._rules: dict[str, _Rule] = {}
+        self.rule_decisions: list[RuleDecision] = []
 
     def fault(self, kind: str, subject: str | None, actor: str | None, data: dict[str, Any]) -> str | None:
-        """Take in the next event of the chain; why it is an execution its request does not allow, or ``None``."""
+        """Take in the next event of the chain; why it is an execution its request does not allow
+        (or a rule's decision its rule does not), or ``None``."""
         if kind == "approval.submitted" and subject is not None:
             self._submitted(subject, actor, data)
+        elif kind == "approval.similar_rule_created" and subject is not None:
+            uses = data.get("max_uses")
+            self._rules[subject] = _Rule(actor, uses if isinstance(uses, int) else 0)
+        elif kind == "approval.similar_rule_revoked" and subject in self._rules:
+            self._rules[subject].revoked_by = actor or "?"
+        elif kind == "approval.decision" and "similar_rule" in data:
+            fault = self._by_rule(subject, data)
+            if fault is not None:
+                return fault
+            if subject in self._requests:
+                self._decided(self._requests[subject], actor, data.get("decision"))
         elif kind == "approval.decision" and subject in self._requests:
             self._decided(self._requests[subject], actor, data.get("decision"))
         elif kind in _CLOSED:
             self._requests.pop(subject or "", None)
         elif kind in EXECUTION_KINDS and data.get("backend") == _LOCAL:
             return self._unallowed(data.get("request"), data.get("call_digest"))
+        return None
+
+    def _by_rule(self, request_id: str | None, data: dict[str, Any]) -> str | None:
+        rule_id = str(data.get("similar_rule"))
+        rule = self._rules.get(rule_id)
+        shown = f"the decision of request {(request_id or '?')[:12]}… by similar-call rule {rule_id}"
+        if rule is None:
+            return f"{shown}: no such rule was created before it"
+        if rule.revoked_by is not None:
+            return f"{shown}: the rule was revoked by {rule.revoked_by} before it"
+        if rule.uses >= rule.max_uses:
+            return f"{shown}: the rule had already made its {rule.max_uses} decision(s)"
+        rule.uses += 1
+        author = data.get("rule_author")
+        self.rule_decisions.append(
+            RuleDecision(request_id or "?", rule_id, str(author or rule.author), str(data.get("decision")))
+        )
         return None
 
     def _submitted(self, request_id: str, requester: str | None, data: dict[str, Any]) -> None:

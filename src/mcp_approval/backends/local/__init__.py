@@ -18,7 +18,11 @@ The modules, each with one job:
   read, reporting unsealed ones at start); ``seals``: what is sealed and the checks;
   ``seal_upgrade``: the operator's one-time sealing of rows stored before a revision sealed them,
   and ``seal_manifest``: its sealed record;
-- ``resolvers``: the automatic resolvers; ``resolving``: putting requests to them;
+- ``resolvers``: the automatic resolvers; ``resolving``: putting requests to them (and to the
+  similar-call rules);
+- ``similar``: similar-call rules' scopes and matching (not a template's decision rules);
+  ``similar_rows``: their sealed rows; ``similar_store``: writing one while approving, revoking,
+  listing, and deciding later requests by them;
 - ``rows``: row access (reading, the compare-and-set); ``errors``: what reviewer operations raise;
 - ``schema``: the tables and their Alembic history (``schema_versions/``).
 """

@@ -31,6 +31,8 @@ from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.backends.local.seal_manifest import SealManifest
 from mcp_approval.backends.local.sealing import RequestSealing
 from mcp_approval.backends.local.seals import RequestSeal
+from mcp_approval.backends.local.similar_rows import SimilarCallRule
+from mcp_approval.backends.local.similar_store import SimilarCallRules, SimilarRuleSpec
 from mcp_approval.backends.local.step_up import StepUp
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.storage.audit import AuditLog
@@ -106,7 +108,12 @@ class LocalApprovalBackend:
         self._decisions = Decisions(
             database, self._clock, self._audit, roles, self._templates, self._sealing, endings, records, self._wakeups
         )
-        self._resolution = AutomaticResolution(database, self._audit, by_template, self._sealing, self._decisions)
+        self._similar = SimilarCallRules(
+            database, self._clock, self._audit, self._templates, roles, seal, self._decisions, self._redact
+        )
+        self._resolution = AutomaticResolution(
+            database, self._audit, by_template, self._sealing, self._decisions, self._similar
+        )
 
     def sealed_with(self, seal: RequestSeal) -> LocalApprovalBackend:
         """This backend if it was built with a seal, else a new one like it that seals with ``seal``."""
@@ -212,7 +219,8 @@ class LocalApprovalBackend:
         return self._queue.submit_in(conn, key, submission)
 
     def submitted(self, handle: str, submission: ApprovalSubmission) -> None:
-        """The request ``handle`` committed: its template's automatic resolver, if it has one, decides it."""
+        """The request ``handle`` committed: its template's automatic resolver, if it has one, or a
+        similar-call rule, if one may, decides it."""
         if self._resolution.decides(submission.template):
             self._resolution.spawn(handle)
 
@@ -333,3 +341,43 @@ class LocalApprovalBackend:
         applies them again, together with the request's current state, when the decision is recorded.
         """
         return self._decisions.why_ineligible(reviewer, record)
+
+    # -- similar-call rules (see backends.local.similar) ----------------------------------------
+
+    async def approve_similar(
+        self, request_id: str, reviewer: str, spec: SimilarRuleSpec, comment: str | None = None
+    ) -> tuple[ApprovalRecord, SimilarCallRule]:
+        """Approve the request as ``reviewer`` and write a similar-call rule deciding later calls like it.
+
+        The approval and the rule are one transaction: a refused approval writes no rule.
+
+        Raises:
+            SimilarRuleError: the template forbids rules, the scope does not fit the request, or the
+                expiry or use count is above the template's limits (a :class:`ReviewError`).
+            UnknownRequestError, ReviewError: as :meth:`decide`.
+        """
+        return await self._similar.approve_similar(request_id, reviewer, spec, comment)
+
+    async def revoke_similar_rule(self, rule_id: str, principal: str) -> SimilarCallRule:
+        """Revoke a similar-call rule at once (its author, or a reviewer of its template, may).
+
+        Raises:
+            SimilarRuleError: no such rule, or already revoked.
+            NotEligibleError: ``principal`` may not revoke it.
+        """
+        return await self._similar.revoke(rule_id, principal)
+
+    async def similar_rules(self, *, viewer: str | None = None, active_only: bool = False) -> list[SimilarCallRule]:
+        """The similar-call rules ``viewer`` may see (every one without a viewer), newest first."""
+        return await self._similar.listed(viewer=viewer, active_only=active_only)
+
+    async def similar_rule(self, rule_id: str, *, viewer: str | None = None) -> SimilarCallRule | None:
+        """One similar-call rule as ``viewer`` may see it, or ``None``."""
+        return await self._similar.get(rule_id, viewer=viewer)
+
+    async def decide_by_similar_rules(self, request_id: str) -> str | None:
+        """Put a pending request to the similar-call rules now; the id of the rule that approved it, or ``None``.
+
+        Submission does this already; this is for a request left pending (a restart does it too).
+        """
+        return await self._similar.decide(request_id)

@@ -39,7 +39,11 @@ from mcp_approval.clock import Clock
 from mcp_approval.storage.audit import AuditLog
 from mcp_approval.storage.database import Database
 
-__all__ = ["Decisions", "Wakeups"]
+__all__ = ["DecisionHook", "Decisions", "Wakeups"]
+
+#: Runs inside a decision's transaction (the connection, the locked request row, the time): what it
+#: returns is added to the decision's audit events; what it raises rolls the decision back.
+DecisionHook = Callable[[Connection, Row, int], Mapping[str, Any]]
 
 _log = logging.getLogger(__name__)
 #: How often a decision transaction is retried when a concurrent one won the compare-and-set.
@@ -115,10 +119,15 @@ class Decisions:
         *,
         automatic: bool = False,
         step_up: StepUp | None = None,
+        within: DecisionHook | None = None,
     ) -> ApprovalRecord:
         """Record ``reviewer``'s decision and return the request as it now stands (``automatic``: a
         resolver's, which no role, self-approval or step-up rule limits; ``step_up``: the verified
         second factor a template with ``step_up`` needs, recorded in the decision's audit event).
+
+        ``within`` runs in the decision's transaction once the request is found decidable, just
+        before the decision is written; what it returns is added to the decision's audit events,
+        and what it raises rolls the transaction back (a similar-call rule consumes a use so).
 
         Raises:
             UnknownRequestError: no such request.
@@ -136,7 +145,7 @@ class Decisions:
             now = self._clock.now_ms()
 
             def write(conn: Connection, now: int = now) -> _Outcome:
-                return self._decide_in(conn, now, request_id, reviewer, decision, comment, automatic, step_up)
+                return self._decide_in(conn, now, request_id, reviewer, decision, comment, automatic, step_up, within)
 
             try:
                 outcome = await self._db.write(write)
@@ -159,6 +168,15 @@ class Decisions:
             raise RequestExpiredError(f"request {request_id[:8]}… expired before the decision")
         return outcome.record
 
+    def check_eligible(self, row: Row, reviewer: str) -> None:
+        """Refuse ``reviewer`` on the request ``row`` by the rules stored with it (before anything
+        else about the decision is looked at; :meth:`decide` checks again as it records it).
+
+        Raises:
+            NotEligibleError: the reviewer lacks the template's role, or is the requester.
+        """
+        self._check_eligible(row, decided_by(row, self._templates), reviewer)
+
     def why_ineligible(self, reviewer: str, record: ApprovalRecord) -> str | None:
         """Why ``reviewer`` may not decide ``record`` by the rules stored with it, or ``None``."""
         return _why_ineligible(reviewer, self._roles(reviewer), record.requester, record.template, record.rules)
@@ -173,6 +191,7 @@ class Decisions:
         comment: str | None,
         automatic: bool,
         step_up: StepUp | None = None,
+        within: DecisionHook | None = None,
     ) -> _Outcome:
         row = fetch(conn, request_id, lock=True)
         if row is None:
@@ -192,8 +211,8 @@ class Decisions:
             # The expiry must commit, so it is returned, not raised (raising rolls back).
             self._endings.expire_in(conn, row, now)
             return _Outcome(self._reload(conn, request_id), terminal=True, expired=True)
+        about: dict[str, Any] = {**event_data(row), **(within(conn, row, now) if within is not None else {})}
         insert_decision(conn, request_id, reviewer, decision, comment, now, seal=self._sealing.seal)
-        about = event_data(row)
         data: dict[str, Any] = {"decision": decision, **about}
         if step_up is not None and not automatic:
             data["step_up"] = step_up.to_json()

@@ -61,6 +61,15 @@ class ApprovalTemplate(_Rules):
         """Whether a decision link of this template needs its reviewer signed in (see ``links_require_sign_in``)."""
         return self.links_require_sign_in if self.links_require_sign_in is not None else self.risk == "high"
 
+    #: Whether a reviewer approving a request may also write a similar-call rule that approves later
+    #: calls like it (docs/reviewers.md, "Approving similar calls"). Templates needing more than one
+    #: approval never allow them: one reviewer's rule would stand in for several people.
+    similar_rules: bool = True
+    #: The longest a similar-call rule of this template may last, from its creation.
+    similar_rule_max_s: float = Field(default=86400.0, gt=0)
+    #: The most calls a similar-call rule of this template may decide.
+    similar_rule_max_uses: int = Field(default=1000, ge=1)
+
 
 class ResolverRule(_Rules):
     """``[[resolvers]]``: an automatic decider for one template.

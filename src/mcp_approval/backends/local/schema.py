@@ -1,5 +1,5 @@
-"""The local approval backend's tables (requests, decisions, console sessions, seal manifests) and
-their migration history.
+"""The local approval backend's tables (requests, decisions, console sessions, seal manifests,
+similar-call rules) and their migration history.
 
 The revisions live in ``schema_versions/``; the table objects here describe the head
 revision. A deployment whose backend is ARAP never creates these tables.
@@ -18,6 +18,7 @@ __all__ = [
     "approval_seal_manifests_table",
     "console_sessions_table",
     "metadata",
+    "similar_call_rules_table",
 ]
 
 #: The local backend's history; release schema version 2 created its tables.
@@ -102,3 +103,29 @@ approval_seal_manifests_table = Table(
     Column("manifest_json", Text, nullable=False),
     Column("seal", Text, nullable=False),
 )
+
+# Added by revision local_0007: similar-call rules (see ``similar``), one row each, sealed under the
+# binding key with their author and scope; and an index counting a rule's decisions.
+similar_call_rules_table = Table(
+    "similar_call_rules",
+    metadata,
+    Column("rule_id", String(64), primary_key=True),
+    Column("template", String(256), nullable=True),
+    Column("tool_name", String(256), nullable=False),
+    Column("author", String(256), nullable=False),
+    # The request whose approval wrote the rule.
+    Column("source_request", String(64), nullable=False),
+    # SimilarCallScope.to_text(), covered by ``seal``.
+    Column("scope_json", Text, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    Column("max_uses", Integer, nullable=False),
+    # Decisions made so far: bumped by a compare-and-set, checked against the rule's sealed decisions.
+    Column("uses", Integer, nullable=False),
+    Column("revoked_at", BigInteger, nullable=True),
+    Column("revoked_by", String(256), nullable=True),
+    Column("seal", Text, nullable=False),
+)
+
+Index("ix_similar_call_rules_tool", similar_call_rules_table.c.tool_name, similar_call_rules_table.c.expires_at)
+Index("ix_approval_decisions_reviewer", approval_decisions_table.c.reviewer)

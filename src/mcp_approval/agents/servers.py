@@ -182,6 +182,31 @@ class ApprovalServers:
         for pending in pendings:
             await self._server_of(pending).verify(pending)
 
+    async def check_saved(self, pending: PendingCall, *, tool: str, arguments: Any, call_key: str) -> None:
+        """Check, sending nothing, that a framework's saved tool call is the call ``pending`` stands for.
+
+        ``tool`` (the model's name for it), ``arguments`` and ``call_key`` are what the framework's
+        saved run will answer or run on resume; ``pending`` is the saved pending call, which
+        :meth:`verify` checks against the call journal. A saved run edited between the pause and
+        the resume (another tool, other arguments, another run or call id) is refused.
+
+        Raises:
+            ClientUsageError: naming what differs (nothing is sent).
+        """
+        listed = await self.tool(tool)
+        differs: list[str] = []
+        if listed is None or listed.listed.name != pending.tool or (pending.server and listed.server != pending.server):
+            differs.append(f"tool {tool!r}, not {pending.tool!r} on {pending.server or 'its server'!r}")
+        if arguments != pending.arguments:
+            differs.append("other arguments than the pending call's")
+        if call_key != pending.call_key:
+            differs.append(f"call key {call_key!r}, not {pending.call_key!r}")
+        if differs:
+            raise ClientUsageError(
+                f"the saved run's call waiting on reference {pending.reference} names {'; '.join(differs)}: the "
+                "saved state was edited after the pause, so nothing was sent"
+            )
+
     async def wait_for_decision(self, pending: PendingCall, *, timeout_s: float | None = None) -> types.CallToolResult:
         """:meth:`ApprovalTools.wait_for_decision` on the server ``pending`` was made on."""
         return await self.route(pending).wait_for_decision(pending, timeout_s=timeout_s)

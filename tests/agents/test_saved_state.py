@@ -1,0 +1,139 @@
+"""A paused call's saved state, edited between the pause and the resume, redirects nothing.
+
+The saved pending call is plain JSON an application keeps beside its run (``examples/agents/*.py
+--state DIR``): anyone who can write that directory can edit it. A resume only ever collects the
+task the call journal recorded for the call's key; a saved call whose tool, arguments, server, key
+or reference differ from the journal's record is refused with one error naming what differs, and
+nothing is sent to any server. Each test runs against a served treasury example on SQLite and on
+PostgreSQL; the ledger and the reviewer API show what reached the server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_approval.agents import ApprovalTools, PendingCall, call_key_for, result_text
+from mcp_approval.client import ClientUsageError, mcp_client
+from tests.agents.contract import Example, decide, new_account, pending_requests, transfers_to
+from tests.support.timing import scaled
+from tests.support.treasury import TreasuryServer, deployment_dir
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def served(db_url: str, tmp_path: Path) -> Iterator[TreasuryServer]:
+    """A treasury server on the parametrized store (SQLite, PostgreSQL)."""
+    server = TreasuryServer(deployment_dir(tmp_path), db_url=db_url).start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+def _with(**changes: Any) -> Callable[[dict[str, Any], str], dict[str, Any]]:
+    def edit(saved: dict[str, Any], mallory: str) -> dict[str, Any]:
+        edited = {name: value(saved, mallory) if callable(value) else value for name, value in changes.items()}
+        return {**saved, **edited}
+
+    return edit
+
+
+#: Each way of editing the saved call (its JSON, as the application stores it), and what the refusal names.
+EDITS: dict[str, tuple[Callable[[dict[str, Any], str], dict[str, Any]], str]] = {
+    "arguments": (_with(arguments=lambda saved, mallory: {"to": mallory, "amount": 900}), "other arguments"),
+    "tool": (_with(tool="approval_status", arguments=lambda saved, mallory: {"reference": mallory}), "tool"),
+    "server": (_with(server="another-server"), "another-server"),
+    "new-key": (
+        _with(
+            call_key=lambda saved, mallory: call_key_for("test", "run-edited", "call-1"),
+            arguments=lambda saved, mallory: {"to": mallory, "amount": 900},
+        ),
+        "not in the call journal",
+    ),
+    "reference": (_with(reference="an-earlier-task-of-this-agent"), "an-earlier-task-of-this-agent"),
+}
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+async def test_an_edited_saved_call_is_refused_and_nothing_is_sent(
+    edit: str, served: TreasuryServer, tmp_path: Path
+) -> None:
+    account, mallory, journal = new_account("saved"), new_account("mallory"), tmp_path / "calls.sqlite3"
+    url = f"{served.base_url}/mcp"
+    async with mcp_client(url, tasks=True, auth="alice-token", call_journal=journal) as client:
+        pending = await ApprovalTools(client, name="treasury", pending_wait_s=0.2).call(
+            "wire_transfer", {"to": account, "amount": 30_000}, call_key=call_key_for("test", "run-1", "call-1")
+        )
+    assert isinstance(pending, PendingCall)
+    saved = tmp_path / "pending.json"
+    saved.write_text(json.dumps(pending.as_dict()))
+    change, named = EDITS[edit]
+    saved.write_text(json.dumps(change(json.loads(saved.read_text()), mallory)))  # between the pause and the resume
+    decide(served, account, "approve")
+
+    async with mcp_client(url, tasks=True, auth="alice-token", call_journal=journal) as client:
+        gate = ApprovalTools(client, name="treasury")
+        edited = PendingCall.from_dict(json.loads(saved.read_text()))
+        with pytest.raises(ClientUsageError) as refused:
+            await gate.verify(edited)
+        with pytest.raises(ClientUsageError) as refused_again:
+            await gate.wait_for_decision(edited, timeout_s=scaled(30))
+        for error in (refused.value, refused_again.value):
+            assert named in str(error), error
+            assert "nothing was sent" in str(error), error
+        assert transfers_to(served, mallory) == 0
+        assert not pending_requests(served, mallory)
+        # The call as the journal recorded it still resumes: the approved transfer, once.
+        result = await gate.wait_for_decision(pending, timeout_s=scaled(30))
+    assert f"to {account} completed" in result_text(result)
+    assert transfers_to(served, account) == 1
+    assert transfers_to(served, mallory) == 0
+
+
+# -- a framework's saved run: the OpenAI Agents SDK's RunState, as examples/agents/openai_agents.py keeps it --
+
+
+def _redirected(state: dict[str, Any], account: str, mallory: str) -> dict[str, Any]:
+    """``state`` with the paused call's run id and arguments changed, the SDK's own fingerprints made to match."""
+    from agents._tool_invocation import tool_invocation_identity_and_scope  # the SDK's unkeyed SHA-256
+
+    original = json.dumps({"to": account, "amount": 30000.0}, separators=(",", ":"))
+    changed = json.dumps({"to": mallory, "amount": 900.0}, separators=(",", ":"))
+    text = json.dumps(state).replace(json.dumps(original)[1:-1], json.dumps(changed)[1:-1])
+    edited: dict[str, Any] = json.loads(text)
+    context = edited["context"]
+    context["context"]["mcp_approval"]["run_id"] = "e" * 32  # a new run id: a new call key for the same call id
+    for call_id, record in context.get("tool_invocations", {}).items():
+        raw = {"type": "function_call", "call_id": call_id, "name": "wire_transfer", "arguments": changed}
+        identity = tool_invocation_identity_and_scope(raw)
+        assert identity is not None
+        record["fingerprint"] = identity[3]
+    assert account not in json.dumps(edited["generated_items"]), "the edit missed a copy of the arguments"
+    return edited
+
+
+@pytest.mark.slow
+def test_an_openai_agents_run_edited_while_paused_sends_no_new_call(served: TreasuryServer, tmp_path: Path) -> None:
+    pytest.importorskip("agents", reason="the agents extra (interop leg k runs this in its own venv)")
+    example = Example("openai_agents", served, tmp_path / "state")
+    account, mallory = new_account("oa"), new_account("m")
+    started = example.run("start", f"Send 30000 to {account}")
+    assert "pending" in started, started
+    state_file = tmp_path / "state" / "state.json"
+    saved = json.loads(state_file.read_text())
+    saved["state"] = json.dumps(_redirected(json.loads(saved["state"]), account, mallory))
+    state_file.write_text(json.dumps(saved))
+    decide(served, account, "approve")
+    refused = example.run("resume", exit_code=2)
+    for said in ("refused:", "nothing was sent", "call key", "edited after the pause"):
+        assert said in refused, refused
+    assert transfers_to(served, mallory) == 0  # on the code before this check: a $900 transfer to mallory ran
+    assert not pending_requests(served, mallory)
+    assert not (tmp_path / "state" / "finished.json").exists()  # the model was handed nothing
+    assert transfers_to(served, account) == 1  # the approved call ran once, on the server's decision

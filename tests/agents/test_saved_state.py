@@ -11,6 +11,8 @@ PostgreSQL; the ledger and the reviewer API show what reached the server.
 from __future__ import annotations
 
 import json
+import secrets
+import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,13 @@ from typing import Any
 import pytest
 
 from mcp_approval.agents import ApprovalTools, PendingCall, call_key_for, result_text
-from mcp_approval.client import ClientUsageError, mcp_client
+from mcp_approval.client import (
+    CallJournalIntegrityError,
+    CallTarget,
+    ClientUsageError,
+    SQLiteCallJournal,
+    mcp_client,
+)
 from tests.agents.contract import Example, decide, new_account, pending_requests, transfers_to
 from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer, deployment_dir
@@ -136,4 +144,50 @@ def test_an_openai_agents_run_edited_while_paused_sends_no_new_call(served: Trea
     assert transfers_to(served, mallory) == 0  # on the code before this check: a $900 transfer to mallory ran
     assert not pending_requests(served, mallory)
     assert not (tmp_path / "state" / "finished.json").exists()  # the model was handed nothing
+    assert transfers_to(served, account) == 1  # the approved call ran once, on the server's decision
+
+
+# -- the journal in the same directory, edited too: a journal sealed with a key the application holds --
+
+
+def _journal_rows(journal: Path, statement: str, parameters: tuple[Any, ...]) -> None:
+    with sqlite3.connect(journal) as db:
+        assert db.execute(statement, parameters).rowcount == 1
+
+
+@pytest.mark.parametrize("forgery", ["row-edited", "row-planted"])
+async def test_editing_the_sealed_journal_with_the_saved_call_is_refused(
+    forgery: str, served: TreasuryServer, tmp_path: Path
+) -> None:
+    account, mallory, journal = new_account("sealed"), new_account("mallory"), tmp_path / "calls.sqlite3"
+    key = secrets.token_bytes(32)  # the application's, kept outside the state directory
+    url = f"{served.base_url}/mcp"
+    original = call_key_for("test", "run-1", "call-1")
+    async with mcp_client(url, tasks=True, auth="alice-token", call_journal=SQLiteCallJournal(journal, key=key)) as c:
+        pending = await ApprovalTools(c, name="treasury", pending_wait_s=0.2).call(
+            "wire_transfer", {"to": account, "amount": 30_000}, call_key=original
+        )
+    assert isinstance(pending, PendingCall)
+    # The saved call names other arguments (and, planted, another key); the journal is made to agree with it.
+    redirected = {"to": mallory, "amount": 900}
+    digest = CallTarget.of(url, "wire_transfer", redirected).arguments_digest
+    edited = PendingCall.from_dict({**pending.as_dict(), "arguments": redirected})
+    if forgery == "row-edited":
+        _journal_rows(journal, "UPDATE calls SET arguments_digest = ? WHERE call_key = ?", (digest, original))
+    else:
+        edited = PendingCall.from_dict({**edited.as_dict(), "call_key": call_key_for("test", "run-2", "call-1")})
+        _journal_rows(
+            journal,
+            "INSERT INTO calls (call_key, tool_name, task_id, started_at, server, arguments_digest)"
+            " VALUES (?, 'wire_transfer', ?, 0, ?, ?)",
+            (edited.call_key, pending.reference, url, digest),
+        )
+    decide(served, account, "approve")
+    async with mcp_client(url, tasks=True, auth="alice-token", call_journal=SQLiteCallJournal(journal, key=key)) as c:
+        with pytest.raises(CallJournalIntegrityError) as refused:
+            await ApprovalTools(c, name="treasury").wait_for_decision(edited, timeout_s=scaled(30))
+    assert edited.call_key in str(refused.value)
+    assert "nothing was sent" in str(refused.value)
+    assert transfers_to(served, mallory) == 0
+    assert not pending_requests(served, mallory)
     assert transfers_to(served, account) == 1  # the approved call ran once, on the server's decision

@@ -184,10 +184,20 @@ async def test_editing_the_sealed_journal_with_the_saved_call_is_refused(
         )
     decide(served, account, "approve")
     async with mcp_client(url, tasks=True, auth="alice-token", call_journal=SQLiteCallJournal(journal, key=key)) as c:
+        gate = ApprovalTools(c, name="treasury")
         with pytest.raises(CallJournalIntegrityError) as refused:
-            await ApprovalTools(c, name="treasury").wait_for_decision(edited, timeout_s=scaled(30))
+            await gate.wait_for_decision(edited, timeout_s=scaled(30))
+        if forgery == "row-planted":  # the paused call's own row is intact: it resumes, and its sealed outcome replays
+            result = await gate.wait_for_decision(pending, timeout_s=scaled(30))
+            assert await gate.wait_for_decision(pending, timeout_s=scaled(30)) == result
+            assert f"to {account} completed" in result_text(result)
     assert edited.call_key in str(refused.value)
     assert "nothing was sent" in str(refused.value)
     assert transfers_to(served, mallory) == 0
     assert not pending_requests(served, mallory)
     assert transfers_to(served, account) == 1  # the approved call ran once, on the server's decision
+
+
+def test_a_journal_key_shorter_than_32_bytes_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="at least 32 bytes, not 16"):
+        SQLiteCallJournal(tmp_path / "calls.sqlite3", key=secrets.token_bytes(16))

@@ -113,7 +113,15 @@ class ToolCaller(Protocol):
 
     async def call(
         self, tool: str, arguments: Mapping[str, Any], *, call_key: str
-    ) -> types.CallToolResult | PendingCall: ...
+    ) -> types.CallToolResult | PendingCall:
+        """Call ``tool`` at most once for ``call_key`` (see :meth:`ApprovalTools.call`)."""
+        ...
+
+    async def collect(
+        self, tool: str, arguments: Mapping[str, Any], *, call_key: str
+    ) -> types.CallToolResult | PendingCall:
+        """The outcome of the journaled call ``call_key``, never a first call (see :meth:`ApprovalTools.collect`)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -154,10 +162,7 @@ class ServerTool:
         Raises:
             ClientUsageError: the journal holds no such call (nothing is sent).
         """
-        via = self.via
-        if not isinstance(via, ApprovalTools):
-            raise ClientUsageError(f"{self.name} is answered on the client side: it has no journaled call to collect")
-        return await via.collect(self.listed.name, arguments, call_key=call_key)
+        return await self.via.collect(self.listed.name, arguments, call_key=call_key)
 
 
 def result_text(result: types.CallToolResult) -> str:

@@ -254,12 +254,24 @@ class _StatusRouter:
     async def call(
         self, tool: str, arguments: Mapping[str, Any], *, call_key: str
     ) -> types.CallToolResult | PendingCall:
+        return await self._routed(arguments, call_key, collect=False)
+
+    async def collect(
+        self, tool: str, arguments: Mapping[str, Any], *, call_key: str
+    ) -> types.CallToolResult | PendingCall:
+        return await self._routed(arguments, call_key, collect=True)
+
+    async def _routed(
+        self, arguments: Mapping[str, Any], call_key: str, *, collect: bool
+    ) -> types.CallToolResult | PendingCall:
         reference = arguments.get("reference")
         if not isinstance(reference, str) or not reference:
             return _error(f"{STATUS_TOOL} needs the reference that a call needing approval gave.")
         for name in self._names:
             server = self._servers[name]
             if await server.client.journaled_task(reference) is not None:
+                if collect:
+                    return await server.collect(STATUS_TOOL, {"reference": reference}, call_key=call_key)
                 return await server.call(STATUS_TOOL, {"reference": reference}, call_key=call_key)
         names = ", ".join(self._names)
         return _error(f"No call this agent made on its servers ({names}) has the reference {reference[:80]}.")

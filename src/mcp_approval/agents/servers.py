@@ -191,8 +191,10 @@ class ApprovalServers:
         the resume (another tool, other arguments, another run or call id) is refused.
 
         Raises:
+            ServerNotGivenError: the call's server is not here (nothing is sent).
             ClientUsageError: naming what differs (nothing is sent).
         """
+        self.check([pending])
         listed = await self.tool(tool)
         differs: list[str] = []
         if listed is None or listed.listed.name != pending.tool or (pending.server and listed.server != pending.server):

@@ -201,3 +201,26 @@ async def test_editing_the_sealed_journal_with_the_saved_call_is_refused(
 def test_a_journal_key_shorter_than_32_bytes_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="at least 32 bytes, not 16"):
         SQLiteCallJournal(tmp_path / "calls.sqlite3", key=secrets.token_bytes(16))
+
+
+@pytest.mark.slow
+def test_a_pydantic_ai_run_whose_deferred_call_was_edited_is_refused(served: TreasuryServer, tmp_path: Path) -> None:
+    pytest.importorskip("pydantic_ai", reason="the agents extra (interop leg k runs this in its own venv)")
+    example = Example("pydantic_ai", served, tmp_path / "state")
+    account, mallory = new_account("pa"), new_account("m")
+    assert "pending" in example.run("start", f"Send 30000 to {account}")
+    run_file = tmp_path / "state" / "run.json"
+    run = json.loads(run_file.read_text())
+    metadata = run["requests"].pop("metadata")  # the pending call as the adapter saved it stays as it was
+    run = json.loads(json.dumps(run).replace(account, mallory))  # the model's call and the deferred call
+    run["requests"]["metadata"] = metadata
+    run_file.write_text(json.dumps(run))
+    decide(served, account, "approve")
+    refused = example.run("resume", exit_code=2)
+    for said in ("refused:", "other arguments than the pending call's", "nothing was sent"):
+        assert said in refused, refused
+    # On the code before this check the model read the approved transfer's result as the edited call's.
+    assert not (tmp_path / "state" / "finished.json").exists()
+    assert transfers_to(served, mallory) == 0
+    assert not pending_requests(served, mallory)
+    assert transfers_to(served, account) == 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,15 @@ from mcp_approval.client import (
     SQLiteCallJournal,
     mcp_client,
 )
-from tests.agents.contract import Example, decide, new_account, pending_requests, transfers_to
+from tests.agents.contract import (
+    RUN_TIMEOUT_S,
+    Example,
+    _environment,
+    decide,
+    new_account,
+    pending_requests,
+    transfers_to,
+)
 from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer, deployment_dir
 
@@ -224,3 +233,31 @@ def test_a_pydantic_ai_run_whose_deferred_call_was_edited_is_refused(served: Tre
     assert transfers_to(served, mallory) == 0
     assert not pending_requests(served, mallory)
     assert transfers_to(served, account) == 1
+
+
+def _run_keyed(example: Example, key_file: Path, *command: str, exit_code: int = 0) -> str:
+    """Run the example with ``--state-key`` (before the command), to the end; stdout, or stderr on ``exit_code``."""
+    argv = example.argv(*command)
+    argv[-len(command) : -len(command)] = ["--state-key", str(key_file)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=_environment())
+    assert done.returncode == exit_code, f"{command[0]} exited {done.returncode}, not {exit_code}:\n{done.stderr}"
+    return done.stdout if exit_code == 0 else done.stderr
+
+
+@pytest.mark.slow
+def test_an_example_with_a_state_key_resumes_and_refuses_its_journal_edited(
+    served: TreasuryServer, tmp_path: Path
+) -> None:
+    pytest.importorskip("pydantic_ai", reason="the agents extra (interop leg k runs this in its own venv)")
+    key_file = tmp_path / "state.key"  # outside the state directory
+    key_file.write_bytes(secrets.token_bytes(32))
+    edited, intact = (Example("pydantic_ai", served, tmp_path / name) for name in ("edited", "intact"))
+    accounts = {example.state.name: new_account(example.state.name) for example in (edited, intact)}
+    for example in (edited, intact):
+        assert "pending" in _run_keyed(example, key_file, "start", f"Send 30000 to {accounts[example.state.name]}")
+        decide(served, accounts[example.state.name], "approve")
+    _journal_rows(edited.state / "calls.sqlite3", "UPDATE calls SET started_at = started_at - 1", ())
+    refused = _run_keyed(edited, key_file, "resume", exit_code=2)
+    for said in ("refused:", "does not match its seal", "nothing was sent"):
+        assert said in refused, refused
+    assert f"to {accounts['intact']} completed" in _run_keyed(intact, key_file, "resume")

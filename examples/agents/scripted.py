@@ -5,7 +5,8 @@ Every example takes ``--url URL --token TOKEN --state DIR [--scripted] start "PR
 servers, each named ``NAME`` and its tools prefixed ``NAME_`` (``a_wire_transfer``), with a call
 journal of its own. ``DIR`` holds the call journals (``calls.sqlite3``, or ``calls-NAME.sqlite3``),
 the framework's own saved state and, once the run finished, ``finished.json`` with the tools'
-result texts.
+result texts. ``--state-key FILE`` (a file of at least 32 random bytes, kept outside ``DIR``)
+seals the call journals' rows, so an edit of both a journal and the saved run is refused too.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_approval.agents import ApprovalServers, ApprovalTools
-from mcp_approval.client import ClientUsageError, mcp_client
+from mcp_approval.client import CallJournalIntegrityError, ClientUsageError, SQLiteCallJournal, mcp_client
 
 __all__ = [
     "Options",
@@ -62,6 +63,7 @@ class Options:
     servers: list[Server]
     token: str
     state: Path
+    state_key: bytes | None
     scripted: bool
     command: str
     prompt: str
@@ -81,6 +83,7 @@ def options(description: str) -> Options:
     parser.add_argument("--url", required=True, action="append", type=_server, help=where)
     parser.add_argument("--token", required=True, help="the bearer token the agent calls with")
     parser.add_argument("--state", required=True, type=Path, help="where the paused run is kept")
+    parser.add_argument("--state-key", type=Path, help="a key file (32+ bytes, not in --state) sealing the journals")
     parser.add_argument("--scripted", action="store_true", help="the framework's test model instead of an LLM")
     parser.add_argument("command", choices=["start", "resume"])
     parser.add_argument("prompt", nargs="?", default="")
@@ -91,7 +94,8 @@ def options(description: str) -> Options:
     if len(servers) > 1 and not all(server.name for server in servers):
         parser.error("several servers need a name each: --url NAME=URL")
     parsed.state.mkdir(parents=True, exist_ok=True)
-    return Options(servers, parsed.token, parsed.state, parsed.scripted, parsed.command, parsed.prompt)
+    key = parsed.state_key.read_bytes() if parsed.state_key is not None else None
+    return Options(servers, parsed.token, parsed.state, key, parsed.scripted, parsed.command, parsed.prompt)
 
 
 @asynccontextmanager
@@ -100,7 +104,8 @@ async def connect(opts: Options) -> AsyncIterator[ApprovalServers]:
     async with AsyncExitStack() as stack:
         gates = []
         for server in opts.servers:
-            journal = opts.state / server.journal
+            journal = SQLiteCallJournal(opts.state / server.journal, key=opts.state_key)
+            stack.callback(journal.close)
             client = await stack.enter_async_context(
                 mcp_client(server.url, tasks=True, auth=opts.token, call_journal=journal)
             )
@@ -109,12 +114,12 @@ async def connect(opts: Options) -> AsyncIterator[ApprovalServers]:
 
 
 def refused(main: Callable[[], Awaitable[int]]) -> Callable[[], Awaitable[int]]:
-    """``main``, with a refused resume (a server not given, a call not in a journal) said on one line, exit 2."""
+    """``main``, with a refused resume (a server not given, a call not in or edited in a journal): one line, exit 2."""
 
     async def run() -> int:
         try:
             return await main()
-        except ClientUsageError as error:
+        except (ClientUsageError, CallJournalIntegrityError) as error:
             print(f"refused: {error}", file=sys.stderr)
             return 2
 

@@ -32,6 +32,7 @@ from mcp_approval.hosts import unused_loopback_port
 from mcp_approval.metrics import ApprovalMetrics
 from mcp_approval.storage import AuditLog, open_database
 from tests.support.arap import arap_deployment
+from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals, store_rows
 from tests.treasury.helpers import approval_for, assert_denied_not_executed, settled, shown
 
@@ -245,7 +246,8 @@ class LibraryServer:
         command += ["--ledger", str(self.ledger), "--binding-key-file", str(self.tmp_path / "keys.toml")]
         with (self.tmp_path / "server.log").open("ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
-        deadline = time.monotonic() + 30
+        limit_s = scaled(30)  # a loaded machine imports the library example slowly
+        deadline = time.monotonic() + limit_s
         while time.monotonic() < deadline:
             assert self.process.poll() is None, (self.tmp_path / "server.log").read_text()
             try:
@@ -253,7 +255,7 @@ class LibraryServer:
                     return self
             except OSError:
                 time.sleep(0.05)
-        raise AssertionError("the library example did not listen within 30 s")
+        raise AssertionError(f"the library example did not listen within {limit_s:.0f} s")
 
     @property
     def base_url(self) -> str:

@@ -113,7 +113,15 @@ class ToolCaller(Protocol):
 
     async def call(
         self, tool: str, arguments: Mapping[str, Any], *, call_key: str
-    ) -> types.CallToolResult | PendingCall: ...
+    ) -> types.CallToolResult | PendingCall:
+        """Call ``tool`` at most once for ``call_key`` (see :meth:`ApprovalTools.call`)."""
+        ...
+
+    async def collect(
+        self, tool: str, arguments: Mapping[str, Any], *, call_key: str
+    ) -> types.CallToolResult | PendingCall:
+        """The outcome of the journaled call ``call_key``, never a first call (see :meth:`ApprovalTools.collect`)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -143,6 +151,18 @@ class ServerTool:
     async def call(self, arguments: Mapping[str, Any], *, call_key: str) -> types.CallToolResult | PendingCall:
         """Call the tool at most once for ``call_key``: its result, or a :class:`PendingCall`."""
         return await self.via.call(self.listed.name, arguments, call_key=call_key)
+
+    async def collect(self, arguments: Mapping[str, Any], *, call_key: str) -> types.CallToolResult | PendingCall:
+        """The outcome of the call ``call_key`` made earlier with ``arguments``; never a first call.
+
+        What a framework runs when it resumes a paused call: the key must be in the journal for this
+        server, tool and arguments (see :meth:`ApprovalTools.collect`), so a saved call whose key,
+        tool or arguments were edited is refused and nothing is sent.
+
+        Raises:
+            ClientUsageError: the journal holds no such call (nothing is sent).
+        """
+        return await self.via.collect(self.listed.name, arguments, call_key=call_key)
 
 
 def result_text(result: types.CallToolResult) -> str:
@@ -208,6 +228,21 @@ class ApprovalTools:
         """
         return await self._call(tool, dict(arguments), call_key, self.pending_wait_s)
 
+    async def collect(
+        self, tool: str, arguments: Mapping[str, Any], *, call_key: str
+    ) -> types.CallToolResult | PendingCall:
+        """As :meth:`call`, but only for a call already in the journal: its task is polled, or its outcome replayed.
+
+        A framework's resumed run calls this instead of :meth:`call`: whatever its saved state says,
+        nothing is sent unless this client's journal recorded ``call_key`` for this server, ``tool``
+        and ``arguments``, and then only the journaled task is asked about.
+
+        Raises:
+            ClientUsageError: ``call_key`` is not in the journal, or is there for another server,
+                tool or arguments (nothing is sent; the message says what differs).
+        """
+        return await self._call(tool, dict(arguments), call_key, self.pending_wait_s, resume=True)
+
     async def wait_for_decision(self, pending: PendingCall, *, timeout_s: float | None = None) -> types.CallToolResult:
         """Wait for the decision on ``pending`` and return the call's result (the resume value).
 
@@ -222,9 +257,10 @@ class ApprovalTools:
 
         Raises:
             TaskPendingError: still undecided after ``timeout_s`` (``None``: as long as the request lives).
-            ClientUsageError: the call was made on another server (nothing is sent).
+            ClientUsageError: the call was made on another server, or the journal's record of its key
+                names another tool, other arguments or another task (nothing is sent).
         """
-        self._check_server(pending)
+        await self.verify(pending)
         outcome = await self._call(pending.tool, pending.arguments, pending.call_key, timeout_s, resume=True)
         if isinstance(outcome, PendingCall):
             raise TaskPendingError(outcome.reference, f"{pending.tool} is still waiting for approval")
@@ -235,10 +271,17 @@ class ApprovalTools:
 
         Raises:
             ClientUsageError: it names another server, or this client's journal does not hold its
-                key for this server, tool and arguments (see :meth:`AgentClient.check_resumable`).
+                key for this server, tool and arguments (see :meth:`AgentClient.check_resumable`), or
+                holds it for another task than ``pending.reference``.
         """
         self._check_server(pending)
-        await self.client.check_resumable(pending.tool, pending.arguments, call_key=pending.call_key)
+        record = await self.client.check_resumable(pending.tool, pending.arguments, call_key=pending.call_key)
+        if record.task_id is not None and record.task_id != pending.reference:
+            raise ClientUsageError(
+                f"{pending.tool} (call {pending.call_key!r}) names reference {pending.reference}, but the call journal "
+                f"recorded task {record.task_id} for that key; nothing was sent. The saved call was edited: "
+                "only the journaled task is ever collected"
+            )
 
     def _check_server(self, pending: PendingCall) -> None:
         if pending.server and pending.server != self.name:

@@ -107,9 +107,11 @@ def _tool(tool: ServerTool) -> FunctionTool:
         return False  # finished (its result is journaled): the tool answers it at once
 
     async def invoke(context: ToolContext[Any], arguments_json: str) -> Any:
+        # needs_approval made the call; here it is only collected, so a saved run whose run id, call
+        # id or arguments were edited between the pause and the resume is refused, not sent anew.
         slot = _slot(context)
         key = call_key_for(FRAMEWORK, slot["run_id"], context.tool_call_id)
-        outcome = await tool.call(json.loads(arguments_json or "{}"), call_key=key)
+        outcome = await tool.collect(json.loads(arguments_json or "{}"), call_key=key)
         if isinstance(outcome, PendingCall):  # approved in the SDK before the server decided
             return {"type": "text", "text": outcome.text()}
         slot["pending"].pop(context.tool_call_id, None)
@@ -132,6 +134,15 @@ async def approval_tools(servers: Servers) -> list[FunctionTool]:
         ClientUsageError: two servers give the model one tool name (set a prefix on one).
     """
     return [_tool(tool) for tool in await ApprovalServers.of(servers).tools()]
+
+
+def _arguments(item: Any) -> Any:
+    """The arguments of an interrupted function call, as the resumed run will call the tool with them."""
+    text = getattr(item, "arguments", None)
+    try:
+        return json.loads(text) if isinstance(text, str) and text else {}
+    except json.JSONDecodeError:
+        return text
 
 
 def pending_calls(state: RunState[Any, Any]) -> list[PendingCall]:
@@ -158,7 +169,11 @@ async def resume_state(servers: Servers, state: RunState[Any, Any], *, timeout_s
     items = [item for item in state.get_interruptions() if item.call_id in slot["pending"]]
     # Other interruptions (another tool's own needs_approval) are the application's to decide.
     waiting = [PendingCall.from_dict(slot["pending"][item.call_id]) for item in items]
-    results = await ApprovalServers.of(servers).decisions(waiting, timeout_s=timeout_s)
+    every = ApprovalServers.of(servers)
+    for item, pending in zip(items, waiting, strict=True):  # the run will answer item: it must be the pending call
+        key = call_key_for(FRAMEWORK, slot["run_id"], item.call_id or "")
+        await every.check_saved(pending, tool=item.tool_name or "", arguments=_arguments(item), call_key=key)
+    results = await every.decisions(waiting, timeout_s=timeout_s)
     for item, result in zip(items, results, strict=True):
         if result.is_error:
             slot["pending"].pop(item.call_id, None)

@@ -127,7 +127,19 @@ async def resume_results(
         for tool_call_id, data in requests.metadata.items()
         if PendingCall.is_pending(data)
     }
-    decided = await ApprovalServers.of(servers).decisions(list(waiting.values()), timeout_s=timeout_s)
+    every = ApprovalServers.of(servers)
+    parts = {part.tool_call_id: part for part in requests.calls}
+    for tool_call_id, pending in waiting.items():  # the run will be answered for this part: it must be the pending call
+        part = parts.get(tool_call_id)
+        run, _, _ = pending.call_key.rpartition("/")
+        key = f"{run}/{tool_call_id}" if run.startswith(f"{FRAMEWORK}/") else ""
+        await every.check_saved(
+            pending,
+            tool=part.tool_name if part is not None else "",
+            arguments=part.args_as_dict() if part is not None else None,
+            call_key=key,
+        )
+    decided = await every.decisions(list(waiting.values()), timeout_s=timeout_s)
     results = DeferredToolResults()
     for tool_call_id, result in zip(waiting, decided, strict=True):
         results.calls[tool_call_id] = model_value(result)

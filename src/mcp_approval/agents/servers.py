@@ -182,6 +182,33 @@ class ApprovalServers:
         for pending in pendings:
             await self._server_of(pending).verify(pending)
 
+    async def check_saved(self, pending: PendingCall, *, tool: str, arguments: Any, call_key: str) -> None:
+        """Check, sending nothing, that a framework's saved tool call is the call ``pending`` stands for.
+
+        ``tool`` (the model's name for it), ``arguments`` and ``call_key`` are what the framework's
+        saved run will answer or run on resume; ``pending`` is the saved pending call, which
+        :meth:`verify` checks against the call journal. A saved run edited between the pause and
+        the resume (another tool, other arguments, another run or call id) is refused.
+
+        Raises:
+            ServerNotGivenError: the call's server is not here (nothing is sent).
+            ClientUsageError: naming what differs (nothing is sent).
+        """
+        self.check([pending])
+        listed = await self.tool(tool)
+        differs: list[str] = []
+        if listed is None or listed.listed.name != pending.tool or (pending.server and listed.server != pending.server):
+            differs.append(f"tool {tool!r}, not {pending.tool!r} on {pending.server or 'its server'!r}")
+        if arguments != pending.arguments:
+            differs.append("other arguments than the pending call's")
+        if call_key != pending.call_key:
+            differs.append(f"call key {call_key!r}, not {pending.call_key!r}")
+        if differs:
+            raise ClientUsageError(
+                f"the saved run's call waiting on reference {pending.reference} names {'; '.join(differs)}: the "
+                "saved state was edited after the pause, so nothing was sent"
+            )
+
     async def wait_for_decision(self, pending: PendingCall, *, timeout_s: float | None = None) -> types.CallToolResult:
         """:meth:`ApprovalTools.wait_for_decision` on the server ``pending`` was made on."""
         return await self.route(pending).wait_for_decision(pending, timeout_s=timeout_s)
@@ -229,12 +256,24 @@ class _StatusRouter:
     async def call(
         self, tool: str, arguments: Mapping[str, Any], *, call_key: str
     ) -> types.CallToolResult | PendingCall:
+        return await self._routed(arguments, call_key, collect=False)
+
+    async def collect(
+        self, tool: str, arguments: Mapping[str, Any], *, call_key: str
+    ) -> types.CallToolResult | PendingCall:
+        return await self._routed(arguments, call_key, collect=True)
+
+    async def _routed(
+        self, arguments: Mapping[str, Any], call_key: str, *, collect: bool
+    ) -> types.CallToolResult | PendingCall:
         reference = arguments.get("reference")
         if not isinstance(reference, str) or not reference:
             return _error(f"{STATUS_TOOL} needs the reference that a call needing approval gave.")
         for name in self._names:
             server = self._servers[name]
             if await server.client.journaled_task(reference) is not None:
+                if collect:
+                    return await server.collect(STATUS_TOOL, {"reference": reference}, call_key=call_key)
                 return await server.call(STATUS_TOOL, {"reference": reference}, call_key=call_key)
         names = ", ".join(self._names)
         return _error(f"No call this agent made on its servers ({names}) has the reference {reference[:80]}.")

@@ -1,7 +1,14 @@
 """The agent side: tasks-aware tool calls, reading and acting on authorization denials, reading approval outcomes."""
 
 from mcp_approval.client.authorization import AuthorizationDenied, AuthorizingCaller, CredentialRemediator
-from mcp_approval.client.calls import CallJournal, CallOutcome, CallRecord, CallTarget, SQLiteCallJournal
+from mcp_approval.client.calls import (
+    CallJournal,
+    CallJournalIntegrityError,
+    CallOutcome,
+    CallRecord,
+    CallTarget,
+    SQLiteCallJournal,
+)
 from mcp_approval.client.connect import (
     AgentClient,
     CallInDoubtError,
@@ -50,6 +57,7 @@ __all__ = [
     "AuthorizingCaller",
     "CallInDoubtError",
     "CallJournal",
+    "CallJournalIntegrityError",
     "CallOutcome",
     "CallRecord",
     "CallTarget",

@@ -9,11 +9,15 @@ A key is bound to the call it named: the server, the tool and a digest of the ar
 answered with the first call's outcome.
 
 The journal is any :class:`CallJournal`; :class:`SQLiteCallJournal` keeps it in a SQLite file.
+Given a key (``SQLiteCallJournal(path, key=...)``), each of its rows is sealed with an HMAC under
+that key, so a row edited or planted by anyone without the key (one who can write the file, as
+an agent's state directory is written) is refused instead of trusted.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import sqlite3
 import threading
@@ -29,8 +33,11 @@ import anyio.to_thread
 import rfc8785
 from pydantic_core import to_jsonable_python
 
+from mcp_approval.errors import MCPApprovalError
+
 __all__ = [
     "CallJournal",
+    "CallJournalIntegrityError",
     "CallOutcome",
     "CallRecord",
     "CallTarget",
@@ -129,30 +136,71 @@ class CallJournal(Protocol):
         ...
 
 
-class SQLiteCallJournal:
-    """A :class:`CallJournal` in a SQLite file; each write is committed (in a worker thread) before returning."""
+class CallJournalIntegrityError(MCPApprovalError, ValueError):
+    """A sealed call journal holds a row whose seal does not match it: edited, planted, or sealed under another key."""
 
-    def __init__(self, path: str | Path) -> None:
+
+#: The shortest key a journal is sealed with (HMAC-SHA256).
+MIN_KEY_BYTES = 32
+
+
+class SQLiteCallJournal:
+    """A :class:`CallJournal` in a SQLite file; each write is committed (in a worker thread) before returning.
+
+    Args:
+        path: the SQLite file.
+        key: seal each row with HMAC-SHA256 under this key (at least 32 bytes). Keep it where the
+            file's writers cannot read it (not beside the file): a row whose seal does not match,
+            or that has none, raises :class:`CallJournalIntegrityError` when read, so nothing is
+            sent or answered from it. ``None``: rows are not sealed (the file is trusted).
+    """
+
+    def __init__(self, path: str | Path, *, key: bytes | None = None) -> None:
+        if key is not None and len(key) < MIN_KEY_BYTES:
+            raise ValueError(f"a call journal's key must be at least {MIN_KEY_BYTES} bytes, not {len(key)}")
         self.path = Path(path)
+        self._key = key
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS calls (call_key TEXT PRIMARY KEY, tool_name TEXT NOT NULL,"
-            " task_id TEXT, outcome TEXT, started_at REAL NOT NULL, server TEXT, arguments_digest TEXT)"
+            " task_id TEXT, outcome TEXT, started_at REAL NOT NULL, server TEXT, arguments_digest TEXT, seal TEXT)"
         )
         _add_missing_columns(self._db)
         # The status of a pending call is asked by its reference (the task id): find_task looks it up.
         self._db.execute("CREATE INDEX IF NOT EXISTS calls_by_task ON calls (task_id)")
 
     async def get(self, call_key: str) -> CallRecord | None:
-        """The record of ``call_key``, if the call was ever started."""
-        return _record(await self._run(f"{_SELECT} WHERE call_key = ?", (call_key,)))
+        """The record of ``call_key``, if the call was ever started.
+
+        Raises:
+            CallJournalIntegrityError: the journal is sealed and this row's seal does not match it.
+        """
+        return self._opened(await self._run(f"{_SELECT} WHERE call_key = ?", (call_key,)))
 
     async def find_task(self, task_id: str) -> CallRecord | None:
-        """The record of the call the server made task ``task_id`` for, if one is journaled."""
-        return _record(await self._run(f"{_SELECT} WHERE task_id = ? ORDER BY started_at DESC LIMIT 1", (task_id,)))
+        """The record of the call the server made task ``task_id`` for, if one is journaled.
+
+        Raises:
+            CallJournalIntegrityError: the journal is sealed and this row's seal does not match it.
+        """
+        return self._opened(
+            await self._run(f"{_SELECT} WHERE task_id = ? ORDER BY started_at DESC LIMIT 1", (task_id,))
+        )
+
+    def _opened(self, row: tuple[Any, ...] | None) -> CallRecord | None:
+        if row is None:
+            return None
+        if self._key is not None:
+            seal = row[-1]
+            if not isinstance(seal, str) or not hmac.compare_digest(seal, _seal(self._key, row[:-1])):
+                raise CallJournalIntegrityError(
+                    f"the record of call {row[0]!r} in {self.path} does not match its seal (edited, planted, or "
+                    "sealed under another key): it is not trusted, and nothing was sent or answered from it"
+                )
+        return _record(row[:-1])
 
     async def begin(self, call_key: str, target: CallTarget) -> None:
         """Record that the call to ``target`` is about to be sent.
@@ -167,14 +215,17 @@ class SQLiteCallJournal:
             )
         except sqlite3.IntegrityError:
             raise ValueError(f"call {call_key!r} is already journaled in {self.path}") from None
+        await self._reseal(call_key)
 
     async def task_created(self, call_key: str, task_id: str) -> None:
         """Record the task the server created for the call."""
         await self._run("UPDATE calls SET task_id = ? WHERE call_key = ?", (task_id, call_key))
+        await self._reseal(call_key)
 
     async def finish(self, call_key: str, outcome: CallOutcome) -> None:
         """Record how the call ended."""
         await self._run("UPDATE calls SET outcome = ? WHERE call_key = ?", (_outcome_to_json(outcome), call_key))
+        await self._reseal(call_key)
 
     async def forget(self, call_key: str) -> None:
         """Drop the record."""
@@ -185,6 +236,17 @@ class SQLiteCallJournal:
         with self._lock:
             self._db.close()
 
+    async def _reseal(self, call_key: str) -> None:
+        """Seal the row of ``call_key`` as this client just wrote it (a journal without a key seals nothing)."""
+        if self._key is not None:
+            await anyio.to_thread.run_sync(self._seal_row, self._key, call_key)
+
+    def _seal_row(self, key: bytes, call_key: str) -> None:
+        with self._lock:
+            row = self._db.execute(f"{_SELECT} WHERE call_key = ?", (call_key,)).fetchone()
+            if row is not None:
+                self._db.execute("UPDATE calls SET seal = ? WHERE call_key = ?", (_seal(key, row[:-1]), call_key))
+
     async def _run(self, sql: str, parameters: tuple[Any, ...]) -> Any:
         return await anyio.to_thread.run_sync(self._execute, sql, parameters)
 
@@ -193,7 +255,12 @@ class SQLiteCallJournal:
             return self._db.execute(sql, parameters).fetchone()
 
 
-_SELECT = "SELECT call_key, tool_name, task_id, outcome, started_at, server, arguments_digest FROM calls"
+_SELECT = "SELECT call_key, tool_name, task_id, outcome, started_at, server, arguments_digest, seal FROM calls"
+
+
+def _seal(key: bytes, row: tuple[Any, ...]) -> str:
+    """The HMAC-SHA256 of a row's columns (all but the seal), as canonical JSON."""
+    return hmac.new(key, json.dumps(list(row), separators=(",", ":")).encode(), hashlib.sha256).hexdigest()
 
 
 def _record(row: tuple[Any, ...] | None) -> CallRecord | None:
@@ -204,9 +271,9 @@ def _record(row: tuple[Any, ...] | None) -> CallRecord | None:
 
 
 def _add_missing_columns(db: sqlite3.Connection) -> None:
-    """Bring a journal written before keys were bound to their call up to date (its rows keep ``NULL``)."""
+    """Bring a journal written before keys were bound to their call, or sealed, up to date (its rows keep ``NULL``)."""
     present = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
-    for column in ("server", "arguments_digest"):
+    for column in ("server", "arguments_digest", "seal"):
         if column not in present:
             db.execute(f"ALTER TABLE calls ADD COLUMN {column} TEXT")
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_approval.backends.contract import ApprovalStatus, EarlierCall
 from mcp_approval.backends.local.rules import ApprovalTemplate, RequestRules, decided_by
+from mcp_approval.backends.told import ToldRecord
 from mcp_approval.clock import iso8601
 
 if TYPE_CHECKING:
@@ -81,11 +82,15 @@ class ApprovalRecord:
     rules: RequestRules | None = None
     #: The identical earlier call whose request ended (the request may duplicate it), or ``None``.
     possible_duplicate_of: EarlierCall | None = None
+    #: Who was reminded of it or told of its escalation, when, on which channel (a single request
+    #: read shows them; a listing does not read them).
+    told: tuple[ToldRecord, ...] = ()
 
     def without_reviewers(self) -> ApprovalRecord:
-        """The record as its requester sees it: each decision without its reviewer or comment."""
+        """The record as its requester sees it: each decision without its reviewer or comment, and
+        nothing of who was told about it."""
         hidden = tuple(DecisionRecord(None, d.decision, None, d.decided_at) for d in self.decisions)
-        return replace(self, decisions=hidden)
+        return replace(self, decisions=hidden, told=())
 
     def listed_json(self) -> dict[str, Any]:
         """The record as a listing shows it: :meth:`to_json`, except that arguments longer than
@@ -122,6 +127,7 @@ class ApprovalRecord:
             "possible_duplicate_of": None
             if self.possible_duplicate_of is None
             else self.possible_duplicate_of.for_reviewers(),
+            "told": [told.to_json() for told in self.told],
         }
 
 

@@ -16,6 +16,8 @@ from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.backends.local.schema import metadata as local_metadata
 from mcp_approval.notify.chat_messages import NOTIFY_MIGRATIONS
 from mcp_approval.notify.chat_messages import metadata as notify_metadata
+from mcp_approval.notify.reminders import REMINDER_MIGRATIONS
+from mcp_approval.notify.reminders import metadata as reminder_metadata
 from mcp_approval.reference.ars_schema import ARS_MIGRATIONS
 from mcp_approval.reference.ars_schema import metadata as ars_metadata
 from mcp_approval.storage import AUDIT_MIGRATIONS, SHARED_MIGRATIONS, SchemaTooNewError, migrate, open_database
@@ -36,6 +38,7 @@ ALL = (
     LOCAL_BACKEND_MIGRATIONS,
     ARS_MIGRATIONS,
     NOTIFY_MIGRATIONS,
+    REMINDER_MIGRATIONS,
 )
 VERSION_TABLES = {history.version_table for history in ALL}
 
@@ -43,7 +46,15 @@ VERSION_TABLES = {history.version_table for history in ALL}
 def _declared() -> MetaData:
     """Every table the code queries, as declared beside its layer's history."""
     combined = MetaData()
-    layers = (tasks_metadata, approval_metadata, local_metadata, ars_metadata, shared_metadata, notify_metadata)
+    layers = (
+        tasks_metadata,
+        approval_metadata,
+        local_metadata,
+        ars_metadata,
+        shared_metadata,
+        notify_metadata,
+        reminder_metadata,
+    )
     for metadata in (*layers, audit_events_table.metadata):
         for table in metadata.tables.values():
             table.to_metadata(combined)

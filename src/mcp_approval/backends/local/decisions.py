@@ -34,7 +34,7 @@ from mcp_approval.backends.local.rows import (
 )
 from mcp_approval.backends.local.rules import ApprovalTemplate, RequestRules, decided_by
 from mcp_approval.backends.local.sealing import RequestSealing
-from mcp_approval.clock import Clock
+from mcp_approval.clock import Clock, iso8601
 from mcp_approval.storage.audit import AuditLog
 from mcp_approval.storage.database import Database
 
@@ -234,6 +234,9 @@ def _why_ineligible(
     if not rules.may_decide(roles, created_at=created_at, now=now):
         escalates_at = rules.escalates_at(created_at)
         if escalates_at is not None and rules.escalation_role in roles:
-            return f"{reviewer} holds the escalation role {rules.escalation_role!r}, which decides only once the request escalated"
+            return (
+                f"{reviewer} holds the escalation role {rules.escalation_role!r}, "
+                f"which decides only once the request escalated (at {iso8601(escalates_at)})"
+            )
         return f"{reviewer} lacks the role {rules.reviewer_role!r} template {name!r} requires"
     return None

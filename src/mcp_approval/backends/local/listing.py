@@ -19,7 +19,7 @@ from mcp_approval.backends.local.records import ApprovalRecord, RequestPage, Req
 from mcp_approval.backends.local.rows import decision_rows
 from mcp_approval.backends.local.rules import DEFAULT_TEMPLATE, ApprovalTemplate
 from mcp_approval.backends.local.schema import approval_requests_table
-from mcp_approval.backends.local.told import told_about
+from mcp_approval.backends.told import told_about
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.storage.audit import AuditLog
 from mcp_approval.storage.database import Database

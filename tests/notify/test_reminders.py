@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -89,6 +90,7 @@ def receivers() -> Iterator[tuple[WebhookReceiver, WebhookReceiver]]:
     leads.stop()
 
 
+@contextlib.asynccontextmanager
 async def make_rig(
     db_url: str, receivers: tuple[WebhookReceiver, WebhookReceiver], templates: dict[str, ApprovalTemplate]
 ) -> AsyncIterator[Rig]:
@@ -110,7 +112,8 @@ async def make_rig(
     )
     first = notification_outbox(options, backend, database, audit, clock=clock)
     second = notification_outbox(options, backend, database, audit, clock=clock)
-    assert first is not None and second is not None
+    assert first is not None
+    assert second is not None
     await migrate(database, AUDIT_MIGRATIONS, SHARED_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS, *first.migrations)
     await first.start()
     await second.start()
@@ -125,7 +128,7 @@ async def make_rig(
 @pytest.fixture
 async def rig(db_url: str, receivers: tuple[WebhookReceiver, WebhookReceiver]) -> AsyncIterator[Rig]:
     templates = {"payments": template(), "quiet": ApprovalTemplate(notify=["team"])}
-    async for made in make_rig(db_url, receivers, templates):
+    async with make_rig(db_url, receivers, templates) as made:
         yield made
 
 
@@ -173,7 +176,8 @@ async def test_reviewers_are_reminded_once_after_remind_after_s_then_the_escalat
     assert record.told[0].at == rig.clock.now_ms() - int((ESCALATE_S - REMIND_S) * 1000)
     # The requester sees no one's name and nothing of who was told.
     mine = await rig.backend.get_request(request_id, viewer="alice")
-    assert mine is not None and mine.told == ()
+    assert mine is not None
+    assert mine.told == ()
     assert (await rig.audit.verify()).ok
 
 
@@ -224,7 +228,8 @@ async def test_a_delivery_sent_again_is_recorded_once(rig: Rig) -> None:
     await reminders.delivered(request_id, "remind", "approver", "team")  # after a crash between send and cursor
     assert len(await rig.events(request_id, "approval.told")) == 1
     record = await rig.backend.get_request(request_id)
-    assert record is not None and len(record.told) == 1
+    assert record is not None
+    assert len(record.told) == 1
 
 
 async def test_the_escalation_role_decides_only_once_escalated_when_the_template_says_so(
@@ -234,12 +239,13 @@ async def test_the_escalation_role_decides_only_once_escalated_when_the_template
         "payments": template(escalation_may_decide=True),
         "tell-only": template(),
     }
-    async for rig in make_rig(db_url, receivers, templates):
+    async with make_rig(db_url, receivers, templates) as rig:
         may = await rig.submit("payments")
         told_only = await rig.submit("tell-only")
         with pytest.raises(NotEligibleError, match="decides only once the request escalated"):
             await rig.backend.decide(may, "erin", "approve", None)
-        assert [r.id for r in (await rig.backend.page_requests("pending", viewer="erin", offset=0, limit=10)).records] == []
+        hidden = await rig.backend.page_requests("pending", viewer="erin", offset=0, limit=10)
+        assert hidden.records == [], "not before it escalated"
 
         rig.clock.advance(int(ESCALATE_S * 1000))
         await delivered(rig, rig.leads, may, ["approval.escalated"])
@@ -257,14 +263,15 @@ async def test_the_escalation_is_sealed_when_the_request_opens(
     db_url: str, receivers: tuple[WebhookReceiver, WebhookReceiver]
 ) -> None:
     """Editing the stored rules to let the escalation role decide at once fails the request's seal."""
-    async for rig in make_rig(db_url, receivers, {"payments": template(escalation_may_decide=True)}):
+    async with make_rig(db_url, receivers, {"payments": template(escalation_may_decide=True)}) as rig:
         request_id = await rig.submit()
         (stored,) = await rig.database.read(
             lambda conn: conn.execute(
                 text("SELECT rules_json FROM approval_requests WHERE request_id = :id"), {"id": request_id}
             ).all()
         )
-        assert '"escalation_after_ms":120000' in stored[0] and '"escalation_role":"admin"' in stored[0]
+        assert '"escalation_after_ms":120000' in stored[0]
+        assert '"escalation_role":"admin"' in stored[0]
         edited = stored[0].replace('"escalation_after_ms":120000', '"escalation_after_ms":1')
 
         async def tamper() -> None:

@@ -77,8 +77,9 @@ def visible(html: str) -> str:
     return " ".join(re.sub(r"<[^>]+>", " ", html).split())
 
 
-def cli(*args: str) -> str:
-    result = runner.invoke(app, list(args))
+async def cli(*args: str) -> str:
+    """``mcp-approval ARGS`` (in a thread: the command runs an event loop of its own); its output."""
+    result = await asyncio.to_thread(runner.invoke, app, list(args))
     assert result.exit_code == 0, result.output
     return result.output
 
@@ -149,11 +150,11 @@ async def test_a_request_nobody_answers_is_reminded_then_escalated_and_the_escal
         server.kill()
 
     config = str(directory / "config.toml")
-    shown_text = cli("review", "show", request_id, "--config", config, "--db", db_url)
+    shown_text = await cli("review", "show", request_id, "--config", config, "--db", db_url)
     told_lines = [line for line in shown_text.splitlines() if "told" in line]
     assert any("reminder to approver on team" in line for line in told_lines), shown_text
     assert any("escalation to admin on leads" in line for line in told_lines), shown_text
-    assert "audit chain intact" in cli("audit", "verify", "--config", config, "--db", db_url)
+    assert "audit chain intact" in await cli("audit", "verify", "--config", config, "--db", db_url)
 
 
 async def _record(http: httpx.AsyncClient, request_id: str) -> dict[str, Any]:
@@ -192,7 +193,7 @@ async def test_several_workers_on_postgresql_send_each_reminder_and_escalation_o
     assert len(reminders) == 2 * len(ids), "each reminder and each escalation sent once, by one worker"
     assert all(d.verified for d in team.all() + leads.all())
     config = str(directory / "config.toml")
-    assert "audit chain intact" in cli("audit", "verify", "--config", config, "--db", postgres_url)
+    assert "audit chain intact" in await cli("audit", "verify", "--config", config, "--db", postgres_url)
 
 
 def _all(*receivers: WebhookReceiver) -> list[Delivery]:

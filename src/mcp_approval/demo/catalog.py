@@ -11,6 +11,7 @@ from mcp_approval.demo import scenarios_links as links
 from mcp_approval.demo import scenarios_more as more
 from mcp_approval.demo import scenarios_notify as notify
 from mcp_approval.demo import scenarios_operators as operators
+from mcp_approval.demo import scenarios_reminders as reminders
 from mcp_approval.demo import scenarios_without_tasks as no_tasks
 from mcp_approval.demo.context import Demo, ScenarioState
 from mcp_approval.demo.services import NEED_ARAP, NEED_CREDENTIALS
@@ -107,5 +108,12 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
         "an Adaptive Card reaches the Teams workflow; its button opens the request's console page; the last "
         "card says approved-executed",
         chat.teams_card,
+    ),
+    ScenarioSpec(
+        20,
+        "nobody forgotten",
+        "nobody answers: the approvers are reminded after 2 s, admins told after 4 s; erin (admin) then "
+        "approves; the request shows who was told when, on which channel",
+        reminders.reminded_then_escalated,
     ),
 )

@@ -46,6 +46,7 @@ EXPECTED: dict[int, tuple[str | None, int]] = {
     16: ("approved-executed", 1),
     17: ("approved-executed", 1),
     18: ("approved-executed", 1),
+    20: ("approved-executed", 1),
 }
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mcp_approval.config import ConfigError, load_config
+from mcp_approval.server.deployment import build_deployment
 from tests.support.receivers import WEBHOOK_SECRET
 from tests.support.treasury import deployment_dir
 
@@ -58,3 +61,23 @@ def test_a_reminder_at_or_after_the_deadline_is_refused(tmp_path: Path) -> None:
     assert "approval.default_deadline_s (600 s)" in str(caught.value)
     with pytest.raises(ConfigError, match=r"templates\.treasury\.escalate_after_s: 1800 s is not before"):
         load(tmp_path, GOOD, default_deadline_s=1000)
+
+
+def test_the_documented_reminders_configure_a_deployment(tmp_path: Path) -> None:
+    """docs/reviewers.md's "Nobody forgotten" block, merged into the treasury example, starts a deployment."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "reviewers.md").read_text(encoding="utf-8")
+    section = page[page.index("## Nobody forgotten") :]
+    section = section[: section.index("\n## ")]
+    (block,) = re.findall(r"```toml\n(.*?)```", section, re.DOTALL)
+    documented = tomllib.loads(block)
+    example = tomllib.loads((deployment_dir(tmp_path / "plain") / "config.toml").read_text())
+    templates = example["templates"]
+    templates["treasury"] |= documented["templates"]["treasury"]
+    overrides = {"notifications": documented["notifications"], "templates": templates}
+    config = load_config(deployment_dir(tmp_path, overrides) / "config.toml")
+    treasury = config.templates["treasury"]
+    assert (treasury.remind_after_s, treasury.escalate_after_s, treasury.escalate_to) == (3600, 14400, "admin")
+    assert treasury.escalation_channels() == ["leads-hook"]
+    outbox = build_deployment(config, base_url="http://127.0.0.1:1").approvals.outbox
+    assert outbox is not None
+    assert [history.name for history in outbox.migrations] == ["reminders"]

@@ -9,11 +9,15 @@ read from the hash-chained log that ``audit verify`` checks, not from a table an
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal
+
+from sqlalchemy import Connection, select
 
 from mcp_approval.clock import iso8601
-from mcp_approval.storage.audit import AuditEvent
+from mcp_approval.storage.audit import audit_events_table
+from mcp_approval.storage.database import Database
 
 __all__ = [
     "ESCALATED_EVENT",
@@ -23,7 +27,6 @@ __all__ = [
     "Step",
     "ToldRecord",
     "told_about",
-    "told_from_events",
 ]
 
 #: A request's reviewers are reminded (the event that claimed the step; its channels send it).
@@ -36,12 +39,9 @@ TOLD_EVENT: Final = "approval.told"
 Step = Literal["remind", "escalate"]
 #: Each step's audit event.
 STEP_EVENTS: Final[dict[str, str]] = {"remind": REMINDED_EVENT, "escalate": ESCALATED_EVENT}
-#: The most audit events read to find a request's (its own events are few).
-_EVENTS_READ = 1000
-
-
-class _EventReader(Protocol):
-    async def events(self, subject: str | None = None, limit: int = 100) -> list[AuditEvent]: ...
+#: The most deliveries shown of one request (two steps on a few channels each).
+_EVENTS_READ = 100
+_A = audit_events_table
 
 
 @dataclass(frozen=True)
@@ -70,21 +70,24 @@ class ToldRecord:
         return f"{iso8601(self.at)[:19].replace('T', ' ')} UTC  {what} {self.role} on {self.channel}"
 
 
-def told_from_events(events: list[AuditEvent]) -> tuple[ToldRecord, ...]:
-    """The deliveries among a request's audit events, oldest first."""
-    found = [
-        ToldRecord(
-            step=str(event.data.get("step")),
-            role=str(event.data.get("role")),
-            channel=str(event.data.get("channel")),
-            at=event.at,
-        )
-        for event in events
-        if event.kind == TOLD_EVENT
-    ]
-    return tuple(sorted(found, key=lambda told: (told.at, told.channel)))
+async def told_about(database: Database, request_id: str) -> tuple[ToldRecord, ...]:
+    """The reminders and escalations delivered about ``request_id``, oldest first.
 
+    Read as committed, linked into the chain or not yet: a read of a request never writes (no
+    linking here), so it works on a store opened only to read.
+    """
+    query = (
+        select(_A.c.at, _A.c.data_json)
+        .where(_A.c.subject == request_id, _A.c.kind == TOLD_EVENT)
+        .order_by(_A.c.event_id)
+        .limit(_EVENTS_READ)
+    )
 
-async def told_about(audit: _EventReader, request_id: str) -> tuple[ToldRecord, ...]:
-    """The reminders and escalations delivered about ``request_id``, oldest first."""
-    return told_from_events(await audit.events(subject=request_id, limit=_EVENTS_READ))
+    def read(conn: Connection) -> tuple[ToldRecord, ...]:
+        found = []
+        for row in conn.execute(query):
+            data = json.loads(row.data_json)
+            found.append(ToldRecord(str(data.get("step")), str(data.get("role")), str(data.get("channel")), row.at))
+        return tuple(sorted(found, key=lambda told: (told.at, told.channel)))
+
+    return await database.read(read)

@@ -40,7 +40,8 @@ class RequestListing:
         templates: the configured templates (who reviews rows stored before their rules were).
         records: makes a request's record of its rows.
         queue: expires what is due before it is listed or read.
-        audit: where a request's reminders and escalations were recorded (``None``: not shown).
+        audit: where a request's reminders and escalations were recorded (``None``: not shown;
+            read from the same database).
         clock: the source of time (whether a request escalated).
     """
 
@@ -95,7 +96,7 @@ class RequestListing:
         decisions = await self._db.read(lambda conn: decision_rows(conn, [request_id]))
         record = self._records.record(row, decisions)
         if self._audit is not None:
-            record = replace(record, told=await told_about(self._audit, request_id))
+            record = replace(record, told=await told_about(self._db, request_id))
         return self._shown(record, viewer)
 
     def sees_reviewers(self, principal: str, record: ApprovalRecord) -> bool:

@@ -22,7 +22,7 @@ PACKAGED = Path(__file__).resolve().parents[2] / "src" / "mcp_approval" / "demo"
 OPERATORS = Path(__file__).resolve().parents[2] / "docs" / "operators.md"
 #: Files the example shares with the demo's embedded deployment, byte for byte.
 EMBEDDED_IN_THE_EXAMPLE = ("entities.json", "tools.py")
-POLICY_HEADER = "// The demo's copy of examples/treasury/policy.cedar, plus one rule the demo needs (at the end).\n//\n"
+POLICY_HEADER = "// The demo's copy of examples/treasury/policy.cedar, plus the rules the demo needs (at the end).\n//\n"
 
 
 def test_the_materialized_deployment_loads_and_names_the_port(tmp_path: Path) -> None:
@@ -67,6 +67,9 @@ def test_the_demo_config_keeps_the_examples_principals_templates_and_resolvers(t
     assert demo["templates"]["treasury"].pop("notify") == ["demo-hook", "demo-teams"]
     assert demo["templates"]["close_quarter"].pop("notify") == ["demo-slack"]
     assert set(demo["notifications"]["channels"]) == {"demo-hook", "demo-slack", "demo-teams"}
+    # Scenario 20's own template: reminded, then escalated (its policy rule is one of the demo's).
+    reminded = demo["templates"].pop("reminded")
+    assert (reminded["remind_after_s"], reminded["escalate_after_s"], reminded["escalate_to"]) == (2, 4, "treasurer")
     for section in ("principals", "templates", "resolvers", "policy", "tools"):
         assert demo[section] == example[section], section
 

@@ -112,8 +112,8 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
     ScenarioSpec(
         20,
         "nobody forgotten",
-        "nobody answers: the approvers are reminded after 2 s, admins told after 4 s; erin (admin) then "
-        "approves; the request shows who was told when, on which channel",
+        "nobody answers an account deletion: the approvers are reminded after 2 s, treasurers told after 4 s; "
+        "alice (treasurer) then approves; the request shows who was told when, on which channel",
         reminders.reminded_then_escalated,
     ),
 )

@@ -8,7 +8,7 @@ import time
 
 from mcp_approval.demo.clients import disposition_of
 from mcp_approval.demo.context import Demo, ScenarioFailed, ScenarioState, is_task
-from mcp_approval.demo.scenarios import LARGE, tasks_client
+from mcp_approval.demo.scenarios import tasks_client
 from mcp_approval.demo.webhooks import ReceivedMessage, WebhookInbox
 from mcp_approval.protocol import DISPOSITION_APPROVED_EXECUTED
 
@@ -21,41 +21,41 @@ ARRIVAL_S = 20.0
 
 
 async def reminded_then_escalated(demo: Demo, state: ScenarioState) -> str:
-    """20. A large transfer to a ``reminded-`` account waits: carol's channel is reminded after 2 s, the
-    ``admin`` role is told after 4 s, and erin (admin) may then decide it; the request shows who was told
-    when, on which channel."""
+    """20. erin (admin) asks to delete a ``reminded-`` account and nobody answers: the approvers are
+    reminded after 2 s, the ``treasurer`` role is told after 4 s, and alice (a treasurer) may then
+    decide it; the request shows who was told when, on which channel."""
     inbox = demo.inbox
     if inbox is None:
         raise ScenarioFailed("the demo's webhook receiver is not running")
     account = f"reminded-{demo.run_id}-20"
-    state.watch(to=account)
+    state.watch(account=account)
     tasks = tasks_client()
-    async with demo.client("alice", extensions=[tasks]) as alice, demo.reviewers("carol", "erin") as (carol, erin):
-        created = await demo.call(alice, "alice", "wire_transfer", {"to": account, "amount": LARGE})
+    async with demo.client("erin", extensions=[tasks]) as erin, demo.reviewers("carol", "alice") as (carol, alice):
+        created = await demo.call(erin, "erin", "delete_account", {"account": account})
         demo.expect(is_task(created), "a working task")
-        record = await carol.find("wire_transfer", to=account)
+        record = await carol.find("delete_account", account=account)
         demo.expect(record["template"] == "reminded", "the template that reminds and escalates")
-        demo.narrator.note("nobody answers; erin (admin) may not decide yet")
-        await demo.decide(erin, record, "approve", expect=403)
+        demo.narrator.note("nobody answers; alice (treasurer) may not decide yet")
+        await demo.decide(alice, record, "approve", expect=403)
         await _arrival(demo, inbox, record["id"], "approval.requested", 0)
         reminder = await _arrival(demo, inbox, record["id"], "approval.reminder", REMIND_S)
         escalation = await _arrival(demo, inbox, record["id"], "approval.escalated", ESCALATE_S)
         demo.expect(reminder.data.get("told") == "approver", "the reminder tells the approvers")
-        demo.expect(escalation.data.get("told") == "admin", "the escalation tells the admins")
-        await demo.decide(erin, record, "approve")
-        result = await demo.wait(tasks, alice, "alice", created.task_id)
+        demo.expect(escalation.data.get("told") == "treasurer", "the escalation tells the treasurers")
+        await demo.decide(alice, record, "approve")
+        result = await demo.wait(tasks, erin, "erin", created.task_id)
         state.disposition = disposition_of(result)
-        shown = await erin.request(record["id"])
+        shown = await alice.request(record["id"])
     told = [(t["step"], t["role"], t["channel"]) for t in shown.get("told", [])]
     for entry in shown.get("told", []):
         demo.narrator.note(f"told: {entry['step']} to {entry['role']} on {entry['channel']} at {entry['at']}")
     demo.expect(
-        told == [("remind", "approver", "demo-hook"), ("escalate", "admin", "demo-hook")],
+        told == [("remind", "approver", "demo-hook"), ("escalate", "treasurer", "demo-hook")],
         "the request shows who was told, when, on which channel",
     )
     demo.expect(state.disposition == DISPOSITION_APPROVED_EXECUTED, "approved by the escalation role, then ran")
-    demo.expect(demo.executions(to=account) == 1, "exactly one ledger entry")
-    return "reminded after 2 s, escalated to admin after 4 s; erin (admin) approved; approved-executed"
+    demo.expect(demo.executions(account=account) == 1, "exactly one ledger entry")
+    return "reminded after 2 s, escalated to treasurer after 4 s; alice (treasurer) approved; approved-executed"
 
 
 async def _arrival(demo: Demo, inbox: WebhookInbox, request_id: str, kind: str, after_s: float) -> ReceivedMessage:

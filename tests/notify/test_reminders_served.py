@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
@@ -161,6 +162,39 @@ async def _record(http: httpx.AsyncClient, request_id: str) -> dict[str, Any]:
     response = await http.get(f"/approvals/{request_id}", headers={"authorization": "Bearer carol-token"})
     assert response.status_code == 200, response.text
     return dict(response.json())
+
+
+async def test_a_reminder_due_while_the_server_was_down_is_sent_once_after_its_restart(
+    tmp_path: Path, db_url: str, receivers: tuple[WebhookReceiver, WebhookReceiver]
+) -> None:
+    team, leads = receivers
+    directory = reminding(tmp_path, team, leads)
+    server = await asyncio.to_thread(TreasuryServer(directory, db_url=db_url).start)
+    try:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=scaled(20)) as http:
+            await principals(http)["alice"].call_tool("wire_transfer", {"to": "acct-down", "amount": 30_000})
+            request_id = (await approval_for(Reviewer(http, "carol-token"), "wire_transfer", to="acct-down"))["id"]
+    finally:
+        server.kill()  # SIGKILL before either step is due
+    down_at = time.monotonic()
+    assert [p["type"] for p in about(team, request_id)] in ([], ["approval.requested"])
+    # Both steps come due while nothing runs.
+    await asyncio.sleep(max(0.0, ESCALATE_S + 0.5 - (time.monotonic() - down_at)))
+    assert about(leads, request_id) == []
+    restarted = await asyncio.to_thread(TreasuryServer(directory, db_url=db_url).start)
+    try:
+        await eventually(
+            lambda: asyncio.sleep(0, ([p["type"] for p in about(team, request_id)], about(leads, request_id))),
+            lambda found: found[0] == ["approval.requested", "approval.reminder"] and len(found[1]) == 1,
+            timeout_s=scaled(30),
+        )
+        await asyncio.sleep(1.0)  # more rounds: nothing is sent again
+    finally:
+        restarted.kill()
+    assert [p["type"] for p in about(team, request_id)] == ["approval.requested", "approval.reminder"]
+    assert [p["type"] for p in about(leads, request_id)] == ["approval.escalated"]
+    config = str(directory / "config.toml")
+    assert "audit chain intact" in await cli("audit", "verify", "--config", config, "--db", db_url)
 
 
 @pytest.mark.postgres

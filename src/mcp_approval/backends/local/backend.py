@@ -101,7 +101,7 @@ class LocalApprovalBackend:
         records = RequestRecords(self._templates, self._redact, self._sealing)
         self._queue = RequestQueue(database, self._clock, self._audit, self._templates, self._sealing, endings)
         self._listing = RequestListing(
-            database, roles, self._templates, records, self._queue, audit=self._audit, clock=self._clock
+            database, roles, self._templates, records, self._queue, told=True, clock=self._clock
         )
         self._wakeups = Wakeups()
         self._decisions = Decisions(

@@ -21,7 +21,6 @@ from mcp_approval.backends.local.rules import DEFAULT_TEMPLATE, ApprovalTemplate
 from mcp_approval.backends.local.schema import approval_requests_table
 from mcp_approval.backends.told import told_about
 from mcp_approval.clock import Clock, SystemClock
-from mcp_approval.storage.audit import AuditLog
 from mcp_approval.storage.database import Database
 
 __all__ = ["AUDITOR_ROLE", "RequestListing"]
@@ -40,8 +39,8 @@ class RequestListing:
         templates: the configured templates (who reviews rows stored before their rules were).
         records: makes a request's record of its rows.
         queue: expires what is due before it is listed or read.
-        audit: where a request's reminders and escalations were recorded (``None``: not shown;
-            read from the same database).
+        told: whether a request read shows who was told about it (its reminders and escalations,
+            whose audit events are in ``database``).
         clock: the source of time (whether a request escalated).
     """
 
@@ -52,10 +51,10 @@ class RequestListing:
         templates: Mapping[str, ApprovalTemplate],
         records: RequestRecords,
         queue: RequestQueue,
-        audit: AuditLog | None = None,
+        told: bool = False,
         clock: Clock | None = None,
     ) -> None:
-        self._audit = audit
+        self._told = told
         self._clock = clock or SystemClock()
         self._db = database
         self._roles = roles
@@ -95,7 +94,7 @@ class RequestListing:
             return None
         decisions = await self._db.read(lambda conn: decision_rows(conn, [request_id]))
         record = self._records.record(row, decisions)
-        if self._audit is not None:
+        if self._told:
             record = replace(record, told=await told_about(self._db, request_id))
         return self._shown(record, viewer)
 

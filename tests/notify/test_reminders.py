@@ -107,8 +107,15 @@ async def make_rig(
         "team": WebhookChannelOptions(url=team.url, secret=WEBHOOK_SECRET),
         "leads": WebhookChannelOptions(url=leads.url, secret=WEBHOOK_SECRET),
     }
+    # A failed attempt is retried after a wait on this clock: 10 ms, which each probe of ``delivered`` moves it.
     options = NotificationOptions(
-        channels=channels, poll_interval_s=3600, lease_s=scaled(20), timeout_s=scaled(10), console_url="http://x.test"
+        channels=channels,
+        poll_interval_s=3600,
+        retry_initial_s=0.01,
+        retry_max_s=0.01,
+        lease_s=scaled(20),
+        timeout_s=scaled(10),
+        console_url="http://x.test",
     )
     first = notification_outbox(options, backend, database, audit, clock=clock)
     second = notification_outbox(options, backend, database, audit, clock=clock)
@@ -136,6 +143,7 @@ async def delivered(rig: Rig, receiver: WebhookReceiver, request_id: str, wanted
     """Run delivery rounds until ``receiver`` got exactly ``wanted`` about the request."""
 
     async def round_then_types() -> list[str]:
+        rig.clock.advance(10)  # past the wait before a failed attempt's retry (a loaded receiver may time out)
         await rig.round()
         return rig.types(receiver, request_id)
 

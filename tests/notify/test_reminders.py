@@ -25,9 +25,23 @@ from mcp_approval.backends.contract import ApprovalSubmission
 from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.clock import ManualClock, SystemClock
 from mcp_approval.keyring import binding_cipher
-from mcp_approval.notify import NotificationOptions, NotificationOutbox, WebhookChannelOptions, notification_outbox
+from mcp_approval.notify import (
+    CONSUMER_PREFIX,
+    NotificationOptions,
+    NotificationOutbox,
+    WebhookChannelOptions,
+    notification_outbox,
+)
 from mcp_approval.notify.reminders import Reminders
-from mcp_approval.storage import AUDIT_MIGRATIONS, SHARED_MIGRATIONS, AuditLog, Database, migrate, open_database
+from mcp_approval.storage import (
+    AUDIT_MIGRATIONS,
+    SHARED_MIGRATIONS,
+    AuditLog,
+    Database,
+    DeliveryCursors,
+    migrate,
+    open_database,
+)
 from tests.support.polling import eventually
 from tests.support.receivers import WEBHOOK_SECRET, WebhookReceiver
 from tests.support.timing import scaled
@@ -113,9 +127,7 @@ async def make_rig(
         poll_interval_s=3600,
         retry_initial_s=0.01,
         retry_max_s=0.01,
-        # Leases on this clock must outlast its jumps: a round still running (each outbox's first, from
-        # start()) keeps its channel's lease, so no other round sends the same events beside it.
-        lease_s=86_400,
+        lease_s=scaled(20),
         timeout_s=scaled(10),
         console_url="http://x.test",
     )
@@ -124,8 +136,10 @@ async def make_rig(
     assert first is not None
     assert second is not None
     await migrate(database, AUDIT_MIGRATIONS, SHARED_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS, *first.migrations)
-    await first.start()
-    await second.start()
+    # The cursors start() would create, without its background loop: only the test's rounds deliver.
+    cursors = DeliveryCursors(database, owner="rig", lease_ms=1000, clock=clock)
+    for name in channels:
+        await cursors.ensure(CONSUMER_PREFIX + name)
     try:
         yield Rig(database, backend, audit, clock, (first, second), team, leads)
     finally:

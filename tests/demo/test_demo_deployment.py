@@ -22,7 +22,9 @@ PACKAGED = Path(__file__).resolve().parents[2] / "src" / "mcp_approval" / "demo"
 OPERATORS = Path(__file__).resolve().parents[2] / "docs" / "operators.md"
 #: Files the example shares with the demo's embedded deployment, byte for byte.
 EMBEDDED_IN_THE_EXAMPLE = ("entities.json", "tools.py")
-POLICY_HEADER = "// The demo's copy of examples/treasury/policy.cedar, plus the rules the demo needs (at the end).\n//\n"
+POLICY_HEADER = (
+    "// The demo's copy of examples/treasury/policy.cedar, plus the rules the demo needs (at the end).\n//\n"
+)
 
 
 def test_the_materialized_deployment_loads_and_names_the_port(tmp_path: Path) -> None:

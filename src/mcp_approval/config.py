@@ -357,6 +357,7 @@ class DeploymentConfig(ConfigFile):
     @model_validator(mode="after")
     def _notified_channels_exist(self) -> DeploymentConfig:
         named = [(f"templates.{name}.notify", template.notify) for name, template in self.templates.items()]
+        named += [(f"templates.{name}.escalate_notify", t.escalate_notify) for name, t in self.templates.items()]
         if self.audit.anchor is not None:
             named.append(("audit.anchor.channels", self.audit.anchor.channels))
         for field_name, channels in named:
@@ -366,6 +367,26 @@ class DeploymentConfig(ConfigFile):
                         f"{field_name}: no channel {channel!r} in [notifications.channels] "
                         f"(configured: {', '.join(sorted(self.notifications.channels)) or 'none'})"
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _reminders_can_happen(self) -> DeploymentConfig:
+        """A reminder or an escalation must come before requests lapse, and reach a role someone holds."""
+        deadline = self.approval.default_deadline_s
+        held = {role for entry in self.principals for role in entry.roles}
+        for name, template in self.templates.items():
+            for setting in ("remind_after_s", "escalate_after_s"):
+                after = getattr(template, setting)
+                if after is not None and after >= deadline:
+                    raise ValueError(
+                        f"templates.{name}.{setting}: {after:g} s is not before approval.default_deadline_s "
+                        f"({deadline:g} s): requests would expire before anyone is told"
+                    )
+            if template.escalate_to is not None and template.escalate_to not in held:
+                raise ValueError(
+                    f"templates.{name}.escalate_to: no [[principals]] entry holds the role {template.escalate_to!r} "
+                    f"(roles held: {', '.join(sorted(held)) or 'none'})"
+                )
         return self
 
     @model_validator(mode="after")

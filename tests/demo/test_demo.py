@@ -47,6 +47,7 @@ EXPECTED: dict[int, tuple[str | None, int]] = {
     17: ("approved-executed", 1),
     18: ("approved-executed", 1),
     19: ("approved-executed", 1),
+    20: ("approved-executed", 1),
     21: ("approved-executed", 1),
     22: ("approved-executed", 1),
     23: ("denied-not-executed", 3),

@@ -79,6 +79,9 @@ def test_the_demo_config_keeps_the_examples_principals_templates_and_resolvers(t
         "reviewer_role": "approver",
         "step_up": "passkey",
     }
+    # Scenario 20's own template: reminded, then escalated (its policy rule is one of the demo's).
+    reminded = demo["templates"].pop("reminded")
+    assert (reminded["remind_after_s"], reminded["escalate_after_s"], reminded["escalate_to"]) == (2, 4, "treasurer")
     for section in ("principals", "templates", "resolvers", "policy", "tools"):
         assert demo[section] == example[section], section
 

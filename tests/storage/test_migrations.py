@@ -17,6 +17,8 @@ from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.backends.local.schema import metadata as local_metadata
 from mcp_approval.notify.chat_messages import NOTIFY_MIGRATIONS
 from mcp_approval.notify.chat_messages import metadata as notify_metadata
+from mcp_approval.notify.reminders import REMINDER_MIGRATIONS
+from mcp_approval.notify.reminders import metadata as reminder_metadata
 from mcp_approval.reference.ars_schema import ARS_MIGRATIONS
 from mcp_approval.reference.ars_schema import metadata as ars_metadata
 from mcp_approval.reviewers.passkey_store import PASSKEY_MIGRATIONS
@@ -40,6 +42,7 @@ ALL = (
     ARS_MIGRATIONS,
     NOTIFY_MIGRATIONS,
     PASSKEY_MIGRATIONS,
+    REMINDER_MIGRATIONS,
 )
 VERSION_TABLES = {history.version_table for history in ALL}
 
@@ -55,6 +58,7 @@ def _declared() -> MetaData:
         shared_metadata,
         notify_metadata,
         passkey_metadata,
+        reminder_metadata,
     )
     for metadata in (*layers, audit_events_table.metadata):
         for table in metadata.tables.values():

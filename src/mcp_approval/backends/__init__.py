@@ -10,6 +10,8 @@ A backend takes an approval submission and answers its status; the approval laye
   through the reviewer surface (:mod:`mcp_approval.reviewers`: the HTTP API and the console) or
   ``mcp-approval review``, and :class:`RuleResolver`/:class:`CallableResolver` decide some
   requests automatically. Its package, ``backends.local``, is internal except its ``schema``.
+- :class:`ToldRecord` is one reminder or escalation a channel delivered about a request
+  (:mod:`mcp_approval.backends.told`: who was told, when, on which channel, from the audit log).
 - :class:`ArapBackend` submits to an ARAP Access Request Service (:class:`ArapSettings`).
 
 Everything else in the subpackage's modules is an implementation detail of these, except
@@ -78,6 +80,7 @@ if TYPE_CHECKING:
     from mcp_approval.backends.local.similar_store import SimilarRuleSpec
     from mcp_approval.backends.local.step_up import StepUp, StepUpRequiredError
     from mcp_approval.backends.outcomes import OutcomeReader, RequestOutcome
+    from mcp_approval.backends.told import ToldRecord
 
 # Name -> the module that defines it, imported on first access (the callback signing, the contract
 # or a table does not load both backends).
@@ -131,6 +134,7 @@ _LAZY = {
     "SupportsTables": "mcp_approval.backends.capabilities",
     "SupportsTemplates": "mcp_approval.backends.capabilities",
     "TerminalHook": "mcp_approval.backends.local.endings",
+    "ToldRecord": "mcp_approval.backends.told",
     "UnknownRequestError": "mcp_approval.backends.contract",
     "UnverifiedRequestError": "mcp_approval.backends.local.errors",
     "resolvers_from_config": "mcp_approval.backends.local.resolvers",
@@ -186,6 +190,7 @@ __all__ = [
     "SupportsTables",
     "SupportsTemplates",
     "TerminalHook",
+    "ToldRecord",
     "UnknownRequestError",
     "UnverifiedRequestError",
     "resolvers_from_config",

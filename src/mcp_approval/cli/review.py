@@ -376,4 +376,6 @@ def _print_record(record: ApprovalRecord, reference: str | None = None) -> None:
         reviewer = shown(decision.reviewer if decision.reviewer is not None else "-")
         at = decision.to_json()["decided_at"]
         rows.append(("decision", f"{reviewer}: {shown(decision.decision)}{note}, {at}"))
+    for told in record.told:  # reminders and escalations: who was told, when, on which channel
+        rows.append(("told", shown(told.line())))
     typer.echo(render_table(rows))

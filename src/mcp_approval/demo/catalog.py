@@ -13,6 +13,7 @@ from mcp_approval.demo import scenarios_more as more
 from mcp_approval.demo import scenarios_notify as notify
 from mcp_approval.demo import scenarios_operators as operators
 from mcp_approval.demo import scenarios_passkey as passkey
+from mcp_approval.demo import scenarios_reminders as reminders
 from mcp_approval.demo import scenarios_sign_in as sign_in
 from mcp_approval.demo import scenarios_similar as similar
 from mcp_approval.demo import scenarios_without_tasks as no_tasks
@@ -118,6 +119,13 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
         "carol's e-mail carries her own links; a scanner's GET decides nothing, her POST from the page "
         "approves once; approved-executed",
         mail.decided_from_email,
+    ),
+    ScenarioSpec(
+        20,
+        "nobody forgotten",
+        "nobody answers an account deletion: the approvers are reminded after 2 s, treasurers told after 4 s; "
+        "alice (treasurer) then approves; the request shows who was told when, on which channel",
+        reminders.reminded_then_escalated,
     ),
     ScenarioSpec(
         21,

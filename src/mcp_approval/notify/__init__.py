@@ -7,6 +7,8 @@ Approve / Deny buttons, whose clicks :mod:`~mcp_approval.notify.slack_interactio
 decides), ``teams`` (:mod:`~mcp_approval.notify.teams`: an Adaptive Card linking the console) and
 ``email`` (:mod:`~mcp_approval.notify.email`: each reviewer's own message, whose Approve / Deny
 links open a confirmation page, :mod:`~mcp_approval.notify.email_pages`).
+A template's ``remind_after_s`` and ``escalate_after_s`` tell a pending request's reviewers again,
+then another role (:class:`Reminders`, :mod:`~mcp_approval.notify.reminders`).
 """
 
 from typing import TYPE_CHECKING
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
         WebhookChannelOptions,
     )
     from mcp_approval.notify.outbox import CONSUMER_PREFIX, NotificationOutbox, notification_outbox
+    from mcp_approval.notify.reminders import REMINDER_MIGRATIONS, Reminders
 
 # Name -> the module that defines it, imported on first access (the options load no HTTP client).
 _LAZY = {
@@ -47,6 +50,8 @@ _LAZY = {
     "Notification": "mcp_approval.notify.messages",
     "NotificationOptions": "mcp_approval.notify.options",
     "NotificationOutbox": "mcp_approval.notify.outbox",
+    "REMINDER_MIGRATIONS": "mcp_approval.notify.reminders",
+    "Reminders": "mcp_approval.notify.reminders",
     "SlackChannelOptions": "mcp_approval.notify.options",
     "TeamsChannelOptions": "mcp_approval.notify.options",
     "WebhookChannel": "mcp_approval.notify.channels",
@@ -58,6 +63,7 @@ _LAZY = {
 __all__ = [
     "CONSUMER_PREFIX",
     "EVENT_TYPES",
+    "REMINDER_MIGRATIONS",
     "AppriseChannel",
     "AppriseChannelOptions",
     "Channel",
@@ -68,6 +74,7 @@ __all__ = [
     "Notification",
     "NotificationOptions",
     "NotificationOutbox",
+    "Reminders",
     "SlackChannelOptions",
     "TeamsChannelOptions",
     "WebhookChannel",

@@ -35,7 +35,15 @@ from mcp_approval.clock import iso8601
 from mcp_approval.reviewers.views import RequestView, json_value
 from mcp_approval.storage import AuditEvent, AuditLog, Database
 
-__all__ = ["EVENT_TYPES", "MAX_VALUE_CHARS", "MessageBuilder", "Notification", "markdown_escape", "printable"]
+__all__ = [
+    "EVENT_TYPES",
+    "MAX_VALUE_CHARS",
+    "STEP_TYPES",
+    "MessageBuilder",
+    "Notification",
+    "markdown_escape",
+    "printable",
+]
 
 #: Audit event kind -> notification type.
 EVENT_TYPES: Final[Mapping[str, str]] = {
@@ -47,7 +55,11 @@ EVENT_TYPES: Final[Mapping[str, str]] = {
     "approval.cancelled": "approval.cancelled",
     "approval.execution_finished": "approval.executed",
     "approval.fenced": "approval.executed",
+    "approval.reminded": "approval.reminder",
+    "approval.escalated": "approval.escalated",
 }
+#: The notification types of a step of telling again (sent only to the channels their event names).
+STEP_TYPES: Final = frozenset({"approval.reminder", "approval.escalated"})
 #: The events whose subject is the approval task (the others are about the request itself).
 _TASK_EVENTS = frozenset({"approval.execution_finished", "approval.fenced"})
 _HEADLINES: Final[Mapping[str, str]] = {
@@ -58,6 +70,8 @@ _HEADLINES: Final[Mapping[str, str]] = {
     "approval.expired": "Expired without a decision",
     "approval.cancelled": "Cancelled by the requester",
     "approval.executed": "Call finished",
+    "approval.reminder": "Reminder: still waiting for a decision",
+    "approval.escalated": "Escalated: still waiting for a decision",
 }
 
 
@@ -96,6 +110,14 @@ class Notification:
         tool = printable(str(self.data.get("tool")), limit=_MAX_NAME_CHARS)
         return f"{_HEADLINES.get(self.type, self.type)}: {tool} ({self.request_id[:12]}…)"
 
+    @property
+    def channels(self) -> frozenset[str] | None:
+        """The only channels a reminder or an escalation goes to (``None``: the template's, as any other event)."""
+        if self.type not in STEP_TYPES:
+            return None
+        named = self.data.get("channels")
+        return frozenset(str(name) for name in named) if isinstance(named, list) else frozenset()
+
     def facts(self) -> list[tuple[str, str]]:
         """What the message says, as ``(label, value)`` lines every format shows alike.
 
@@ -110,6 +132,9 @@ class Notification:
         if "outcome" in data:
             reason = f" ({printable(str(data['reason']))})" if data.get("reason") else ""
             facts.append(("Outcome", printable(str(data["outcome"])) + reason))
+        if self.type in STEP_TYPES:
+            told = "Reminder to" if self.type == "approval.reminder" else "Escalated to"
+            facts.append((told, printable(str(data.get("told")))))
         earlier = data.get("possible_duplicate_of")
         if isinstance(earlier, Mapping):
             facts.append(("Warning", printable(str(earlier.get("text")), limit=_MAX_WARNING_CHARS)))
@@ -296,4 +321,7 @@ def _specifics(event: AuditEvent) -> dict[str, Any]:
         if event.data.get("reason"):
             specifics["reason"] = event.data["reason"]
         return specifics
+    if EVENT_TYPES.get(event.kind) in STEP_TYPES:
+        # Whom it tells (a role) and where: only these channels send it.
+        return {"step": event.data.get("step"), "told": event.data.get("role"), "channels": event.data.get("channels")}
     return {}

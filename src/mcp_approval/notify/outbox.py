@@ -32,7 +32,7 @@ from mcp_approval.crashpoints import crash_point
 from mcp_approval.notify.channels import Channel, channel_from_options
 from mcp_approval.notify.chat_messages import NOTIFY_MIGRATIONS, ChatMessages
 from mcp_approval.notify.email_links import EmailLinks
-from mcp_approval.notify.messages import MessageBuilder
+from mcp_approval.notify.messages import MessageBuilder, Notification
 from mcp_approval.notify.options import (
     ChannelOptions,
     EmailChannelOptions,
@@ -40,6 +40,7 @@ from mcp_approval.notify.options import (
     SlackChannelOptions,
     TeamsChannelOptions,
 )
+from mcp_approval.notify.reminders import REMINDER_MIGRATIONS, Reminders
 from mcp_approval.storage import AuditLog, Database, DeliveryCursors, Migrations
 
 if TYPE_CHECKING:
@@ -81,6 +82,8 @@ class NotificationOutbox:
         options: the schedule (poll interval, backoff, lease).
         clock: the source of time.
         interactions: the channels that take answers, by name (Slack's).
+        reminders: claims the reminders and escalations that are due, each round, and records
+            their deliveries (``None``: no template reminds or escalates).
     """
 
     def __init__(
@@ -93,7 +96,9 @@ class NotificationOutbox:
         options: NotificationOptions,
         clock: Clock | None = None,
         interactions: Mapping[str, Interactions] | None = None,
+        reminders: Reminders | None = None,
     ) -> None:
+        self._reminders = reminders
         self._audit = audit
         self._interactions = dict(interactions or {})
         self._channels = dict(channels)
@@ -110,8 +115,10 @@ class NotificationOutbox:
 
     @property
     def migrations(self) -> tuple[Migrations, ...]:
-        """The table histories the channels need (``notify``: a Slack channel's messages, e-mail links)."""
-        return (NOTIFY_MIGRATIONS,) if self._interactions or self.email_links is not None else ()
+        """The table histories the channels need (``notify``: where a Slack channel's messages are, e-mail
+        links; ``reminders``: the reminders and escalations claimed and delivered)."""
+        histories = (NOTIFY_MIGRATIONS,) if self._interactions or self.email_links is not None else ()
+        return histories + ((REMINDER_MIGRATIONS,) if self._reminders is not None else ())
 
     def routes(self) -> list[BaseRoute]:
         """``POST /channels/{name}/interactions`` for the channels that take answers (none: no route)."""
@@ -162,7 +169,13 @@ class NotificationOutbox:
             await pause_unless_stopping(self._stopping, self._options.poll_interval_s)
 
     async def deliver_due(self) -> None:
-        """One round: every channel that is due and not leased elsewhere gets what it is owed."""
+        """One round: the reminders and escalations now due are claimed, then every channel that is
+        due and not leased elsewhere gets what it is owed."""
+        if self._reminders is not None:
+            try:
+                await self._reminders.claim_due()
+            except Exception:  # a failed claim is retried next round; the channels still deliver
+                _log.exception("claiming the reminders that are due failed")
         for name in self._channels:
             await self._drain(name)
 
@@ -183,13 +196,14 @@ class NotificationOutbox:
             if self._stopping.is_set():
                 return  # the cursor stands after the last event sent
             notification = await self._messages.build(event)
-            if notification is not None and (notification.template or "") in templates:
+            if notification is not None and _for_channel(notification, name, templates):
                 try:
                     await channel.send(notification)
                 except Exception as exc:  # every failure is retried, whatever its kind
                     await self._failed(name, consumer, seen, exc)
                     return
                 crash_point("after_notification_sent")  # sent, the cursor not yet moved
+                await self._told(notification, name)
                 seen, sent = event.seq or seen, sent + 1
                 if not await self._cursors.advance(consumer, seen, delivered=1):
                     return  # the lease went to another worker
@@ -200,6 +214,13 @@ class NotificationOutbox:
         if seen > after:
             await self._cursors.advance(consumer, seen, delivered=0)
 
+    async def _told(self, notification: Notification, name: str) -> None:
+        """Record a reminder's or an escalation's delivery on channel ``name`` (who was told, when, where)."""
+        if self._reminders is None or notification.channels is None:
+            return
+        step, role = str(notification.data.get("step")), str(notification.data.get("told"))
+        await self._reminders.delivered(notification.request_id, step, role, name)
+
     async def _failed(self, name: str, consumer: str, seen: int, exc: Exception) -> None:
         await self._cursors.advance(consumer, seen, delivered=0)  # events skipped before the failed one
         cursor = await self._cursors.get(consumer)
@@ -207,6 +228,15 @@ class NotificationOutbox:
         delay = self._options.retry_delay_ms(attempts)
         _log.warning("notification channel %r: attempt %d failed (%s); retrying in %d ms", name, attempts, exc, delay)
         await self._cursors.failed(consumer, f"{type(exc).__name__}: {exc}", retry_in_ms=delay)
+
+
+def _for_channel(notification: Notification, name: str, templates: frozenset[str]) -> bool:
+    """Whether channel ``name`` (told about ``templates``' requests) sends ``notification``: a
+    reminder or an escalation only to the channels its event names, anything else by template."""
+    named = notification.channels
+    if named is not None:
+        return name in named
+    return (notification.template or "") in templates
 
 
 def notification_outbox(
@@ -253,7 +283,18 @@ def notification_outbox(
         for name in channels
     }
     messages = MessageBuilder(backend, database, audit, options.console_url)
-    outbox = NotificationOutbox(database, audit, channels, routes, messages, options, clock, interactions)
+    reminders = Reminders(database, audit, backend.templates, clock)
+    outbox = NotificationOutbox(
+        database,
+        audit,
+        channels,
+        routes,
+        messages,
+        options,
+        clock,
+        interactions,
+        reminders if reminders.plans else None,
+    )
     if any(isinstance(channel, EmailChannelOptions) for channel in options.channels.values()):
         outbox.email_links = links
     return outbox

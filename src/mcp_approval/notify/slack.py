@@ -91,6 +91,16 @@ class SlackChannel:
         posted = await self._messages.find(notification.request_id) if self._messages is not None else None
         try:
             if posted is not None and await self._rewritten(posted, text, blocks):
+                if notification.channels is not None:
+                    # A reminder or an escalation: a rewritten message pings nobody, a reply in its thread does.
+                    await self._client.chat_postMessage(
+                        channel=posted.conversation,
+                        thread_ts=posted.message,
+                        reply_broadcast=True,
+                        text=escaped(notification.text()),
+                        mrkdwn=False,
+                        unfurl_links=False,
+                    )
                 return
             answer = await self._client.chat_postMessage(
                 channel=self._conversation,

@@ -38,11 +38,13 @@ OPEN: Final = "mcp_approval.open"
 DENY_CALLBACK: Final = "mcp_approval.deny_dialog"
 DENY_INPUT: Final = "mcp_approval.comment"
 #: Notification types after which a request still takes decisions (the message keeps its buttons).
-PENDING_TYPES: Final = frozenset({"approval.requested", "approval.decided"})
+PENDING_TYPES: Final = frozenset({"approval.requested", "approval.decided", "approval.reminder", "approval.escalated"})
 #: Where the request stands after each notification type, in the message's own words.
 _STANDING: Final[Mapping[str, str]] = {
     "approval.requested": ":hourglass: *Waiting for a decision.*",
     "approval.decided": ":hourglass: *Waiting for more decisions.*",
+    "approval.reminder": ":bell: *Still waiting for a decision* (a reminder).",
+    "approval.escalated": ":rotating_light: *Still waiting for a decision:* escalated.",
     "approval.approved": ":white_check_mark: *Approved.* The call is checked against policy once more, then runs.",
     "approval.denied": ":no_entry: *Denied.* The call will not run.",
     "approval.expired": ":alarm_clock: *Expired.* Nobody decided by the deadline; the call will not run.",

@@ -37,6 +37,8 @@ CARD_CONTENT_TYPE: Final = "application/vnd.microsoft.card.adaptive"
 _STANDING: Final[Mapping[str, tuple[str, str]]] = {
     "approval.requested": ("Waiting for a decision.", "Attention"),
     "approval.decided": ("Waiting for more decisions.", "Attention"),
+    "approval.reminder": ("Still waiting for a decision (a reminder).", "Attention"),
+    "approval.escalated": ("Still waiting for a decision: escalated.", "Attention"),
     "approval.approved": ("Approved. The call is checked against policy once more, then runs.", "Good"),
     "approval.denied": ("Denied. The call will not run.", "Warning"),
     "approval.expired": ("Expired: nobody decided by the deadline. The call will not run.", "Warning"),

@@ -30,10 +30,21 @@ _EARLIER = {
         "text": {"type": "string"},
     },
 }
+#: One reminder or escalation a channel delivered: who (a role) was told, when, on which channel.
+_TOLD = {
+    "type": "object",
+    "required": ["step", "role", "channel", "at"],
+    "properties": {
+        "step": {"enum": ["remind", "escalate"]},
+        "role": {"type": "string"},
+        "channel": {"type": "string"},
+        "at": {"type": "string", "format": "date-time"},
+    },
+}
 _RECORD = {
     "type": "object",
     "required": ["id", "status", "tool", "possible_duplicate_of"],
-    "properties": {"possible_duplicate_of": _EARLIER},
+    "properties": {"possible_duplicate_of": _EARLIER, "told": {"type": "array", "items": _TOLD}},
 }
 _HTML = {"text/html": {"schema": {"type": "string"}}}
 _REFUSALS = {

@@ -103,7 +103,9 @@ class LocalApprovalBackend:
         endings = RequestEndings(self._audit, on_terminal)
         records = RequestRecords(self._templates, self._redact, self._sealing)
         self._queue = RequestQueue(database, self._clock, self._audit, self._templates, self._sealing, endings)
-        self._listing = RequestListing(database, roles, self._templates, records, self._queue)
+        self._listing = RequestListing(
+            database, roles, self._templates, records, self._queue, told=True, clock=self._clock
+        )
         self._wakeups = Wakeups()
         self._decisions = Decisions(
             database, self._clock, self._audit, roles, self._templates, self._sealing, endings, records, self._wakeups

@@ -35,7 +35,7 @@ from mcp_approval.backends.local.rows import (
 from mcp_approval.backends.local.rules import ApprovalTemplate, RequestRules, decided_by
 from mcp_approval.backends.local.sealing import RequestSealing
 from mcp_approval.backends.local.step_up import StepUp, check_step_up
-from mcp_approval.clock import Clock
+from mcp_approval.clock import Clock, iso8601
 from mcp_approval.storage.audit import AuditLog
 from mcp_approval.storage.database import Database
 
@@ -175,11 +175,12 @@ class Decisions:
         Raises:
             NotEligibleError: the reviewer lacks the template's role, or is the requester.
         """
-        self._check_eligible(row, decided_by(row, self._templates), reviewer)
+        self._check_eligible(row, decided_by(row, self._templates), reviewer, self._clock.now_ms())
 
     def why_ineligible(self, reviewer: str, record: ApprovalRecord) -> str | None:
         """Why ``reviewer`` may not decide ``record`` by the rules stored with it, or ``None``."""
-        return _why_ineligible(reviewer, self._roles(reviewer), record.requester, record.template, record.rules)
+        when = (record.created_at, self._clock.now_ms())
+        return _why_ineligible(reviewer, self._roles(reviewer), record.requester, record.template, record.rules, when)
 
     def _decide_in(
         self,
@@ -201,7 +202,7 @@ class Decisions:
         self._sealing.check_decidable(row)
         rules = decided_by(row, self._templates)
         if not automatic:
-            self._check_eligible(row, rules, reviewer)
+            self._check_eligible(row, rules, reviewer, now)
             # Checked against the locked row: the step-up confirmed this request as it stands, and this decision.
             check_step_up(row, rules.step_up if rules is not None else None, decision, step_up)
         failure = self._sealing.failure(row, decision_rows(conn, [request_id]))
@@ -229,8 +230,9 @@ class Decisions:
             self._endings.ended_in(conn, request_id, target, now)
         return _Outcome(self._reload(conn, request_id), terminal=target is not None)
 
-    def _check_eligible(self, row: Row, rules: RequestRules | None, reviewer: str) -> None:
-        reason = _why_ineligible(reviewer, self._roles(reviewer), row["requester"], row["template"], rules)
+    def _check_eligible(self, row: Row, rules: RequestRules | None, reviewer: str, now: int) -> None:
+        when = (int(row["created_at"]), now)
+        reason = _why_ineligible(reviewer, self._roles(reviewer), row["requester"], row["template"], rules, when)
         if reason is not None:
             raise NotEligibleError(reason)
 
@@ -241,15 +243,28 @@ class Decisions:
 
 
 def _why_ineligible(
-    reviewer: str, roles: frozenset[str], requester: str, template: str | None, rules: RequestRules | None
+    reviewer: str,
+    roles: frozenset[str],
+    requester: str,
+    template: str | None,
+    rules: RequestRules | None,
+    when: tuple[int, int],
 ) -> str | None:
-    """Why a reviewer holding ``roles`` may not decide a request of ``requester`` decided by ``rules``."""
+    """Why a reviewer holding ``roles`` may not decide a request of ``requester`` decided by ``rules``
+    (``when``: the request's creation and now, which say whether it escalated)."""
     name = template or "(default)"
     if rules is None:
         # Stored before rules were, and its template has left the configuration: nobody may decide it.
         return f"template {name!r} is not configured, so nobody may decide this request"
     if reviewer == requester and not rules.allow_self_approval:
         return f"{reviewer} made this request and template {name!r} forbids self-approval"
-    if rules.reviewer_role not in roles:
+    created_at, now = when
+    if not rules.may_decide(roles, created_at=created_at, now=now):
+        escalates_at = rules.escalates_at(created_at)
+        if escalates_at is not None and rules.escalation_role in roles:
+            return (
+                f"{reviewer} holds the escalation role {rules.escalation_role!r}, "
+                f"which decides only once the request escalated (at {iso8601(escalates_at)})"
+            )
         return f"{reviewer} lacks the role {rules.reviewer_role!r} template {name!r} requires"
     return None

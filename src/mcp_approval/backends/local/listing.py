@@ -1,6 +1,7 @@
 """The local backend's listing: pages of requests and single requests, each as its viewer may see it.
 
-A principal sees the requests it may decide (by their rules' reviewer role) and, with
+A principal sees the requests it may decide (by their rules' reviewer role, or their escalation
+role once they escalated) and, with
 :data:`AUDITOR_ROLE`, every request with its reviewers; its own requests without their
 reviewers' identities or comments; no other request.
 """
@@ -8,6 +9,7 @@ reviewers' identities or comments; no other request.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Literal
 
 from sqlalchemy import ColumnElement, Connection, func, or_, select
@@ -17,6 +19,8 @@ from mcp_approval.backends.local.records import ApprovalRecord, RequestPage, Req
 from mcp_approval.backends.local.rows import decision_rows
 from mcp_approval.backends.local.rules import DEFAULT_TEMPLATE, ApprovalTemplate
 from mcp_approval.backends.local.schema import approval_requests_table
+from mcp_approval.backends.told import told_about
+from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.storage.database import Database
 
 __all__ = ["AUDITOR_ROLE", "RequestListing"]
@@ -35,6 +39,9 @@ class RequestListing:
         templates: the configured templates (who reviews rows stored before their rules were).
         records: makes a request's record of its rows.
         queue: expires what is due before it is listed or read.
+        told: whether a request read shows who was told about it (its reminders and escalations,
+            whose audit events are in ``database``).
+        clock: the source of time (whether a request escalated).
     """
 
     def __init__(
@@ -44,7 +51,11 @@ class RequestListing:
         templates: Mapping[str, ApprovalTemplate],
         records: RequestRecords,
         queue: RequestQueue,
+        told: bool = False,
+        clock: Clock | None = None,
     ) -> None:
+        self._told = told
+        self._clock = clock or SystemClock()
         self._db = database
         self._roles = roles
         self._templates = templates
@@ -82,14 +93,18 @@ class RequestListing:
         if row is None:
             return None
         decisions = await self._db.read(lambda conn: decision_rows(conn, [request_id]))
-        return self._shown(self._records.record(row, decisions), viewer)
+        record = self._records.record(row, decisions)
+        if self._told:
+            record = replace(record, told=await told_about(self._db, request_id))
+        return self._shown(record, viewer)
 
     def sees_reviewers(self, principal: str, record: ApprovalRecord) -> bool:
         """Whether ``principal`` sees who decided ``record`` (an auditor, or one of its reviewers)."""
         roles = self._roles(principal)
         if AUDITOR_ROLE in roles:
             return True
-        return record.rules is not None and record.rules.reviewer_role in roles
+        rules = record.rules
+        return rules is not None and rules.may_decide(roles, created_at=record.created_at, now=self._clock.now_ms())
 
     def _shown(self, record: ApprovalRecord, viewer: str | None) -> ApprovalRecord | None:
         """``record`` as ``viewer`` may see it, or ``None`` when it may not see it at all."""
@@ -111,4 +126,11 @@ class RequestListing:
         clauses.append(legacy & _R.c.template.in_(reviewed))
         if DEFAULT_TEMPLATE.reviewer_role in roles:
             clauses.append(legacy & _R.c.template.is_(None))
+        # Requests that escalated to a role the viewer holds, as their template's rules seal it now
+        # (each row's own sealed rules decide whether the viewer may decide it).
+        now = self._clock.now_ms()
+        for name, template in self._templates.items():
+            if template.escalation_may_decide and template.escalate_to in roles and template.escalate_after_s:
+                since = now - round(template.escalate_after_s * 1000)
+                clauses.append((_R.c.template == name) & (_R.c.created_at <= since))
         return or_(*clauses)

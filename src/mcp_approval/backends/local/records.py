@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from mcp_approval.backends.contract import ApprovalStatus, EarlierCall
 from mcp_approval.backends.local.rules import ApprovalTemplate, RequestRules, decided_by
 from mcp_approval.backends.local.step_up import sealed_digest
+from mcp_approval.backends.told import ToldRecord
 from mcp_approval.clock import iso8601
 
 if TYPE_CHECKING:
@@ -84,11 +85,15 @@ class ApprovalRecord:
     possible_duplicate_of: EarlierCall | None = None
     #: SHA-256 of what the request's seal covers (:func:`~.step_up.sealed_digest`): what a step-up binds.
     sealed_digest: str = ""
+    #: Who was reminded of it or told of its escalation, when, on which channel (a single request
+    #: read shows them; a listing does not read them).
+    told: tuple[ToldRecord, ...] = ()
 
     def without_reviewers(self) -> ApprovalRecord:
-        """The record as its requester sees it: each decision without its reviewer or comment."""
+        """The record as its requester sees it: each decision without its reviewer or comment, and
+        nothing of who was told about it."""
         hidden = tuple(DecisionRecord(None, d.decision, None, d.decided_at) for d in self.decisions)
-        return replace(self, decisions=hidden)
+        return replace(self, decisions=hidden, told=())
 
     def listed_json(self) -> dict[str, Any]:
         """The record as a listing shows it: :meth:`to_json`, except that arguments longer than
@@ -125,6 +130,7 @@ class ApprovalRecord:
             "possible_duplicate_of": None
             if self.possible_duplicate_of is None
             else self.possible_duplicate_of.for_reviewers(),
+            "told": [told.to_json() for told in self.told],
         }
 
 

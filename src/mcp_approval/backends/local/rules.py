@@ -69,6 +69,51 @@ class ApprovalTemplate(_Rules):
     similar_rule_max_s: float = Field(default=86400.0, gt=0)
     #: The most calls a similar-call rule of this template may decide.
     similar_rule_max_uses: int = Field(default=1000, ge=1)
+    #: Seconds after a request opens, still pending, when its reviewers are reminded on the
+    #: template's ``notify`` channels (once; unset: no reminder).
+    remind_after_s: float | None = Field(default=None, gt=0)
+    #: Seconds after a request opens, still pending, when it is escalated to ``escalate_to``
+    #: (once; needs ``escalate_to``).
+    escalate_after_s: float | None = Field(default=None, gt=0)
+    #: The role told when a request escalates (another role than ``reviewer_role``).
+    escalate_to: str | None = Field(default=None, min_length=1)
+    #: The ``[notifications.channels]`` that tell ``escalate_to`` (the template's ``notify`` if empty).
+    escalate_notify: list[str] = Field(default_factory=list)
+    #: Whether holders of ``escalate_to`` may decide the request once it escalated. The role and
+    #: the time are sealed into the request's rules when it opens: a later edit of the template
+    #: changes nothing for it.
+    escalation_may_decide: bool = False
+
+    @model_validator(mode="after")
+    def _escalation(self) -> ApprovalTemplate:
+        if (self.escalate_after_s is None) != (self.escalate_to is None):
+            raise ValueError(
+                "escalate_after_s and escalate_to go together: when to escalate, and to which role"
+                if self.escalate_after_s is not None
+                else "escalate_to needs escalate_after_s (when to escalate)"
+            )
+        if self.escalate_to is not None and self.escalate_to == self.reviewer_role:
+            raise ValueError(f"escalate_to must name another role than reviewer_role ({self.reviewer_role!r})")
+        if self.escalate_to is None and (self.escalate_notify or self.escalation_may_decide):
+            raise ValueError("escalate_notify and escalation_may_decide need escalate_to and escalate_after_s")
+        if self.remind_after_s is not None and not self.notify:
+            raise ValueError("remind_after_s needs notify: the channels the reviewers are reminded on")
+        if self.escalate_to is not None and not (self.escalate_notify or self.notify):
+            raise ValueError("escalate_to needs escalate_notify (or notify): the channels that tell the role")
+        if (
+            self.remind_after_s is not None
+            and self.escalate_after_s is not None
+            and self.remind_after_s >= self.escalate_after_s
+        ):
+            raise ValueError(
+                f"remind_after_s ({self.remind_after_s:g}) must come before escalate_after_s "
+                f"({self.escalate_after_s:g}): the reviewers are reminded before the request goes over their heads"
+            )
+        return self
+
+    def escalation_channels(self) -> list[str]:
+        """The channels an escalation is told on: ``escalate_notify``, else ``notify``."""
+        return list(self.escalate_notify or self.notify)
 
 
 class ResolverRule(_Rules):
@@ -112,6 +157,8 @@ class RequestRules:
         approval_valid_ms: how long an approval stays usable, from the decision that completed it.
         share_deny_comment: whether a denying reviewer's comment reaches the requester.
         step_up: the second factor each decision needs (``"passkey"``), or ``None``.
+        escalation_role: a second role that may decide once the request escalated (``None``: none).
+        escalation_after_ms: when it escalates, counted from the request's creation.
     """
 
     reviewer_role: str
@@ -120,6 +167,22 @@ class RequestRules:
     approval_valid_ms: int
     share_deny_comment: bool
     step_up: str | None = None
+    escalation_role: str | None = None
+    escalation_after_ms: int | None = None
+
+    def may_decide(self, roles: frozenset[str], *, created_at: int, now: int) -> bool:
+        """Whether a reviewer holding ``roles`` may decide a request created at ``created_at`` now:
+        the reviewer role, or the escalation role once the request escalated."""
+        if self.reviewer_role in roles:
+            return True
+        escalated = self.escalates_at(created_at)
+        return escalated is not None and self.escalation_role in roles and now >= escalated
+
+    def escalates_at(self, created_at: int) -> int | None:
+        """When the escalation role may start deciding a request created at ``created_at`` (``None``: never)."""
+        if self.escalation_role is None or self.escalation_after_ms is None:
+            return None
+        return created_at + self.escalation_after_ms
 
     @classmethod
     def of(cls, template: ApprovalTemplate) -> RequestRules:
@@ -131,6 +194,10 @@ class RequestRules:
             approval_valid_ms=round(template.approval_valid_s * 1000),
             share_deny_comment=template.share_deny_comment,
             step_up=template.step_up,
+            escalation_role=template.escalate_to if template.escalation_may_decide else None,
+            escalation_after_ms=round(template.escalate_after_s * 1000)
+            if template.escalation_may_decide and template.escalate_after_s is not None
+            else None,
         )
 
     def to_text(self) -> str:
@@ -163,6 +230,14 @@ class RequestRules:
             raise ValueError("request rules need at least one approval and a positive validity")
         if rules.step_up not in (None, "passkey"):
             raise ValueError("request rules name an unknown step-up")
+        if (rules.escalation_role is None) != (rules.escalation_after_ms is None):
+            raise ValueError("request rules name an escalation role without its time, or a time without a role")
+        if rules.escalation_role is not None and (
+            type(rules.escalation_role) is not str
+            or type(rules.escalation_after_ms) is not int
+            or (rules.escalation_after_ms or 0) < 1
+        ):
+            raise ValueError("request rules have an escalation of the wrong type")
         if rules.to_text() != text:
             raise ValueError("request rules are not in their canonical form")
         return rules
@@ -177,6 +252,10 @@ class RequestRules:
         }
         if self.step_up is not None:  # absent otherwise: rules stored before step-up keep their text
             members["step_up"] = self.step_up
+        # Only when set, so the rules of every request without an escalation read as before.
+        if self.escalation_role is not None:
+            members["escalation_role"] = self.escalation_role
+            members["escalation_after_ms"] = self.escalation_after_ms
         return members
 
 

@@ -125,3 +125,12 @@ def test_the_column_gap_of_an_option_is_not_taken_for_a_remnant() -> None:
         "  review  Review approval requests of the local backend: list, show,...",
     ]
     assert [line for line in lines for pattern in _REMNANTS.values() if pattern.search(line)] == []
+
+
+def test_the_demo_help_names_every_scenario_of_the_catalog() -> None:
+    from mcp_approval.demo.catalog import SCENARIOS
+
+    page = " ".join(CliRunner().invoke(app, ["demo", "--help"], terminal_width=200).output.split())
+    page = re.sub(r"(\w)- (\w)", r"\1-\2", page)  # a line the page wrapped after a hyphen
+    missing = [f"{s.number} {s.name}" for s in SCENARIOS if f"{s.number} {s.name}" not in page]
+    assert missing == [], f"demo --help does not name: {missing}"

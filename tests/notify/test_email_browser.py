@@ -11,7 +11,6 @@ and its call runs. Screenshots go to ``$MCP_APPROVAL_ARTIFACTS`` (``email-messag
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +19,6 @@ import httpx
 import pytest
 from playwright.async_api import Route, async_playwright, expect
 
-from tests.conftest import REQUIRE_SERVICES
 from tests.notify.email_rig import ADDRESSES, email_deployment, html_of, links_of, mail_to
 from tests.support.receivers import SmtpReceiver
 from tests.support.timing import scaled
@@ -29,7 +27,6 @@ from tests.treasury.helpers import approval_for, settled
 
 pytestmark = pytest.mark.anyio
 
-CHROMIUM = Path(os.environ.get("MCP_APPROVAL_CHROMIUM", "/usr/bin/chromium"))
 #: Argument names and values that would be links, images and markup if they were not escaped.
 HOSTILE = {
     "to": "acct-html",
@@ -42,26 +39,6 @@ _URLS_JS = """() => [...document.querySelectorAll('*')].flatMap(e => [...e.attri
     .filter(a => ['href', 'src', 'srcset', 'action', 'formaction', 'background', 'poster', 'data', 'xlink:href']
         .includes(a.name.toLowerCase()))
     .map(a => a.value))"""
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Path:
-    """Debian's chromium; skipped without it, unless CI requires it."""
-    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        message = f"no Chromium executable at {CHROMIUM} (apt-get install chromium, or set MCP_APPROVAL_CHROMIUM)"
-        if REQUIRE_SERVICES:
-            pytest.fail(message + "; MCP_APPROVAL_REQUIRE_SERVICES=1 requires it")
-        pytest.skip(message)
-    return CHROMIUM
-
-
-@pytest.fixture(scope="module")
-def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where screenshots are kept: ``$MCP_APPROVAL_ARTIFACTS``, else a temporary directory."""
-    configured = os.environ.get("MCP_APPROVAL_ARTIFACTS")
-    directory = Path(configured) if configured else tmp_path_factory.mktemp("artifacts")
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory
 
 
 async def test_the_message_holds_only_its_own_links_and_its_page_decides_in_chromium(

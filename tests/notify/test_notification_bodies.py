@@ -32,7 +32,6 @@ from mcp_approval.notify import (
     WebhookChannelOptions,
 )
 from mcp_approval.notify.messages import markdown_escape
-from tests.conftest import REQUIRE_SERVICES
 from tests.support.polling import eventually
 from tests.support.receivers import WEBHOOK_SECRET, JsonReceiver, SmtpReceiver, WebhookReceiver
 from tests.support.timing import scaled
@@ -48,7 +47,6 @@ HOSTILE_VALUE = (
 LONG_VALUE = "x" * 5000
 CONSOLE = "https://approvals.example.com/console/requests/req_hostile0001"
 ARGUMENTS = {"to": HOSTILE_VALUE, "amount": 990_000, "note": "\u202eevil", HOSTILE_NAME: LONG_VALUE}
-CHROMIUM = Path(os.environ.get("MCP_APPROVAL_CHROMIUM", "/usr/bin/chromium"))
 
 
 def hostile() -> Notification:
@@ -166,16 +164,6 @@ async def test_an_email_has_the_same_lines_as_text_and_as_escaped_html(smtp: Smt
     assert_only_console_link(html)
     for line in fact_lines(notification):  # the same facts in both parts
         assert line in plain
-
-
-@pytest.fixture
-def chromium() -> Path:
-    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        message = f"no Chromium executable at {CHROMIUM} (apt-get install chromium, or set MCP_APPROVAL_CHROMIUM)"
-        if REQUIRE_SERVICES:
-            pytest.fail(message + "; MCP_APPROVAL_REQUIRE_SERVICES=1 requires it")
-        pytest.skip(message)
-    return CHROMIUM
 
 
 async def test_the_html_email_in_chromium_shows_the_facts_and_only_the_console_link(

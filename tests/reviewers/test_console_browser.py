@@ -26,7 +26,6 @@ from mcp.client.streamable_http import streamable_http_client
 from playwright.async_api import Dialog, Page, ViewportSize, async_playwright, expect
 
 from mcp_approval.client import TaskPendingError, TasksClient
-from tests.conftest import REQUIRE_SERVICES
 from tests.support.outcomes import DENY_COMMENT, three_outcomes
 from tests.support.timing import scaled
 from tests.support.treasury import TreasuryServer, deployment_dir
@@ -34,30 +33,9 @@ from tests.treasury.helpers import DISPOSITION
 
 pytestmark = pytest.mark.anyio
 
-CHROMIUM = Path(os.environ.get("MCP_APPROVAL_CHROMIUM", "/usr/bin/chromium"))
 #: A laptop screen.
 VIEWPORT: ViewportSize = {"width": 1440, "height": 900}
 HOSTILE = '"><img src=x onerror="document.title=\'pwned\';alert(1)"><script>window.__xss=1;alert(2)</script>'
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Path:
-    """Debian's chromium; skipped without it, unless CI requires it."""
-    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        message = f"no Chromium executable at {CHROMIUM} (apt-get install chromium, or set MCP_APPROVAL_CHROMIUM)"
-        if REQUIRE_SERVICES:
-            pytest.fail(message + "; MCP_APPROVAL_REQUIRE_SERVICES=1 requires it")
-        pytest.skip(message)
-    return CHROMIUM
-
-
-@pytest.fixture(scope="module")
-def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where screenshots are kept: ``$MCP_APPROVAL_ARTIFACTS``, else a temporary directory."""
-    configured = os.environ.get("MCP_APPROVAL_ARTIFACTS")
-    directory = Path(configured) if configured else tmp_path_factory.mktemp("artifacts")
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory
 
 
 @pytest.fixture(scope="module")

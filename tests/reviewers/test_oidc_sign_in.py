@@ -29,7 +29,6 @@ from playwright.async_api import Browser, Page, async_playwright, expect
 from mcp_approval.reviewers.oidc import OidcClient, OidcError, PendingSignIn
 from mcp_approval.reviewers.oidc_options import OidcOptions
 from mcp_approval.reviewers.oidc_routes import PENDING_COOKIE
-from tests.conftest import REQUIRE_SERVICES
 from tests.support.oidc_provider import OidcProvider, rsa_jwk, running_provider
 from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals, to_toml
@@ -37,7 +36,6 @@ from tests.treasury.helpers import approval_for
 
 pytestmark = pytest.mark.anyio
 
-CHROMIUM = Path(os.environ.get("MCP_APPROVAL_CHROMIUM", "/usr/bin/chromium"))
 CLIENT_ID = "mcp-approval-console"
 #: Accounts at the provider and the roles their ID tokens carry (none of them is in [[principals]]).
 ACCOUNTS = {"olivia": ["approver"], "pat": ["treasurer"]}
@@ -47,16 +45,6 @@ ACCOUNTS = {"olivia": ["approver"], "pat": ["treasurer"]}
 class Setup:
     server: TreasuryServer
     provider: OidcProvider
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Path:
-    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        message = f"no Chromium executable at {CHROMIUM} (apt-get install chromium, or set MCP_APPROVAL_CHROMIUM)"
-        if REQUIRE_SERVICES:
-            pytest.fail(message + "; MCP_APPROVAL_REQUIRE_SERVICES=1 requires it")
-        pytest.skip(message)
-    return CHROMIUM
 
 
 @pytest.fixture(scope="module")

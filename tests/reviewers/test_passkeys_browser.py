@@ -32,28 +32,15 @@ from mcp_approval.reviewers import PasskeyStepUp, reviewer_surface
 from mcp_approval.reviewers.passkey_store import PASSKEY_MIGRATIONS
 from mcp_approval.storage import AUDIT_MIGRATIONS, AuditLog, Database, migrate, open_database
 from mcp_approval.web.throttle import FailedLoginThrottle
-from tests.conftest import REQUIRE_SERVICES
 from tests.support.oauth_server import bound_socket, serve_app
 from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
-CHROMIUM = Path(os.environ.get("MCP_APPROVAL_CHROMIUM", "/usr/bin/chromium"))
 TOKENS = {"carol-token": "carol", "dave-token": "dave"}
 ROLES = {"carol": frozenset({"approver"}), "dave": frozenset({"approver"})}
 TEMPLATES = {"vault": ApprovalTemplate(step_up="passkey")}
 KEYS = {"k1": os.urandom(32)}
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Path:
-    """Debian's chromium; skipped without it, unless CI requires it."""
-    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        message = f"no Chromium executable at {CHROMIUM} (apt-get install chromium, or set MCP_APPROVAL_CHROMIUM)"
-        if REQUIRE_SERVICES:
-            pytest.fail(message + "; MCP_APPROVAL_REQUIRE_SERVICES=1 requires it")
-        pytest.skip(message)
-    return CHROMIUM
 
 
 def backend_on(database: Database) -> LocalApprovalBackend:

@@ -17,35 +17,15 @@ import httpx
 import pytest
 from playwright.async_api import Page, ViewportSize, async_playwright, expect
 
-from tests.conftest import REQUIRE_SERVICES
 from tests.support.timing import scaled
 from tests.support.treasury import Reviewer, TreasuryServer, deployment_dir, principals
 from tests.treasury.helpers import approval_for
 
 pytestmark = pytest.mark.anyio
 
-CHROMIUM = Path(os.environ.get("MCP_APPROVAL_CHROMIUM", "/usr/bin/chromium"))
 PHONE: ViewportSize = {"width": 390, "height": 844}
 #: One unbroken argument far wider than the screen: it must wrap, not widen the page.
 LONG_ACCOUNT = "acct-" + "9" * 120
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Path:
-    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        message = f"no Chromium executable at {CHROMIUM} (apt-get install chromium, or set MCP_APPROVAL_CHROMIUM)"
-        if REQUIRE_SERVICES:
-            pytest.fail(message + "; MCP_APPROVAL_REQUIRE_SERVICES=1 requires it")
-        pytest.skip(message)
-    return CHROMIUM
-
-
-@pytest.fixture(scope="module")
-def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    configured = os.environ.get("MCP_APPROVAL_ARTIFACTS")
-    directory = Path(configured) if configured else tmp_path_factory.mktemp("artifacts")
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory
 
 
 @pytest.fixture(scope="module")

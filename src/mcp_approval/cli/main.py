@@ -154,10 +154,12 @@ def demo(
 ) -> None:
     """Start `serve` on loopback and drive every approval scenario with a real MCP client over HTTP.
 
-    Scenarios: 1 small transfer, 2 approved transfer, 3 denied transfer, 4 automatic refund,
-    5 four eyes, 6 cancel while pending, 7 expiry, 8 crash and resume, 9 client without tasks
-    (approved), 10 url-mode approval, 11 credential remediation (SEP-2643), 12 ARAP backend,
-    13 client without tasks (denied).
+    Scenarios: 1 small transfer; 2 approved transfer; 3 denied transfer; 4 automatic refund; 5 four
+    eyes; 6 cancel while pending; 7 expiry; 8 crash and resume; 9 client without tasks: approved; 10
+    url-mode approval; 11 credential remediation; 12 ARAP backend; 13 client without tasks: denied;
+    14 notifications; 15 client without tasks: requester page; 16 operator metrics; 17 Slack,
+    interactive; 18 Teams card; 19 decide from e-mail; 20 nobody forgotten; 21 sign-in with the
+    identity provider; 22 passkey step-up; 23 approve similar.
 
     Exits 0 only if every selected scenario behaved. With --json, stdout is a list with one
     object per scenario, keys in this order: scenario (int), name (str), outcome ("pass" or

@@ -224,7 +224,7 @@ class LocalApprovalBackend:
         """The request ``handle`` committed: its template's automatic resolver, if it has one, or a
         similar-call rule, if one may, decides it."""
         if self._resolution.decides(submission.template):
-            self._resolution.spawn(handle)
+            self._resolution.spawn(handle, submission.template)
 
     async def find(self, key: str) -> str | None:
         """The handle of the request submitted under ``key``, if any."""

@@ -80,13 +80,13 @@ class AutomaticResolution:
             or_(_R.c.template.in_(sorted(self._resolvers)), _R.c.tool_name.in_(tools)),
         )
         rows = await self._db.read(lambda conn: list(conn.execute(query).all()))
-        pending = [row.request_id for row in rows if self.decides(row.template)]
-        for request_id in pending:
-            self.spawn(request_id)
+        for row in rows:
+            if self.decides(row.template):
+                self.spawn(row.request_id, row.template)
 
-    def spawn(self, request_id: str) -> None:
-        """Put the committed request ``request_id`` to its resolver, in a task of its own."""
-        task = asyncio.create_task(self._resolve(request_id))
+    def spawn(self, request_id: str, template: str | None) -> None:
+        """Put the committed request ``request_id`` of ``template`` to its resolver, in a task of its own."""
+        task = asyncio.create_task(self._resolve(request_id, template))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -97,12 +97,12 @@ class AutomaticResolution:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _resolve(self, request_id: str) -> None:
-        row = await self._db.read(lambda conn: fetch(conn, request_id))
-        if row is None or row["status"] != "pending":
-            return
-        if row["template"] in self._resolvers and not await self._by_resolver(request_id, row):
-            return
+    async def _resolve(self, request_id: str, template: str | None) -> None:
+        if template in self._resolvers:
+            row = await self._db.read(lambda conn: fetch(conn, request_id))
+            if row is None or row["status"] != "pending" or not await self._by_resolver(request_id, row):
+                return
+        # The rules read the request themselves (and find it pending, or leave it).
         if self._similar is not None:
             try:
                 await self._similar.decide(request_id)

@@ -294,22 +294,11 @@ class SimilarCallRules:
 
     async def decide(self, request_id: str) -> str | None:
         """Approve the pending request by the first rule that may decide it; that rule's id, or ``None``."""
-        row = await self._db.read(lambda conn: fetch(conn, request_id))
-        if row is None or row["status"] != "pending" or not self.applies(row["template"]):
+        # The request and the rules that could decide it in one read: every gated creation of a
+        # template that allows rules comes here, most of them to find none.
+        row, candidates = await self._db.read(lambda conn: self._request_and_candidates(conn, request_id))
+        if row is None:
             return None
-        now = self._clock.now_ms()
-        query = (
-            select(_S)
-            .where(
-                _S.c.tool_name == row["tool_name"],
-                _S.c.expires_at > now,
-                _S.c.revoked_at.is_(None),
-                _S.c.uses < _S.c.max_uses,
-                _S.c.created_at <= row["created_at"],
-            )
-            .order_by(_S.c.created_at)
-        )
-        candidates = await self._db.read(lambda conn: [dict(rule) for rule in conn.execute(query).mappings()])
         submission = ApprovalSubmission.from_json(json.loads(row["body_json"]))
         for rule in candidates:
             if not await self._may_decide(rule, row, submission):
@@ -329,6 +318,25 @@ class SimilarCallRules:
                 return None  # decided, expired or withdrawn meanwhile, or unverifiable: people see it
             return str(rule["rule_id"])
         return None
+
+    def _request_and_candidates(self, conn: Connection, request_id: str) -> tuple[Row | None, list[dict[str, Any]]]:
+        """The pending request ``request_id`` (``None`` if it is not, or rules may not decide it) and
+        the live rules of its tool written before it, oldest first."""
+        row = fetch(conn, request_id)
+        if row is None or row["status"] != "pending" or not self.applies(row["template"]):
+            return None, []
+        query = (
+            select(_S)
+            .where(
+                _S.c.tool_name == row["tool_name"],
+                _S.c.expires_at > self._clock.now_ms(),
+                _S.c.revoked_at.is_(None),
+                _S.c.uses < _S.c.max_uses,
+                _S.c.created_at <= row["created_at"],
+            )
+            .order_by(_S.c.created_at)
+        )
+        return row, [dict(rule) for rule in conn.execute(query).mappings()]
 
     async def _may_decide(self, rule: Row, request: Row, submission: ApprovalSubmission) -> bool:
         if rule["template"] != request["template"]:

@@ -297,7 +297,7 @@ class SimilarCallRules:
         # The request and the rules that could decide it in one read: every gated creation of a
         # template that allows rules comes here, most of them to find none.
         row, candidates = await self._db.read(lambda conn: self._request_and_candidates(conn, request_id))
-        if row is None:
+        if row is None or not candidates:
             return None
         submission = ApprovalSubmission.from_json(json.loads(row["body_json"]))
         for rule in candidates:

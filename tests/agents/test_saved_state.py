@@ -261,3 +261,45 @@ def test_an_example_with_a_state_key_resumes_and_refuses_its_journal_edited(
     for said in ("refused:", "does not match its seal", "nothing was sent"):
         assert said in refused, refused
     assert f"to {accounts['intact']} completed" in _run_keyed(intact, key_file, "resume")
+
+
+# -- frameworks that run the saved tool call again on resume: its id (so its call key) and arguments edited --
+
+
+def _checkpoint_redirected(state: Path, account: str, mallory: str) -> None:
+    """The paused thread's last checkpoint with the model's tool call given a new id and mallory's arguments."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    thread = (state / "thread").read_text()
+    with SqliteSaver.from_conn_string(str(state / "checkpoints.sqlite3")) as saver:
+        saved = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+        assert saved is not None
+        assert saved.parent_config is not None
+        message = saved.checkpoint["channel_values"]["messages"][-1]
+        (call,) = message.tool_calls
+        assert call["args"] == {"to": account, "amount": 30000}, call
+        message.tool_calls = [{**call, "id": "call_edited", "args": {"to": mallory, "amount": 900}}]
+        saver.put(saved.parent_config, saved.checkpoint, saved.metadata, {})  # the same checkpoint, rewritten
+        again = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+    assert again is not None
+    assert again.checkpoint["id"] == saved.checkpoint["id"]
+    assert again.checkpoint["channel_values"]["messages"][-1].tool_calls[0]["args"]["to"] == mallory
+    assert again.pending_writes, "the interrupt (the pending call as saved) is kept"
+
+
+@pytest.mark.slow
+def test_a_langgraph_checkpoint_edited_while_paused_sends_no_new_call(served: TreasuryServer, tmp_path: Path) -> None:
+    pytest.importorskip("langgraph.checkpoint.sqlite", reason="the agents extra (interop leg k: its own venv)")
+    example = Example("langgraph", served, tmp_path / "state")
+    account, mallory = new_account("lg"), new_account("m")
+    assert "pending" in example.run("start", f"Send 30000 to {account}")
+    _checkpoint_redirected(tmp_path / "state", account, mallory)
+    decide(served, account, "approve")
+    refused = example.run("resume", exit_code=2)
+    for said in ("refused:", "no tool call with the call key", "edited after the pause", "nothing was sent"):
+        assert said in refused, refused
+    # On the code before this check the node sent the edited call anew: a $900 transfer to mallory ran.
+    assert transfers_to(served, mallory) == 0
+    assert not pending_requests(served, mallory)
+    assert not (tmp_path / "state" / "finished.json").exists()
+    assert transfers_to(served, account) == 1  # the approved call ran once, on the server's decision

@@ -303,3 +303,37 @@ def test_a_langgraph_checkpoint_edited_while_paused_sends_no_new_call(served: Tr
     assert not pending_requests(served, mallory)
     assert not (tmp_path / "state" / "finished.json").exists()
     assert transfers_to(served, account) == 1  # the approved call ran once, on the server's decision
+
+
+def _uses_redirected(message: dict[str, Any], account: str, mallory: str) -> None:
+    """``message``'s one tool use given a new ``toolUseId`` and mallory's arguments (in place)."""
+    (block,) = message["content"]
+    assert block["toolUse"]["input"]["to"] == account, block
+    block["toolUse"].update(toolUseId="call_edited", input={"to": mallory, "amount": 900.0})
+
+
+@pytest.mark.slow
+def test_a_strands_session_edited_while_paused_sends_no_new_call(served: TreasuryServer, tmp_path: Path) -> None:
+    pytest.importorskip("strands", reason="the agents extra (interop leg k runs this in its own venv)")
+    example = Example("strands", served, tmp_path / "state")
+    account, mallory = new_account("st"), new_account("m")
+    assert "pending" in example.run("start", f"Send 30000 to {account}")
+    # The message strands replays on resume, and the conversation's copy; the adapter's record is left as saved.
+    agent_dir = tmp_path / "state" / "sessions" / "session_run" / "agents" / "agent_default"
+    agent = json.loads((agent_dir / "agent.json").read_text())
+    _uses_redirected(
+        agent["_internal_state"]["interrupt_state"]["pending_tool_execution"]["assistant_message"], account, mallory
+    )
+    (agent_dir / "agent.json").write_text(json.dumps(agent))
+    message = json.loads((agent_dir / "messages" / "message_1.json").read_text())
+    _uses_redirected(message["message"], account, mallory)
+    (agent_dir / "messages" / "message_1.json").write_text(json.dumps(message))
+    decide(served, account, "approve")
+    refused = example.run("resume", exit_code=2)
+    for said in ("refused:", "no tool call with the call key", "edited after the pause", "nothing was sent"):
+        assert said in refused, refused
+    # On the code before this check the tool sent the edited call anew: a $900 transfer to mallory ran.
+    assert transfers_to(served, mallory) == 0
+    assert not pending_requests(served, mallory)
+    assert not (tmp_path / "state" / "finished.json").exists()
+    assert transfers_to(served, account) == 1  # the approved call ran once, on the server's decision

@@ -243,16 +243,10 @@ class ApprovalServers:
         tool = await self.tool(name)
         if tool is None:
             return  # answered as an unknown tool: nothing is sent
-        via, listed_name = tool.via, tool.listed.name
-        if not isinstance(via, ApprovalTools):  # the routed approval_status: the server whose journal has the reference
-            reference = arguments.get("reference") if isinstance(arguments, Mapping) else None
-            via = None
-            for server in self._servers.values():
-                if isinstance(reference, str) and reference and await server.client.journaled_task(reference):
-                    via = server
-                    break
-            if via is None:
-                return  # answered "no call has that reference": nothing is sent
+        via = tool.via if isinstance(tool.via, ApprovalTools) else await self._status_server(arguments)
+        if via is None:
+            return  # the routed approval_status answers "no call has that reference": nothing is sent
+        listed_name = tool.listed.name
         try:
             await via.client.check_resumable(listed_name, arguments, call_key=call_key)
         except ClientUsageError as error:
@@ -260,6 +254,16 @@ class ApprovalServers:
                 f"the saved state was edited after the pause: resuming it would send its tool call {call_key!r} "
                 f"({name}) anew. {error}"
             ) from error
+
+    async def _status_server(self, arguments: Any) -> ApprovalTools | None:
+        """The server the routed ``approval_status`` asks for ``arguments`` (its journal has the reference)."""
+        reference = arguments.get("reference") if isinstance(arguments, Mapping) else None
+        if not isinstance(reference, str) or not reference:
+            return None
+        for server in self._servers.values():
+            if await server.client.journaled_task(reference) is not None:
+                return server
+        return None
 
     async def wait_for_decision(self, pending: PendingCall, *, timeout_s: float | None = None) -> types.CallToolResult:
         """:meth:`ApprovalTools.wait_for_decision` on the server ``pending`` was made on."""

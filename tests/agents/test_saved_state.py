@@ -337,3 +337,40 @@ def test_a_strands_session_edited_while_paused_sends_no_new_call(served: Treasur
     assert not pending_requests(served, mallory)
     assert not (tmp_path / "state" / "finished.json").exists()
     assert transfers_to(served, account) == 1  # the approved call ran once, on the server's decision
+
+
+#: ADK's session edited: the paused call's arguments (the model would read the approved result as theirs), or
+#: a call added to the model's turn (a new function call id, which ADK may run as an unanswered call on resume).
+ADK_EDITS = {"arguments": "other arguments than the pending call's", "added-call": "would send its tool call"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edit", list(ADK_EDITS))
+def test_a_google_adk_session_edited_while_paused_sends_no_new_call(
+    edit: str, served: TreasuryServer, tmp_path: Path
+) -> None:
+    pytest.importorskip("google.adk", reason="the agents extra (interop leg k runs this in its own venv)")
+    example = Example("google_adk", served, tmp_path / "state")
+    account, mallory = new_account("adk"), new_account("m")
+    assert "pending" in example.run("start", f"Send 30000 to {account}")
+    with sqlite3.connect(tmp_path / "state" / "sessions.db") as db:  # the model's turn; the session state as saved
+        ((event_id, data),) = db.execute("SELECT id, event_data FROM events WHERE event_data LIKE '%function_call%'")
+        event = json.loads(data)
+        (part,) = event["content"]["parts"]
+        assert part["function_call"]["args"]["to"] == account, part
+        redirected = {"to": mallory, "amount": 900.0}
+        if edit == "arguments":
+            part["function_call"]["args"] = redirected
+        else:
+            added = {"id": "call_added", "name": "wire_transfer", "args": redirected}
+            event["content"]["parts"].append({"function_call": added})
+        db.execute("UPDATE events SET event_data = ? WHERE id = ?", (json.dumps(event), event_id))
+    decide(served, account, "approve")
+    refused = example.run("resume", exit_code=2)
+    for said in ("refused:", ADK_EDITS[edit], "edited after the pause", "nothing was sent"):
+        assert said in refused, refused
+    # On the code before this check the resume went on: the model read the approved result in the edited turn.
+    assert not (tmp_path / "state" / "finished.json").exists()
+    assert transfers_to(served, mallory) == 0
+    assert not pending_requests(served, mallory)
+    assert transfers_to(served, account) == 1  # the approved call ran once, on the server's decision

@@ -117,18 +117,16 @@ def pending_calls(session: Any) -> list[PendingCall]:
 
 
 def _saved_calls(session: Any) -> list[SavedCall]:
-    """The function calls of the session's last model turn that called tools, with their call keys.
+    """Every function call in the session's events, with its call key (its event's invocation and its id).
 
-    On resume ADK answers them with the responses given, and runs again any it finds unanswered.
+    On resume ADK answers the paused ones with the responses given, and may run again one it finds
+    unanswered; a call made by these tools before the pause is in the journal.
     """
-    for event in reversed(session.events):
-        found = event.get_function_calls()
-        if found:
-            invocation = str(event.invocation_id or "")
-            return [
-                (call.name or "", call.args or {}, call_key_for(FRAMEWORK, invocation, call.id or "")) for call in found
-            ]
-    return []
+    return [
+        (call.name or "", call.args or {}, call_key_for(FRAMEWORK, str(event.invocation_id or ""), call.id or ""))
+        for event in session.events
+        for call in event.get_function_calls()
+    ]
 
 
 @dataclass(frozen=True)
@@ -146,11 +144,11 @@ async def resume_message(servers: Servers, session: Any, *, timeout_s: float | N
     ``None`` when nothing is pending (the session never paused, or was resumed already): there is
     nothing to resume, and running the invocation anyway would call the model again on an empty turn.
     ``servers``: every server the session's agent used; each call is checked first (its server is
-    given, its key is in that server's call journal), otherwise nothing is sent. ADK runs again a
-    function call it finds unanswered on resume, so the session's last function calls must be the
-    pending calls as the session state saved them (tool, arguments, function call id and
-    invocation), or calls the journal already holds: a session edited after the pause is refused,
-    and nothing is sent.
+    given, its key is in that server's call journal), otherwise nothing is sent. ADK may run again
+    a function call it finds unanswered on resume, so the session's function calls must include
+    the pending calls as the session state saved them (tool, arguments, function call id and
+    invocation), and every other call to these tools must be in the journal: a session edited
+    after the pause is refused, and nothing is sent.
 
     Raises:
         ServerNotGivenError: a call was made on a server not given (nothing is sent).

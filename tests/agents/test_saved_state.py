@@ -374,3 +374,33 @@ def test_a_google_adk_session_edited_while_paused_sends_no_new_call(
     assert transfers_to(served, mallory) == 0
     assert not pending_requests(served, mallory)
     assert transfers_to(served, account) == 1  # the approved call ran once, on the server's decision
+
+
+def _context_redirected(data: dict[str, Any], account: str, mallory: str) -> None:
+    """The saved context's waiting ``ToolCall`` given a new ``tool_id`` and mallory's arguments (in place)."""
+    (waiter,) = data["context"]["workers"]["call_tool"]["collected_waiters"]
+    event = json.loads(waiter["event"])
+    assert event["value"]["tool_kwargs"]["to"] == account, event
+    event["value"].update(tool_id="call_edited", tool_kwargs={"to": mallory, "amount": 900.0})
+    waiter["event"] = json.dumps(event)
+
+
+@pytest.mark.slow
+def test_a_llama_index_context_edited_while_paused_sends_no_new_call(served: TreasuryServer, tmp_path: Path) -> None:
+    pytest.importorskip("llama_index.core", reason="the agents extra (interop leg k runs this in its own venv)")
+    example = Example("llama_index", served, tmp_path / "state")
+    account, mallory = new_account("li"), new_account("m")
+    assert "pending" in example.run("start", f"Send 30000 to {account}")
+    saved = tmp_path / "state" / "context.json"
+    data = json.loads(saved.read_text())
+    _context_redirected(data, account, mallory)  # the adapter's record of the pending call is left as saved
+    saved.write_text(json.dumps(data))
+    decide(served, account, "approve")
+    refused = example.run("resume", exit_code=2)
+    for said in ("refused:", "no tool call with the call key", "edited after the pause", "nothing was sent"):
+        assert said in refused, refused
+    # On the code before this check the replayed step sent the edited call anew: a $900 transfer to mallory ran.
+    assert transfers_to(served, mallory) == 0
+    assert not pending_requests(served, mallory)
+    assert not (tmp_path / "state" / "finished.json").exists()
+    assert transfers_to(served, account) == 1  # the approved call ran once, on the server's decision

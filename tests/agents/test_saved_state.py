@@ -261,3 +261,146 @@ def test_an_example_with_a_state_key_resumes_and_refuses_its_journal_edited(
     for said in ("refused:", "does not match its seal", "nothing was sent"):
         assert said in refused, refused
     assert f"to {accounts['intact']} completed" in _run_keyed(intact, key_file, "resume")
+
+
+# -- frameworks that run the saved tool call again on resume: its id (so its call key) and arguments edited --
+
+
+def _checkpoint_redirected(state: Path, account: str, mallory: str) -> None:
+    """The paused thread's last checkpoint with the model's tool call given a new id and mallory's arguments."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    thread = (state / "thread").read_text()
+    with SqliteSaver.from_conn_string(str(state / "checkpoints.sqlite3")) as saver:
+        saved = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+        assert saved is not None
+        assert saved.parent_config is not None
+        message = saved.checkpoint["channel_values"]["messages"][-1]
+        (call,) = message.tool_calls
+        assert call["args"] == {"to": account, "amount": 30000}, call
+        message.tool_calls = [{**call, "id": "call_edited", "args": {"to": mallory, "amount": 900}}]
+        saver.put(saved.parent_config, saved.checkpoint, saved.metadata, {})  # the same checkpoint, rewritten
+        again = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+    assert again is not None
+    assert again.checkpoint["id"] == saved.checkpoint["id"]
+    assert again.checkpoint["channel_values"]["messages"][-1].tool_calls[0]["args"]["to"] == mallory
+    assert again.pending_writes, "the interrupt (the pending call as saved) is kept"
+
+
+@pytest.mark.slow
+def test_a_langgraph_checkpoint_edited_while_paused_sends_no_new_call(served: TreasuryServer, tmp_path: Path) -> None:
+    pytest.importorskip("langgraph.checkpoint.sqlite", reason="the agents extra (interop leg k: its own venv)")
+    example = Example("langgraph", served, tmp_path / "state")
+    account, mallory = new_account("lg"), new_account("m")
+    assert "pending" in example.run("start", f"Send 30000 to {account}")
+    _checkpoint_redirected(tmp_path / "state", account, mallory)
+    decide(served, account, "approve")
+    refused = example.run("resume", exit_code=2)
+    for said in ("refused:", "no tool call with the call key", "edited after the pause", "nothing was sent"):
+        assert said in refused, refused
+    # On the code before this check the node sent the edited call anew: a $900 transfer to mallory ran.
+    assert transfers_to(served, mallory) == 0
+    assert not pending_requests(served, mallory)
+    assert not (tmp_path / "state" / "finished.json").exists()
+    assert transfers_to(served, account) == 1  # the approved call ran once, on the server's decision
+
+
+def _uses_redirected(message: dict[str, Any], account: str, mallory: str) -> None:
+    """``message``'s one tool use given a new ``toolUseId`` and mallory's arguments (in place)."""
+    (block,) = message["content"]
+    assert block["toolUse"]["input"]["to"] == account, block
+    block["toolUse"].update(toolUseId="call_edited", input={"to": mallory, "amount": 900.0})
+
+
+@pytest.mark.slow
+def test_a_strands_session_edited_while_paused_sends_no_new_call(served: TreasuryServer, tmp_path: Path) -> None:
+    pytest.importorskip("strands", reason="the agents extra (interop leg k runs this in its own venv)")
+    example = Example("strands", served, tmp_path / "state")
+    account, mallory = new_account("st"), new_account("m")
+    assert "pending" in example.run("start", f"Send 30000 to {account}")
+    # The message strands replays on resume, and the conversation's copy; the adapter's record is left as saved.
+    agent_dir = tmp_path / "state" / "sessions" / "session_run" / "agents" / "agent_default"
+    agent = json.loads((agent_dir / "agent.json").read_text())
+    _uses_redirected(
+        agent["_internal_state"]["interrupt_state"]["pending_tool_execution"]["assistant_message"], account, mallory
+    )
+    (agent_dir / "agent.json").write_text(json.dumps(agent))
+    message = json.loads((agent_dir / "messages" / "message_1.json").read_text())
+    _uses_redirected(message["message"], account, mallory)
+    (agent_dir / "messages" / "message_1.json").write_text(json.dumps(message))
+    decide(served, account, "approve")
+    refused = example.run("resume", exit_code=2)
+    for said in ("refused:", "no tool call with the call key", "edited after the pause", "nothing was sent"):
+        assert said in refused, refused
+    # On the code before this check the tool sent the edited call anew: a $900 transfer to mallory ran.
+    assert transfers_to(served, mallory) == 0
+    assert not pending_requests(served, mallory)
+    assert not (tmp_path / "state" / "finished.json").exists()
+    assert transfers_to(served, account) == 1  # the approved call ran once, on the server's decision
+
+
+#: ADK's session edited: the paused call's arguments (the model would read the approved result as theirs), or
+#: a call added to the model's turn (a new function call id, which ADK may run as an unanswered call on resume).
+ADK_EDITS = {"arguments": "other arguments than the pending call's", "added-call": "would send its tool call"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edit", list(ADK_EDITS))
+def test_a_google_adk_session_edited_while_paused_sends_no_new_call(
+    edit: str, served: TreasuryServer, tmp_path: Path
+) -> None:
+    pytest.importorskip("google.adk", reason="the agents extra (interop leg k runs this in its own venv)")
+    example = Example("google_adk", served, tmp_path / "state")
+    account, mallory = new_account("adk"), new_account("m")
+    assert "pending" in example.run("start", f"Send 30000 to {account}")
+    with sqlite3.connect(tmp_path / "state" / "sessions.db") as db:  # the model's turn; the session state as saved
+        ((event_id, data),) = db.execute("SELECT id, event_data FROM events WHERE event_data LIKE '%function_call%'")
+        event = json.loads(data)
+        (part,) = event["content"]["parts"]
+        assert part["function_call"]["args"]["to"] == account, part
+        redirected = {"to": mallory, "amount": 900.0}
+        if edit == "arguments":
+            part["function_call"]["args"] = redirected
+        else:
+            added = {"id": "call_added", "name": "wire_transfer", "args": redirected}
+            event["content"]["parts"].append({"function_call": added})
+        db.execute("UPDATE events SET event_data = ? WHERE id = ?", (json.dumps(event), event_id))
+    decide(served, account, "approve")
+    refused = example.run("resume", exit_code=2)
+    for said in ("refused:", ADK_EDITS[edit], "edited after the pause", "nothing was sent"):
+        assert said in refused, refused
+    # On the code before this check the resume went on: the model read the approved result in the edited turn.
+    assert not (tmp_path / "state" / "finished.json").exists()
+    assert transfers_to(served, mallory) == 0
+    assert not pending_requests(served, mallory)
+    assert transfers_to(served, account) == 1  # the approved call ran once, on the server's decision
+
+
+def _context_redirected(data: dict[str, Any], account: str, mallory: str) -> None:
+    """The saved context's waiting ``ToolCall`` given a new ``tool_id`` and mallory's arguments (in place)."""
+    (waiter,) = data["context"]["workers"]["call_tool"]["collected_waiters"]
+    event = json.loads(waiter["event"])
+    assert event["value"]["tool_kwargs"]["to"] == account, event
+    event["value"].update(tool_id="call_edited", tool_kwargs={"to": mallory, "amount": 900.0})
+    waiter["event"] = json.dumps(event)
+
+
+@pytest.mark.slow
+def test_a_llama_index_context_edited_while_paused_sends_no_new_call(served: TreasuryServer, tmp_path: Path) -> None:
+    pytest.importorskip("llama_index.core", reason="the agents extra (interop leg k runs this in its own venv)")
+    example = Example("llama_index", served, tmp_path / "state")
+    account, mallory = new_account("li"), new_account("m")
+    assert "pending" in example.run("start", f"Send 30000 to {account}")
+    saved = tmp_path / "state" / "context.json"
+    data = json.loads(saved.read_text())
+    _context_redirected(data, account, mallory)  # the adapter's record of the pending call is left as saved
+    saved.write_text(json.dumps(data))
+    decide(served, account, "approve")
+    refused = example.run("resume", exit_code=2)
+    for said in ("refused:", "no tool call with the call key", "edited after the pause", "nothing was sent"):
+        assert said in refused, refused
+    # On the code before this check the replayed step sent the edited call anew: a $900 transfer to mallory ran.
+    assert transfers_to(served, mallory) == 0
+    assert not pending_requests(served, mallory)
+    assert not (tmp_path / "state" / "finished.json").exists()
+    assert transfers_to(served, account) == 1  # the approved call ran once, on the server's decision

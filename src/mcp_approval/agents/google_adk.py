@@ -50,7 +50,7 @@ except ModuleNotFoundError as exc:  # an optional extra: say which one
     ) from exc
 
 from mcp_approval.agents.core import PendingCall, ServerTool, call_key_for
-from mcp_approval.agents.servers import ApprovalServers, Servers
+from mcp_approval.agents.servers import ApprovalServers, SavedCall, Servers
 
 __all__ = [
     "FRAMEWORK",
@@ -116,6 +116,19 @@ def pending_calls(session: Any) -> list[PendingCall]:
     return [PendingCall.from_dict(entry["call"]) for entry in pending.values()]
 
 
+def _saved_calls(session: Any) -> list[SavedCall]:
+    """Every function call in the session's events, with its call key (its event's invocation and its id).
+
+    On resume ADK answers the paused ones with the responses given, and may run again one it finds
+    unanswered; a call made by these tools before the pause is in the journal.
+    """
+    return [
+        (call.name or "", call.args or {}, call_key_for(FRAMEWORK, str(event.invocation_id or ""), call.id or ""))
+        for event in session.events
+        for call in event.get_function_calls()
+    ]
+
+
 @dataclass(frozen=True)
 class Resume:
     """What resumes a paused invocation: pass all three to ``runner.run_async``."""
@@ -131,18 +144,25 @@ async def resume_message(servers: Servers, session: Any, *, timeout_s: float | N
     ``None`` when nothing is pending (the session never paused, or was resumed already): there is
     nothing to resume, and running the invocation anyway would call the model again on an empty turn.
     ``servers``: every server the session's agent used; each call is checked first (its server is
-    given, its key is in that server's call journal), otherwise nothing is sent.
+    given, its key is in that server's call journal), otherwise nothing is sent. ADK may run again
+    a function call it finds unanswered on resume, so the session's function calls must include
+    the pending calls as the session state saved them (tool, arguments, function call id and
+    invocation), and every other call to these tools must be in the journal: a session edited
+    after the pause is refused, and nothing is sent.
 
     Raises:
         ServerNotGivenError: a call was made on a server not given (nothing is sent).
-        ClientUsageError: a call is not in its server's call journal (nothing is sent).
+        ClientUsageError: a call is not in its server's call journal, or the session's function
+            calls differ from the pending calls and the journal (nothing is sent).
         TaskPendingError: a decision is still outstanding after ``timeout_s``.
     """
     pending: dict[str, Any] = dict(session.state.get(STATE_KEY) or {})
     if not pending:
         return None
     calls = [PendingCall.from_dict(entry["call"]) for entry in pending.values()]
-    results = await ApprovalServers.of(servers).decisions(calls, timeout_s=timeout_s)
+    every = ApprovalServers.of(servers)
+    await every.check_rerun(calls, _saved_calls(session))
+    results = await every.decisions(calls, timeout_s=timeout_s)
     parts = []
     for (call_id, entry), result in zip(pending.items(), results, strict=True):
         name = entry.get("name") or entry["call"]["tool"]  # the function call's (prefixed) name

@@ -42,7 +42,7 @@ except ModuleNotFoundError as exc:  # an optional extra: say which one
     ) from exc
 
 from mcp_approval.agents.core import PendingCall, ServerTool, call_key_for, result_text
-from mcp_approval.agents.servers import ApprovalServers, Servers
+from mcp_approval.agents.servers import ApprovalServers, SavedCall, Servers
 
 __all__ = [
     "FRAMEWORK",
@@ -138,23 +138,43 @@ def pending_calls(snapshot: Any) -> list[PendingCall]:
     return found
 
 
+def _saved_calls(snapshot: Any, config: RunnableConfig) -> list[SavedCall]:
+    """The tool calls the node will run again on resume: the checkpoint's last message's, with their keys."""
+    messages = (getattr(snapshot, "values", None) or {}).get("messages") or []
+    if not messages or not isinstance(messages[-1], AIMessage):
+        return []
+    thread = str((config.get("configurable") or {}).get("thread_id") or "")
+    return [
+        (call["name"], call["args"], call_key_for(FRAMEWORK, thread, call["id"] or ""))
+        for call in messages[-1].tool_calls
+    ]
+
+
 async def resume_command(
     servers: Servers, graph: Any, config: RunnableConfig, *, timeout_s: float | None = None
 ) -> Command[Any]:
     """Wait for every pending approval of the paused thread, each on its own server; the ``Command`` that resumes it.
 
     ``servers``: every server the graph's tool node uses. Each call is checked first: its server
-    is given and its key is in that server's call journal; otherwise nothing is sent.
+    is given and its key is in that server's call journal; otherwise nothing is sent. The node runs
+    the checkpoint's tool calls (its state's last ``AIMessage``) again on resume, so each of them
+    must be a pending call as the interrupt saved it, or a call the journal already holds: a
+    checkpoint edited after the pause (another tool, other arguments, another tool-call id) is
+    refused, and nothing is sent.
 
     Raises:
         ServerNotGivenError: a call was made on a server not given (nothing is sent).
-        ClientUsageError: a call is not in its server's call journal (nothing is sent).
+        ClientUsageError: a call is not in its server's call journal, or the checkpoint's tool calls
+            differ from the pending calls and the journal (nothing is sent).
         TaskPendingError: a decision is still outstanding after ``timeout_s``.
     """
     every = ApprovalServers.of(servers)
     snapshot = await graph.aget_state(config)
     paused = [(interrupt.id, pending_calls([interrupt])) for interrupt in snapshot.interrupts]
-    await every.verify([pending for _, waiting in paused for pending in waiting])
+    pendings = [pending for _, waiting in paused for pending in waiting]
+    if pendings:  # the node runs the checkpoint's tool calls again: each must be the call it made before
+        await every.check_rerun(pendings, _saved_calls(snapshot, config))
+    await every.verify(pendings)
     resume: dict[str, dict[str, Any]] = {}
     for interrupt_id, waiting in paused:
         if not waiting:

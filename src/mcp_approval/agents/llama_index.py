@@ -44,6 +44,7 @@ LlamaIndex gives only to the agent's ``call_tool`` step: build the agent from
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -56,6 +57,7 @@ try:
     from llama_index.core.agent.workflow import FunctionAgent, ToolCall, ToolCallResult
     from llama_index.core.tools.types import AsyncBaseTool, ToolMetadata, ToolOutput
     from workflows import Context
+    from workflows.context.serializers import JsonSerializer
     from workflows.decorators import step
     from workflows.events import HumanResponseEvent, InputRequiredEvent, WorkflowIdleEvent
 except ModuleNotFoundError as exc:  # an optional extra: say which one
@@ -65,7 +67,7 @@ except ModuleNotFoundError as exc:  # an optional extra: say which one
     ) from exc
 
 from mcp_approval.agents.core import PendingCall, ServerTool, call_key_for, result_text
-from mcp_approval.agents.servers import ApprovalServers, Servers
+from mcp_approval.agents.servers import ApprovalServers, SavedCall, Servers
 from mcp_approval.client.connect import ClientUsageError
 
 __all__ = [
@@ -242,6 +244,26 @@ async def pending_calls(ctx: Context) -> list[PendingCall]:
     return [PendingCall.from_dict(data) for data in (slot.get("pending") or {}).values()]
 
 
+async def _saved_calls(ctx: Context) -> list[SavedCall]:
+    """The ``ToolCall`` events the restored run will run again (queued, in progress or waiting), with their keys."""
+    slot = await ctx.store.get(STORE_KEY, default=None) or {}
+    run_id = str(slot.get("run_id") or "")
+    # The context's own serialized form: the steps' queues and waiters, as the restored run replays them.
+    workers = ctx.to_dict(serializer=JsonSerializer()).get("workers") or {}
+    kind = f"{ToolCall.__module__}.{ToolCall.__qualname__}"
+    found: list[SavedCall] = []
+    for worker in workers.values():
+        for entry in [*worker.get("queue", []), *worker.get("in_progress", []), *worker.get("collected_waiters", [])]:
+            text = entry.get("event") if isinstance(entry, dict) else None
+            event = json.loads(text) if isinstance(text, str) else None
+            if not isinstance(event, dict) or event.get("qualified_name") != kind:
+                continue
+            value = event.get("value") or {}
+            key = call_key_for(FRAMEWORK, run_id, str(value.get("tool_id") or ""))
+            found.append((str(value.get("tool_name") or ""), value.get("tool_kwargs"), key))
+    return found
+
+
 async def resume_events(
     servers: Servers, ctx: Context, *, timeout_s: float | None = None
 ) -> list[ApprovalDecided] | None:
@@ -249,17 +271,24 @@ async def resume_events(
 
     ``None`` when nothing is pending. ``servers``: every server the agent used; each call is
     checked first (its server is given, its key is in that server's call journal), otherwise
-    nothing is sent. Send the events once the restored run started (``handler.ctx.send_event``).
+    nothing is sent. The restored run replays its waiting ``call_tool`` steps with their saved
+    ``ToolCall`` events, so each pending call must be one of those (tool, arguments, ``tool_id``
+    and run id), and any other saved call of these tools must be in the journal: a context edited
+    after the pause is refused, and nothing is sent. Send the events once the restored run started
+    (``handler.ctx.send_event``).
 
     Raises:
         ServerNotGivenError: a call was made on a server not given (nothing is sent).
-        ClientUsageError: a call is not in its server's call journal (nothing is sent).
+        ClientUsageError: a call is not in its server's call journal, or the context's saved tool
+            calls differ from the pending calls and the journal (nothing is sent).
         TaskPendingError: a decision is still outstanding after ``timeout_s``.
     """
     calls = await pending_calls(ctx)
     if not calls:
         return None
-    results = await ApprovalServers.of(servers).decisions(calls, timeout_s=timeout_s)
+    every = ApprovalServers.of(servers)
+    await every.check_rerun(calls, await _saved_calls(ctx))
+    results = await every.decisions(calls, timeout_s=timeout_s)
     return [
         ApprovalDecided(call_key=call.call_key, result=result.model_dump(mode="json", by_alias=True, exclude_none=True))
         for call, result in zip(calls, results, strict=True)

@@ -35,7 +35,7 @@ import mcp_types as types
 from mcp_approval.agents.core import ApprovalTools, PendingCall, ServerTool
 from mcp_approval.client.connect import ClientUsageError
 
-__all__ = ["STATUS_TOOL", "ApprovalServers", "ServerNotGivenError", "Servers"]
+__all__ = ["STATUS_TOOL", "ApprovalServers", "SavedCall", "ServerNotGivenError", "Servers"]
 
 #: The tool an approval server in ``request`` mode lists to say where a request stands (its name on the wire).
 STATUS_TOOL = "approval_status"
@@ -209,6 +209,62 @@ class ApprovalServers:
                 "saved state was edited after the pause, so nothing was sent"
             )
 
+    async def check_rerun(self, pendings: Sequence[PendingCall], calls: Sequence[SavedCall]) -> None:
+        """Check, sending nothing, that a resumed run makes again only the calls it made before the pause.
+
+        For a framework that runs its saved tool calls again on resume (a LangGraph tool node, for
+        one): ``calls`` are those the saved run will make, as ``(tool, arguments, call_key)``
+        (``tool`` the model's name for it). Each of ``pendings`` must be one of them
+        (:meth:`check_saved`), and every other call must already be in its server's journal for
+        that key, tool and arguments, so that running it again only replays its outcome. A call to
+        a tool no server lists, or the routed ``approval_status`` with a reference no journal
+        holds, sends nothing and is let through.
+
+        Raises:
+            ServerNotGivenError: a pending call's server is not here (nothing is sent).
+            ClientUsageError: naming the call that would be new or differs (nothing is sent).
+        """
+        self.check(pendings)
+        by_key = {call_key: (tool, arguments) for tool, arguments, call_key in calls}
+        for pending in pendings:
+            if pending.call_key not in by_key:
+                raise ClientUsageError(
+                    f"the saved run has no tool call with the call key {pending.call_key!r} waiting on reference "
+                    f"{pending.reference}: the saved state was edited after the pause, so nothing was sent"
+                )
+            tool, arguments = by_key[pending.call_key]
+            await self.check_saved(pending, tool=tool, arguments=arguments, call_key=pending.call_key)
+        waiting = {pending.call_key for pending in pendings}
+        for tool, arguments, call_key in calls:
+            if call_key not in waiting:
+                await self._check_journaled(tool, arguments, call_key)
+
+    async def _check_journaled(self, name: str, arguments: Any, call_key: str) -> None:
+        tool = await self.tool(name)
+        if tool is None:
+            return  # answered as an unknown tool: nothing is sent
+        via = tool.via if isinstance(tool.via, ApprovalTools) else await self._status_server(arguments)
+        if via is None:
+            return  # the routed approval_status answers "no call has that reference": nothing is sent
+        listed_name = tool.listed.name
+        try:
+            await via.client.check_resumable(listed_name, arguments, call_key=call_key)
+        except ClientUsageError as error:
+            raise ClientUsageError(
+                f"the saved state was edited after the pause: resuming it would send its tool call {call_key!r} "
+                f"({name}) anew. {error}"
+            ) from error
+
+    async def _status_server(self, arguments: Any) -> ApprovalTools | None:
+        """The server the routed ``approval_status`` asks for ``arguments`` (its journal has the reference)."""
+        reference = arguments.get("reference") if isinstance(arguments, Mapping) else None
+        if not isinstance(reference, str) or not reference:
+            return None
+        for server in self._servers.values():
+            if await server.client.journaled_task(reference) is not None:
+                return server
+        return None
+
     async def wait_for_decision(self, pending: PendingCall, *, timeout_s: float | None = None) -> types.CallToolResult:
         """:meth:`ApprovalTools.wait_for_decision` on the server ``pending`` was made on."""
         return await self.route(pending).wait_for_decision(pending, timeout_s=timeout_s)
@@ -230,6 +286,9 @@ class ApprovalServers:
             return next(iter(self._servers.values()))
         return self._servers[pending.server]
 
+
+SavedCall = tuple[str, Any, str]
+"""A tool call in a framework's saved run: the model's name for the tool, its arguments, its call key."""
 
 Servers = ApprovalServers | ApprovalTools | Mapping[str, ApprovalTools] | Sequence[ApprovalTools]
 """What an adapter takes for the agent's servers: one server's tools, several, or an :class:`ApprovalServers`."""

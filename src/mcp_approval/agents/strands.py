@@ -49,7 +49,7 @@ except ModuleNotFoundError as exc:  # an optional extra: say which one
     ) from exc
 
 from mcp_approval.agents.core import PendingCall, ServerTool, call_key_for
-from mcp_approval.agents.servers import ApprovalServers, Servers
+from mcp_approval.agents.servers import ApprovalServers, SavedCall, Servers
 from mcp_approval.client.connect import ClientUsageError
 
 __all__ = [
@@ -157,6 +157,20 @@ def pending_calls(agent: Any) -> list[PendingCall]:
     return [PendingCall.from_dict(entry["call"]) for entry in (slot.get("pending") or {}).values()]
 
 
+def _saved_calls(agent: Any, run_id: str) -> list[SavedCall]:
+    """The tool uses the agent runs again when it resumes: its interrupted message's, less those it has results for."""
+    # strands replays the assistant message it kept with the interrupt (not the conversation's copy).
+    kept = getattr(getattr(agent, "_interrupt_state", None), "pending_tool_execution", None)
+    message = kept.assistant_message if kept is not None else (agent.messages[-1] if agent.messages else {})
+    done = {result["toolUseId"] for result in (kept.completed_tool_results if kept is not None else [])}
+    uses = [block["toolUse"] for block in message.get("content") or [] if "toolUse" in block]
+    return [
+        (use["name"], use.get("input"), call_key_for(FRAMEWORK, run_id, use["toolUseId"]))
+        for use in uses
+        if use["toolUseId"] not in done
+    ]
+
+
 async def resume_responses(
     servers: Servers, agent: Any, *, timeout_s: float | None = None
 ) -> list[dict[str, Any]] | None:
@@ -164,11 +178,15 @@ async def resume_responses(
 
     ``None`` when nothing is pending (the agent never paused here, or was resumed already).
     ``servers``: every server the agent used; each call is checked first (its server is given,
-    its key is in that server's call journal), otherwise nothing is sent.
+    its key is in that server's call journal), otherwise nothing is sent. The agent runs its
+    interrupted message's tool uses again on resume, so each must be a pending call as the agent's
+    state saved it (tool, input, ``toolUseId`` and run id): a session edited after the pause is
+    refused, and nothing is sent.
 
     Raises:
         ServerNotGivenError: a call was made on a server not given (nothing is sent).
-        ClientUsageError: a call is not in its server's call journal (nothing is sent).
+        ClientUsageError: a call is not in its server's call journal, or the tool uses the agent
+            will run differ from the pending calls and the journal (nothing is sent).
         TaskPendingError: a decision is still outstanding after ``timeout_s``.
     """
     slot = agent.state.get(STATE_KEY) or {}
@@ -176,7 +194,9 @@ async def resume_responses(
     if not pending:
         return None
     calls = [PendingCall.from_dict(entry["call"]) for entry in pending.values()]
-    results = await ApprovalServers.of(servers).decisions(calls, timeout_s=timeout_s)
+    every = ApprovalServers.of(servers)
+    await every.check_rerun(calls, _saved_calls(agent, str(slot.get("run_id") or "")))
+    results = await every.decisions(calls, timeout_s=timeout_s)
     return [
         {
             "interruptResponse": {

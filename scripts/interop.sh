@@ -42,7 +42,8 @@
 #      tests/agents/test_examples.py (examples/agents/<name>.py against served treasury examples:
 #      start -> paused -> SIGKILL -> approve -> resume, a denial, a call that needs no approval, and
 #      one turn over two servers whose pending call resumes only on its own server), its parameter of
-#      tests/agents/test_docs_several_servers.py (docs/agents.md "Several servers" run as written) and
+#      tests/agents/test_docs_several_servers.py (docs/agents.md "Several servers" run as written), its
+#      tests of tests/agents/test_saved_state.py (the saved run edited while paused: nothing sent) and
 #      tests/agents/test_<name>.py where the framework has tests of its own
 #   l) interop/peer_check_client.mjs: the ext-tasks TS client against `mcp-approval check-client`
 #      (the client harness): it calls the gated tool, answers the input request, settles the task;
@@ -408,7 +409,8 @@ agents_venv() {  # agents_venv NAME: .interop/py/agents-NAME holds the framework
 }
 
 agents_tests() {  # agents_tests NAME OUT: NAME's adapter tests in its venv; exit 0 only when they ran and passed
-  local name=$1 out=$2 rc=0 module=${1//-/_} tests=(tests/agents/test_examples.py tests/agents/test_docs_several_servers.py)
+  local name=$1 out=$2 rc=0 module=${1//-/_}
+  local tests=(tests/agents/test_examples.py tests/agents/test_docs_several_servers.py tests/agents/test_saved_state.py)
   [[ -f "tests/agents/test_$module.py" ]] && tests+=("tests/agents/test_$module.py")
   # -k: this framework's parameter of the shared module, and its own module (its name is a keyword).
   OPENAI_AGENTS_DISABLE_TRACING=1 timeout "$AGENT_TIMEOUT_S" "$PY_DIR/agents-$name/bin/python" -m pytest -q \

@@ -245,7 +245,7 @@ def _run_keyed(example: Example, key_file: Path, *command: str, exit_code: int =
 
 
 @pytest.mark.slow
-def test_an_example_with_a_state_key_resumes_and_refuses_its_journal_edited(
+def test_a_pydantic_ai_example_with_a_state_key_resumes_and_refuses_its_journal_edited(
     served: TreasuryServer, tmp_path: Path
 ) -> None:
     pytest.importorskip("pydantic_ai", reason="the agents extra (interop leg k runs this in its own venv)")

@@ -7,7 +7,6 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlencode
 
@@ -20,6 +19,8 @@ from mcp_approval.hosts import PORT_SLICE_VARIABLE
 from mcp_approval.tasks import TaskOptions, TasksExtension, store_from_url
 from mcp_approval.testing.tasks_demo import DEMO_TOKENS, build_tasks_demo_server
 from tests.support import store_leg, timing
+from tests.support.browser import artifacts as artifacts  # the browser tests' fixtures
+from tests.support.browser import chromium as chromium
 from tests.support.timing import scaled
 
 #: Set in CI: a database test that cannot reach its server fails instead of skipping.
@@ -243,25 +244,3 @@ def serve_inprocess() -> ServerFactory:
             yield Wire(http, token="alice-token" if tokens else None), tasks
 
     return start
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Path:
-    """Debian's chromium (``$MCP_APPROVAL_CHROMIUM`` elsewhere) for the browser tests; skipped without
-    it, unless CI requires it."""
-    executable = Path(os.environ.get("MCP_APPROVAL_CHROMIUM", "/usr/bin/chromium"))
-    if not (executable.is_file() and os.access(executable, os.X_OK)):
-        message = f"no Chromium executable at {executable} (apt-get install chromium, or set MCP_APPROVAL_CHROMIUM)"
-        if REQUIRE_SERVICES:
-            pytest.fail(message + "; MCP_APPROVAL_REQUIRE_SERVICES=1 requires it")
-        pytest.skip(message)
-    return executable
-
-
-@pytest.fixture(scope="module")
-def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where the browser tests keep screenshots: ``$MCP_APPROVAL_ARTIFACTS``, else a temporary directory."""
-    configured = os.environ.get("MCP_APPROVAL_ARTIFACTS")
-    directory = Path(configured) if configured else tmp_path_factory.mktemp("artifacts")
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory

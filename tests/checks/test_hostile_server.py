@@ -151,7 +151,10 @@ def test_a_600_mib_answer_is_cut_at_the_cap_and_memory_stays_bounded(hostile: Se
     assert code == 1, out + err
     assert_safe_output(out, err)
     assert "AnswerTooLarge: the answer exceeded 4194304 bytes" in out
-    assert peak_mib < 250, f"the kit peaked at {peak_mib} MiB"
+    # Holding one answer would take 600 MiB (the kit reached 1.9 GiB before its cap). Idle it peaks near
+    # 126 MiB; a clean-clone CI run beside five other test workers saw 264 MiB, so the bound is set
+    # well below one answer rather than just above the idle figure.
+    assert peak_mib < 400, f"the kit peaked at {peak_mib} MiB"
     assert seconds < 120
 
 

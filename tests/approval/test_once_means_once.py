@@ -12,12 +12,13 @@ from __future__ import annotations
 import base64
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from sqlalchemy import Connection, delete, update
+from sqlalchemy import Connection, delete, select, update
 from typer.testing import CliRunner
 
 from mcp_approval.approval.messages import INTEGRITY_FAILED
@@ -26,6 +27,7 @@ from mcp_approval.cli.main import app
 from mcp_approval.tasks.schema import tasks_table
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.approval.test_sealed_authority import gated, integrity_events, integrity_metric, write
+from tests.support.polling import eventually
 from tests.support.timing import scaled
 from tests.treasury.helpers import assert_approved_executed, assert_denied_not_executed, settled
 
@@ -40,6 +42,25 @@ async def ran(harness: Harness, to: str, amount: int) -> tuple[str, dict[str, An
     assert (await harness.reviewer("carol").decide(approval["id"], "approve")).status_code == 200
     assert_approved_executed(await settled(harness.alice, task_id, timeout_s=scaled(30)))
     return task_id, approval
+
+
+async def parked(harness: Harness, task_id: str) -> None:
+    """Wait until the driver has left ``task_id``'s workflow for later (no lease, its next look ahead).
+
+    Written before that, the driver's own rescheduling of the pass it is in the middle of could
+    overwrite the edit's ``next_check_at`` with its pending-poll interval, and the test would wait for
+    a look that comes long after its limit.
+    """
+
+    def state(conn: Connection) -> Any:
+        return conn.execute(select(_W.c.lease_owner, _W.c.next_check_at).where(_W.c.task_id == task_id)).one()
+
+    def left_for_later(row: Any) -> bool:
+        return row.lease_owner is None and row.next_check_at > time.time() * 1000
+
+    await eventually(
+        lambda: harness.deployment.approval.store.database.read(state), left_for_later, timeout_s=scaled(30)
+    )
 
 
 def rolled_back(task_id: str) -> list[Any]:
@@ -72,6 +93,7 @@ async def test_a_later_call_pointed_at_the_executed_request_does_not_run(tmp_pat
     async with inprocess_treasury(tmp_path, {"store": {"url": db_url}}) as harness:
         _, first = await ran(harness, "acct-twice", 32_000)
         later, _ = await gated(harness, "acct-twice", 32_000)
+        await parked(harness, later)
         await write(
             harness,
             update(_W).where(_W.c.task_id == later).values(handle=first["id"], next_check_at=0),

@@ -5,20 +5,17 @@ The treasury deployment runs in-process; its PDP answers re-evaluations from a s
 
 from __future__ import annotations
 
-import asyncio
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp.server.mcpserver import MCPServer
 
-from mcp_approval.clock import iso8601
+from mcp_approval.clock import ManualClock, iso8601, parse_iso8601
 from mcp_approval.policy import Decision
 from mcp_approval.policy.models import REASON_GRANT_PENDING, REASON_OUT_OF_SCOPE, REASON_POLICY_DENIED
 from tests.approval.inprocess import Harness, inprocess_treasury
 from tests.support.polling import eventually
-from tests.support.timing import scaled
 from tests.treasury.helpers import approval_for, assert_approved_executed, assert_denied_not_executed, settled, text_of
 
 pytestmark = pytest.mark.anyio
@@ -75,16 +72,17 @@ async def test_an_approval_that_expires_during_its_re_evaluation_is_not_chained(
     second request is opened.
     """
 
+    clock = ManualClock()
+
     async def answer_once_expired(approval: dict[str, Any]) -> Decision:
-        until = datetime.fromisoformat(approval["approved_until"].replace("Z", "+00:00"))
-        left_s = (until - datetime.now(UTC)).total_seconds()
-        await asyncio.sleep(max(left_s, 0) + 0.05)  # a PDP slower than what is left of the approval
+        until = parse_iso8601(approval["approved_until"])
+        assert until is not None
+        clock.advance(max(until - clock.now_ms(), 0) + 50)  # a PDP slower than what is left of the approval
         return request_again()
 
-    # Long enough for the re-evaluation to start before the approval runs out, on a busy machine too.
-    template = {"approvals_required": 1, "reviewer_role": "approver", "approval_valid_s": scaled(1.0)}
+    template = {"approvals_required": 1, "reviewer_role": "approver", "approval_valid_s": 60}
     overrides = {"templates": {"treasury": template}}
-    async with inprocess_treasury(tmp_path, overrides) as harness:
+    async with inprocess_treasury(tmp_path, overrides, clock=clock) as harness:
         harness.pdp.script(answer_once_expired)
         created = await approve_transfer(harness, "acct-expires-meanwhile")
         task = await settled(harness.alice, created["taskId"])

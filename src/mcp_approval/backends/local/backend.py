@@ -41,6 +41,9 @@ from mcp_approval.storage.migrations import Migrations
 
 __all__ = ["LocalApprovalBackend"]
 
+#: Handles looked at in a transaction that never committed are forgotten past this many.
+_LOOKED_AT_MOST = 10_000
+
 
 class LocalApprovalBackend:
     """An :class:`~mcp_approval.backends.contract.ApprovalBackend` kept in the server's database.
@@ -116,6 +119,8 @@ class LocalApprovalBackend:
         self._resolution = AutomaticResolution(
             database, self._audit, by_template, self._sealing, self._decisions, self._similar
         )
+        # Per handle opened by submit_in and not yet committed: whether a resolver or a rule could decide it.
+        self._looked: dict[str, bool] = {}
 
     def sealed_with(self, seal: RequestSeal) -> LocalApprovalBackend:
         """This backend if it was built with a seal, else a new one like it that seals with ``seal``."""
@@ -218,12 +223,20 @@ class LocalApprovalBackend:
         Raises:
             SubmissionRejectedError: the submission names a template that is not configured.
         """
-        return self._queue.submit_in(conn, key, submission)
+        handle = self._queue.submit_in(conn, key, submission)
+        if len(self._looked) >= _LOOKED_AT_MOST:  # only transactions that rolled back leave entries behind
+            self._looked.clear()
+        self._looked[handle] = self._resolution.decides_in(conn, submission)
+        return handle
 
     def submitted(self, handle: str, submission: ApprovalSubmission) -> None:
         """The request ``handle`` committed: its template's automatic resolver, if it has one, or a
         similar-call rule, if one may, decides it."""
-        if self._resolution.decides(submission.template):
+        # A request opened by submit_in was looked at in its own transaction; others are put to the rules.
+        worth_it = self._looked.pop(handle, None)
+        if worth_it is None:
+            worth_it = self._resolution.decides(submission.template)
+        if worth_it:
             self._resolution.spawn(handle, submission.template)
 
     async def find(self, key: str) -> str | None:

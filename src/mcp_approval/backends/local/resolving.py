@@ -12,7 +12,7 @@ import json
 import logging
 from collections.abc import Mapping
 
-from sqlalchemy import or_, select
+from sqlalchemy import Connection, or_, select
 
 from mcp_approval.backends.contract import ApprovalSubmission, UnknownRequestError
 from mcp_approval.backends.local.decisions import Decisions
@@ -67,6 +67,13 @@ class AutomaticResolution:
     def decides(self, template: str | None) -> bool:
         """Whether requests of ``template`` have a resolver, or may be decided by similar-call rules."""
         return template in self._resolvers or (self._similar is not None and self._similar.applies(template))
+
+    def decides_in(self, conn: Connection, submission: ApprovalSubmission) -> bool:
+        """:meth:`decides`, for a request being opened in ``conn``: its template has a resolver, or a
+        live similar-call rule of its tool exists."""
+        if submission.template in self._resolvers:
+            return True
+        return self._similar is not None and self._similar.may_decide_in(conn, submission)
 
     async def resume(self) -> None:
         """Put every pending request of a template with a resolver to it, and to the similar-call

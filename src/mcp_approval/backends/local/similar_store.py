@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, bindparam, select, update
 
 from mcp_approval.backends.contract import ApprovalSubmission, UnknownRequestError
 from mcp_approval.backends.local.decisions import Decisions
@@ -42,6 +42,17 @@ from mcp_approval.storage.database import Database
 __all__ = ["RULE_CREATED", "RULE_REVOKED", "SimilarCallRules", "SimilarRuleSpec"]
 
 _S = similar_call_rules_table
+#: One live rule of a tool, if any (built once: this runs in every gated creation).
+_ANY_LIVE_RULE = (
+    select(_S.c.rule_id)
+    .where(
+        _S.c.tool_name == bindparam("tool"),
+        _S.c.expires_at > bindparam("now"),
+        _S.c.revoked_at.is_(None),
+        _S.c.uses < _S.c.max_uses,
+    )
+    .limit(1)
+)
 #: The audit events of a rule's life (its decisions are ``approval.decision`` events naming it).
 RULE_CREATED = "approval.similar_rule_created"
 RULE_REVOKED = "approval.similar_rule_revoked"
@@ -283,6 +294,18 @@ class SimilarCallRules:
         return self._may_revoke(principal, row) or AUDITOR_ROLE in self._roles(principal)
 
     # -- deciding ------------------------------------------------------------------------------
+
+    def may_decide_in(self, conn: Connection, submission: ApprovalSubmission) -> bool:
+        """Whether a live rule of ``submission``'s tool exists, read in the caller's transaction.
+
+        Asked while a gated call is created: most creations find none and then spend no read of
+        their own on the rules. A rule committed after this look was written after the request and
+        could not decide it anyway (:meth:`decide` takes only rules written before it).
+        """
+        if not self.applies(submission.template):
+            return False
+        parameters = {"tool": submission.tool, "now": self._clock.now_ms()}
+        return conn.execute(_ANY_LIVE_RULE, parameters).first() is not None
 
     async def live_tools(self) -> set[str]:
         """The tools some rule not revoked, expired or used up may still decide calls of."""

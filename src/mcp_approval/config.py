@@ -382,10 +382,12 @@ class DeploymentConfig(ConfigFile):
                         f"templates.{name}.{setting}: {after:g} s is not before approval.default_deadline_s "
                         f"({deadline:g} s): requests would expire before anyone is told"
                     )
-            if template.escalate_to is not None and template.escalate_to not in held:
+            # Reviewers signed in by the identity provider hold the roles its tokens name, unknown here.
+            if template.escalate_to is not None and template.escalate_to not in held and self.console.oidc is None:
                 raise ValueError(
                     f"templates.{name}.escalate_to: no [[principals]] entry holds the role {template.escalate_to!r} "
-                    f"(roles held: {', '.join(sorted(held)) or 'none'})"
+                    f"(roles held: {', '.join(sorted(held)) or 'none'}; reviewers signed in with [console.oidc] "
+                    "may hold it through their roles claim)"
                 )
         return self
 

@@ -81,3 +81,19 @@ def test_the_documented_reminders_configure_a_deployment(tmp_path: Path) -> None
     outbox = build_deployment(config, base_url="http://127.0.0.1:1").approvals.outbox
     assert outbox is not None
     assert [history.name for history in outbox.migrations] == ["reminders"]
+
+
+def test_an_escalation_role_only_the_identity_provider_grants_is_accepted(tmp_path: Path) -> None:
+    """Reviewers signed in with ``[console.oidc]`` hold the roles of their tokens' claim, unknown to the file."""
+    oidc = {
+        "issuer": "https://login.example.com/realms/acme",
+        "client_id": "mcp-approval-console",
+        "redirect_url": "https://approvals.example.com/console/oidc/callback",
+    }
+    overrides: dict[str, Any] = {
+        "notifications": {"channels": CHANNELS},
+        "templates": {"treasury": GOOD | {"escalate_to": "treasury-leads"}},
+        "console": {"oidc": oidc},
+    }
+    config = load_config(deployment_dir(tmp_path, overrides) / "config.toml")
+    assert config.templates["treasury"].escalate_to == "treasury-leads"

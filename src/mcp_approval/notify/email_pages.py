@@ -28,7 +28,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
@@ -37,7 +37,6 @@ from starlette.routing import BaseRoute, Route
 from mcp_approval.backends import ApprovalRecord, ApprovalTemplate, ReviewError, SupportsReview
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.clock import Clock
-from mcp_approval.errors import MCPApprovalError
 from mcp_approval.notify.email import sealed_digest
 from mcp_approval.notify.email_links import EmailLink, EmailLinks
 from mcp_approval.notify.email_message import LINK_PATH
@@ -47,13 +46,13 @@ from mcp_approval.reviewers.session_table import SqlSessionTable
 from mcp_approval.reviewers.sessions import SessionStore
 from mcp_approval.reviewers.views import RequestView, environment
 from mcp_approval.storage.database import Database, StoreUnavailableError
+from mcp_approval.web.forms import Refused, check_origin, read_form
 
 __all__ = ["CSRF_COOKIE", "email_link_paths", "email_link_routes"]
 
 #: The cookie holding the confirmation page's CSRF token (the form carries the same value).
 CSRF_COOKIE: Final = "mcp_approval_link_csrf"
 _PREFIX: Final = "/console/email"
-_MAX_FORM_BYTES: Final = 16_384
 _HEADERS: Final = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
@@ -64,15 +63,6 @@ _HEADERS: Final = {
 }
 
 Authenticator = Callable[[str], Awaitable[str | None]]
-
-
-class _Refused(MCPApprovalError):
-    """A link request answered with a refusal page (nothing decided)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -182,7 +172,7 @@ class _LinkPages:
         async def handle(request: Request) -> Response:
             try:
                 return await endpoint(request)
-            except _Refused as refused:
+            except Refused as refused:
                 return self._page(refused.status, "Nothing was decided", message=refused.message, kind="error")
             except StoreUnavailableError:
                 message = "The approval store cannot be reached, so nothing was read or decided. Try again shortly."
@@ -225,35 +215,35 @@ class _LinkPages:
 
     async def decide(self, request: Request) -> Response:
         """Decide as the link's reviewer, once every check holds (see the module's description)."""
-        _same_site(request)
+        check_origin(request)
         token, decision = _token(request), _decision(request)
-        form = await _form(request)
+        form = await read_form(request)
         cookie = request.cookies.get(CSRF_COOKIE) or ""
         sent = form.get("csrf") or ""
         if not (cookie and hmac.compare_digest(cookie.encode(), sent.encode())):
-            raise _Refused(
+            raise Refused(
                 403, "The form's security token is missing or wrong; nothing was decided. Open the link again."
             )
         if form.get("decision") != decision:
-            raise _Refused(400, "The decision must be the one this link is for.")
+            raise Refused(400, "The decision must be the one this link is for.")
         comment = (form.get("comment") or "").strip() or None
         if comment is not None and (len(comment) > MAX_COMMENT_CHARS or "\x00" in comment):
-            raise _Refused(400, f"A comment is at most {MAX_COMMENT_CHARS} characters, without NUL characters.")
+            raise Refused(400, f"A comment is at most {MAX_COMMENT_CHARS} characters, without NUL characters.")
         checked = await self._check(request, token, posting=True)
         link, record = checked.link, checked.record
         refusal = self.backend.why_ineligible(link.reviewer, record)
         if refusal is not None:
-            raise _Refused(403, f"You may not decide this request ({refusal}).")
+            raise Refused(403, f"You may not decide this request ({refusal}).")
         if any(d.reviewer == link.reviewer for d in record.decisions):
-            raise _Refused(409, "You already decided this request.")
+            raise Refused(409, "You already decided this request.")
         if not await self.links.burn(link, self.clock.now_ms(), decision):
-            raise _Refused(410, "This link was already used.")
+            raise Refused(410, "This link was already used.")
         try:
             decided = await self.backend.decide(record.id, link.reviewer, decision, comment)
         except UnknownRequestError:
-            raise _Refused(404, "There is no such approval request.") from None
+            raise Refused(404, "There is no such approval request.") from None
         except ReviewError as exc:  # not eligible, already decided, expired, altered, kept changing
-            raise _Refused(409, f"Nothing was recorded: {exc}. The link is used up; decide in the console.") from None
+            raise Refused(409, f"Nothing was recorded: {exc}. The link is used up; decide in the console.") from None
         return self._page(
             200,
             "Decision recorded",
@@ -266,24 +256,24 @@ class _LinkPages:
     async def _check(self, request: Request, token: str, *, posting: bool) -> _Checked:
         link = await self.links.find(token)
         if link is None:
-            raise _Refused(404, "This link is not valid: it was mistyped, or a newer e-mail replaced it.")
+            raise Refused(404, "This link is not valid: it was mistyped, or a newer e-mail replaced it.")
         if link.used_at is not None:
-            raise _Refused(410, "This link was already used.")
+            raise Refused(410, "This link was already used.")
         record = await self.backend.get_request(link.request_id)
         if record is None:
-            raise _Refused(404, "There is no such approval request.")
+            raise Refused(404, "There is no such approval request.")
         if record.status.terminal:
-            raise _Refused(409, f"This request is already {record.status.value}; it takes no more decisions.")
+            raise Refused(409, f"This request is already {record.status.value}; it takes no more decisions.")
         if self.clock.now_ms() >= link.expires_at:
-            raise _Refused(410, "This link has expired. Decide in the console, if the request still waits.")
+            raise Refused(410, "This link has expired. Decide in the console, if the request still waits.")
         digest = await sealed_digest(self.backend, record)
         if digest is None or not hmac.compare_digest(digest, link.content_digest):
-            raise _Refused(
+            raise Refused(
                 409, "This request changed after the e-mail was sent, so its links no longer work. Nothing was decided."
             )
         signed_in = await self._signed_in(request)
         if signed_in is not None and signed_in != link.reviewer:
-            raise _Refused(
+            raise Refused(
                 403,
                 f"This link was sent to another reviewer, and you are signed in as {signed_in}: "
                 "a link decides only for the reviewer it was sent to.",
@@ -291,7 +281,7 @@ class _LinkPages:
         template = self.templates.get(record.template or "")
         needs = template.links_need_sign_in if template is not None else False
         if posting and needs and signed_in is None:
-            raise _Refused(
+            raise Refused(
                 401,
                 f"This kind of request needs you signed in to the console as {link.reviewer} as well: "
                 "sign in, then open the link from the e-mail again.",
@@ -326,7 +316,7 @@ def _outcome(record: ApprovalRecord, decision: str) -> str:
 def _token(request: Request) -> str:
     token: str = request.path_params["token"]
     if not (16 <= len(token) <= 100 and token.isascii() and all(ch.isalnum() or ch in "-_" for ch in token)):
-        raise _Refused(404, "This link is not valid: it was mistyped, or a newer e-mail replaced it.")
+        raise Refused(404, "This link is not valid: it was mistyped, or a newer e-mail replaced it.")
     return token
 
 
@@ -336,33 +326,4 @@ def _decision(request: Request) -> Literal["approve", "deny"]:
         return "approve"
     if decision == "deny":
         return "deny"
-    raise _Refused(404, "This link is not valid: it was mistyped.")
-
-
-def _same_site(request: Request) -> None:
-    """Refuse a POST a browser says came from another site (as the console does)."""
-    if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
-        raise _Refused(403, "Cross-site form submissions are refused.")
-    origin = request.headers.get("origin")
-    if origin is not None:
-        parts = urlsplit(origin)
-        if parts.scheme not in ("http", "https") or parts.netloc != request.headers.get("host"):
-            raise _Refused(403, "Cross-site form submissions are refused.")
-
-
-async def _form(request: Request) -> dict[str, str]:
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media_type != "application/x-www-form-urlencoded":
-        raise _Refused(415, "The form must be sent as application/x-www-form-urlencoded.")
-    body = bytearray()
-    async for chunk in request.stream():
-        body.extend(chunk)
-        if len(body) > _MAX_FORM_BYTES:
-            raise _Refused(413, "The form is too large.")
-    try:
-        fields = parse_qs(bytes(body).decode("utf-8"), keep_blank_values=True, max_num_fields=8, errors="strict")
-    except (UnicodeDecodeError, ValueError):
-        raise _Refused(400, "The form could not be read.") from None
-    if any(len(values) != 1 for values in fields.values()):
-        raise _Refused(400, "A form field was sent more than once.")
-    return {name: values[0] for name, values in fields.items()}
+    raise Refused(404, "This link is not valid: it was mistyped.")

@@ -6,15 +6,16 @@ work: through the JSON API (:func:`reviewer_routes`, ``/approvals``), the consol
 :func:`reviewer_surface`, which gives them one limit on failed sign-ins and console sessions kept
 in the store, so every worker on it shares both.
 
-Modules: ``api`` (the reviewer API), ``console`` (the pages; ``_console_forms`` and
-``_console_texts`` its guards and wording), ``views`` (what the pages show), ``sessions`` and
-``session_table`` (console sessions in memory or in the store), ``lookup`` (a request by its id or
-its requester's reference), ``oidc``, ``oidc_options`` and ``oidc_routes`` (sign-in with an
-OpenID Connect provider: the client, ``[console.oidc]``, the routes), ``passkeys``,
-``passkey_store``, ``passkey_routes`` and ``passkey_openapi`` (passkey step-up: verification, its
-tables, its pages and API, their OpenAPI paths), ``limits`` (page and body sizes, for the API and
-the command line alike), ``openapi_paths`` (the OpenAPI path items of both). The limit on failed
-sign-ins is :class:`mcp_approval.web.FailedLoginThrottle`, shared with ``/mcp`` and ``/metrics``.
+Modules: ``api`` (the reviewer API), ``console`` (the pages; ``_console_texts`` their wording;
+their form guards are :mod:`mcp_approval.web.forms`, shared with e-mail links), ``views`` (what
+the pages show), ``sessions`` and ``session_table`` (console sessions in memory or in the store),
+``lookup`` (a request by its id or its requester's reference), ``oidc``, ``oidc_options`` and
+``oidc_routes`` (sign-in with an OpenID Connect provider: the client, ``[console.oidc]``, the
+routes), ``passkeys``, ``passkey_store``, ``passkey_routes`` and ``passkey_openapi`` (passkey
+step-up: verification, its tables, its pages and API, their OpenAPI paths), ``limits`` (page and
+body sizes, for the API and the command line alike), ``openapi_paths`` (the OpenAPI path items of
+both). The limit on failed sign-ins is :class:`mcp_approval.web.FailedLoginThrottle`, shared with
+``/mcp`` and ``/metrics``.
 
 This package sits beside :mod:`mcp_approval.backends`, above it: it imports the backend
 contract, the local backend and storage, never the approval engine or the composition.

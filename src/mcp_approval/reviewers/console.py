@@ -50,11 +50,6 @@ from mcp_approval.backends import (
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.clock import Clock, SystemClock
-from mcp_approval.reviewers._console_forms import MAX_FORM_BYTES as MAX_FORM_BYTES
-from mcp_approval.reviewers._console_forms import Refused as _Refused
-from mcp_approval.reviewers._console_forms import check_origin as _check_origin
-from mcp_approval.reviewers._console_forms import path_request_id as _request_id
-from mcp_approval.reviewers._console_forms import read_form as _form
 from mcp_approval.reviewers._console_texts import OUTCOME_BADGES as _OUTCOME_BADGES
 from mcp_approval.reviewers._console_texts import decided_text as _outcome
 from mcp_approval.reviewers._console_texts import why_no_buttons as _why_not
@@ -66,6 +61,11 @@ from mcp_approval.reviewers.sessions import Session, SessionStore
 from mcp_approval.reviewers.views import EventView, RequestView, environment
 from mcp_approval.storage.audit import AuditEvent
 from mcp_approval.storage.database import StoreUnavailableError
+from mcp_approval.web.forms import MAX_FORM_BYTES as MAX_FORM_BYTES
+from mcp_approval.web.forms import Refused as _Refused
+from mcp_approval.web.forms import check_origin as _check_origin
+from mcp_approval.web.forms import path_request_id as _request_id
+from mcp_approval.web.forms import read_form as _form
 from mcp_approval.web.throttle import FailedLoginThrottle, client_key
 
 __all__ = ["COOKIE", "PAGE_SIZE", "AuditReader", "console_routes"]

@@ -4,7 +4,8 @@ Modules: ``throttle`` (a limit on failed authentications per client address, the
 :class:`FailedLoginThrottle` the reviewer API, the console, ``/mcp``, ``/metrics`` and the
 reference services count against), ``proxies`` (which ``X-Forwarded-For`` to believe, and the
 uvicorn settings every server runs with), ``bodies`` (request bodies read with a length limit and
-parsed as strict JSON with bounded nesting).
+parsed as strict JSON with bounded nesting), ``forms`` (the HTML forms reviewers post: same-site
+only, urlencoded, bounded, each field once).
 
 This package sits on storage (the throttle counts in its shared event window) and beside the tasks
 runtime; every layer above may import it.
@@ -16,6 +17,7 @@ from mcp_approval._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from mcp_approval.web.bodies import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
+    from mcp_approval.web.forms import MAX_FORM_BYTES, Refused, check_origin, path_request_id, read_form
     from mcp_approval.web.proxies import KEEP_ALIVE_S, UntrustedForwardedFor, http_server_settings
     from mcp_approval.web.throttle import (
         FailedAuthenticationLimit,
@@ -28,6 +30,11 @@ if TYPE_CHECKING:
 # Name -> the module that defines it, imported on first access (reading a body loads no store).
 _LAZY = {
     "KEEP_ALIVE_S": "mcp_approval.web.proxies",
+    "MAX_FORM_BYTES": "mcp_approval.web.forms",
+    "Refused": "mcp_approval.web.forms",
+    "check_origin": "mcp_approval.web.forms",
+    "path_request_id": "mcp_approval.web.forms",
+    "read_form": "mcp_approval.web.forms",
     "BodyTooLargeError": "mcp_approval.web.bodies",
     "FailedAuthenticationLimit": "mcp_approval.web.throttle",
     "FailedLoginThrottle": "mcp_approval.web.throttle",
@@ -43,17 +50,22 @@ _LAZY = {
 
 __all__ = [
     "KEEP_ALIVE_S",
+    "MAX_FORM_BYTES",
     "BodyTooLargeError",
     "FailedAuthenticationLimit",
     "FailedLoginThrottle",
     "JsonBodyError",
+    "Refused",
     "TooManyFailuresError",
     "UntrustedForwardedFor",
     "bearer_caller",
+    "check_origin",
     "client_key",
     "http_server_settings",
     "parse_json_body",
+    "path_request_id",
     "read_body",
+    "read_form",
 ]
 
 __getattr__ = lazy_getattr(__name__, _LAZY)

@@ -1,8 +1,8 @@
-"""The console's request guards: who may post a form, what a form and a path may hold.
+"""Guards of the HTML forms reviewers post (the console, e-mail links): who may post, what a form and a path may hold.
 
 A POST a browser says came from another site is refused before anything is read; a form is
 urlencoded, at most :data:`MAX_FORM_BYTES`, each field once; a path's request id holds no NUL
-character. Each refusal is a :class:`Refused`, which the console answers with an error page.
+character. Each refusal is a :class:`Refused`, which the page answers with an error page.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ MAX_FORM_BYTES = 16_384
 
 
 class Refused(MCPApprovalError):
-    """A request answered with an error page."""
+    """A request answered with an error page (nothing was read or decided); ``status`` is its HTTP status."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)

@@ -37,7 +37,6 @@ from mcp_approval.backends import (
 )
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.outcomes import OutcomeReader
-from mcp_approval.errors import MCPApprovalError
 from mcp_approval.reviewers.limits import (
     MAX_BATCH_SIZE,
     MAX_COMMENT_CHARS,
@@ -47,8 +46,8 @@ from mcp_approval.reviewers.limits import (
 )
 from mcp_approval.reviewers.lookup import find_request
 from mcp_approval.safe_text import storable
-from mcp_approval.storage.database import StoreUnavailableError
-from mcp_approval.web.bodies import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
+from mcp_approval.web.problems import Endpoint, answering_problems, json_object_body, problem
+from mcp_approval.web.problems import Problem as _Problem
 from mcp_approval.web.throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
 
 __all__ = [
@@ -63,31 +62,6 @@ __all__ = [
 ]
 
 Authenticator = Callable[[str], Awaitable[str | None]]
-_TITLES = {
-    400: "Bad Request",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "Not Found",
-    409: "Conflict",
-    413: "Content Too Large",
-    415: "Unsupported Media Type",
-    429: "Too Many Requests",
-    503: "Service Unavailable",
-}
-
-
-class _Problem(MCPApprovalError):
-    def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.headers = headers
-
-
-def problem(status: int, detail: str, headers: dict[str, str] | None = None) -> Response:
-    """An RFC 9457 problem details response."""
-    body = {"type": "about:blank", "title": _TITLES.get(status, "Error"), "status": status, "detail": detail}
-    return JSONResponse(body, status_code=status, headers=headers, media_type="application/problem+json")
 
 
 def reviewer_routes(
@@ -240,19 +214,9 @@ async def _decided(
     return {"id": request_id, "ok": True, "status": record.status.value, "code": 200, "error": None}
 
 
-def _problems(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-    """``endpoint`` with :class:`_Problem` turned into its response, and an unreachable store into a 503."""
-
-    async def handle(request: Request) -> Response:
-        try:
-            return await endpoint(request)
-        except _Problem as exc:
-            return problem(exc.status, exc.detail, exc.headers)
-        except StoreUnavailableError:
-            detail = "the approval store is unavailable; nothing was read or changed, try again"
-            return problem(503, detail, {"Retry-After": str(STORE_RETRY_AFTER_S)})
-
-    return handle
+def _problems(endpoint: Endpoint) -> Endpoint:
+    """``endpoint`` answering its refusals as problem details (see :func:`answering_problems`)."""
+    return answering_problems(endpoint, store_retry_after_s=STORE_RETRY_AFTER_S)
 
 
 def _request_id(request: Request) -> str:
@@ -276,17 +240,7 @@ def _count_param(request: Request, name: str, least: int, most: int | None) -> i
 
 async def _decision_body(request: Request) -> tuple[Literal["approve", "deny"], str | None, dict[str, Any]]:
     """The validated ``decision`` and ``comment`` of a decide request, and its whole body."""
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media_type != "application/json" and not media_type.endswith("+json"):
-        raise _Problem(415, "the request body must be application/json")
-    try:
-        body: Any = parse_json_body(await read_body(request, MAX_DECISION_BYTES))
-    except BodyTooLargeError as exc:
-        raise _Problem(413, str(exc)) from None
-    except JsonBodyError as exc:
-        raise _Problem(400, str(exc)) from None
-    if not isinstance(body, dict):
-        raise _Problem(400, "the request body must be a JSON object")
+    body = await json_object_body(request, MAX_DECISION_BYTES)
     decision = body.get("decision")
     if decision not in ("approve", "deny"):
         raise _Problem(400, "field 'decision' must be 'approve' or 'deny'")

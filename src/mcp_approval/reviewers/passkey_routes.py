@@ -21,7 +21,6 @@ the rest of the console keeps its policy that allows no script at all.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any, Literal
 from urllib.parse import quote, urlsplit
@@ -33,15 +32,14 @@ from starlette.routing import BaseRoute, Route
 from mcp_approval.backends import ApprovalRecord, NotEligibleError, ReviewError, SupportsReview
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.clock import Clock
-from mcp_approval.errors import MCPApprovalError
-from mcp_approval.reviewers.api import Authenticator, problem
+from mcp_approval.reviewers.api import Authenticator
 from mcp_approval.reviewers.console import COOKIE
 from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS, STORE_RETRY_AFTER_S
 from mcp_approval.reviewers.passkeys import PasskeyRefusedError, PasskeyStepUp
 from mcp_approval.reviewers.sessions import Session, SessionStore
 from mcp_approval.reviewers.views import RequestView, environment
-from mcp_approval.storage.database import StoreUnavailableError
-from mcp_approval.web.bodies import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
+from mcp_approval.web.problems import Endpoint, answering_problems, json_object_body
+from mcp_approval.web.problems import Problem as _Problem
 from mcp_approval.web.throttle import FailedLoginThrottle, TooManyFailuresError, bearer_caller
 
 __all__ = ["MAX_CEREMONY_BYTES", "passkey_routes"]
@@ -60,16 +58,6 @@ _HEADERS = {
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
-
-Endpoint = Callable[[Request], Awaitable[Response]]
-
-
-class _Problem(MCPApprovalError):
-    def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.headers = headers
 
 
 def passkey_routes(
@@ -296,34 +284,13 @@ class _PasskeyRoutes:
 
 
 def _guard(endpoint: Endpoint) -> Endpoint:
-    """``endpoint`` with refusals answered as problem details, and an unreachable store as a 503."""
-
-    async def handle(request: Request) -> Response:
-        try:
-            return await endpoint(request)
-        except _Problem as exc:
-            return problem(exc.status, exc.detail, exc.headers)
-        except StoreUnavailableError:
-            detail = "the approval store is unavailable; nothing was read or changed, try again"
-            return problem(503, detail, {"Retry-After": str(STORE_RETRY_AFTER_S)})
-
-    return handle
+    """``endpoint`` answering its refusals as problem details (see :func:`answering_problems`)."""
+    return answering_problems(endpoint, store_retry_after_s=STORE_RETRY_AFTER_S)
 
 
 async def _body(request: Request) -> dict[str, Any]:
-    """The request's JSON object body."""
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media_type != "application/json":
-        raise _Problem(415, "the request body must be application/json")
-    try:
-        body: Any = parse_json_body(await read_body(request, MAX_CEREMONY_BYTES))
-    except BodyTooLargeError as exc:
-        raise _Problem(413, str(exc)) from None
-    except JsonBodyError as exc:
-        raise _Problem(400, str(exc)) from None
-    if not isinstance(body, dict):
-        raise _Problem(400, "the request body must be a JSON object")
-    return body
+    """The request's JSON object body (a ceremony's, at most :data:`MAX_CEREMONY_BYTES`)."""
+    return await json_object_body(request, MAX_CEREMONY_BYTES)
 
 
 def _verdict(body: dict[str, Any]) -> Literal["approve", "deny"]:

@@ -5,7 +5,8 @@ Modules: ``throttle`` (a limit on failed authentications per client address, the
 reference services count against), ``proxies`` (which ``X-Forwarded-For`` to believe, and the
 uvicorn settings every server runs with), ``bodies`` (request bodies read with a length limit and
 parsed as strict JSON with bounded nesting), ``forms`` (the HTML forms reviewers post: same-site
-only, urlencoded, bounded, each field once).
+only, urlencoded, bounded, each field once), ``problems`` (the JSON APIs' refusals as RFC 9457
+problem details).
 
 This package sits on storage (the throttle counts in its shared event window) and beside the tasks
 runtime; every layer above may import it.
@@ -18,6 +19,7 @@ from mcp_approval._lazy import lazy_getattr
 if TYPE_CHECKING:
     from mcp_approval.web.bodies import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
     from mcp_approval.web.forms import MAX_FORM_BYTES, Refused, check_origin, path_request_id, read_form
+    from mcp_approval.web.problems import Problem, answering_problems, json_object_body, problem
     from mcp_approval.web.proxies import KEEP_ALIVE_S, UntrustedForwardedFor, http_server_settings
     from mcp_approval.web.throttle import (
         FailedAuthenticationLimit,
@@ -31,6 +33,10 @@ if TYPE_CHECKING:
 _LAZY = {
     "KEEP_ALIVE_S": "mcp_approval.web.proxies",
     "MAX_FORM_BYTES": "mcp_approval.web.forms",
+    "Problem": "mcp_approval.web.problems",
+    "answering_problems": "mcp_approval.web.problems",
+    "json_object_body": "mcp_approval.web.problems",
+    "problem": "mcp_approval.web.problems",
     "Refused": "mcp_approval.web.forms",
     "check_origin": "mcp_approval.web.forms",
     "path_request_id": "mcp_approval.web.forms",
@@ -55,15 +61,19 @@ __all__ = [
     "FailedAuthenticationLimit",
     "FailedLoginThrottle",
     "JsonBodyError",
+    "Problem",
     "Refused",
     "TooManyFailuresError",
     "UntrustedForwardedFor",
+    "answering_problems",
     "bearer_caller",
     "check_origin",
     "client_key",
     "http_server_settings",
+    "json_object_body",
     "parse_json_body",
     "path_request_id",
+    "problem",
     "read_body",
     "read_form",
 ]

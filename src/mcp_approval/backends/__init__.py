@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from mcp_approval.backends.arap import ArapBackend, ArapSettings
     from mcp_approval.backends.capabilities import (
         SupportsChangeFeed,
+        SupportsDelegations,
         SupportsFindSubmitted,
         SupportsReview,
         SupportsSealedRequests,
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
         UnknownRequestError,
     )
     from mcp_approval.backends.local.backend import LocalApprovalBackend
+    from mcp_approval.backends.local.delegation_rows import Delegation, DelegationError
     from mcp_approval.backends.local.endings import TerminalHook
     from mcp_approval.backends.local.errors import (
         AlreadyDecidedError,
@@ -99,6 +101,8 @@ _LAZY = {
     "AutoResolver": "mcp_approval.backends.local.resolvers",
     "CallableResolver": "mcp_approval.backends.local.resolvers",
     "DecisionRecord": "mcp_approval.backends.local.records",
+    "Delegation": "mcp_approval.backends.local.delegation_rows",
+    "DelegationError": "mcp_approval.backends.local.delegation_rows",
     "DeniedEvaluation": "mcp_approval.backends.contract",
     "EarlierCall": "mcp_approval.backends.contract",
     "IdempotencyConflictError": "mcp_approval.backends.contract",
@@ -124,6 +128,7 @@ _LAZY = {
     "StepUpRequiredError": "mcp_approval.backends.local.step_up",
     "SubmissionRejectedError": "mcp_approval.backends.contract",
     "SupportsChangeFeed": "mcp_approval.backends.capabilities",
+    "SupportsDelegations": "mcp_approval.backends.capabilities",
     "SupportsFindSubmitted": "mcp_approval.backends.capabilities",
     "SupportsReview": "mcp_approval.backends.capabilities",
     "SupportsSealedRequests": "mcp_approval.backends.capabilities",
@@ -156,6 +161,8 @@ __all__ = [
     "AutoResolver",
     "CallableResolver",
     "DecisionRecord",
+    "Delegation",
+    "DelegationError",
     "DeniedEvaluation",
     "EarlierCall",
     "IdempotencyConflictError",
@@ -180,6 +187,7 @@ __all__ = [
     "StepUpRequiredError",
     "SubmissionRejectedError",
     "SupportsChangeFeed",
+    "SupportsDelegations",
     "SupportsFindSubmitted",
     "SupportsReview",
     "SupportsSealedRequests",

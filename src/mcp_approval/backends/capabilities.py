@@ -9,7 +9,8 @@ finds a submission again (:class:`SupportsFindSubmitted`) and checks sealed requ
 (:class:`SupportsTables`), seals it under the binding key (:class:`SupportsSealing`), checks its
 policy's templates and routes notifications by them (:class:`SupportsTemplates`), and mounts the
 reviewer API, the console and notifications over the requests it keeps (:class:`SupportsReview`),
-with similar-call rules where the backend keeps them (:class:`SupportsSimilarRules`).
+with similar-call rules and delegations where the backend keeps them (:class:`SupportsSimilarRules`,
+:class:`SupportsDelegations`).
 :class:`~mcp_approval.backends.LocalApprovalBackend` has them all; an ARAP backend a few.
 """
 
@@ -23,6 +24,7 @@ from mcp_approval.backends.contract import ApprovalBackend, ApprovalState, Appro
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
+    from mcp_approval.backends.local.delegation_rows import Delegation
     from mcp_approval.backends.local.records import ApprovalRecord, RequestPage
     from mcp_approval.backends.local.rules import ApprovalTemplate
     from mcp_approval.backends.local.seals import RequestSeal
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SupportsChangeFeed",
+    "SupportsDelegations",
     "SupportsFindSubmitted",
     "SupportsReview",
     "SupportsSealedRequests",
@@ -246,4 +249,33 @@ class SupportsSimilarRules(Protocol):
 
     async def similar_rule(self, rule_id: str, *, viewer: str | None = None) -> SimilarCallRule | None:
         """One rule as ``viewer`` may see it, or ``None``."""
+        ...
+
+
+@runtime_checkable
+class SupportsDelegations(Protocol):
+    """Optional: a reviewer may hand their role for a template to another reviewer for a period."""
+
+    async def delegate(self, delegator: str, delegate: str, template: str, duration_s: float) -> Delegation:
+        """Hand ``delegator``'s role for ``template`` to ``delegate`` from now for ``duration_s`` seconds.
+
+        Raises:
+            ReviewError: refused (the delegation's own refusals are ``DelegationError``).
+        """
+        ...
+
+    async def revoke_delegation(self, delegation_id: str, principal: str) -> Delegation:
+        """Revoke a delegation at once.
+
+        Raises:
+            ReviewError: no such delegation, already revoked, or ``principal`` is not its delegator.
+        """
+        ...
+
+    async def delegations(self, *, viewer: str | None = None, active_only: bool = False) -> list[Delegation]:
+        """The delegations ``viewer`` made or received, newest first."""
+        ...
+
+    async def delegation(self, delegation_id: str, *, viewer: str | None = None) -> Delegation | None:
+        """One delegation as ``viewer`` may see it, or ``None``."""
         ...

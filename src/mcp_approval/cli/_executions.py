@@ -24,7 +24,7 @@ from mcp_approval.backends import LocalApprovalBackend
 from mcp_approval.keyring import BindingCipher, binding_cipher
 from mcp_approval.storage import AuditFilter, AuditLog, Database
 
-__all__ = ["execution_report", "verify_keys"]
+__all__ = ["delegation_report", "execution_report", "verify_keys"]
 
 
 def verify_keys(config_path: Path | None, key_file: Path | None) -> BindingCipher | None:
@@ -73,3 +73,13 @@ async def execution_report(database: Database, log: AuditLog, keys: BindingCiphe
         if failure is not None:
             findings.append(f"request {handle} ran without a matching sealed approval: {failure}")
     return findings
+
+
+async def delegation_report(database: Database, keys: BindingCipher | None) -> list[str]:
+    """One line per delegation row failing its seal (with the binding keys) and per delegated decision
+    no live delegation covered; none when the store keeps no delegations."""
+    tables = await database.read(_tables)
+    if "approval_delegations" not in tables:
+        return []
+    backend = LocalApprovalBackend(database, templates={}, roles=lambda _principal: frozenset(), seal=keys)
+    return await backend.delegation_findings()

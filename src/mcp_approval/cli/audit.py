@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import typer
 
-from mcp_approval.cli._executions import execution_report, verify_keys
+from mcp_approval.cli._executions import delegation_report, execution_report, verify_keys
 from mcp_approval.cli._terminal import shown as escaped
 from mcp_approval.config import ConfigError
 from mcp_approval.safe_text import terminal_text
@@ -67,6 +67,8 @@ _OUTPUT = typer.Option(None, "--output", "-o", help="Write here instead of stand
 #: ``audit verify`` exits with this when the chain is broken (and 2 when it could not check).
 EXIT_BROKEN = 1
 _EXIT_ERROR = 2
+#: Marks a delegation finding among the execution findings (it is shown as ``delegation: ...``).
+_DELEGATED = "\x00delegation\x00"
 
 
 def _fail(message: str) -> typer.Exit:
@@ -205,6 +207,9 @@ def verify_command(
         log = AuditLog(database)
         found = await log.verify(given.single)
         executions = await execution_report(database, log, keys)
+        delegated = await delegation_report(database, keys)
+        if delegated:  # the delegations' findings are shown and counted with the executions'
+            executions = [*(executions or []), *(_DELEGATED + line for line in delegated)]
         if given.history is None:
             return found, [], executions
         findings = [*given.unreadable, *await check_anchors(log, given.history)]
@@ -221,7 +226,9 @@ def verify_command(
     else:
         typer.echo(_describe(found, given, findings))
         for line in wrong:  # an intact store's output stays the chain's one line
-            typer.echo(f"execution: {terminal_text(line, lines=False)}")
+            shown = line.removeprefix(_DELEGATED)
+            kind = "execution" if shown == line else "delegation"
+            typer.echo(f"{kind}: {terminal_text(shown, lines=False)}")
     if not found.ok or findings or wrong:
         raise typer.Exit(EXIT_BROKEN)
 

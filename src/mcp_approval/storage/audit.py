@@ -529,7 +529,7 @@ def _anchor_fault(event: AuditEvent, anchored: Mapping[int, str]) -> ChainBreak 
 
 
 def _rules_fault(event: AuditEvent, rules: ExecutionRules) -> ChainBreak | None:
-    reason = rules.fault(event.kind, event.subject, event.actor, dict(event.data))
+    reason = rules.fault(event.kind, event.subject, event.actor, dict(event.data), event.at)
     return None if reason is None else ChainBreak(event.event_id, event.seq, reason)
 
 

@@ -19,6 +19,12 @@ must come after the rule's ``approval.similar_rule_created`` event, before any
 ``approval.similar_rule_revoked`` event of it, and within the use count the creation recorded;
 each is collected as a :class:`RuleDecision`, so ``audit verify`` names the rule behind every
 automatic decision.
+
+A decision made under a delegation (an ``approval.decision`` whose data names ``delegation`` and
+``on_behalf_of``) must come after the delegation's ``approval.delegation_created`` event, before
+any ``approval.delegation_revoked`` event of it, within the period the creation recorded, by its
+delegate and on behalf of its delegator; it counts once for both of them (each person counts once
+toward ``approvals_required``, and never on their own request).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ class _Request:
     call_digest: str | None = None
     approvers: set[str] = field(default_factory=set)
     denied_by: str | None = None
+    counted: int = 0
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,15 @@ class RuleDecision:
     rule: str
     author: str
     decision: str
+
+
+@dataclass
+class _Delegation:
+    delegator: str | None
+    delegate: object
+    starts_at: object
+    ends_at: object
+    revoked_by: str | None = None
 
 
 @dataclass
@@ -82,12 +98,28 @@ class ExecutionRules:
     def __init__(self) -> None:
         self._requests: dict[str, _Request] = {}
         self._rules: dict[str, _Rule] = {}
+        self._delegations: dict[str, _Delegation] = {}
         self.rule_decisions: list[RuleDecision] = []
 
-    def fault(self, kind: str, subject: str | None, actor: str | None, data: dict[str, Any]) -> str | None:
-        """Take in the next event of the chain; why it is an execution its request does not allow
-        (or a rule's decision its rule does not), or ``None``."""
-        if kind == "approval.submitted" and subject is not None:
+    def fault(
+        self, kind: str, subject: str | None, actor: str | None, data: dict[str, Any], at: int | None = None
+    ) -> str | None:
+        """Take in the next event of the chain (recorded at ``at``, epoch ms); why it is an execution
+        its request does not allow (or a rule's or a delegate's decision its rule or delegation does
+        not), or ``None``."""
+        if kind == "approval.delegation_created" and subject is not None:
+            self._delegations[subject] = _Delegation(
+                actor, data.get("delegate"), data.get("starts_at"), data.get("ends_at")
+            )
+        elif kind == "approval.delegation_revoked" and subject in self._delegations:
+            self._delegations[subject].revoked_by = actor or "?"
+        elif kind == "approval.decision" and "delegation" in data:
+            fault = self._delegated(subject, actor, data, at)
+            if fault is not None:
+                return fault
+            if subject in self._requests:
+                self._decided(self._requests[subject], actor, data.get("decision"), data.get("on_behalf_of"))
+        elif kind == "approval.submitted" and subject is not None:
             self._submitted(subject, actor, data)
         elif kind == "approval.similar_rule_created" and subject is not None:
             uses = data.get("max_uses")
@@ -125,6 +157,24 @@ class ExecutionRules:
         )
         return None
 
+    def _delegated(self, request_id: str | None, actor: str | None, data: dict[str, Any], at: int | None) -> str | None:
+        delegation_id = str(data.get("delegation"))
+        grant = self._delegations.get(delegation_id)
+        shown = (
+            f"the decision of request {(request_id or '?')[:12]}… by {actor} for {data.get('on_behalf_of')} "
+            f"under delegation {delegation_id}"
+        )
+        if grant is None:
+            return f"{shown}: no such delegation was created before it"
+        if grant.revoked_by is not None:
+            return f"{shown}: the delegation was revoked by {grant.revoked_by} before it"
+        if actor != grant.delegate or data.get("on_behalf_of") != grant.delegator:
+            return f"{shown}: the delegation is from {grant.delegator} to {grant.delegate}"
+        starts, ends = grant.starts_at, grant.ends_at
+        if at is not None and isinstance(starts, int) and isinstance(ends, int) and not starts <= at < ends:
+            return f"{shown}: it was made outside the delegation's period"
+        return None
+
     def _submitted(self, request_id: str, requester: str | None, data: dict[str, Any]) -> None:
         required = data.get("approvals_required", 1)
         self._requests[request_id] = _Request(
@@ -135,13 +185,17 @@ class ExecutionRules:
         )
 
     @staticmethod
-    def _decided(request: _Request, reviewer: str | None, decision: object) -> None:
+    def _decided(request: _Request, reviewer: str | None, decision: object, on_behalf_of: object = None) -> None:
         if reviewer is None:
             return
+        humans = {reviewer} if not isinstance(on_behalf_of, str) else {reviewer, on_behalf_of}
         if decision == "deny":
             request.denied_by = reviewer
-        elif decision == "approve" and (reviewer != request.requester or request.self_approval):
-            request.approvers.add(reviewer)
+        elif decision == "approve" and not humans & request.approvers:
+            if request.requester in humans and (len(humans) > 1 or not request.self_approval):
+                return
+            request.approvers |= humans
+            request.counted += 1
 
     def _unallowed(self, request_id: object, call_digest: object) -> str | None:
         if not isinstance(request_id, str):
@@ -154,9 +208,9 @@ class ExecutionRules:
             return f"{shown} was submitted for another call than the one this execution ran"
         if request.denied_by is not None:
             return f"{shown} was denied by {request.denied_by} before this execution"
-        if len(request.approvers) < request.required:
+        if request.counted < request.required:
             return (
                 f"{shown} needed {request.required} approval(s) from reviewers other than its requester, "
-                f"but {len(request.approvers)} were recorded before this execution: it ran without them"
+                f"but {request.counted} were recorded before this execution: it ran without them"
             )
         return None

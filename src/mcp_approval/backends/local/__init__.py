@@ -23,6 +23,8 @@ The modules, each with one job:
 - ``similar``: similar-call rules' scopes and matching (not a template's decision rules);
   ``similar_rows``: their sealed rows; ``similar_store``: writing one while approving, revoking,
   listing, and deciding later requests by them;
+- ``delegation_rows``: delegations' sealed rows; ``delegations``: writing, revoking and listing
+  them, and the live ones a delegate decides under;
 - ``rows``: row access (reading, the compare-and-set); ``errors``: what reviewer operations raise;
 - ``schema``: the tables and their Alembic history (``schema_versions/``).
 """

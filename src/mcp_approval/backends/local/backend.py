@@ -20,6 +20,8 @@ from sqlalchemy import Connection
 
 from mcp_approval.backends.contract import ApprovalState, ApprovalSubmission, SealedRequest, StatusListener
 from mcp_approval.backends.local.decisions import Decisions, Wakeups
+from mcp_approval.backends.local.delegation_rows import Delegation, delegation_findings
+from mcp_approval.backends.local.delegations import Delegations
 from mcp_approval.backends.local.endings import RequestEndings, TerminalHook
 from mcp_approval.backends.local.listing import RequestListing
 from mcp_approval.backends.local.queue import RequestQueue
@@ -106,12 +108,29 @@ class LocalApprovalBackend:
         endings = RequestEndings(self._audit, on_terminal)
         records = RequestRecords(self._templates, self._redact, self._sealing)
         self._queue = RequestQueue(database, self._clock, self._audit, self._templates, self._sealing, endings)
+        self._delegations = Delegations(database, self._clock, self._audit, self._templates, roles, seal)
         self._listing = RequestListing(
-            database, roles, self._templates, records, self._queue, told=True, clock=self._clock
+            database,
+            roles,
+            self._templates,
+            records,
+            self._queue,
+            told=True,
+            clock=self._clock,
+            delegated=self._delegations,
         )
         self._wakeups = Wakeups()
         self._decisions = Decisions(
-            database, self._clock, self._audit, roles, self._templates, self._sealing, endings, records, self._wakeups
+            database,
+            self._clock,
+            self._audit,
+            roles,
+            self._templates,
+            self._sealing,
+            endings,
+            records,
+            self._wakeups,
+            self._delegations,
         )
         self._similar = SimilarCallRules(
             database, self._clock, self._audit, self._templates, roles, seal, self._decisions, self._redact
@@ -396,3 +415,37 @@ class LocalApprovalBackend:
         Submission does this already; this is for a request left pending (a restart does it too).
         """
         return await self._similar.decide(request_id)
+
+    # -- delegations (see backends.local.delegations) -------------------------------------------
+
+    async def delegate(self, delegator: str, delegate: str, template: str, duration_s: float) -> Delegation:
+        """Hand ``delegator``'s role for ``template`` to ``delegate`` from now for ``duration_s`` seconds.
+
+        Raises:
+            DelegationError: the template is not configured or forbids delegation, the period is
+                above its ``delegation_max_s``, or the delegate is the delegator (a :class:`ReviewError`).
+            NotEligibleError: ``delegator`` does not hold the template's role in their own right.
+        """
+        return await self._delegations.create(delegator, delegate, template, duration_s)
+
+    async def revoke_delegation(self, delegation_id: str, principal: str) -> Delegation:
+        """Revoke a delegation at once (its delegator may).
+
+        Raises:
+            DelegationError: no such delegation, or already revoked.
+            NotEligibleError: ``principal`` is not its delegator.
+        """
+        return await self._delegations.revoke(delegation_id, principal)
+
+    async def delegations(self, *, viewer: str | None = None, active_only: bool = False) -> list[Delegation]:
+        """The delegations ``viewer`` made or received (every one without a viewer, or to an auditor), newest first."""
+        return await self._delegations.listed(viewer=viewer, active_only=active_only)
+
+    async def delegation(self, delegation_id: str, *, viewer: str | None = None) -> Delegation | None:
+        """One delegation as ``viewer`` may see it, or ``None``."""
+        return await self._delegations.get(delegation_id, viewer=viewer)
+
+    async def delegation_findings(self) -> list[str]:
+        """For ``audit verify``: each delegation row failing its seal, and each delegated decision no
+        live delegation from its delegator to its reviewer covered, one line each."""
+        return await self._db.read(lambda conn: delegation_findings(conn, self._seal))

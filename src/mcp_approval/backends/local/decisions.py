@@ -12,6 +12,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
 from mcp_approval.backends.contract import StatusListener, UnknownRequestError
+from mcp_approval.backends.local.delegations import Delegations, Grant
 from mcp_approval.backends.local.endings import RequestEndings
 from mcp_approval.backends.local.errors import (
     AlreadyDecidedError,
@@ -86,6 +87,7 @@ class Decisions:
         endings: expires a request found past its deadline, and runs the hook when a decision ends one.
         records: the request as it stands after the decision.
         wakeups: woken when a decision ends a request.
+        delegations: the delegations a reviewer lacking a template's role may decide under.
     """
 
     def __init__(
@@ -99,6 +101,7 @@ class Decisions:
         endings: RequestEndings,
         records: RequestRecords,
         wakeups: Wakeups,
+        delegations: Delegations | None = None,
     ) -> None:
         self._db = database
         self._clock = clock
@@ -109,6 +112,7 @@ class Decisions:
         self._endings = endings
         self._records = records
         self._wakeups = wakeups
+        self._delegations = delegations
 
     async def decide(
         self,
@@ -180,7 +184,16 @@ class Decisions:
     def why_ineligible(self, reviewer: str, record: ApprovalRecord) -> str | None:
         """Why ``reviewer`` may not decide ``record`` by the rules stored with it, or ``None``."""
         when = (record.created_at, self._clock.now_ms())
-        return _why_ineligible(reviewer, self._roles(reviewer), record.requester, record.template, record.rules, when)
+        reason = _why_ineligible(reviewer, self._roles(reviewer), record.requester, record.template, record.rules, when)
+        if (
+            reason is not None
+            and reviewer != record.requester
+            and record.rules is not None
+            and self._delegations is not None
+            and self._delegations.delegated(reviewer, record.template)
+        ):
+            return None  # a delegate, as last read: the decision checks the delegation itself
+        return reason
 
     def _decide_in(
         self,
@@ -201,8 +214,9 @@ class Decisions:
             raise AlreadyDecidedError(f"request {request_id[:8]}… is already {row['status']}")
         self._sealing.check_decidable(row)
         rules = decided_by(row, self._templates)
+        behalf: Grant | None = None
         if not automatic:
-            self._check_eligible(row, rules, reviewer, now)
+            behalf = self._authority(conn, row, rules, reviewer, now)
             # Checked against the locked row: the step-up confirmed this request as it stands, and this decision.
             check_step_up(row, rules.step_up if rules is not None else None, decision, step_up)
         failure = self._sealing.failure(row, decision_rows(conn, [request_id]))
@@ -213,7 +227,19 @@ class Decisions:
             self._endings.expire_in(conn, row, now)
             return _Outcome(self._reload(conn, request_id), terminal=True, expired=True)
         about: dict[str, Any] = {**event_data(row), **(within(conn, row, now) if within is not None else {})}
-        insert_decision(conn, request_id, reviewer, decision, comment, now, seal=self._sealing.seal)
+        if behalf is not None:
+            about = {**about, "on_behalf_of": behalf.delegator, "delegation": behalf.delegation_id}
+        insert_decision(
+            conn,
+            request_id,
+            reviewer,
+            decision,
+            comment,
+            now,
+            seal=self._sealing.seal,
+            on_behalf_of=None if behalf is None else behalf.delegator,
+            delegation_id=None if behalf is None else behalf.delegation_id,
+        )
         data: dict[str, Any] = {"decision": decision, **about}
         if step_up is not None and not automatic:
             data["step_up"] = step_up.to_json()
@@ -235,6 +261,36 @@ class Decisions:
         reason = _why_ineligible(reviewer, self._roles(reviewer), row["requester"], row["template"], rules, when)
         if reason is not None:
             raise NotEligibleError(reason)
+
+    def _authority(
+        self, conn: Connection, row: Row, rules: RequestRules | None, reviewer: str, now: int
+    ) -> Grant | None:
+        """The delegation ``reviewer`` decides ``row`` under (``None``: in their own right).
+
+        Raises:
+            NotEligibleError: neither their own roles nor a live delegation let them decide it.
+        """
+        when = (int(row["created_at"]), now)
+        requester = row["requester"]
+        reason = _why_ineligible(reviewer, self._roles(reviewer), requester, row["template"], rules, when)
+        if reason is None:
+            return None
+        if self._delegations is None or rules is None or (reviewer == requester and not rules.allow_self_approval):
+            raise NotEligibleError(reason)
+        grants = self._delegations.grants_in(conn, reviewer, row["template"], now)
+        for grant in grants:
+            if requester in (reviewer, grant.delegator):
+                continue  # delegated authority never decides the delegate's or the delegator's own request
+            roles = self._roles(grant.delegator)
+            if _why_ineligible(grant.delegator, roles, requester, row["template"], rules, when) is None:
+                return grant
+        if grants:
+            names = ", ".join(grant.delegator for grant in grants)
+            raise NotEligibleError(
+                f"{reviewer} decides template {row['template']!r} only on behalf of {names}, and a delegated "
+                "decision never decides a request its delegate or delegator made"
+            )
+        raise NotEligibleError(reason)
 
     def _reload(self, conn: Connection, request_id: str) -> ApprovalRecord:
         row = fetch(conn, request_id)

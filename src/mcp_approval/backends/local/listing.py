@@ -1,7 +1,7 @@
 """The local backend's listing: pages of requests and single requests, each as its viewer may see it.
 
 A principal sees the requests it may decide (by their rules' reviewer role, or their escalation
-role once they escalated) and, with
+role once they escalated, or by a live delegation of their template) and, with
 :data:`AUDITOR_ROLE`, every request with its reviewers; its own requests without their
 reviewers' identities or comments; no other request.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Literal
+from typing import Literal, Protocol
 
 from sqlalchemy import ColumnElement, Connection, func, or_, select
 
@@ -23,7 +23,20 @@ from mcp_approval.backends.told import told_about
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.storage.database import Database
 
-__all__ = ["AUDITOR_ROLE", "RequestListing"]
+__all__ = ["AUDITOR_ROLE", "DelegatedTemplates", "RequestListing"]
+
+
+class DelegatedTemplates(Protocol):
+    """The templates a delegate decides by delegation (:class:`~.delegations.Delegations` is one)."""
+
+    async def refresh(self, delegate: str) -> None:
+        """Read them for ``delegate`` now."""
+        ...
+
+    def delegated_templates(self, delegate: str) -> list[str]:
+        """Those :meth:`refresh` last read for ``delegate`` and still live."""
+        ...
+
 
 _R = approval_requests_table
 #: The role that lets a principal read every request and its reviewers (it decides none by itself).
@@ -42,6 +55,7 @@ class RequestListing:
         told: whether a request read shows who was told about it (its reminders and escalations,
             whose audit events are in ``database``).
         clock: the source of time (whether a request escalated).
+        delegated: the templates a viewer decides by delegation (their requests are shown too).
     """
 
     def __init__(
@@ -53,7 +67,9 @@ class RequestListing:
         queue: RequestQueue,
         told: bool = False,
         clock: Clock | None = None,
+        delegated: DelegatedTemplates | None = None,
     ) -> None:
+        self._delegated = delegated
         self._told = told
         self._clock = clock or SystemClock()
         self._db = database
@@ -68,6 +84,8 @@ class RequestListing:
         """One page of pending requests (oldest first) or decided ones (latest first), with the total;
         with a ``viewer``, only the requests it may see are listed or counted."""
         await self._queue.expire_due()
+        if viewer is not None and self._delegated is not None:
+            await self._delegated.refresh(viewer)
         where = _R.c.status == "pending" if status == "pending" else _R.c.status != "pending"
         visible = self._visible_rows(viewer)
         if visible is not None:
@@ -92,6 +110,8 @@ class RequestListing:
         row = await self._queue.current(request_id)
         if row is None:
             return None
+        if viewer is not None and self._delegated is not None:
+            await self._delegated.refresh(viewer)
         decisions = await self._db.read(lambda conn: decision_rows(conn, [request_id]))
         record = self._records.record(row, decisions)
         if self._told:
@@ -104,6 +124,9 @@ class RequestListing:
         if AUDITOR_ROLE in roles:
             return True
         rules = record.rules
+        delegated = self._delegated.delegated_templates(principal) if self._delegated is not None else []
+        if rules is not None and record.template in delegated:
+            return True
         return rules is not None and rules.may_decide(roles, created_at=record.created_at, now=self._clock.now_ms())
 
     def _shown(self, record: ApprovalRecord, viewer: str | None) -> ApprovalRecord | None:
@@ -126,6 +149,10 @@ class RequestListing:
         clauses.append(legacy & _R.c.template.in_(reviewed))
         if DEFAULT_TEMPLATE.reviewer_role in roles:
             clauses.append(legacy & _R.c.template.is_(None))
+        if self._delegated is not None:
+            delegated = self._delegated.delegated_templates(viewer)
+            if delegated:
+                clauses.append(_R.c.template.in_(delegated))
         # Requests that escalated to a role the viewer holds, as their template's rules seal it now
         # (each row's own sealed rules decide whether the viewer may decide it).
         now = self._clock.now_ms()

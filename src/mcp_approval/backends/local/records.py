@@ -32,17 +32,26 @@ REDACTED = "[redacted]"
 
 @dataclass(frozen=True)
 class DecisionRecord:
-    """One reviewer's decision on a request (``reviewer`` is ``None`` where it is withheld)."""
+    """One reviewer's decision on a request (``reviewer`` is ``None`` where it is withheld;
+    ``on_behalf_of``: the delegator a delegate decided for, ``None`` for a decision in one's own right)."""
 
     reviewer: str | None
     decision: str
     comment: str | None
     decided_at: int
+    on_behalf_of: str | None = None
+
+    @property
+    def decided_by(self) -> str:
+        """Who decided, as one line: ``dave for carol (delegated)``, or the reviewer."""
+        shown = self.reviewer or "a reviewer"
+        return shown if self.on_behalf_of is None else f"{shown} for {self.on_behalf_of} (delegated)"
 
     def to_json(self) -> dict[str, Any]:
         """The decision as JSON (time as ISO 8601)."""
         return {
             "reviewer": self.reviewer,
+            "on_behalf_of": self.on_behalf_of,
             "decision": self.decision,
             "comment": self.comment,
             "decided_at": iso8601(self.decided_at),
@@ -197,7 +206,10 @@ def record_from_rows(
         expires_at=row["expires_at"],
         approved_until=row["approved_until"],
         approvals_required=row["approvals_required"],
-        decisions=tuple(DecisionRecord(d["reviewer"], d["decision"], d["comment"], d["decided_at"]) for d in decisions),
+        decisions=tuple(
+            DecisionRecord(d["reviewer"], d["decision"], d["comment"], d["decided_at"], d.get("on_behalf_of"))
+            for d in decisions
+        ),
         title=body.get("title"),
         description=body.get("description"),
         reason=body.get("reason"),

@@ -97,15 +97,25 @@ def insert_decision(
     now: int,
     *,
     seal: RequestSeal | None = None,
+    on_behalf_of: str | None = None,
+    delegation_id: str | None = None,
 ) -> None:
-    """Record one reviewer's decision (sealed under ``seal``); a reviewer decides a request at most once.
+    """Record one reviewer's decision (sealed under ``seal``); a person decides a request at most once.
+
+    A decision made under a delegation (``on_behalf_of``, ``delegation_id``) stands for its
+    delegate and its delegator: neither may have decided the request already, in their own right
+    or for someone else.
 
     Raises:
-        AlreadyDecidedError: this reviewer already decided the request.
+        AlreadyDecidedError: this reviewer, or the delegator, already decided the request.
     """
-    mine = select(_D.c.reviewer).where(_D.c.request_id == request_id, _D.c.reviewer == reviewer)
-    if conn.execute(mine).first() is not None:
-        raise AlreadyDecidedError(f"{reviewer} already decided request {request_id[:8]}…")
+    humans = {reviewer} if on_behalf_of is None else {reviewer, on_behalf_of}
+    earlier = select(_D.c.reviewer, _D.c.on_behalf_of).where(_D.c.request_id == request_id)
+    for other, behalf in conn.execute(earlier):
+        shared = sorted(humans & {other, behalf} - {None})
+        if shared:
+            how = f" (as {other} for {behalf})" if behalf is not None else ""
+            raise AlreadyDecidedError(f"{shared[0]} already decided request {request_id[:8]}…{how}")
     values: dict[str, Any] = {
         "request_id": request_id,
         "reviewer": reviewer,
@@ -113,6 +123,9 @@ def insert_decision(
         "comment": comment,
         "decided_at": now,
     }
+    if on_behalf_of is not None:
+        values["on_behalf_of"] = on_behalf_of
+        values["delegation_id"] = delegation_id
     if seal is not None:
         values["seal"] = seal_decision(seal, values)
     conn.execute(_D.insert(), values)

@@ -69,6 +69,11 @@ class ApprovalTemplate(_Rules):
     similar_rule_max_s: float = Field(default=86400.0, gt=0)
     #: The most calls a similar-call rule of this template may decide.
     similar_rule_max_uses: int = Field(default=1000, ge=1)
+    #: Whether a reviewer of this template may hand their role for it to another reviewer for a
+    #: period (docs/reviewers.md, "Delegation while away").
+    delegation: bool = True
+    #: The longest such a delegation may last, from its start.
+    delegation_max_s: float = Field(default=14 * 86400.0, gt=0)
     #: Seconds after a request opens, still pending, when its reviewers are reminded on the
     #: template's ``notify`` channels (once; unset: no reminder).
     remind_after_s: float | None = Field(default=None, gt=0)

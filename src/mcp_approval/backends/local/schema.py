@@ -1,5 +1,5 @@
 """The local approval backend's tables (requests, decisions, console sessions, seal manifests,
-similar-call rules) and their migration history.
+similar-call rules, delegations) and their migration history.
 
 The revisions live in ``schema_versions/``; the table objects here describe the head
 revision. A deployment whose backend is ARAP never creates these tables.
@@ -14,6 +14,7 @@ from mcp_approval.storage.migrations import Migrations
 __all__ = [
     "LOCAL_BACKEND_MIGRATIONS",
     "approval_decisions_table",
+    "approval_delegations_table",
     "approval_requests_table",
     "approval_seal_manifests_table",
     "console_sessions_table",
@@ -70,6 +71,10 @@ approval_decisions_table = Table(
     Column("decided_at", BigInteger, nullable=False),
     # Added by revision local_0005: the backend's keyed seal over the decision (see ``seals``).
     Column("seal", Text, nullable=True),
+    # Added by revision local_0008: a decision made under a delegation names its delegator and the
+    # delegation (both covered by ``seal``); ``None`` for a reviewer deciding in their own right.
+    Column("on_behalf_of", String(256), nullable=True),
+    Column("delegation_id", String(64), nullable=True),
 )
 
 console_sessions_table = Table(
@@ -129,3 +134,23 @@ similar_call_rules_table = Table(
 
 Index("ix_similar_call_rules_tool", similar_call_rules_table.c.tool_name, similar_call_rules_table.c.expires_at)
 Index("ix_approval_decisions_reviewer", approval_decisions_table.c.reviewer)
+
+# Added by revision local_0008: delegations (see ``delegations``), one row each, sealed under the
+# binding key with their delegator, delegate, template and period.
+approval_delegations_table = Table(
+    "approval_delegations",
+    metadata,
+    Column("delegation_id", String(64), primary_key=True),
+    Column("delegator", String(256), nullable=False),
+    Column("delegate", String(256), nullable=False),
+    Column("template", String(256), nullable=False),
+    # The period the delegate may decide in (epoch ms, ``ends_at`` excluded).
+    Column("starts_at", BigInteger, nullable=False),
+    Column("ends_at", BigInteger, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("revoked_at", BigInteger, nullable=True),
+    Column("revoked_by", String(256), nullable=True),
+    Column("seal", Text, nullable=False),
+)
+
+Index("ix_approval_delegations_delegate", approval_delegations_table.c.delegate, approval_delegations_table.c.template)

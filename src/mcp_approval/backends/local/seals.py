@@ -40,6 +40,7 @@ __all__ = [
     "content_failure",
     "decision_document",
     "decision_failure",
+    "decision_humans",
     "request_failure",
     "seal_decision",
     "sealed_content",
@@ -95,13 +96,24 @@ def sealed_content(row: Row) -> dict[str, Any]:
 
 
 def decision_document(decision: Row) -> dict[str, Any]:
-    """What a decision's seal covers."""
-    return {
+    """What a decision's seal covers (a delegated one's delegator and delegation too: a decision
+    recorded before delegations were has neither, and its seal covers the rest)."""
+    document = {
         "reviewer": decision["reviewer"],
         "decision": decision["decision"],
         "comment": decision["comment"],
         "decided_at": decision["decided_at"],
     }
+    if decision.get("on_behalf_of") is not None or decision.get("delegation_id") is not None:
+        document["on_behalf_of"] = decision.get("on_behalf_of")
+        document["delegation_id"] = decision.get("delegation_id")
+    return document
+
+
+def decision_humans(decision: Row) -> frozenset[str]:
+    """The people a decision stands for: its reviewer, and the delegator it was made on behalf of."""
+    behalf = decision.get("on_behalf_of")
+    return frozenset({decision["reviewer"]} if behalf is None else {decision["reviewer"], behalf})
 
 
 def _decision_record(request_id: str, reviewer: str) -> str:
@@ -171,21 +183,25 @@ def content_failure(seal: RequestSeal, row: Row) -> str | None:
 def approval_granted(rules: RequestRules, requester: str, decisions: Sequence[Row]) -> Grant | None:
     """The approval ``decisions`` give under ``rules``, or ``None`` when they give none.
 
-    Any denial gives none. Otherwise the approvals of distinct reviewers count (the requester's
+    Any denial gives none. Otherwise the approvals of distinct people count (the requester's
     only where the rules allow self-approval); the one that reaches ``approvals_required``
-    completes the approval, which is usable for ``approval_valid_ms`` from then.
+    completes the approval, which is usable for ``approval_valid_ms`` from then. A delegated
+    approval stands for its delegate and its delegator at once: it counts once, and only when
+    neither of them counted already; it never counts on a request either of them made.
     """
     if any(decision["decision"] == "deny" for decision in decisions):
         return None
     approvers: set[str] = set()
+    counted = 0
     for decision in sorted(decisions, key=lambda d: (d["decided_at"], d["reviewer"])):
-        reviewer = decision["reviewer"]
-        if decision["decision"] != "approve" or reviewer in approvers:
+        humans = decision_humans(decision)
+        if decision["decision"] != "approve" or humans & approvers:
             continue
-        if reviewer == requester and not rules.allow_self_approval:
+        if requester in humans and (len(humans) > 1 or not rules.allow_self_approval):
             continue
-        approvers.add(reviewer)
-        if len(approvers) >= rules.approvals_required:
+        approvers |= humans
+        counted += 1
+        if counted >= rules.approvals_required:
             at = int(decision["decided_at"])
             return Grant(approved_at=at, approved_until=at + rules.approval_valid_ms)
     return None

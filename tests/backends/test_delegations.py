@@ -170,7 +170,9 @@ async def test_an_edited_delegation_row_delegates_nothing_and_is_named(
     backend: LocalApprovalBackend, database: Database, edit: dict[str, object]
 ) -> None:
     delegation = await backend.delegate("carol", "dave", "single", HOUR)
-    await database.write(lambda conn: conn.execute(update(_G).where(_G.c.delegation_id == delegation.id).values(**edit)))
+    await database.write(
+        lambda conn: conn.execute(update(_G).where(_G.c.delegation_id == delegation.id).values(**edit))
+    )
     request = await backend.submit(key(), submission(template=edit.get("template", "single")))
     for who in ("dave", "mallory"):
         with pytest.raises(NotEligibleError):
@@ -179,7 +181,9 @@ async def test_an_edited_delegation_row_delegates_nothing_and_is_named(
     assert shown is not None
     assert shown.state() == "integrity failure"
     findings = await backend.delegation_findings()
-    assert findings == [f"delegation {delegation.id} ({shown.delegator} to {shown.delegate}): {shown.integrity_failure}"]
+    assert findings == [
+        f"delegation {delegation.id} ({shown.delegator} to {shown.delegate}): {shown.integrity_failure}"
+    ]
 
 
 async def test_a_cleared_revocation_does_not_bring_a_delegation_back(

@@ -1,5 +1,6 @@
 """``mcp-approval review``: list, inspect and decide local approval requests from a terminal (one
-or several at once, each on its own), and write (``approve --similar``), list and revoke similar-call rules.
+or several at once, each on its own), write (``approve --similar``), list and revoke similar-call rules,
+and delegate a reviewer's role for a template (``delegate``, ``delegations``, ``undelegate``).
 
 ``--config FILE`` reads the store, binding keys and reviewer roles from a deployment file. A
 server built in code (``Approvals``) has no such file: ``--db URL`` names its store,
@@ -27,6 +28,7 @@ from mcp_approval.backends import ApprovalRecord, LocalApprovalBackend, ReviewEr
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.cli._local_store import _is_arap_server_file as _is_arap_server_file  # audit's import
 from mcp_approval.cli._local_store import fail, on_local_backend, on_local_store
+from mcp_approval.cli._review_delegations import register_delegation_commands
 from mcp_approval.cli._similar_args import SimilarArgsError, similar_spec
 from mcp_approval.cli._table import render_table
 from mcp_approval.cli._terminal import shown, shown_lines
@@ -37,7 +39,7 @@ from mcp_approval.storage import Database
 __all__ = ["decide_matching", "review_app"]
 
 review_app = typer.Typer(
-    help="Review approval requests of the local backend: list, show, approve, deny; similar-call rules.",
+    help="Review approval requests of the local backend: list, show, approve, deny; similar-call rules; delegations.",
     no_args_is_help=True,
     rich_markup_mode=None,  # help as written, as the app's (cli/main.py)
 )
@@ -320,6 +322,9 @@ def revoke_command(
     typer.echo(f"revoked similar-call rule {shown(rule.id)} ({rule.uses} of {rule.max_uses} calls decided)")
 
 
+register_delegation_commands(review_app)
+
+
 def decide_matching(
     config: Path,
     tool: str,
@@ -373,7 +378,7 @@ def _print_record(record: ApprovalRecord, reference: str | None = None) -> None:
         rows.append(("possible_duplicate_of", shown(record.possible_duplicate_of.text)))
     for decision in record.decisions:
         note = f" ({shown(decision.comment)})" if decision.comment else ""
-        reviewer = shown(decision.reviewer if decision.reviewer is not None else "-")
+        reviewer = shown(decision.decided_by if decision.reviewer is not None else "-")
         at = decision.to_json()["decided_at"]
         rows.append(("decision", f"{reviewer}: {shown(decision.decision)}{note}, {at}"))
     for told in record.told:  # reminders and escalations: who was told, when, on which channel

@@ -8,7 +8,9 @@ requester was given (the task's id, :mod:`mcp_approval.reviewers.lookup`). An ap
 (:class:`~mcp_approval.backends.SimilarRuleSpec`). ``POST /approvals/decide`` with
 ``{"ids": [...], "decision": ..., "comment": ...}`` decides several, each on its own, and answers
 which succeeded and why any did not. ``GET /similar-rules``, ``GET /similar-rules/{id}`` and
-``POST /similar-rules/{id}/revoke`` list and revoke rules. Reviewers authenticate with a bearer
+``POST /similar-rules/{id}/revoke`` list and revoke rules; ``POST /delegations``,
+``GET /delegations`` and ``POST /delegations/{id}/revoke`` write, list and revoke delegations
+(:mod:`mcp_approval.reviewers.delegation_api`). Reviewers authenticate with a bearer
 token; each reads only what :meth:`~mcp_approval.backends.LocalApprovalBackend.get_request` shows
 it (a request it may not see is a 404; deciding one is refused, 403). Errors are RFC 9457
 ``application/problem+json``.
@@ -37,6 +39,7 @@ from mcp_approval.backends import (
 )
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.outcomes import OutcomeReader
+from mcp_approval.reviewers.delegation_api import DelegationEndpoints
 from mcp_approval.reviewers.limits import (
     MAX_BATCH_SIZE,
     MAX_COMMENT_CHARS,
@@ -177,6 +180,7 @@ def reviewer_routes(
             raise _Problem(status, str(exc)) from None
         return JSONResponse(rule.to_json())
 
+    delegations = DelegationEndpoints(backend, reviewer_of)
     return [
         Route("/approvals", _problems(list_approvals), methods=["GET"]),
         Route("/approvals/decide", _problems(decide_many), methods=["POST"]),
@@ -185,6 +189,9 @@ def reviewer_routes(
         Route("/similar-rules", _problems(list_rules), methods=["GET"]),
         Route("/similar-rules/{rule_id}", _problems(get_rule), methods=["GET"]),
         Route("/similar-rules/{rule_id}/revoke", _problems(revoke_rule), methods=["POST"]),
+        Route("/delegations", _problems(delegations.listed), methods=["GET"]),
+        Route("/delegations", _problems(delegations.create), methods=["POST"]),
+        Route("/delegations/{delegation_id}/revoke", _problems(delegations.revoke), methods=["POST"]),
     ]
 
 

@@ -125,6 +125,7 @@ def reviewer_paths() -> dict[str, Any]:
             }
         },
         **_batch_and_rule_paths(),
+        **_delegation_paths(),
     }
 
 
@@ -201,6 +202,63 @@ def _batch_and_rule_paths() -> dict[str, Any]:
                     (400, "no rules here"),
                     (403, "the caller may not revoke it"),
                     (404, "no such rule"),
+                    (409, "already revoked"),
+                ),
+            }
+        },
+    }
+
+
+def _delegation_paths() -> dict[str, Any]:
+    """``/delegations`` and its ``/revoke``."""
+    delegation = {
+        "type": "object",
+        "required": ["id", "state", "delegator", "delegate", "template", "starts_at", "ends_at"],
+        "properties": {
+            "state": {"enum": ["active", "scheduled", "revoked", "expired", "integrity failure"]},
+            "starts_at": {"type": "string", "format": "date-time"},
+            "ends_at": {"type": "string", "format": "date-time"},
+        },
+    }
+    asked = {
+        "type": "object",
+        "required": ["delegate", "template", "duration_s"],
+        "properties": {
+            "delegate": {"type": "string"},
+            "template": {"type": "string"},
+            "duration_s": {"type": "number", "exclusiveMinimum": 0},
+        },
+    }
+    made = {"description": "the delegation", "content": {"application/json": {"schema": delegation}}}
+    refusals = ((400, "a bad body, or the template's rules refuse it"), (403, "the caller holds no role to delegate"))
+    created = {**_answers("", delegation, *refusals, (413, "body too large"), (415, "not JSON"))}
+    del created["200"]
+    identifier = {"name": "delegation_id", "in": "path", "required": True, "schema": {"type": "string"}}
+    return {
+        "/delegations": {
+            "get": {
+                "summary": "The delegations the caller made or received",
+                "security": _BEARER,
+                "parameters": [{"name": "state", "in": "query", "schema": {"enum": ["active", "all"]}}],
+                "responses": _answers("the delegations", {"type": "object", "required": ["delegations"]}),
+            },
+            "post": {
+                "summary": "Hand the caller's role for a template to another reviewer for a period",
+                "security": _BEARER,
+                "requestBody": {"required": True, "content": {"application/json": {"schema": asked}}},
+                "responses": {"201": made, **created},
+            },
+        },
+        "/delegations/{delegation_id}/revoke": {
+            "post": {
+                "summary": "Revoke a delegation at once (its delegator may)",
+                "security": _BEARER,
+                "parameters": [identifier],
+                "responses": _answers(
+                    "the revoked delegation",
+                    delegation,
+                    (403, "the caller is not its delegator"),
+                    (404, "no such delegation"),
                     (409, "already revoked"),
                 ),
             }

@@ -150,7 +150,7 @@ async def test_the_template_limits_delegation(backend: LocalApprovalBackend, mak
         await backend.delegate("carol", "dave", "closed", HOUR)
     with pytest.raises(DelegationError, match="at most 3600 seconds"):
         await backend.delegate("carol", "dave", "short", HOUR + 1)
-    with pytest.raises(DelegationError, match="at most 1.2096e"):
+    with pytest.raises(DelegationError, match=r"at most 1\.2096e"):
         await backend.delegate("carol", "dave", "single", 15 * 86400)
     with pytest.raises(DelegationError, match="not configured"):
         await backend.delegate("carol", "dave", "nope", HOUR)

@@ -144,7 +144,7 @@ async def test_a_rolling_upgrade_from_0_2_0_runs_every_call_once(
             async with httpx.AsyncClient(base_url=new.base_url, timeout=scaled(20)) as new_http:
                 migrated = next(line for line in new.log().splitlines() if "schema migrated: " in line)
                 assert "audit audit_0003 -> audit_0004" in migrated
-                assert "local_backend local_0004 -> local_0007" in migrated
+                assert "local_backend local_0004 -> local_0008" in migrated
                 assert "open approval requests without their seals: 2" in new.log()
                 shown_new = await shown(new_http, "dave-token", early_request["id"])
                 assert shown_new.json()["integrity_failure"] == NO_SEALED_RULES, shown_new.text

@@ -40,7 +40,7 @@ RELEASE = Path(__file__).parents[1] / "data" / "release_d16cd99"
 FIXTURE = json.loads((RELEASE / "rows.json").read_text())
 #: What a local-backend deployment opens: the tables it uses, each at its head.
 DEPLOYMENT = (TASKS_MIGRATIONS, AUDIT_MIGRATIONS, APPROVAL_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS)
-HEADS = {"tasks": "tasks_0004", "audit": "audit_0004", "approval": "approval_0005", "local_backend": "local_0007"}
+HEADS = {"tasks": "tasks_0004", "audit": "audit_0004", "approval": "approval_0005", "local_backend": "local_0008"}
 
 
 def _is_time(column: str) -> bool:
@@ -116,6 +116,7 @@ async def test_the_release_database_upgrades_to_head_without_losing_a_row(db_url
         "console_sessions": 0,
         "approval_seal_manifests": 0,
         "similar_call_rules": 0,
+        "approval_delegations": 0,
         "task_workers": 0,
         "task_counts": 2,
         "approval_counts": 2,

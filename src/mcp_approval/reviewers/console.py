@@ -50,6 +50,7 @@ from mcp_approval.backends import (
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.clock import Clock, SystemClock
+from mcp_approval.reviewers._console_delegations import DelegationPages
 from mcp_approval.reviewers._console_texts import OUTCOME_BADGES as _OUTCOME_BADGES
 from mcp_approval.reviewers._console_texts import decided_text as _outcome
 from mcp_approval.reviewers._console_texts import why_no_buttons as _why_not
@@ -175,6 +176,9 @@ class _Console:
             Route(f"{p}/login", guard(self.login), methods=["POST"]),
             Route(f"{p}/logout", guard(self.logout), methods=["POST"]),
             Route(f"{p}/static/console.css", self.stylesheet, methods=["GET"]),
+            *DelegationPages(
+                self.backend, self.sessions, p, self._signed_in, self._posted_form_session, self._render, self._to_login
+            ).routes(guard),
             *(oidc_routes(self.oidc, self.sessions, p, COOKIE, self._page_without_session) if self.oidc else []),
         ]
 

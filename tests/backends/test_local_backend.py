@@ -310,7 +310,13 @@ async def test_record_json_uses_iso_times(backend: LocalApprovalBackend, clock: 
     assert data["expires_at"] == iso8601(created + 1000)
     assert data["approved_until"] == iso8601(created + 3_600_000)
     assert data["decisions"] == [
-        {"reviewer": "bob", "decision": "approve", "comment": "ok", "decided_at": iso8601(created)}
+        {
+            "reviewer": "bob",
+            "on_behalf_of": None,
+            "decision": "approve",
+            "comment": "ok",
+            "decided_at": iso8601(created),
+        }
     ]
     assert data["arguments"]["secret"] == "[redacted]"
 

@@ -67,7 +67,13 @@ async def test_each_principal_sees_what_it_may_decide_its_own_or_everything_as_a
     own = (await shown(http, "alice-token", approval_id)).json()
     assert own["status"] == "approved"
     assert own["decisions"] == [
-        {"reviewer": None, "decision": "approve", "comment": None, "decided_at": own["decisions"][0]["decided_at"]}
+        {
+            "reviewer": None,
+            "on_behalf_of": None,
+            "decision": "approve",
+            "comment": None,
+            "decided_at": own["decisions"][0]["decided_at"],
+        }
     ]
     assert approval_id in await listed_ids(http, "alice-token", "decided")
     for token in ("olga-token", "dave-token"):

@@ -45,11 +45,12 @@ _A = audit_events_table
 
 @dataclass(frozen=True)
 class Grant:
-    """A live delegation a decision may be made under: its id and its delegator."""
+    """A live delegation a decision may be made under: its id, its delegator, its end and its template."""
 
     delegation_id: str
     delegator: str
     ends_at: int
+    template: str
 
 
 class Delegations:
@@ -137,6 +138,7 @@ class Delegations:
             self._audit.record_in(conn, now, DELEGATION_CREATED, subject=subject, actor=delegator, data=data)
 
         await self._db.write(write)
+        await self.refresh()
         return Delegation.of(stored, None, now)
 
     async def revoke(self, delegation_id: str, principal: str) -> Delegation:
@@ -166,7 +168,7 @@ class Delegations:
             return Delegation.of(revoked, delegation_failure(self._seal, revoked), now)
 
         revoked = await self._db.write(write)
-        self._seen.get(revoked.delegate, {}).pop(revoked.template, None)
+        await self.refresh()
         return revoked
 
     async def get(self, delegation_id: str, *, viewer: str | None = None) -> Delegation | None:
@@ -195,48 +197,53 @@ class Delegations:
         """The delegations ``delegate`` may decide a request of ``template`` under at ``now``, oldest
         first: live, sealed as written, not revoked on record, of a template that allows delegation,
         and by a delegator who holds its role in their own right now."""
-        configured = self._templates.get(template) if template else None
-        if configured is None or not configured.delegation or self._seal is None:
+        return [grant for who, grant in self._live(conn, now, delegate, template) if who == delegate]
+
+    def _live(self, conn: Connection, now: int, delegate: str | None, template: str | None) -> list[tuple[str, Grant]]:
+        """``(delegate, grant)`` of the usable delegations at ``now`` (of ``delegate`` and ``template``
+        if given), oldest first."""
+        if self._seal is None:
             return []
-        query = (
-            select(_G)
-            .where(
-                _G.c.delegate == delegate,
-                _G.c.template == template,
-                _G.c.revoked_at.is_(None),
-                _G.c.starts_at <= now,
-                _G.c.ends_at > now,
-            )
-            .order_by(_G.c.created_at, _G.c.delegation_id)
+        usable = {name: rules for name, rules in self._templates.items() if rules.delegation}
+        names = sorted(usable) if template is None else [template] if template in usable else []
+        if not names:
+            return []
+        query = select(_G).where(
+            _G.c.template.in_(names), _G.c.revoked_at.is_(None), _G.c.starts_at <= now, _G.c.ends_at > now
         )
-        grants = []
-        for found in conn.execute(query).mappings():
-            row = dict(found)
+        if delegate is not None:
+            query = query.where(_G.c.delegate == delegate)
+        found: list[tuple[str, Grant]] = []
+        for item in conn.execute(query.order_by(_G.c.created_at, _G.c.delegation_id)).mappings():
+            row = dict(item)
+            configured = usable[row["template"]]
             if delegation_failure(self._seal, row) is not None or _revocation_on_record(conn, row["delegation_id"]):
                 continue  # an edited or revoked delegation delegates nothing
             if row["ends_at"] - row["starts_at"] > round(configured.delegation_max_s * 1000):
                 continue  # longer than the template allows now
             if configured.reviewer_role not in self._roles(row["delegator"]):
                 continue  # the delegator lost the role: there is nothing left to delegate
-            grants.append(Grant(row["delegation_id"], row["delegator"], int(row["ends_at"])))
-        return grants
+            grant = Grant(row["delegation_id"], row["delegator"], int(row["ends_at"]), row["template"])
+            found.append((row["delegate"], grant))
+        return found
 
-    async def refresh(self, delegate: str) -> None:
-        """Read which templates ``delegate`` may decide by delegation now (for :meth:`delegated`)."""
-        now = self._clock.now_ms()
-        if self._seal is None:
+    async def refresh(self) -> None:
+        """Read which templates each delegate may decide by delegation now (for :meth:`delegated`).
+
+        Every read of a request does this (a few rows: the live delegations), so the synchronous
+        eligibility hint of the channels that read a request first (console, Slack, e-mail) sees
+        delegations written or revoked by any worker.
+        """
+        if self._seal is None or not any(rules.delegation for rules in self._templates.values()):
+            self._seen = {}  # nothing can be delegated here: no read
             return
-        templates = [name for name, rules in self._templates.items() if rules.delegation]
-
-        def read(conn: Connection) -> dict[str, int]:
-            found: dict[str, int] = {}
-            for name in templates:
-                grants = self.grants_in(conn, delegate, name, now)
-                if grants:
-                    found[name] = max(grant.ends_at for grant in grants)
-            return found
-
-        self._seen[delegate] = await self._db.read(read)
+        now = self._clock.now_ms()
+        live = await self._db.read(lambda conn: self._live(conn, now, None, None))
+        seen: dict[str, dict[str, int]] = {}
+        for delegate, grant in live:
+            mine = seen.setdefault(delegate, {})
+            mine[grant.template] = max(mine.get(grant.template, 0), grant.ends_at)
+        self._seen = seen
 
     def delegated(self, delegate: str, template: str | None) -> bool:
         """Whether ``delegate`` was last found (:meth:`refresh`) to decide ``template`` by delegation, still now."""

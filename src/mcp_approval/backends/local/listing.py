@@ -29,8 +29,8 @@ __all__ = ["AUDITOR_ROLE", "DelegatedTemplates", "RequestListing"]
 class DelegatedTemplates(Protocol):
     """The templates a delegate decides by delegation (:class:`~.delegations.Delegations` is one)."""
 
-    async def refresh(self, delegate: str) -> None:
-        """Read them for ``delegate`` now."""
+    async def refresh(self) -> None:
+        """Read them now, for every delegate."""
         ...
 
     def delegated_templates(self, delegate: str) -> list[str]:
@@ -84,8 +84,8 @@ class RequestListing:
         """One page of pending requests (oldest first) or decided ones (latest first), with the total;
         with a ``viewer``, only the requests it may see are listed or counted."""
         await self._queue.expire_due()
-        if viewer is not None and self._delegated is not None:
-            await self._delegated.refresh(viewer)
+        if self._delegated is not None:
+            await self._delegated.refresh()
         where = _R.c.status == "pending" if status == "pending" else _R.c.status != "pending"
         visible = self._visible_rows(viewer)
         if visible is not None:
@@ -110,8 +110,8 @@ class RequestListing:
         row = await self._queue.current(request_id)
         if row is None:
             return None
-        if viewer is not None and self._delegated is not None:
-            await self._delegated.refresh(viewer)
+        if self._delegated is not None:
+            await self._delegated.refresh()
         decisions = await self._db.read(lambda conn: decision_rows(conn, [request_id]))
         record = self._records.record(row, decisions)
         if self._told:

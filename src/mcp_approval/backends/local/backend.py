@@ -110,28 +110,13 @@ class LocalApprovalBackend:
         self._queue = RequestQueue(database, self._clock, self._audit, self._templates, self._sealing, endings)
         self._delegations = Delegations(database, self._clock, self._audit, self._templates, roles, seal)
         self._listing = RequestListing(
-            database,
-            roles,
-            self._templates,
-            records,
-            self._queue,
-            told=True,
-            clock=self._clock,
-            delegated=self._delegations,
+            database, roles, self._templates, records, self._queue, True, self._clock, self._delegations
         )
         self._wakeups = Wakeups()
         self._decisions = Decisions(
-            database,
-            self._clock,
-            self._audit,
-            roles,
-            self._templates,
-            self._sealing,
-            endings,
-            records,
-            self._wakeups,
-            self._delegations,
+            database, self._clock, self._audit, roles, self._templates, self._sealing, endings, records, self._wakeups
         )
+        self._decisions.delegations = self._delegations
         self._similar = SimilarCallRules(
             database, self._clock, self._audit, self._templates, roles, seal, self._decisions, self._redact
         )
@@ -419,22 +404,12 @@ class LocalApprovalBackend:
     # -- delegations (see backends.local.delegations) -------------------------------------------
 
     async def delegate(self, delegator: str, delegate: str, template: str, duration_s: float) -> Delegation:
-        """Hand ``delegator``'s role for ``template`` to ``delegate`` from now for ``duration_s`` seconds.
-
-        Raises:
-            DelegationError: the template is not configured or forbids delegation, the period is
-                above its ``delegation_max_s``, or the delegate is the delegator (a :class:`ReviewError`).
-            NotEligibleError: ``delegator`` does not hold the template's role in their own right.
-        """
+        """Hand ``delegator``'s role for ``template`` to ``delegate`` from now for ``duration_s`` seconds
+        (raises :class:`DelegationError` or :class:`NotEligibleError`, as :meth:`Delegations.create`)."""
         return await self._delegations.create(delegator, delegate, template, duration_s)
 
     async def revoke_delegation(self, delegation_id: str, principal: str) -> Delegation:
-        """Revoke a delegation at once (its delegator may).
-
-        Raises:
-            DelegationError: no such delegation, or already revoked.
-            NotEligibleError: ``principal`` is not its delegator.
-        """
+        """Revoke a delegation at once; its delegator may (as :meth:`Delegations.revoke`)."""
         return await self._delegations.revoke(delegation_id, principal)
 
     async def delegations(self, *, viewer: str | None = None, active_only: bool = False) -> list[Delegation]:

@@ -87,7 +87,6 @@ class Decisions:
         endings: expires a request found past its deadline, and runs the hook when a decision ends one.
         records: the request as it stands after the decision.
         wakeups: woken when a decision ends a request.
-        delegations: the delegations a reviewer lacking a template's role may decide under.
     """
 
     def __init__(
@@ -101,7 +100,6 @@ class Decisions:
         endings: RequestEndings,
         records: RequestRecords,
         wakeups: Wakeups,
-        delegations: Delegations | None = None,
     ) -> None:
         self._db = database
         self._clock = clock
@@ -112,7 +110,8 @@ class Decisions:
         self._endings = endings
         self._records = records
         self._wakeups = wakeups
-        self._delegations = delegations
+        #: The delegations a reviewer lacking a template's role may decide under (none: nobody may).
+        self.delegations: Delegations | None = None
 
     async def decide(
         self,
@@ -189,8 +188,8 @@ class Decisions:
             reason is not None
             and reviewer != record.requester
             and record.rules is not None
-            and self._delegations is not None
-            and self._delegations.delegated(reviewer, record.template)
+            and self.delegations is not None
+            and self.delegations.delegated(reviewer, record.template)
         ):
             return None  # a delegate, as last read: the decision checks the delegation itself
         return reason
@@ -275,9 +274,9 @@ class Decisions:
         reason = _why_ineligible(reviewer, self._roles(reviewer), requester, row["template"], rules, when)
         if reason is None:
             return None
-        if self._delegations is None or rules is None or (reviewer == requester and not rules.allow_self_approval):
+        if self.delegations is None or rules is None or (reviewer == requester and not rules.allow_self_approval):
             raise NotEligibleError(reason)
-        grants = self._delegations.grants_in(conn, reviewer, row["template"], now)
+        grants = self.delegations.grants_in(conn, reviewer, row["template"], now)
         for grant in grants:
             if requester in (reviewer, grant.delegator):
                 continue  # delegated authority never decides the delegate's or the delegator's own request

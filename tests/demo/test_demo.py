@@ -51,6 +51,7 @@ EXPECTED: dict[int, tuple[str | None, int]] = {
     21: ("approved-executed", 1),
     22: ("approved-executed", 1),
     23: ("denied-not-executed", 3),
+    24: ("approved-executed", 1),
 }
 
 

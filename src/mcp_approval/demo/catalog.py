@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from mcp_approval.demo import scenarios as basic
 from mcp_approval.demo import scenarios_chat as chat
+from mcp_approval.demo import scenarios_delegation as delegation
 from mcp_approval.demo import scenarios_links as links
 from mcp_approval.demo import scenarios_mail as mail
 from mcp_approval.demo import scenarios_more as more
@@ -147,5 +148,12 @@ SCENARIOS: tuple[ScenarioSpec, ...] = (
         "carol approves a transfer and calls like it (a sealed rule, 2 uses); the rule decides the next two, "
         "each its own request re-checked by policy; the fourth goes to carol",
         similar.approve_similar,
+    ),
+    ScenarioSpec(
+        24,
+        "delegation while away",
+        "carol delegates the treasury template to erin for an hour; erin, no approver herself, approves alice's "
+        "transfer for carol (the decision names both); carol revokes the delegation; approved-executed",
+        delegation.delegated_while_away,
     ),
 )

@@ -97,6 +97,15 @@ class Reviewer:
             body["similar"] = similar
         return await self.http.post(f"/approvals/{approval_id}/decide", json=body, headers=self._headers)
 
+    async def delegate(self, delegate: str, template: str, duration_s: float) -> httpx2.Response:
+        """``POST /delegations``: hand this reviewer's role for ``template`` to ``delegate``."""
+        body = {"delegate": delegate, "template": template, "duration_s": duration_s}
+        return await self.http.post("/delegations", json=body, headers=self._headers)
+
+    async def revoke_delegation(self, delegation_id: str) -> httpx2.Response:
+        """``POST /delegations/{id}/revoke``; the response as it came."""
+        return await self.http.post(f"/delegations/{delegation_id}/revoke", headers=self._headers)
+
 
 @asynccontextmanager
 async def reviewer_http(base_url: str) -> AsyncIterator[httpx2.AsyncClient]:

@@ -19,7 +19,9 @@ from mcp_approval.backends import (
     LocalApprovalBackend,
     NotEligibleError,
 )
+from mcp_approval.backends.local.rules import RequestRules
 from mcp_approval.backends.local.schema import approval_delegations_table
+from mcp_approval.backends.local.seals import approval_granted
 from mcp_approval.clock import ManualClock
 from mcp_approval.keyring import BindingCipher
 from mcp_approval.storage import AuditLog, Database
@@ -224,3 +226,19 @@ async def test_listing_shows_a_reviewers_own_delegations(backend: LocalApprovalB
     assert await backend.delegation(mine.id, viewer="alice") is None
     assert (await backend.delegation(mine.id, viewer="dave")) is not None
     assert mine.to_json()["delegator"] == "carol"
+
+
+def test_sealed_decisions_count_each_person_once() -> None:
+    pair = RequestRules.of(TEMPLATES["pair"])
+
+    def approve(reviewer: str, at: int, behalf: str | None = None) -> dict[str, object]:
+        return {"reviewer": reviewer, "decision": "approve", "decided_at": at, "on_behalf_of": behalf}
+
+    # The delegator, then the delegate for them: one person, whatever the rows say.
+    assert approval_granted(pair, "alice", [approve("carol", 1), approve("dave", 2, "carol")]) is None
+    assert approval_granted(pair, "alice", [approve("dave", 1, "carol"), approve("carol", 2)]) is None
+    # A delegated approval never counts on its delegator's or delegate's own request.
+    assert approval_granted(pair, "carol", [approve("dave", 1, "carol"), approve("bob", 2)]) is None
+    granted = approval_granted(pair, "alice", [approve("dave", 1, "carol"), approve("bob", 2)])
+    assert granted is not None
+    assert granted.approved_at == 2

@@ -212,7 +212,8 @@ class Delegations:
             _G.c.template.in_(names), _G.c.revoked_at.is_(None), _G.c.starts_at <= now, _G.c.ends_at > now
         )
         if delegate is not None:
-            query = query.where(_G.c.delegate == delegate)
+            # Deciding: a revocation committing meanwhile waits for the decision, or the decision for it.
+            query = query.where(_G.c.delegate == delegate).with_for_update(read=True)
         found: list[tuple[str, Grant]] = []
         for item in conn.execute(query.order_by(_G.c.created_at, _G.c.delegation_id)).mappings():
             row = dict(item)

@@ -159,7 +159,7 @@ def demo(
     url-mode approval; 11 credential remediation; 12 ARAP backend; 13 client without tasks: denied;
     14 notifications; 15 client without tasks: requester page; 16 operator metrics; 17 Slack,
     interactive; 18 Teams card; 19 decide from e-mail; 20 nobody forgotten; 21 sign-in with the
-    identity provider; 22 passkey step-up; 23 approve similar.
+    identity provider; 22 passkey step-up; 23 approve similar; 24 delegation while away.
 
     Exits 0 only if every selected scenario behaved. With --json, stdout is a list with one
     object per scenario, keys in this order: scenario (int), name (str), outcome ("pass" or

@@ -370,4 +370,28 @@ def console_paths(prefix: str = "/console", *, oidc: bool = False) -> dict[str, 
         f"{prefix}/static/console.css": {
             "get": {"summary": "The stylesheet", "responses": {"200": {"description": "CSS"}}}
         },
+        f"{prefix}/delegations": {
+            "get": {"summary": "The reviewer's delegations, and a form to delegate", "responses": page},
+            "post": {
+                "summary": "Delegate your role for a template for some hours (form)",
+                "requestBody": form(
+                    {
+                        "csrf": {"type": "string"},
+                        "delegate": {"type": "string"},
+                        "template": {"type": "string"},
+                        "hours": {"type": "string"},
+                    },
+                    ["csrf", "delegate", "template", "hours"],
+                ),
+                "responses": form_answers,
+            },
+        },
+        f"{prefix}/delegations/{{delegation_id}}/revoke": {
+            "post": {
+                "summary": "Revoke one of your delegations (form)",
+                "parameters": [{"name": "delegation_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "requestBody": form({"csrf": {"type": "string"}}, ["csrf"]),
+                "responses": form_answers,
+            }
+        },
     }

@@ -50,7 +50,7 @@ def backend(make_backend: BackendFactory) -> LocalApprovalBackend:
 
 
 async def test_a_delegate_decides_within_the_period_and_the_decision_names_both(
-    backend: LocalApprovalBackend, database: Database
+    backend: LocalApprovalBackend, database: Database, make_backend: BackendFactory
 ) -> None:
     delegation = await backend.delegate("carol", "dave", "single", HOUR)
     assert delegation.state() == "active"
@@ -60,6 +60,10 @@ async def test_a_delegate_decides_within_the_period_and_the_decision_names_both(
     shown = await backend.get_request(request, viewer="dave")
     assert shown is not None
     assert backend.why_ineligible("dave", shown) is None
+    other = make_backend(seal=SEAL, templates=DELEGABLE)  # another worker, reading as Slack does: no viewer
+    read = await other.get_request(request)
+    assert read is not None
+    assert other.why_ineligible("dave", read) is None
     record = await backend.decide(request, "dave", "approve", "carol is away")
     assert record.status is ApprovalStatus.APPROVED
     decided = record.decisions[0]
@@ -95,6 +99,10 @@ async def test_nothing_is_delegated_after_the_period_or_a_revocation(
     with pytest.raises(NotEligibleError):
         await backend.decide(expired, "dave", "approve")
     assert await backend.page_requests(viewer="dave") == await backend.page_requests(viewer="nobody")
+    # The hint Slack and e-mail links read (a request read without a viewer refreshes it) says no too.
+    read = await backend.get_request(expired)
+    assert read is not None
+    assert backend.why_ineligible("dave", read) is not None
 
 
 async def test_a_delegated_role_cannot_be_handed_on(backend: LocalApprovalBackend) -> None:

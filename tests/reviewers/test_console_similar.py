@@ -81,15 +81,18 @@ async def test_the_form_offers_conditions_from_what_the_request_shows(sealed: Co
     page = (await http.get(f"/console/requests/{request_id}")).text
     form = page[page.index('id="similar"') :]
     assert "Approve, and approve similar calls" in form
-    assert 'name="principal" value="same"' in form and 'name="principal" value="any"' in form
+    assert 'name="principal" value="same"' in form
+    assert 'name="principal" value="any"' in form
     assert 'name="a2.prefix" value="acct-1"' in form  # to: a string, pre-filled
     assert 'name="a2.low"' not in form  # a string takes no range
-    assert 'name="a0.low" value="50000"' in form and 'name="a0.high" value="50000"' in form
+    assert 'name="a0.low" value="50000"' in form
+    assert 'name="a0.high" value="50000"' in form
     assert 'name="a0.prefix"' not in form  # a number takes no prefix
     assert 'name="a1"' not in form  # the redacted argument offers no condition
     assert "it takes no condition" in form
     assert "s3cr3t-value" not in page
-    assert "at most 8 hours" in form and "at most 50 calls" in form
+    assert "at most 8 hours" in form
+    assert "at most 50 calls" in form
     assert 'max="50"' in form
 
 
@@ -129,7 +132,8 @@ async def test_approving_with_a_rule_decides_the_next_call_and_the_rule_page_sho
     assert match is not None
     rule_id = match.group(1)
     approved = await sealed.backend.get_request(first)
-    assert approved is not None and approved.status.value == "approved"
+    assert approved is not None
+    assert approved.status.value == "approved"
     assert [(d.reviewer, d.comment) for d in approved.decisions] == [("bob", "March invoices")]
     later = await sealed.submit(arguments={"to": "acct-9", "amount": 59_000, "secret": "s3cr3t-value"})
     await decided_by_rule(sealed, later)
@@ -141,12 +145,16 @@ async def test_approving_with_a_rule_decides_the_next_call_and_the_rule_page_sho
     assert page.status_code == 200
     text = html.unescape(page.text)
     assert "decides up to 3 similar calls" in text  # the flash
-    assert "amount in [0, 60000]" in text and 'to starts with "acct-"' in text
+    assert "amount in [0, 60000]" in text
+    assert 'to starts with "acct-"' in text
     assert "secret = [redacted]" in text
+    assert rule_id in page.text
     assert re.search(r'id="rule-author">bob<', page.text)
     assert re.search(r'id="rule-uses">1 of 3<', page.text)
-    assert later in page.text and first in page.text  # the call it decided; the request it was written on
-    assert outside not in page.text and other_secret not in page.text
+    assert later in page.text
+    assert first in page.text
+    assert outside not in page.text
+    assert other_secret not in page.text
 
 
 async def test_any_requester_widens_the_rule_to_other_principals(sealed: Console, http: httpx.AsyncClient) -> None:
@@ -227,7 +235,8 @@ async def test_approve_selected_decides_each_on_its_own_and_lists_what_was_not(
     own = await sealed.submit(template="closed", requester="bob")
     csrf = await sign_in(http, "bob")
     page = (await http.get("/console")).text
-    assert f'value="{ours[0]}"' in page and f'value="{ours[1]}"' in page
+    assert f'value="{ours[0]}"' in page
+    assert f'value="{ours[1]}"' in page
     assert f'value="{own}"' not in page  # bob's own request offers no checkbox
     form = {"csrf": csrf, "decision": "approve", "comment": "", "id.0": ours[0], "id.1": own, "id.2": ours[1]}
     answer = await http.post("/console/decide", data=form)
@@ -260,7 +269,8 @@ async def test_deny_selected_needs_a_comment(sealed: Console, http: httpx.AsyncC
     assert "Denied 2 of 2" in denied.text
     for request_id in ids:
         record = await sealed.backend.get_request(request_id)
-        assert record is not None and record.status.value == "denied"
+        assert record is not None
+        assert record.status.value == "denied"
         assert [d.comment for d in record.decisions] == ["wrong supplier"]
 
 
@@ -270,7 +280,8 @@ async def test_a_batch_needs_a_selection_the_csrf_token_and_the_same_origin(
     request_id = await sealed.submit()
     csrf = await sign_in(http, "bob")
     empty = await http.post("/console/decide", data={"csrf": csrf, "decision": "approve", "comment": ""})
-    assert empty.status_code == 400 and "Select at least one request" in empty.text
+    assert empty.status_code == 400
+    assert "Select at least one request" in empty.text
     forged = await http.post("/console/decide", data={"csrf": "forged", "decision": "approve", "id.0": request_id})
     assert forged.status_code == 403
     cross = await http.post(
@@ -301,11 +312,13 @@ async def test_the_rules_page_lists_active_rules_and_all_on_request(sealed: Cons
     _, rule_id = await _rule(sealed, http, csrf, expires_in="30", unit="minutes")
     active = await http.get("/console/rules")
     assert active.status_code == 200
-    assert rule_id in active.text and "active" in active.text
+    assert rule_id in active.text
+    assert "active" in active.text
     sealed.clock.advance(31 * 60_000)  # past its 30 minutes
     assert rule_id not in (await http.get("/console/rules")).text
     everything = await http.get("/console/rules?state=all")
-    assert rule_id in everything.text and "expired" in everything.text
+    assert rule_id in everything.text
+    assert "expired" in everything.text
 
 
 async def test_revoke_ends_the_rule_at_once(sealed: Console, http: httpx.AsyncClient) -> None:

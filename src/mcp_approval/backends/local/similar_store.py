@@ -164,6 +164,8 @@ class SimilarCallRules:
             return None
         if configured.approvals_required > 1 or rules is None or rules.approvals_required > 1:
             return None
+        if rules.step_up is not None:  # each decision needs a second factor a rule's author cannot give later calls
+            return None
         return configured.similar_rule_max_s, configured.similar_rule_max_uses
 
     # -- writing, revoking, listing ------------------------------------------------------------

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 import uvicorn
 from starlette.applications import Starlette
 
-from mcp_approval.backends import ApprovalTemplate, LocalApprovalBackend
+from mcp_approval.backends import ApprovalTemplate, LocalApprovalBackend, RequestSeal
 from mcp_approval.backends.contract import ApprovalSubmission
 from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.clock import ManualClock
@@ -68,17 +69,28 @@ class Console:
 @pytest.fixture
 async def console(tmp_path: Path) -> AsyncIterator[Console]:
     """The console on a fresh SQLite database, with a manual clock."""
+    async with serve_console(tmp_path) as running:
+        yield running
+
+
+@contextlib.asynccontextmanager
+async def serve_console(
+    tmp_path: Path, *, seal: RequestSeal | None = None, templates: Mapping[str, ApprovalTemplate] | None = None
+) -> AsyncIterator[Console]:
+    """The console on a fresh database (SQLite, or PostgreSQL on the store leg), served on 127.0.0.1;
+    ``seal`` lets reviewers write similar-call rules."""
     database = open_database(leg_store_url(tmp_path, "console.db"))
     await migrate(database, AUDIT_MIGRATIONS, LOCAL_BACKEND_MIGRATIONS)
     clock = ManualClock()
     audit = AuditLog(database, clock)
     backend = LocalApprovalBackend(
         database,
-        templates=TEMPLATES,
+        templates=TEMPLATES if templates is None else templates,
         roles=lambda p: ROLES.get(p, frozenset()),
         redact=("secret",),
         audit=audit,
         clock=clock,
+        seal=seal,
     )
     tokens = {f"{name}-token-0123": name for name in ROLES}
 

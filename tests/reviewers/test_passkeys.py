@@ -34,7 +34,7 @@ from mcp_approval.demo.soft_authenticator import SoftAuthenticator
 from mcp_approval.keyring import BindingCipher
 from mcp_approval.notify.chat_messages import NOTIFY_MIGRATIONS, ChatMessage, ChatMessages
 from mcp_approval.notify.messages import MessageBuilder
-from mcp_approval.notify.slack_blocks import APPROVE, DENY, OPEN, request_message
+from mcp_approval.notify.slack_blocks import APPROVE, DENY, OPEN, SIMILAR, request_message
 from mcp_approval.notify.slack_deciding import Click, SlackDecider
 from mcp_approval.reviewers.passkey_store import PASSKEY_MIGRATIONS
 from mcp_approval.reviewers.passkeys import CHALLENGE_TTL_S, PasskeyRefusedError, PasskeyStepUp
@@ -353,4 +353,5 @@ async def test_a_step_up_request_is_posted_to_slack_without_decision_buttons(
     assert labels == ["Decide with your passkey in the console"]
     data, actions, _labels = await posted("plain")
     assert "step_up" not in data  # other templates' payloads are as they were
-    assert actions == [APPROVE, DENY, OPEN]
+    assert data["similar_rules"] is True  # and, sealed and one approval, may be approved with a rule
+    assert actions == [APPROVE, DENY, SIMILAR, OPEN]

@@ -78,7 +78,7 @@ if TYPE_CHECKING:
     from mcp_approval.backends.local.rules import ApprovalTemplate, RequestRules, ResolverRule
     from mcp_approval.backends.local.seals import RequestSeal
     from mcp_approval.backends.local.similar import SimilarRuleError
-    from mcp_approval.backends.local.similar_rows import SimilarCallRule
+    from mcp_approval.backends.local.similar_rows import RuleDecision, SimilarCallRule
     from mcp_approval.backends.local.similar_store import SimilarRuleSpec
     from mcp_approval.backends.local.step_up import StepUp, StepUpRequiredError
     from mcp_approval.backends.outcomes import OutcomeReader, RequestOutcome
@@ -120,6 +120,7 @@ _LAZY = {
     "ReviewError": "mcp_approval.backends.local.errors",
     "RuleResolver": "mcp_approval.backends.local.resolvers",
     "SealedRequest": "mcp_approval.backends.contract",
+    "RuleDecision": "mcp_approval.backends.local.similar_rows",
     "SimilarCallRule": "mcp_approval.backends.local.similar_rows",
     "SimilarRuleError": "mcp_approval.backends.local.similar",
     "SimilarRuleSpec": "mcp_approval.backends.local.similar_store",
@@ -177,6 +178,7 @@ __all__ = [
     "RequestSeal",
     "ResolverRule",
     "ReviewError",
+    "RuleDecision",
     "RuleResolver",
     "SealedRequest",
     "SimilarCallRule",

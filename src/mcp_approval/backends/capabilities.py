@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from mcp_approval.backends.local.records import ApprovalRecord, RequestPage
     from mcp_approval.backends.local.rules import ApprovalTemplate
     from mcp_approval.backends.local.seals import RequestSeal
-    from mcp_approval.backends.local.similar_rows import SimilarCallRule
+    from mcp_approval.backends.local.similar_rows import RuleDecision, SimilarCallRule
     from mcp_approval.backends.local.similar_store import SimilarRuleSpec
     from mcp_approval.backends.local.step_up import StepUp
     from mcp_approval.storage.migrations import Migrations
@@ -249,6 +249,14 @@ class SupportsSimilarRules(Protocol):
 
     async def similar_rule(self, rule_id: str, *, viewer: str | None = None) -> SimilarCallRule | None:
         """One rule as ``viewer`` may see it, or ``None``."""
+        ...
+
+    def similar_rule_limits(self, record: ApprovalRecord) -> tuple[float, int] | None:
+        """The longest (seconds) and most uses a rule written approving ``record`` may have; ``None``: no rule."""
+        ...
+
+    async def similar_rule_decisions(self, rule_id: str, *, viewer: str | None = None) -> list[RuleDecision] | None:
+        """The calls a rule decided, newest first; ``None`` when ``viewer`` may not see the rule."""
         ...
 
 

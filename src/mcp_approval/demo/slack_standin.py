@@ -297,13 +297,23 @@ class SlackStandIn:
             "actions": [clicked],
         }
 
-    def view_submission(self, user: str, trigger_id: str, comment: str | None) -> dict[str, Any]:
-        """The ``view_submission`` payload of the dialog opened with ``trigger_id``, submitted with ``comment``."""
+    def view_submission(
+        self, user: str, trigger_id: str, comment: str | None, entered: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """The ``view_submission`` payload of the dialog opened with ``trigger_id``: each input the
+        state ``entered`` gives it by ``block_id`` (``{"value": "5"}``, ``{"selected_option": {...}}``),
+        any other text input ``comment``."""
         with self._lock:
             view = dict(self._views[trigger_id])
         inputs = [b for b in view["blocks"] if b["type"] == "input"]
+        given = entered or {}
         values = {
-            b["block_id"]: {b["element"]["action_id"]: {"type": "plain_text_input", "value": comment}} for b in inputs
+            b["block_id"]: {
+                b["element"]["action_id"]: {"type": b["element"]["type"], **given[b["block_id"]]}
+                if b["block_id"] in given
+                else {"type": "plain_text_input", "value": comment}
+            }
+            for b in inputs
         }
         return {
             "type": "view_submission",

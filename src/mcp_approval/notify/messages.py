@@ -30,7 +30,7 @@ from typing import Any, Final
 from markupsafe import escape
 
 from mcp_approval.approval.persistence.outcomes import WorkflowOutcomes
-from mcp_approval.backends import ApprovalRecord, SupportsReview
+from mcp_approval.backends import ApprovalRecord, SupportsReview, SupportsSimilarRules
 from mcp_approval.clock import iso8601
 from mcp_approval.reviewers.views import RequestView, json_value
 from mcp_approval.storage import AuditEvent, AuditLog, Database
@@ -258,6 +258,8 @@ class MessageBuilder:
             return None
         approvals = await self._approvals_through(request_id, event.seq)
         data = _content(record, approvals, self._link(request_id)) | _specifics(event)
+        if isinstance(self._backend, SupportsSimilarRules) and self._backend.similar_rule_limits(record) is not None:
+            data["similar_rules"] = True  # a reviewer may approve it with a similar-call rule (a chat button)
         return Notification(
             id=f"ntf_{event.hash[:32]}",
             type=kind,

@@ -3,7 +3,8 @@
 The message is rebuilt whole from each notification (:func:`request_message`): a header, the
 facts every channel shows (:meth:`~mcp_approval.notify.messages.Notification.facts`: each value
 a caller, reviewer or policy chose already on one line and cut), where the request stands, and,
-while it waits for decisions, the Approve, Deny and Open buttons. Every fact is a ``plain_text``
+while it waits for decisions, the Approve, Deny and Open buttons (and Approve similar… where the
+request's template allows similar-call rules, :mod:`~mcp_approval.notify.slack_similar`). Every fact is a ``plain_text``
 object with emoji codes off, so nothing a caller sent becomes a mention, a link, formatting or an
 emoji; the only ``mrkdwn`` is this module's own text. The fallback ``text`` (notifications, screen
 readers) is the title with Slack's three control characters escaped.
@@ -25,6 +26,7 @@ __all__ = [
     "DENY_INPUT",
     "OPEN",
     "PENDING_TYPES",
+    "SIMILAR",
     "deny_dialog",
     "escaped",
     "request_message",
@@ -34,6 +36,7 @@ __all__ = [
 APPROVE: Final = "mcp_approval.approve"
 DENY: Final = "mcp_approval.deny"
 OPEN: Final = "mcp_approval.open"
+SIMILAR: Final = "mcp_approval.similar"
 #: The deny dialog's ``callback_id``, and its comment input's ``block_id`` / ``action_id``.
 DENY_CALLBACK: Final = "mcp_approval.deny_dialog"
 DENY_INPUT: Final = "mcp_approval.comment"
@@ -139,6 +142,10 @@ def _buttons(notification: Notification) -> list[dict[str, Any]]:
             },
             {"type": "button", "action_id": DENY, "text": _plain("Deny…", 75), "style": "danger", "value": request},
         ]
+        if notification.data.get("similar_rules") is True:  # its template lets a reviewer write a rule
+            buttons.append(
+                {"type": "button", "action_id": SIMILAR, "text": _plain("Approve similar…", 75), "value": request}
+            )
     link = notification.link()
     if link:
         label = "Decide with your passkey in the console" if step_up else "Open in the console"

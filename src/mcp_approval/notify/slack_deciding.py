@@ -21,8 +21,17 @@ from typing import Literal
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from mcp_approval.backends import ApprovalRecord, NotEligibleError, ReviewError, SupportsReview
+from mcp_approval.backends import (
+    ApprovalRecord,
+    NotEligibleError,
+    ReviewError,
+    SimilarRuleError,
+    SimilarRuleSpec,
+    SupportsReview,
+    SupportsSimilarRules,
+)
 from mcp_approval.backends.contract import UnknownRequestError
+from mcp_approval.clock import iso8601
 from mcp_approval.notify.chat_messages import ChatMessage, ChatMessages
 from mcp_approval.reviewers.views import RequestView
 from mcp_approval.storage.errors import StoreUnavailableError
@@ -113,6 +122,49 @@ class SlackDecider:
             await reply(await self._second_look(click.request_id, reviewer))
         else:
             await reply(outcome_text(record, verdict))
+
+    async def similar_limits(self, click: Click, reply: Reply) -> tuple[ApprovalRecord, tuple[float, int]] | None:
+        """The request ``click`` names and the limits of a rule its user may write approving it, or
+        ``None`` (told why) when they may not decide it or its template allows no rule."""
+        if not await self.may_deny(click, reply):
+            return None
+        backend = self._backend
+        try:
+            record = await backend.get_request(click.request_id)
+        except StoreUnavailableError:
+            await reply(NOT_RECORDED)
+            return None
+        limits = None
+        if record is not None and isinstance(backend, SupportsSimilarRules):
+            limits = backend.similar_rule_limits(record)
+        if record is None or limits is None:
+            await reply("This request's template allows no similar-call rule; approve it on its own.")
+            return None
+        return record, limits
+
+    async def approve_similar(self, click: Click, spec: SimilarRuleSpec, comment: str | None, reply: Reply) -> None:
+        """Approve ``click``'s request with the similar-call rule ``spec`` and tell the user (never raises)."""
+        reviewer = await self._allowed(click, reply)
+        if reviewer is None:
+            return
+        backend = self._backend
+        if not isinstance(backend, SupportsSimilarRules):
+            await reply("Nothing was recorded: this approval backend keeps no similar-call rules.")
+            return
+        try:
+            record, rule = await backend.approve_similar(click.request_id, reviewer, spec, comment)
+        except UnknownRequestError:
+            await reply("Nothing was recorded: there is no such request.")
+        except NotEligibleError as exc:
+            await reply(f"Nothing was recorded: you may not decide this request ({exc}).")
+        except (SimilarRuleError, ReviewError) as exc:
+            await reply(f"Nothing was recorded: {exc}.")
+        except StoreUnavailableError:
+            await reply(await self._second_look(click.request_id, reviewer))
+        else:
+            until = iso8601(rule.expires_at)[:16].replace("T", " ")
+            text = f"{outcome_text(record, 'approve')} Rule {rule.id} approves up to {rule.max_uses} similar calls"
+            await reply(f"{text} until {until} UTC (revoke it in the console or the reviewer API).")
 
     async def may_deny(self, click: Click, reply: Reply) -> bool:
         """Whether the user may decide ``click``'s request, told to them if not (before the deny dialog opens)."""

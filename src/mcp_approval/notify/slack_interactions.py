@@ -13,6 +13,8 @@ seconds, and decides in the background (:class:`~mcp_approval.notify.slack_decid
 
 - **Approve** records an approval;
 - **Deny…** opens a dialog (``views.open``) asking for a comment; submitting it records the denial;
+- **Approve similar…** opens a dialog (:mod:`~mcp_approval.notify.slack_similar`) for a
+  similar-call rule; submitting it approves the request with that rule;
 - **Open in the console** only opens the request's page.
 
 The result is told to the clicking user alone (an ephemeral message: through the click's
@@ -45,8 +47,9 @@ from starlette.routing import Route
 
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.notify.chat_messages import ChatMessage
-from mcp_approval.notify.slack_blocks import APPROVE, DENY, DENY_CALLBACK, DENY_INPUT, OPEN, deny_dialog
+from mcp_approval.notify.slack_blocks import APPROVE, DENY, DENY_CALLBACK, DENY_INPUT, OPEN, SIMILAR, deny_dialog
 from mcp_approval.notify.slack_deciding import NOT_RECORDED, Click, Reply, SlackDecider
+from mcp_approval.notify.slack_similar import SIMILAR_CALLBACK, similar_dialog, similar_submission
 from mcp_approval.reviewers.limits import MAX_COMMENT_CHARS
 from mcp_approval.storage.worker_guards import OnceGuard
 from mcp_approval.web.bodies import BodyTooLargeError, JsonBodyError, parse_json_body, read_body
@@ -135,6 +138,8 @@ class SlackInteractions:
         app.action(DENY)(self._deny_clicked)
         app.action(OPEN)(self._opened)
         app.view(DENY_CALLBACK)(self._deny_submitted)
+        app.action(SIMILAR)(self._similar_clicked)
+        app.view(SIMILAR_CALLBACK)(self._similar_submitted)
         return app
 
     async def handle(self, request: Request) -> Response:
@@ -211,6 +216,35 @@ class SlackInteractions:
         if click is not None:
             reply = self._ephemeral(click)
             self._spawn(self._decider.decide(click, "deny", comment, reply))
+
+    async def _similar_clicked(self, ack: Any, body: dict[str, Any], respond: Any) -> None:
+        await ack()
+        click = _click(body)
+        if click is not None:
+            self._spawn(self._open_similar(click, str(body.get("trigger_id", "")), _responder(respond)))
+
+    async def _similar_submitted(self, ack: Any, body: dict[str, Any], view: dict[str, Any]) -> None:
+        asked = similar_submission(view)
+        if isinstance(asked, dict):  # shown on the dialog's inputs; nothing is decided
+            await ack(response_action="errors", errors=asked)
+            return
+        await ack()
+        click = _dialog_click(body, view)
+        if click is not None:
+            self._spawn(self._decider.approve_similar(click, asked[0], asked[1], self._ephemeral(click)))
+
+    async def _open_similar(self, click: Click, trigger_id: str, reply: Reply) -> None:
+        found = await self._decider.similar_limits(click, reply)
+        if found is None:
+            return
+        record, limits = found
+        where = {"conversation": click.where.conversation, "message": click.where.message}
+        view = similar_dialog(click.request_id, record.tool, record.requester, limits, where)
+        try:
+            await self._client.views_open(trigger_id=trigger_id, view=view)
+        except Exception as exc:  # as for the deny dialog
+            _log.warning("slack channel %r: views.open failed (%s)", self.name, type(exc).__name__)
+            await reply("The dialog could not be opened; nothing was recorded. Click Approve similar… again.")
 
     async def _open_dialog(self, click: Click, trigger_id: str, reply: Reply) -> None:
         if not await self._decider.may_deny(click, reply):

@@ -39,6 +39,7 @@ from mcp_approval.backends import (
 )
 from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.outcomes import OutcomeReader
+from mcp_approval.reviewers.batch import decide_each
 from mcp_approval.reviewers.delegation_api import DelegationEndpoints
 from mcp_approval.reviewers.limits import (
     MAX_BATCH_SIZE,
@@ -153,8 +154,8 @@ def reviewer_routes(
             raise _Problem(400, f"field 'ids' must be a list of 1 to {MAX_BATCH_SIZE} request ids")
         if "similar" in body:
             raise _Problem(400, "field 'similar' goes with one request's approval, not a batch")
-        results = [await _decided(backend, request_id, reviewer, decision, comment) for request_id in ids]
-        return JSONResponse({"decided": sum(1 for r in results if r["ok"]), "results": results})
+        results = await decide_each(backend, ids, reviewer, decision, comment)
+        return JSONResponse({"decided": sum(1 for r in results if r.ok), "results": [r.to_json() for r in results]})
 
     async def list_rules(request: Request) -> Response:
         reviewer = await reviewer_of(request)
@@ -199,26 +200,6 @@ def _similar_rules(backend: SupportsReview) -> SupportsSimilarRules:
     if not isinstance(backend, SupportsSimilarRules):
         raise _Problem(400, "this approval backend keeps no similar-call rules")
     return backend
-
-
-async def _decided(
-    backend: SupportsReview, request_id: str, reviewer: str, decision: Literal["approve", "deny"], comment: str | None
-) -> dict[str, Any]:
-    """One request of a batch decided on its own: what happened to it, and why if it was refused."""
-    if not storable(request_id):
-        return {"id": request_id, "ok": False, "status": None, "code": 404, "error": "no such approval request"}
-    refused: tuple[int, str] | None = None
-    try:
-        record = await backend.decide(request_id, reviewer, decision, comment)
-    except UnknownRequestError:
-        refused = (404, "no such approval request")
-    except NotEligibleError as exc:
-        refused = (403, str(exc))
-    except ReviewError as exc:
-        refused = (409, str(exc))
-    if refused is not None:
-        return {"id": request_id, "ok": False, "status": None, "code": refused[0], "error": refused[1]}
-    return {"id": request_id, "ok": True, "status": record.status.value, "code": 200, "error": None}
 
 
 def _problems(endpoint: Endpoint) -> Endpoint:

@@ -30,7 +30,7 @@ store cannot be reached, a page that needs it is a 503 page with ``Retry-After``
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from importlib import resources
 from typing import Any, Literal, Protocol
 from urllib.parse import quote
@@ -51,6 +51,7 @@ from mcp_approval.backends.contract import UnknownRequestError
 from mcp_approval.backends.outcomes import OutcomeReader
 from mcp_approval.clock import Clock, SystemClock
 from mcp_approval.reviewers._console_delegations import DelegationPages
+from mcp_approval.reviewers._console_rules import RulePages, similar_context
 from mcp_approval.reviewers._console_texts import OUTCOME_BADGES as _OUTCOME_BADGES
 from mcp_approval.reviewers._console_texts import decided_text as _outcome
 from mcp_approval.reviewers._console_texts import why_no_buttons as _why_not
@@ -179,6 +180,7 @@ class _Console:
             *DelegationPages(
                 self.backend, self.sessions, p, self._signed_in, self._posted_form_session, self._render, self._to_login
             ).routes(guard),
+            *RulePages(self).routes(guard),
             *(oidc_routes(self.oidc, self.sessions, p, COOKIE, self._page_without_session) if self.oidc else []),
         ]
 
@@ -188,8 +190,31 @@ class _Console:
         session = await self._signed_in(request)
         if session is None:
             return self._to_login(request)
+        return await self.pending_page(request, session)
+
+    async def pending_page(
+        self, request: Request, session: Session, status: int = 200, error: str | None = None
+    ) -> Response:
+        """The pending list (with ``error`` shown on it), each request the reviewer may decide selectable."""
         page = await self._page(request, session, "pending")
-        return self._render("pending.html", session, tab="pending", views=self._views(page.records), page=page)
+        views = self._views(page.records)
+        selectable = {  # a request that needs a passkey for each decision is decided on its own page
+            view.record.id
+            for view in views
+            if _why_not(view, session.principal, self.backend) is None
+            and not (view.record.rules is not None and view.record.rules.step_up)
+        }
+        return self._render(
+            "pending.html",
+            session,
+            status=status,
+            error=error,
+            tab="pending",
+            views=views,
+            page=page,
+            selectable=selectable,
+            max_comment=MAX_COMMENT_CHARS,
+        )
 
     async def decided(self, request: Request) -> Response:
         session = await self._signed_in(request)
@@ -335,7 +360,14 @@ class _Console:
             raise _Refused(403, "Your session has ended, so nothing was done. Sign in again.")
         return session
 
-    async def _detail(self, session: Session, request_id: str, status: int = 200, error: str | None = None) -> Response:
+    async def _detail(
+        self,
+        session: Session,
+        request_id: str,
+        status: int = 200,
+        error: str | None = None,
+        similar_fields: Mapping[str, str] | None = None,
+    ) -> Response:
         record = await self.backend.get_request(request_id, viewer=session.principal)
         if record is None:
             raise _Refused(404, "There is no such approval request.")
@@ -347,6 +379,7 @@ class _Console:
                 task_events = await self.audit.events(subject=outcome.task_id, limit=_AUDIT_EVENTS)
                 events = sorted([*events, *task_events], key=lambda event: event.event_id)
         view = RequestView(record, self.clock.now_ms())
+        refusal = _why_not(view, session.principal, self.backend)
         return self._render(
             "detail.html",
             session,
@@ -354,7 +387,8 @@ class _Console:
             error=error,
             view=view,
             events=[EventView(event) for event in events],
-            refusal=_why_not(view, session.principal, self.backend),
+            refusal=refusal,
+            similar=None if refusal is not None else similar_context(self.backend, record, similar_fields),
             outcome=outcome,
             outcome_badges=_OUTCOME_BADGES,
             max_comment=MAX_COMMENT_CHARS,
@@ -414,6 +448,17 @@ class _Console:
             next_path=wanted if wanted.startswith(self.prefix) else self.prefix,
             **context,
         )
+
+    # What the pages of _console_rules use (ConsoleHost).
+    signed_in = _signed_in
+    posted_form_session = _posted_form_session
+    to_login = _to_login
+    render = _render
+    detail_page = _detail
+
+    def redirect(self, path: str) -> Response:
+        """A 303 to ``path`` under the console's prefix."""
+        return RedirectResponse(self.prefix + path, 303, _PAGE_HEADERS)
 
     def _page_without_session(self, name: str, *, status: int = 200, **context: Any) -> Response:
         return self._render(name, None, status=status, **context)

@@ -300,6 +300,17 @@ def console_paths(prefix: str = "/console", *, oidc: bool = False) -> dict[str, 
         },
         ["csrf", "decision"],
     )
+    similar_form = form(
+        {
+            "csrf": {"type": "string"},
+            "principal": {"enum": ["same", "any"]},
+            "expires_in": {"type": "string"},
+            "unit": {"enum": ["minutes", "hours", "days"]},
+            "max_uses": {"type": "string"},
+            "comment": {"type": "string", "maxLength": MAX_COMMENT_CHARS},
+        },
+        ["csrf", "expires_in", "unit", "max_uses"],
+    )
     paging = [
         {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0}},
         {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE}},
@@ -349,6 +360,43 @@ def console_paths(prefix: str = "/console", *, oidc: bool = False) -> dict[str, 
                 "summary": "Decide (form)",
                 "parameters": [_ID],
                 "requestBody": decide_form,
+                "responses": form_answers,
+            }
+        },
+        f"{prefix}/requests/{{request_id}}/similar": {
+            "post": {
+                "summary": "Approve, and write a similar-call rule (form: principal, a<i> conditions, expiry, uses)",
+                "parameters": [_ID],
+                "requestBody": similar_form,
+                "responses": form_answers,
+            }
+        },
+        f"{prefix}/decide": {
+            "post": {
+                "summary": "Decide the selected pending requests, each on its own (form: id.<n> fields)",
+                "requestBody": decide_form,
+                "responses": form_answers,
+            }
+        },
+        f"{prefix}/rules": {
+            "get": {
+                "summary": "The similar-call rules the reviewer may see (active, or all with state=all)",
+                "parameters": [{"name": "state", "in": "query", "schema": {"enum": ["active", "all"]}}],
+                "responses": page,
+            }
+        },
+        f"{prefix}/rules/{{rule_id}}": {
+            "get": {
+                "summary": "One similar-call rule and the calls it decided",
+                "parameters": [_RULE_ID],
+                "responses": {**page, "404": {"description": "no such rule visible", "content": _HTML}},
+            }
+        },
+        f"{prefix}/rules/{{rule_id}}/revoke": {
+            "post": {
+                "summary": "Revoke a similar-call rule at once (form)",
+                "parameters": [_RULE_ID],
+                "requestBody": form({"csrf": {"type": "string"}}, ["csrf"]),
                 "responses": form_answers,
             }
         },

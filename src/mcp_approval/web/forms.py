@@ -48,8 +48,8 @@ def path_request_id(request: Request) -> str:
     return request_id
 
 
-async def read_form(request: Request) -> dict[str, str]:
-    """The urlencoded form body, each field at most once.
+async def read_form(request: Request, *, max_fields: int = 8) -> dict[str, str]:
+    """The urlencoded form body, each field at most once, at most ``max_fields`` fields.
 
     Raises:
         Refused: another media type (415), a body over :data:`MAX_FORM_BYTES` (413), or a body
@@ -64,7 +64,9 @@ async def read_form(request: Request) -> dict[str, str]:
         if len(body) > MAX_FORM_BYTES:
             raise Refused(413, "The form is too large.")
     try:
-        fields = parse_qs(bytes(body).decode("utf-8"), keep_blank_values=True, max_num_fields=8, errors="strict")
+        fields = parse_qs(
+            bytes(body).decode("utf-8"), keep_blank_values=True, max_num_fields=max_fields, errors="strict"
+        )
     except (UnicodeDecodeError, ValueError):
         raise Refused(400, "The form could not be read.") from None
     if any(len(values) != 1 for values in fields.values()):

@@ -33,7 +33,7 @@ from mcp_approval.backends.local.schema import LOCAL_BACKEND_MIGRATIONS
 from mcp_approval.backends.local.seal_manifest import SealManifest
 from mcp_approval.backends.local.sealing import RequestSealing
 from mcp_approval.backends.local.seals import RequestSeal
-from mcp_approval.backends.local.similar_rows import SimilarCallRule
+from mcp_approval.backends.local.similar_rows import RuleDecision, SimilarCallRule
 from mcp_approval.backends.local.similar_store import SimilarCallRules, SimilarRuleSpec
 from mcp_approval.backends.local.step_up import StepUp
 from mcp_approval.clock import Clock, SystemClock
@@ -393,6 +393,15 @@ class LocalApprovalBackend:
     async def similar_rule(self, rule_id: str, *, viewer: str | None = None) -> SimilarCallRule | None:
         """One similar-call rule as ``viewer`` may see it, or ``None``."""
         return await self._similar.get(rule_id, viewer=viewer)
+
+    def similar_rule_limits(self, record: ApprovalRecord) -> tuple[float, int] | None:
+        """How long (seconds) and for how many calls a similar-call rule written while approving
+        ``record`` may last, as its template allows now; ``None`` when it allows no rule."""
+        return self._similar.limits(record.template, record.rules)
+
+    async def similar_rule_decisions(self, rule_id: str, *, viewer: str | None = None) -> list[RuleDecision] | None:
+        """The calls a similar-call rule decided, newest first; ``None`` when ``viewer`` may not see the rule."""
+        return await self._similar.decided(rule_id, viewer=viewer)
 
     async def decide_by_similar_rules(self, request_id: str) -> str | None:
         """Put a pending request to the similar-call rules now; the id of the rule that approved it, or ``None``.

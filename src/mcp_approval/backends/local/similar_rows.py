@@ -16,15 +16,28 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from mcp_approval.backends.local.schema import approval_decisions_table, similar_call_rules_table
+from mcp_approval.backends.local.schema import (
+    approval_decisions_table,
+    approval_requests_table,
+    similar_call_rules_table,
+)
 from mcp_approval.backends.local.seals import RequestSeal
 from mcp_approval.backends.local.similar import SimilarCallScope, SimilarRuleError, rule_actor
 from mcp_approval.clock import iso8601
 
-__all__ = ["SimilarCallRule", "decisions_by", "fetch_rule", "rule_failure", "seal_rule"]
+__all__ = [
+    "RuleDecision",
+    "SimilarCallRule",
+    "decided_by_rule",
+    "decisions_by",
+    "fetch_rule",
+    "rule_failure",
+    "seal_rule",
+]
 
 _S = similar_call_rules_table
 _D = approval_decisions_table
+_R = approval_requests_table
 Row = Mapping[str, Any]
 
 
@@ -85,6 +98,30 @@ def decisions_by(conn: Connection, rule_id: str) -> int:
     """How many decisions the rule has recorded (each sealed to its request and the rule)."""
     query = select(func.count()).where(_D.c.reviewer == rule_actor(rule_id))
     return int(conn.execute(query).scalar_one())
+
+
+@dataclass(frozen=True)
+class RuleDecision:
+    """One call a similar-call rule decided: the request, its tool, its status now, when it was decided."""
+
+    request_id: str
+    tool: str
+    status: str
+    decided_at: int
+
+
+def decided_by_rule(conn: Connection, rule_id: str) -> list[RuleDecision]:
+    """The requests the rule decided, newest decision first."""
+    query = (
+        select(_D.c.request_id, _D.c.decided_at, _R.c.tool_name, _R.c.status)
+        .join(_R, _R.c.request_id == _D.c.request_id)
+        .where(_D.c.reviewer == rule_actor(rule_id))
+        .order_by(_D.c.decided_at.desc(), _D.c.request_id)
+    )
+    return [
+        RuleDecision(str(row.request_id), str(row.tool_name), str(row.status), int(row.decided_at))
+        for row in conn.execute(query)
+    ]
 
 
 @dataclass(frozen=True)

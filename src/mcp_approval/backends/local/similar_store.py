@@ -30,11 +30,19 @@ from mcp_approval.backends.local.errors import NotEligibleError, ReviewError
 from mcp_approval.backends.local.listing import AUDITOR_ROLE
 from mcp_approval.backends.local.records import ApprovalRecord
 from mcp_approval.backends.local.rows import Row, fetch
-from mcp_approval.backends.local.rules import DEFAULT_TEMPLATE, ApprovalTemplate, decided_by
+from mcp_approval.backends.local.rules import DEFAULT_TEMPLATE, ApprovalTemplate, RequestRules, decided_by
 from mcp_approval.backends.local.schema import similar_call_rules_table
 from mcp_approval.backends.local.seals import RequestSeal
 from mcp_approval.backends.local.similar import SimilarCallScope, SimilarRuleError, rule_actor
-from mcp_approval.backends.local.similar_rows import SimilarCallRule, decisions_by, fetch_rule, rule_failure, seal_rule
+from mcp_approval.backends.local.similar_rows import (
+    RuleDecision,
+    SimilarCallRule,
+    decided_by_rule,
+    decisions_by,
+    fetch_rule,
+    rule_failure,
+    seal_rule,
+)
 from mcp_approval.clock import Clock
 from mcp_approval.storage.audit import AuditLog
 from mcp_approval.storage.database import Database
@@ -147,6 +155,18 @@ class SimilarCallRules:
         """Whether requests of ``template`` may be decided by rules (as it is configured now)."""
         configured = self._template(template)
         return self._seal is not None and configured is not None and configured.similar_rules
+
+    def limits(self, template: str | None, rules: RequestRules | None) -> tuple[float, int] | None:
+        """The longest a rule written on a request of ``template`` (decided by ``rules``) may last, in
+        seconds, and the most calls it may decide; ``None`` when no rule may be written on it."""
+        configured = self._template(template)
+        if self._seal is None or configured is None or not configured.similar_rules:
+            return None
+        if configured.approvals_required > 1 or rules is None or rules.approvals_required > 1:
+            return None
+        if rules.step_up is not None:  # each decision needs a second factor a rule's author cannot give later calls
+            return None
+        return configured.similar_rule_max_s, configured.similar_rule_max_uses
 
     # -- writing, revoking, listing ------------------------------------------------------------
 
@@ -285,6 +305,17 @@ class SimilarCallRules:
             if viewer is None or self._may_see(viewer, row)
         ]
         return [rule for rule in rules if not active_only or rule.state() == "active"]
+
+    async def decided(self, rule_id: str, *, viewer: str | None = None) -> list[RuleDecision] | None:
+        """The calls the rule decided, newest first, or ``None`` when ``viewer`` may not see the rule."""
+
+        def read(conn: Connection) -> list[RuleDecision] | None:
+            row = fetch_rule(conn, rule_id)
+            if row is None or (viewer is not None and not self._may_see(viewer, row)):
+                return None
+            return decided_by_rule(conn, rule_id)
+
+        return await self._db.read(read)
 
     def _may_revoke(self, principal: str, row: Row) -> bool:
         template = self._template(row["template"])

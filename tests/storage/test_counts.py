@@ -118,23 +118,3 @@ async def test_reclaim_skips_a_table_another_worker_is_vacuuming(postgres: Datab
         await other.close()
     await COUNTS.reclaim(database)
     await eventually(lambda: _dead_rows(database), lambda dead: dead < RECLAIM_AT)
-
-
-async def test_named_scopes_and_a_range_are_read_in_one_statement(database: Database) -> None:
-    """``read_with_range`` answers what ``read`` and ``read_range`` answer apart, scope by scope."""
-
-    def add(conn: Connection) -> None:
-        for scope, delta in [
-            ("pending:x", 2),
-            ("pending:x", 1),
-            ("rate:x:001", 4),
-            ("rate:x:002", 5),
-            ("rate:y:001", 7),
-        ]:
-            conn.execute(COUNTS.table.insert(), {"scope": scope, "delta": delta})
-
-    await database.write(add)
-    both = await database.write(lambda conn: COUNTS.read_with_range(conn, ["pending:x"], "rate:x:001", "rate:x:999"))
-    named = await database.write(lambda conn: COUNTS.read(conn, ["pending:x"]))
-    ranged = await database.write(lambda conn: COUNTS.read_range(conn, "rate:x:001", "rate:x:999"))
-    assert both == named | ranged == {"pending:x": 3, "rate:x:001": 4, "rate:x:002": 5}

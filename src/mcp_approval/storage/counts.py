@@ -24,11 +24,9 @@ from sqlalchemy import (
     Row,
     String,
     Table,
-    and_,
     bindparam,
     delete,
     func,
-    or_,
     select,
     text,
 )
@@ -69,11 +67,9 @@ class ScopedCounts:
         self._table = table
         totals = select(table.c.scope, func.sum(table.c.delta).label("total"), func.count().label("rows"))
         self._named = totals.where(table.c.scope.in_(bindparam("scopes", expanding=True))).group_by(table.c.scope)
-        in_range = and_(table.c.scope >= bindparam("low"), table.c.scope <= bindparam("high"))
-        self._ranged = totals.where(in_range).group_by(table.c.scope)
-        self._named_or_ranged = totals.where(
-            or_(table.c.scope.in_(bindparam("scopes", expanding=True)), in_range)
-        ).group_by(table.c.scope)
+        self._ranged = totals.where(table.c.scope >= bindparam("low"), table.c.scope <= bindparam("high")).group_by(
+            table.c.scope
+        )
         # One statement takes a scope's rows, however many: rows another transaction is folding
         # are skipped (PostgreSQL), so two folds never wait for each other and each moves only
         # the rows it holds; SQLite's writer is alone anyway.
@@ -93,11 +89,6 @@ class ScopedCounts:
     def read_range(self, conn: Connection, low: str, high: str) -> dict[str, int]:
         """The counts of the scopes from ``low`` to ``high`` inclusive, folding long ones."""
         return self._totals(conn, conn.execute(self._ranged, {"low": low, "high": high}))
-
-    def read_with_range(self, conn: Connection, scopes: Iterable[str], low: str, high: str) -> dict[str, int]:
-        """:meth:`read` of ``scopes`` and :meth:`read_range` of ``low`` to ``high``, in one statement."""
-        parameters = {"scopes": list(scopes), "low": low, "high": high}
-        return self._totals(conn, conn.execute(self._named_or_ranged, parameters))
 
     def fold_scope(self, conn: Connection, scope: str) -> None:
         """Replace the rows of ``scope`` with one row holding their sum (none when it is 0).

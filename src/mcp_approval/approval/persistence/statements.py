@@ -59,6 +59,7 @@ __all__ = [
     "earlier_call",
     "fold_counts",
     "live_match",
+    "rate_bound",
     "rate_scope",
     "refusal",
     "reschedule_one",
@@ -251,16 +252,14 @@ def refusal(
         return Admission.OUTCOME_OWED, owed
     owner = intent.principal_digest
     since = now - 60_000
-    # Counts kept by the database's triggers (a few rows each, however many requests are pending):
-    # the principal's pending requests and its recent minutes' intents, in one read.
-    pending = f"pending:{owner}"
-    counts = APPROVAL_COUNTS.read_with_range(conn, [pending], *_rate_range(owner, since))
     # The exact count of the window is read only when the minutes it spans hold enough intents.
-    if sum(count for scope, count in counts.items() if scope != pending) >= per_minute:
+    if rate_bound(conn, owner, since) >= per_minute:
         recent = {"owner": owner, "since": since, "cap": per_minute}
         if int(conn.execute(RECENT_SUBMISSIONS, recent).scalar_one()) >= per_minute:
             return Admission.RATE_LIMITED, None
-    if counts.get(pending, 0) >= max_pending:
+    # Counts kept by the database's triggers: a few rows each, however many requests are pending.
+    pending = f"pending:{owner}"
+    if APPROVAL_COUNTS.read(conn, [pending]).get(pending, 0) >= max_pending:
         return Admission.TOO_MANY_PENDING, None
     try:
         check_task_limits(conn, intent.principal_digest, *task_limits)
@@ -274,11 +273,12 @@ def rate_scope(owner: str, minute: int) -> str:
     return f"rate:{owner}:{minute:012d}"
 
 
-def _rate_range(owner: str, since: int) -> tuple[str, str]:
-    """The first and last scope counting ``owner``'s intents of the minute of ``since`` and later."""
+def rate_bound(conn: Connection, owner: str, since: int) -> int:
+    """At least how many intents ``owner`` recorded after ``since``: those of its minute and later."""
     # Both ends share the prefix and differ in equal-length digits only, so the range holds exactly
     # this principal's minutes in any collation (PostgreSQL's may ignore the punctuation).
-    return rate_scope(owner, since // 60_000), rate_scope(owner, _LAST_MINUTE)
+    low, high = rate_scope(owner, since // 60_000), rate_scope(owner, _LAST_MINUTE)
+    return sum(APPROVAL_COUNTS.read_range(conn, low, high).values())
 
 
 def fold_counts(conn: Connection, now: int) -> None:

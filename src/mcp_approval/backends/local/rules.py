@@ -56,11 +56,6 @@ class ApprovalTemplate(_Rules):
     #: reviewer API); decisions without it, from any channel, are refused. ``None``: none.
     step_up: Literal["passkey"] | None = None
 
-    @property
-    def links_need_sign_in(self) -> bool:
-        """Whether a decision link of this template needs its reviewer signed in (see ``links_require_sign_in``)."""
-        return self.links_require_sign_in if self.links_require_sign_in is not None else self.risk == "high"
-
     #: Whether a reviewer approving a request may also write a similar-call rule that approves later
     #: calls like it (docs/reviewers.md, "Approving similar calls"). Templates needing more than one
     #: approval never allow them: one reviewer's rule would stand in for several people.
@@ -88,6 +83,11 @@ class ApprovalTemplate(_Rules):
     #: the time are sealed into the request's rules when it opens: a later edit of the template
     #: changes nothing for it.
     escalation_may_decide: bool = False
+
+    @property
+    def links_need_sign_in(self) -> bool:
+        """Whether a decision link of this template needs its reviewer signed in (see ``links_require_sign_in``)."""
+        return self.links_require_sign_in if self.links_require_sign_in is not None else self.risk == "high"
 
     @model_validator(mode="after")
     def _escalation(self) -> ApprovalTemplate:

@@ -21,6 +21,7 @@ from mcp_approval.tasks.models import new_task_id, principal_digest
 from mcp_approval.tasks.store import TaskLimitReachedError
 from mcp_approval.tasks.store_url import store_from_url
 from tests.support.polling import eventually
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -205,6 +206,7 @@ class CuttableProxy:
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 6379
         self.cut = False
         self._links: set[asyncio.StreamWriter] = set()
+        self._forwarding: set[asyncio.Task[None]] = set()
 
     async def __aenter__(self) -> CuttableProxy:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -214,6 +216,9 @@ class CuttableProxy:
     async def __aexit__(self, *exc_info: object) -> None:
         self.cut_off()
         self._server.close()
+        # Links a client still holds end with the proxy (the client sees its connections drop).
+        for task in list(self._forwarding):
+            task.cancel()
         await self._server.wait_closed()
 
     def url_for(self, url: str) -> str:
@@ -232,11 +237,23 @@ class CuttableProxy:
             writer.close()
             return
         upstream_reader, upstream_writer = await asyncio.open_connection(self.host, self.port)
+        if self.cut:  # cut while this link was connecting: it is part of the outage too
+            writer.close()
+            upstream_writer.close()
+            return
         self._links |= {writer, upstream_writer}
-        await asyncio.gather(
-            self._pipe(reader, upstream_writer), self._pipe(upstream_reader, writer), return_exceptions=True
-        )
-        self._links -= {writer, upstream_writer}
+        task = asyncio.current_task()
+        assert task is not None
+        self._forwarding.add(task)
+        try:
+            await asyncio.gather(
+                self._pipe(reader, upstream_writer), self._pipe(upstream_reader, writer), return_exceptions=True
+            )
+        finally:
+            self._forwarding.discard(task)
+            self._links -= {writer, upstream_writer}
+            writer.close()
+            upstream_writer.close()
 
     @staticmethod
     async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -257,12 +274,14 @@ async def test_redis_down_the_owner_answers_from_memory_and_keeps_its_outcome(se
         created = (await wire.call_tool("slow_job", {"seconds": 1.0, "label": "outage"})).result
         proxy.cut_off()
         try:
-            during = await wire.get(created["taskId"])
-            cancel = await wire.cancel(created["taskId"])
+            # Each step bounded: the in-process transport has no timeout of its own.
+            during = await asyncio.wait_for(wire.get(created["taskId"]), scaled(30))
+            cancel = await asyncio.wait_for(wire.cancel(created["taskId"]), scaled(30))
             execution = tasks.runtime.local(created["taskId"])
             assert execution is not None
-            await execution.wait(None)  # the tool finishes while the store is down
-            finished = await wire.get(created["taskId"])
+            # The tool finishes while the store is down.
+            assert await execution.wait(scaled(30)) is not None, "the call did not finish"
+            finished = await asyncio.wait_for(wire.get(created["taskId"]), scaled(30))
         finally:
             proxy.restore()
         after = (
